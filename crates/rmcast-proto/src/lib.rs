@@ -1,0 +1,16 @@
+//! rmcast-proto: every rmcast protocol as a sans-IO state machine.
+//!
+//! Nothing here touches a socket, a clock, a thread or a global RNG: a driver feeds datagrams and
+//! the time in and drains datagrams, events and timer deadlines out (see [`engine::Engine`]). The
+//! same engines run bit for bit reproducibly in `rmcast-sim` and on real sockets in `rmcast`.
+
+#![warn(missing_docs)]
+
+pub mod common;
+pub mod engine;
+pub mod sequencer;
+pub mod wire;
+
+pub use engine::{
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+};

@@ -1,0 +1,27 @@
+//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, sections 4, 5.1 and 5.2).
+//!
+//! **Guarantees.** Every member delivers the same messages in the same total order, assigned by
+//! one member, the *sequencer*; a message is delivered once, and only if it was sent; messages of
+//! one sender are delivered in the order sent. Joins and leaves are ordered with the data, so all
+//! members see the same messages between two views (virtual synchrony). With resilience degree
+//! `r`, a send completes only once `r + 1` members hold the message.
+//!
+//! **How** (section 5.2). Small messages go point to point to the sequencer, which multicasts them
+//! with their sequence number (PB method); messages of `large_threshold_bytes` or more are
+//! multicast by their sender and the sequencer multicasts a short accept (BB method). For `r > 0`
+//! the sequencer first multicasts the sequence number, the `r` lowest-ranked members acknowledge,
+//! and then it multicasts the accept (3 + r datagrams). Every member keeps a [`HistoryBuffer`] of
+//! fixed capacity in three parts: free slots, sequenced messages kept until every member has them
+//! (purged at the minimum of the piggybacked `expect` values), and messages received out of
+//! sequence. Gaps are repaired by BC_RETRANS; quiet members send BC_STATE after a number of
+//! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
+//! While the history is full, senders wait: nothing is ever dropped.
+//!
+//! Crash recovery (section 5.3) is not part of this engine yet.
+//!
+//! [`HistoryBuffer`]: crate::common::HistoryBuffer
+
+mod engine;
+pub mod packet;
+
+pub use engine::{Config, Sequencer};

@@ -1,0 +1,597 @@
+//! Packet bodies of the sequencer engine (seed 002, Fig. 12), after the common [`Header`].
+//!
+//! Amoeba's BC_BCAST carries one message; here a [`Body::Ordered`] datagram carries a run of
+//! consecutive sequence numbers so that small messages are bundled under load, and every packet
+//! from the sequencer piggybacks where acceptance and stability stand.
+
+use crate::engine::NodeId;
+use crate::wire::{self, Header, Reader, WireError, WriteExt};
+
+/// Packet types (the `ptype` header byte).
+pub mod ptype {
+    /// BC_BCASTREQ sent point to point to the sequencer (PB method).
+    pub const BCAST_REQ_PB: u8 = 1;
+    /// BC_BCASTREQ multicast to the group (BB method).
+    pub const BCAST_REQ_BB: u8 = 2;
+    /// BC_BCAST: a run of ordered entries (also the answer to BC_RETRANS).
+    pub const ORDERED: u8 = 3;
+    /// Accept: moves the acceptance point (r > 0).
+    pub const ACCEPT: u8 = 4;
+    /// BC_SYNC: the sequencer asks every member for its state.
+    pub const SYNC: u8 = 5;
+    /// BC_STATE / BC_ACK: a member's delivery and holding point.
+    pub const STATUS: u8 = 6;
+    /// BC_RETRANS: a member asks for a range of sequence numbers.
+    pub const RETRANS: u8 = 7;
+    /// BC_JOINREQ: multicast by a node that wants to join.
+    pub const JOIN_REQ: u8 = 8;
+    /// BC_LEAVEREQ: a member asks to leave.
+    pub const LEAVE_REQ: u8 = 9;
+}
+
+/// Kind of an ordered entry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// Application data (or a fragment of it).
+    Data = 0,
+    /// A member joined: the body is the new view.
+    Join = 1,
+    /// A member left: the body is the new view.
+    Leave = 2,
+}
+
+/// Bytes an ordered entry adds to its payload on the wire.
+pub const ORDERED_ENTRY_OVERHEAD: usize = 1 + 1 + 4 + 8 + 2 + 2 + 2;
+/// Bytes a request entry adds to its payload on the wire.
+pub const REQ_ENTRY_OVERHEAD: usize = 8 + 2 + 2 + 2;
+/// Bytes of the fixed part of an ordered packet after the header.
+pub const ORDERED_FIXED: usize = 8 * 4 + 2;
+/// Bytes of the fixed part of a request packet after the header.
+pub const REQ_FIXED: usize = 8 * 2 + 2;
+
+/// One entry of an ordered run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OrderedEntry<'a> {
+    /// What the entry is.
+    pub kind: EntryKind,
+    /// Whether `payload` is present; a BB accept carries only the message's identity.
+    pub has_payload: bool,
+    /// Original sender (the joiner or leaver for membership entries).
+    pub sender: NodeId,
+    /// Sender's protocol number of this fragment.
+    pub pnum: u64,
+    /// Fragment index within the message.
+    pub frag_index: u16,
+    /// Number of fragments of the message (at least 1).
+    pub frag_count: u16,
+    /// Payload bytes, empty when `has_payload` is false.
+    pub payload: &'a [u8],
+}
+
+/// One message (fragment) in a broadcast request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ReqEntry<'a> {
+    /// Sender's protocol number of this fragment (consecutive per sender).
+    pub pnum: u64,
+    /// Fragment index.
+    pub frag_index: u16,
+    /// Fragment count (at least 1).
+    pub frag_count: u16,
+    /// Payload.
+    pub payload: &'a [u8],
+}
+
+/// Where the sequencer stands, piggybacked on all its packets.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SeqState {
+    /// Every sequence number below this is accepted (deliverable).
+    pub accepted_next: u64,
+    /// Every member has delivered below this: history below may be purged.
+    pub stable: u64,
+    /// Next sequence number the sequencer will assign.
+    pub next_seq: u64,
+}
+
+/// A decoded body. Entries are decoded lazily from the borrowed bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// BC_BCASTREQ, PB or BB.
+    BcastReq {
+        /// Multicast (BB) rather than point to point (PB).
+        bb: bool,
+        /// Sender's next expected sequence number (piggybacked acknowledgement).
+        expect: u64,
+        /// Sender's contiguous holding point.
+        held_next: u64,
+        /// The entries.
+        entries: ReqIter<'a>,
+    },
+    /// A run of ordered entries starting at `base_seq`.
+    Ordered {
+        /// The sequencer's state.
+        state: SeqState,
+        /// Sequence number of the first entry.
+        base_seq: u64,
+        /// The entries, for `base_seq`, `base_seq + 1`, ...
+        entries: OrderedIter<'a>,
+    },
+    /// Acceptance moved.
+    Accept(SeqState),
+    /// Request for status.
+    Sync(SeqState),
+    /// A member's status.
+    Status {
+        /// Next sequence number to deliver.
+        expect: u64,
+        /// Contiguous holding point.
+        held_next: u64,
+    },
+    /// Request for retransmission of `[from, to)`.
+    Retrans {
+        /// First missing sequence number.
+        from: u64,
+        /// One past the last.
+        to: u64,
+        /// Next sequence number to deliver.
+        expect: u64,
+    },
+    /// Request to join.
+    JoinReq,
+    /// Request to leave.
+    LeaveReq {
+        /// Next sequence number to deliver.
+        expect: u64,
+    },
+}
+
+/// Lazily decoded ordered entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderedIter<'a> {
+    r: Reader<'a>,
+    left: u16,
+}
+
+impl<'a> Iterator for OrderedIter<'a> {
+    type Item = OrderedEntry<'a>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // Validated by `decode_body`, so these reads cannot fail.
+        read_ordered_entry(&mut self.r).ok()
+    }
+}
+
+/// Lazily decoded request entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReqIter<'a> {
+    r: Reader<'a>,
+    left: u16,
+}
+
+impl<'a> Iterator for ReqIter<'a> {
+    type Item = ReqEntry<'a>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        read_req_entry(&mut self.r).ok()
+    }
+}
+
+fn read_ordered_entry<'a>(r: &mut Reader<'a>) -> Result<OrderedEntry<'a>, WireError> {
+    let kind = match r.u8()? {
+        0 => EntryKind::Data,
+        1 => EntryKind::Join,
+        2 => EntryKind::Leave,
+        _ => return Err(WireError::BadValue("entry kind")),
+    };
+    let has_payload = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(WireError::BadValue("entry flags")),
+    };
+    let sender = NodeId(r.u32()?);
+    let pnum = r.u64()?;
+    let frag_index = r.u16()?;
+    let frag_count = r.u16()?;
+    if frag_count == 0 || frag_index >= frag_count {
+        return Err(WireError::BadValue("fragment"));
+    }
+    let len = r.u16()? as usize;
+    if !has_payload && len != 0 {
+        return Err(WireError::BadValue("entry length"));
+    }
+    let payload = r.bytes(len)?;
+    Ok(OrderedEntry {
+        kind,
+        has_payload,
+        sender,
+        pnum,
+        frag_index,
+        frag_count,
+        payload,
+    })
+}
+
+fn read_req_entry<'a>(r: &mut Reader<'a>) -> Result<ReqEntry<'a>, WireError> {
+    let pnum = r.u64()?;
+    let frag_index = r.u16()?;
+    let frag_count = r.u16()?;
+    if frag_count == 0 || frag_index >= frag_count {
+        return Err(WireError::BadValue("fragment"));
+    }
+    let len = r.u16()? as usize;
+    let payload = r.bytes(len)?;
+    Ok(ReqEntry {
+        pnum,
+        frag_index,
+        frag_count,
+        payload,
+    })
+}
+
+fn read_state(r: &mut Reader<'_>) -> Result<SeqState, WireError> {
+    let s = SeqState {
+        accepted_next: r.u64()?,
+        stable: r.u64()?,
+        next_seq: r.u64()?,
+    };
+    if s.accepted_next > s.next_seq || s.stable > s.accepted_next {
+        return Err(WireError::BadValue("sequencer state"));
+    }
+    Ok(s)
+}
+
+/// Decode the body of a sequencer packet. Validates every entry up front, so a packet is either
+/// wholly usable or rejected. Never panics and allocates nothing.
+pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
+    let mut r = Reader::new(body);
+    let out = match ptype {
+        ptype::BCAST_REQ_PB | ptype::BCAST_REQ_BB => {
+            let expect = r.u64()?;
+            let held_next = r.u64()?;
+            let n = r.u16()?;
+            let start = r.clone();
+            for _ in 0..n {
+                read_req_entry(&mut r)?;
+            }
+            Body::BcastReq {
+                bb: ptype == ptype::BCAST_REQ_BB,
+                expect,
+                held_next,
+                entries: ReqIter { r: start, left: n },
+            }
+        }
+        ptype::ORDERED => {
+            let state = read_state(&mut r)?;
+            let base_seq = r.u64()?;
+            let n = r.u16()?;
+            let start = r.clone();
+            for _ in 0..n {
+                read_ordered_entry(&mut r)?;
+            }
+            if base_seq.checked_add(n as u64).is_none() {
+                return Err(WireError::BadValue("base_seq"));
+            }
+            Body::Ordered {
+                state,
+                base_seq,
+                entries: OrderedIter { r: start, left: n },
+            }
+        }
+        ptype::ACCEPT => Body::Accept(read_state(&mut r)?),
+        ptype::SYNC => Body::Sync(read_state(&mut r)?),
+        ptype::STATUS => Body::Status {
+            expect: r.u64()?,
+            held_next: r.u64()?,
+        },
+        ptype::RETRANS => {
+            let from = r.u64()?;
+            let to = r.u64()?;
+            if from >= to {
+                return Err(WireError::BadValue("retrans range"));
+            }
+            Body::Retrans {
+                from,
+                to,
+                expect: r.u64()?,
+            }
+        }
+        ptype::JOIN_REQ => Body::JoinReq,
+        ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
+        other => return Err(WireError::BadType(other)),
+    };
+    r.finish()?;
+    Ok(out)
+}
+
+/// Decode a whole sequencer datagram: header and body.
+pub fn decode(datagram: &[u8]) -> Result<(Header, Body<'_>), WireError> {
+    let p = wire::decode(datagram)?;
+    if p.header.engine != wire::EngineKind::Sequencer {
+        return Err(WireError::BadEngine(p.header.engine as u8));
+    }
+    Ok((p.header, decode_body(p.header.ptype, p.body)?))
+}
+
+/// Builds an ordered packet entry by entry into a caller's buffer.
+pub struct OrderedWriter<'b> {
+    buf: &'b mut Vec<u8>,
+    count_at: usize,
+    count: u16,
+}
+
+impl<'b> OrderedWriter<'b> {
+    /// Start an ordered packet: header and fixed part are written now.
+    pub fn new(buf: &'b mut Vec<u8>, header: &Header, state: SeqState, base_seq: u64) -> Self {
+        buf.clear();
+        header.encode(buf);
+        buf.put_u64(state.accepted_next);
+        buf.put_u64(state.stable);
+        buf.put_u64(state.next_seq);
+        buf.put_u64(base_seq);
+        let count_at = buf.len();
+        buf.put_u16(0);
+        OrderedWriter {
+            buf,
+            count_at,
+            count: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether no entry was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Append an entry; `payload` is `None` for a BB accept.
+    pub fn push(&mut self, e: &OrderedEntry<'_>) {
+        assert!(e.payload.len() <= u16::MAX as usize);
+        self.buf.push(e.kind as u8);
+        self.buf.push(e.has_payload as u8);
+        self.buf.put_u32(e.sender.0);
+        self.buf.put_u64(e.pnum);
+        self.buf.put_u16(e.frag_index);
+        self.buf.put_u16(e.frag_count);
+        let p = if e.has_payload { e.payload } else { &[] };
+        self.buf.put_u16(p.len() as u16);
+        self.buf.extend_from_slice(p);
+        self.count += 1;
+        self.buf[self.count_at..self.count_at + 2].copy_from_slice(&self.count.to_be_bytes());
+    }
+}
+
+/// Builds a broadcast request entry by entry into a caller's buffer.
+pub struct ReqWriter<'b> {
+    buf: &'b mut Vec<u8>,
+    count_at: usize,
+    count: u16,
+}
+
+impl<'b> ReqWriter<'b> {
+    /// Start a request (header's ptype says PB or BB).
+    pub fn new(buf: &'b mut Vec<u8>, header: &Header, expect: u64, held_next: u64) -> Self {
+        buf.clear();
+        header.encode(buf);
+        buf.put_u64(expect);
+        buf.put_u64(held_next);
+        let count_at = buf.len();
+        buf.put_u16(0);
+        ReqWriter {
+            buf,
+            count_at,
+            count: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether no entry was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Append an entry.
+    pub fn push(&mut self, e: &ReqEntry<'_>) {
+        assert!(e.payload.len() <= u16::MAX as usize);
+        self.buf.put_u64(e.pnum);
+        self.buf.put_u16(e.frag_index);
+        self.buf.put_u16(e.frag_count);
+        self.buf.put_u16(e.payload.len() as u16);
+        self.buf.extend_from_slice(e.payload);
+        self.count += 1;
+        self.buf[self.count_at..self.count_at + 2].copy_from_slice(&self.count.to_be_bytes());
+    }
+}
+
+/// Encode a packet with no entries.
+pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
+    buf.clear();
+    header.encode(buf);
+    match *body {
+        Body::Accept(s) | Body::Sync(s) => {
+            buf.put_u64(s.accepted_next);
+            buf.put_u64(s.stable);
+            buf.put_u64(s.next_seq);
+        }
+        Body::Status { expect, held_next } => {
+            buf.put_u64(expect);
+            buf.put_u64(held_next);
+        }
+        Body::Retrans { from, to, expect } => {
+            buf.put_u64(from);
+            buf.put_u64(to);
+            buf.put_u64(expect);
+        }
+        Body::JoinReq => {}
+        Body::LeaveReq { expect } => buf.put_u64(expect),
+        Body::BcastReq { .. } | Body::Ordered { .. } => {
+            unreachable!("entries are written with OrderedWriter / ReqWriter")
+        }
+    }
+}
+
+/// The view carried by a Join or Leave entry: view id, coordinator (sequencer), members.
+pub fn encode_view(buf: &mut Vec<u8>, view_id: u64, sequencer: NodeId, members: &[NodeId]) {
+    buf.put_u64(view_id);
+    buf.put_u32(sequencer.0);
+    buf.put_u16(members.len() as u16);
+    for m in members {
+        buf.put_u32(m.0);
+    }
+}
+
+/// Decode a view payload. The member list is bounded by the payload's own length.
+pub fn decode_view(payload: &[u8]) -> Result<(u64, NodeId, Vec<NodeId>), WireError> {
+    let mut r = Reader::new(payload);
+    let id = r.u64()?;
+    let seq = NodeId(r.u32()?);
+    let n = r.u16()? as usize;
+    if r.remaining() != n * 4 {
+        return Err(WireError::BadValue("view members"));
+    }
+    let mut members = Vec::with_capacity(n);
+    for _ in 0..n {
+        members.push(NodeId(r.u32()?));
+    }
+    Ok((id, seq, members))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::EngineKind;
+
+    fn hdr(ptype: u8) -> Header {
+        Header {
+            engine: EngineKind::Sequencer,
+            ptype,
+            flags: 0,
+            group: 1,
+            incarnation: 0,
+            sender: NodeId(5),
+        }
+    }
+
+    #[test]
+    fn ordered_roundtrip() {
+        let mut buf = Vec::new();
+        let st = SeqState {
+            accepted_next: 10,
+            stable: 3,
+            next_seq: 12,
+        };
+        let mut w = OrderedWriter::new(&mut buf, &hdr(ptype::ORDERED), st, 10);
+        let a = OrderedEntry {
+            kind: EntryKind::Data,
+            has_payload: true,
+            sender: NodeId(7),
+            pnum: 99,
+            frag_index: 0,
+            frag_count: 1,
+            payload: b"hello",
+        };
+        let b = OrderedEntry {
+            has_payload: false,
+            payload: b"",
+            pnum: 100,
+            ..a
+        };
+        w.push(&a);
+        w.push(&b);
+        let (h, body) = decode(&buf).unwrap();
+        assert_eq!(h, hdr(ptype::ORDERED));
+        match body {
+            Body::Ordered {
+                state,
+                base_seq,
+                entries,
+            } => {
+                assert_eq!(state, st);
+                assert_eq!(base_seq, 10);
+                assert_eq!(entries.collect::<Vec<_>>(), vec![a, b]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Every truncation is an error, never a panic.
+        for n in 0..buf.len() {
+            assert!(decode(&buf[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn req_and_control_roundtrip() {
+        let mut buf = Vec::new();
+        let mut w = ReqWriter::new(&mut buf, &hdr(ptype::BCAST_REQ_BB), 4, 6);
+        let e = ReqEntry {
+            pnum: 1,
+            frag_index: 1,
+            frag_count: 3,
+            payload: b"xyz",
+        };
+        w.push(&e);
+        match decode(&buf).unwrap().1 {
+            Body::BcastReq {
+                bb,
+                expect,
+                held_next,
+                entries,
+            } => {
+                assert!(bb);
+                assert_eq!((expect, held_next), (4, 6));
+                assert_eq!(entries.collect::<Vec<_>>(), vec![e]);
+            }
+            other => panic!("{other:?}"),
+        }
+        for body in [
+            Body::Status {
+                expect: 1,
+                held_next: 2,
+            },
+            Body::Retrans {
+                from: 1,
+                to: 5,
+                expect: 1,
+            },
+            Body::JoinReq,
+            Body::LeaveReq { expect: 9 },
+            Body::Sync(SeqState {
+                accepted_next: 2,
+                stable: 1,
+                next_seq: 3,
+            }),
+        ] {
+            let t = match body {
+                Body::Status { .. } => ptype::STATUS,
+                Body::Retrans { .. } => ptype::RETRANS,
+                Body::JoinReq => ptype::JOIN_REQ,
+                Body::LeaveReq { .. } => ptype::LEAVE_REQ,
+                _ => ptype::SYNC,
+            };
+            encode_control(&mut buf, &hdr(t), &body);
+            assert_eq!(decode(&buf).unwrap().1, body);
+        }
+    }
+
+    #[test]
+    fn view_roundtrip() {
+        let mut buf = Vec::new();
+        encode_view(&mut buf, 3, NodeId(1), &[NodeId(1), NodeId(2)]);
+        assert_eq!(
+            decode_view(&buf).unwrap(),
+            (3, NodeId(1), vec![NodeId(1), NodeId(2)])
+        );
+        assert!(decode_view(&buf[..buf.len() - 1]).is_err());
+    }
+}
