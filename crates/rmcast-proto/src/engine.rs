@@ -33,7 +33,10 @@ impl Time {
 impl std::ops::Add<Duration> for Time {
     type Output = Time;
     fn add(self, d: Duration) -> Time {
-        Time(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+        Time(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
     }
 }
 

@@ -1,9 +1,19 @@
-//! The sequencer state machine.
+//! The sequencer state machine: one struct plays every role of seed 002 section 5.2 — sender,
+//! member, and (when it created the group or inherited the role) sequencer.
 
-use crate::engine::{
-    Counters, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
+use super::packet::{
+    self, decode_view, encode_control, encode_view, ptype, Body, EntryKind, OrderedEntry,
+    OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED,
+    REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
+use crate::common::HistoryBuffer;
+use crate::engine::{
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+};
+use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
@@ -27,16 +37,18 @@ pub struct Config {
     pub state_interval_msgs: u64,
     /// Retransmission timeout for requests and NACKs.
     pub retrans_timeout_ms: u64,
-    /// The sequencer sends BC_SYNC when its tail stays unconfirmed this long.
+    /// The sequencer sends BC_SYNC when it has been quiet this long with its tail unconfirmed.
     pub sync_interval_ms: u64,
     /// A joiner repeats its join request this often.
     pub join_retry_ms: u64,
     /// Events (deliveries) held for the application before delivery pauses (back-pressure).
     pub max_pending_events: usize,
-    /// Largest group.
+    /// Largest group (also bounded by how many members a view entry can carry in a datagram).
     pub max_members: usize,
     /// How long a departed member (or departing sequencer) is waited for to catch up.
     pub leave_linger_ms: u64,
+    /// Datagrams the sequencer sends at most to answer one retransmission request.
+    pub max_retrans_datagrams: usize,
 }
 
 impl Config {
@@ -55,64 +67,1421 @@ impl Config {
             sync_interval_ms: 100,
             join_retry_ms: 100,
             max_pending_events: 8192,
-            max_members: 1024,
+            max_members: 256,
             leave_linger_ms: 1000,
+            max_retrans_datagrams: 8,
         }
+    }
+
+    /// Payload bytes per fragment, so that one fragment always fits in one ordered datagram.
+    fn fragment_bytes(&self) -> usize {
+        self.max_datagram_bytes - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD
+    }
+
+    fn max_members_effective(&self) -> usize {
+        // A view entry (8 + 4 + 2 + 4n bytes) must fit in one fragment.
+        self.max_members.min((self.fragment_bytes() - 14) / 4)
+    }
+
+    fn validate(&self) {
+        assert!(
+            self.max_datagram_bytes >= 256
+                && self.max_datagram_bytes <= crate::wire::MAX_DATAGRAM_LEN,
+            "max_datagram_bytes out of range"
+        );
+        assert!(self.history_capacity_msgs >= 16, "history too small");
+        assert!(self.send_window_msgs >= 1 && self.max_pending_events >= 1);
     }
 }
 
+/// An entry of the history buffer.
+#[derive(Clone, Debug)]
+struct Entry {
+    kind: EntryKind,
+    sender: NodeId,
+    pnum: u64,
+    frag_index: u16,
+    frag_count: u16,
+    /// `None` while only the BB accept is known and the data has not arrived.
+    payload: Option<Bytes>,
+    /// Arrived by the BB method: the first broadcast of it carries no payload.
+    bb: bool,
+}
+
+/// An own fragment waiting to be ordered and delivered back.
+#[derive(Clone, Debug)]
+struct OutFrag {
+    pnum: u64,
+    /// Sent by the BB method (the whole message is at least `large_threshold_bytes`).
+    bb: bool,
+    frag_index: u16,
+    frag_count: u16,
+    payload: Bytes,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Joining,
+    Member,
+    Left,
+}
+
+/// What the sequencer knows of one member (Amoeba's `member` struct, Fig. 10).
+#[derive(Clone, Debug)]
+struct MemberState {
+    id: NodeId,
+    /// Next sequence number it will deliver (m_expect).
+    expect: u64,
+    /// It holds every sequence number below this.
+    held_next: u64,
+    /// Last protocol number ordered for it (m_messid): duplicates are at or below.
+    last_pnum: u64,
+    /// Where its join was ordered.
+    join_seq: u64,
+    /// Set once its leave is ordered: (leave seq, give-up time).
+    departed: Option<(u64, Time)>,
+}
+
+/// State only the sequencer keeps.
+#[derive(Clone, Debug)]
+struct Ordering {
+    next_seq: u64,
+    /// First sequence number not yet multicast.
+    bcast_next: u64,
+    /// Ordering view: current members in rank order, and departed ones still lingering.
+    members: Vec<MemberState>,
+    view_id: u64,
+    /// Pending retransmissions: (to, from, until exclusive, datagrams sent for it).
+    retrans: VecDeque<(NodeId, u64, u64, usize)>,
+    /// Members that sent a duplicate request and get a unicast of where the sequencer stands.
+    nudge: VecDeque<NodeId>,
+    last_multicast: Time,
+    last_sync: Time,
+    sync_due: bool,
+    /// Acceptance moved since the last packet that carried it.
+    accept_due: bool,
+    /// Sequence number of this sequencer's own leave, once ordered.
+    leaving: Option<u64>,
+    leave_deadline: Time,
+}
+
+/// Bound on queued retransmission requests and nudges at the sequencer.
+const MAX_RETRANS_QUEUE: usize = 256;
+
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
-/// group or inherits the role.
+/// group or inherits the role when the sequencer leaves.
 pub struct Sequencer {
-    _cfg: Config,
+    cfg: Config,
+    me: NodeId,
+    phase: Phase,
+    incarnation: u32,
+    now: Time,
+    view: View,
+    history: HistoryBuffer<Entry>,
+    /// Next sequence number to deliver (g_nextseqno).
+    next_deliver: u64,
+    /// Every sequence number below this is held with its payload.
+    held_next: u64,
+    accepted_next: u64,
+    stable: u64,
+    /// Highest `next_seq` heard from the sequencer: anything between `held_next` and it is a gap.
+    seq_next_known: u64,
+    /// BB data that arrived before its accept, bounded; (sender, pnum) -> payload.
+    bb_pending: HashMap<(NodeId, u64), Bytes>,
+    bb_order: VecDeque<(NodeId, u64)>,
+    /// Accepts seen before their BB data: (sender, pnum) -> seq.
+    bb_missing: HashMap<(NodeId, u64), u64>,
+    ord: Option<Ordering>,
+    // Sender side.
+    next_pnum: u64,
+    outq: VecDeque<OutFrag>,
+    /// Index in `outq` of the first fragment not sent in the current round.
+    unsent: usize,
+    /// Highest own protocol number seen ordered.
+    own_ordered: u64,
+    req_deadline: Option<Time>,
+    // Member side.
+    need_status: bool,
+    need_nack: bool,
+    nack_deadline: Option<Time>,
+    delivered_since_report: u64,
+    join_deadline: Option<Time>,
+    /// A last status owed to a member that waits to see us have a leave: the departing
+    /// sequencer (when it handed over), or the sequencer (when we left).
+    farewell: Option<NodeId>,
+    leave_requested: bool,
+    leave_deadline: Option<Time>,
+    /// Fragments of a message being reassembled, per sender (fragments of one sender arrive in
+    /// order, so one buffer per sender suffices).
+    reassembly: HashMap<NodeId, Vec<u8>>,
+    /// Last protocol number delivered per sender: a new sequencer continues duplicate detection.
+    last_delivered_pnum: HashMap<NodeId, u64>,
+    events: VecDeque<Event>,
+    counters: Counters,
 }
 
 impl Sequencer {
-    /// Create a new group with this node as its only member and sequencer.
-    pub fn create(cfg: Config, me: NodeId, now: Time) -> Sequencer {
-        let _ = (me, now);
-        Sequencer { _cfg: cfg }
+    fn new(cfg: Config, me: NodeId, now: Time, phase: Phase) -> Sequencer {
+        cfg.validate();
+        let cap = cfg.history_capacity_msgs;
+        Sequencer {
+            me,
+            phase,
+            incarnation: 0,
+            now,
+            view: View {
+                id: 0,
+                seq: 0,
+                members: Vec::new(),
+                coordinator: me,
+                joined: None,
+                left: None,
+            },
+            history: HistoryBuffer::new(cap, 0),
+            next_deliver: 0,
+            held_next: 0,
+            accepted_next: 0,
+            stable: 0,
+            seq_next_known: 0,
+            bb_pending: HashMap::new(),
+            bb_order: VecDeque::new(),
+            bb_missing: HashMap::new(),
+            ord: None,
+            next_pnum: 1,
+            outq: VecDeque::new(),
+            unsent: 0,
+            own_ordered: 0,
+            req_deadline: None,
+            need_status: false,
+            need_nack: false,
+            nack_deadline: None,
+            delivered_since_report: 0,
+            join_deadline: None,
+            farewell: None,
+            leave_requested: false,
+            leave_deadline: None,
+            reassembly: HashMap::new(),
+            last_delivered_pnum: HashMap::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+            cfg,
+        }
     }
 
-    /// Start joining an existing group; a [`Event::View`] including this node follows.
+    /// Create a new group with this node as its only member and sequencer.
+    pub fn create(cfg: Config, me: NodeId, now: Time) -> Sequencer {
+        let mut s = Sequencer::new(cfg, me, now, Phase::Member);
+        s.ord = Some(Ordering {
+            next_seq: 0,
+            bcast_next: 0,
+            members: Vec::new(),
+            view_id: 0,
+            retrans: VecDeque::new(),
+            nudge: VecDeque::new(),
+            last_multicast: now,
+            last_sync: now,
+            sync_due: false,
+            accept_due: false,
+            leaving: None,
+            leave_deadline: now,
+        });
+        s.order_join(me);
+        s.pump();
+        s
+    }
+
+    /// Start joining an existing group; an [`Event::View`] including this node follows.
     pub fn join(cfg: Config, me: NodeId, now: Time) -> Sequencer {
-        let _ = (me, now);
-        Sequencer { _cfg: cfg }
+        let mut s = Sequencer::new(cfg, me, now, Phase::Joining);
+        s.join_deadline = Some(now);
+        s
+    }
+
+    fn header(&self, ptype: u8) -> Header {
+        Header {
+            engine: EngineKind::Sequencer,
+            ptype,
+            flags: 0,
+            group: self.cfg.group,
+            incarnation: self.incarnation,
+            sender: self.me,
+        }
+    }
+
+    fn rto(&self) -> Duration {
+        Duration::from_millis(self.cfg.retrans_timeout_ms)
+    }
+
+    fn is_sequencer(&self) -> bool {
+        self.ord.is_some()
+    }
+
+    fn seq_state(&self) -> SeqState {
+        let next_seq = self
+            .ord
+            .as_ref()
+            .map(|o| o.next_seq)
+            .unwrap_or(self.seq_next_known);
+        SeqState {
+            accepted_next: self.accepted_next,
+            stable: self.stable.min(self.accepted_next),
+            next_seq,
+        }
+    }
+
+    // ----- sequencer role -------------------------------------------------------------------
+
+    /// Whether the sequencer may assign another sequence number: every member has room for it.
+    fn has_room(&self) -> bool {
+        let o = self.ord.as_ref().expect("sequencer");
+        o.leaving.is_none() && self.history.in_window(o.next_seq)
+    }
+
+    fn assign(&mut self, entry: Entry) -> u64 {
+        let o = self.ord.as_mut().expect("sequencer");
+        let seq = o.next_seq;
+        let inserted = self.history.insert(seq, entry);
+        assert_eq!(
+            inserted,
+            Ok(true),
+            "assigned slot must be free and in window"
+        );
+        o.next_seq += 1;
+        self.held_next = o.next_seq;
+        self.seq_next_known = o.next_seq;
+        seq
+    }
+
+    fn current_member_ids(&self) -> Vec<NodeId> {
+        let o = self.ord.as_ref().expect("sequencer");
+        o.members
+            .iter()
+            .filter(|m| m.departed.is_none())
+            .map(|m| m.id)
+            .collect()
+    }
+
+    fn view_payload(view_id: u64, sequencer: NodeId, members: &[NodeId]) -> Bytes {
+        let mut buf = Vec::with_capacity(14 + 4 * members.len());
+        encode_view(&mut buf, view_id, sequencer, members);
+        Bytes::from(buf)
+    }
+
+    /// Order the join of `id` (BC_JOIN): a totally ordered entry carrying the new view.
+    fn order_join(&mut self, id: NodeId) {
+        let mut members = self.current_member_ids();
+        members.push(id);
+        let o = self.ord.as_mut().expect("sequencer");
+        o.view_id += 1;
+        let payload = Self::view_payload(o.view_id, self.me, &members);
+        let seq = o.next_seq;
+        o.members.push(MemberState {
+            id,
+            expect: seq,
+            held_next: seq,
+            last_pnum: 0,
+            join_seq: seq,
+            departed: None,
+        });
+        self.assign(Entry {
+            kind: EntryKind::Join,
+            sender: id,
+            pnum: 0,
+            frag_index: 0,
+            frag_count: 1,
+            payload: Some(payload),
+            bb: false,
+        });
+    }
+
+    /// Order the leave of `id` (BC_LEAVE). When the sequencer itself leaves, the role passes to
+    /// the lowest-ranked remaining member, named in the new view.
+    fn order_leave(&mut self, id: NodeId) {
+        let members: Vec<NodeId> = self
+            .current_member_ids()
+            .into_iter()
+            .filter(|m| *m != id)
+            .collect();
+        let next_sequencer = if id == self.me {
+            members.first().copied().unwrap_or(self.me)
+        } else {
+            self.me
+        };
+        let linger = Duration::from_millis(self.cfg.leave_linger_ms);
+        let now = self.now;
+        let o = self.ord.as_mut().expect("sequencer");
+        o.view_id += 1;
+        let payload = Self::view_payload(o.view_id, next_sequencer, &members);
+        let seq = o.next_seq;
+        if let Some(m) = o.members.iter_mut().find(|m| m.id == id) {
+            m.departed = Some((seq, now + linger));
+        }
+        if id == self.me {
+            o.leaving = Some(seq);
+            o.leave_deadline = now + linger;
+        }
+        self.assign(Entry {
+            kind: EntryKind::Leave,
+            sender: id,
+            pnum: 0,
+            frag_index: 0,
+            frag_count: 1,
+            payload: Some(payload),
+            bb: false,
+        });
+    }
+
+    fn on_request(
+        &mut self,
+        from: NodeId,
+        expect: u64,
+        held: u64,
+        entries: packet::ReqIter<'_>,
+        bb: bool,
+        data: &Bytes,
+    ) {
+        let Some(i) = self.member_index(from) else {
+            return;
+        };
+        self.note_member_state(i, expect, held);
+        let mut duplicate = false;
+        for e in entries {
+            let o = self.ord.as_ref().expect("sequencer");
+            let m = &o.members[i];
+            if m.departed.is_some() {
+                break;
+            }
+            if e.pnum <= m.last_pnum {
+                self.counters.duplicates += 1;
+                duplicate = true;
+                continue;
+            }
+            if e.pnum != m.last_pnum + 1 {
+                // A gap in the sender's stream: it resends from the gap after its timeout.
+                break;
+            }
+            if !self.has_room() {
+                self.counters.backpressure_refusals += 1;
+                self.ord.as_mut().expect("sequencer").sync_due = true;
+                break;
+            }
+            self.ord.as_mut().expect("sequencer").members[i].last_pnum = e.pnum;
+            self.assign(Entry {
+                kind: EntryKind::Data,
+                sender: from,
+                pnum: e.pnum,
+                frag_index: e.frag_index,
+                frag_count: e.frag_count,
+                payload: Some(data.slice_ref(e.payload)),
+                bb,
+            });
+        }
+        if duplicate {
+            // The sender missed the broadcast of something already ordered: tell it where the
+            // sequence stands so that it asks for what it lacks (section 5.2).
+            let o = self.ord.as_mut().expect("sequencer");
+            if o.nudge.len() < MAX_RETRANS_QUEUE && !o.nudge.contains(&from) {
+                o.nudge.push_back(from);
+            }
+        }
+    }
+
+    fn member_index(&self, id: NodeId) -> Option<usize> {
+        self.ord.as_ref()?.members.iter().position(|m| m.id == id)
+    }
+
+    fn note_member_state(&mut self, i: usize, expect: u64, held: u64) {
+        let o = self.ord.as_mut().expect("sequencer");
+        let next_seq = o.next_seq;
+        let m = &mut o.members[i];
+        m.expect = m.expect.max(expect.min(next_seq));
+        m.held_next = m.held_next.max(held.min(next_seq));
+    }
+
+    fn on_join_req(&mut self, from: NodeId) {
+        let Some(o) = self.ord.as_ref() else { return };
+        if o.leaving.is_some() {
+            return;
+        }
+        if let Some(m) = o.members.iter().find(|m| m.id == from) {
+            if m.departed.is_none() {
+                // Its join is ordered but it missed the broadcast: send it again.
+                let (from_seq, to) = (m.join_seq.max(self.history.base()), o.next_seq);
+                self.queue_retrans(from, from_seq, to);
+            }
+            return;
+        }
+        if self.current_member_ids().len() >= self.cfg.max_members_effective() || !self.has_room() {
+            self.counters.backpressure_refusals += 1;
+            return;
+        }
+        self.order_join(from);
+    }
+
+    fn on_leave_req(&mut self, from: NodeId, expect: u64) {
+        let Some(i) = self.member_index(from) else {
+            return;
+        };
+        self.note_member_state(i, expect, 0);
+        let o = self.ord.as_ref().expect("sequencer");
+        match o.members[i].departed {
+            Some((seq, _)) => self.queue_retrans(from, seq, seq + 1),
+            None if o.leaving.is_none() => {
+                if self.history.in_window(o.next_seq) {
+                    self.order_leave(from);
+                } else {
+                    self.counters.backpressure_refusals += 1;
+                    self.ord.as_mut().expect("sequencer").sync_due = true;
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn queue_retrans(&mut self, to: NodeId, from: u64, until: u64) {
+        let base = self.history.base();
+        let o = self.ord.as_mut().expect("sequencer");
+        let until = until.min(o.next_seq);
+        let from = from.max(base);
+        if from >= until {
+            return;
+        }
+        if let Some(r) = o.retrans.iter_mut().find(|r| r.0 == to) {
+            r.1 = r.1.min(from);
+            r.2 = r.2.max(until);
+        } else if o.retrans.len() < MAX_RETRANS_QUEUE {
+            o.retrans.push_back((to, from, until, 0));
+        }
+    }
+
+    /// Order own fragments locally (the sequencer needs no network to reach itself).
+    fn order_local(&mut self) {
+        if self.unsent < self.outq.len() && !self.has_room() {
+            // History full: ask the members where they stand so that it can be purged.
+            self.ord.as_mut().expect("sequencer").sync_due = true;
+        }
+        while self.unsent < self.outq.len() && self.has_room() {
+            let f = self.outq[self.unsent].clone();
+            let me = self.me;
+            if let Some(i) = self.member_index(me) {
+                self.ord.as_mut().expect("sequencer").members[i].last_pnum = f.pnum;
+            }
+            self.assign(Entry {
+                kind: EntryKind::Data,
+                sender: me,
+                pnum: f.pnum,
+                frag_index: f.frag_index,
+                frag_count: f.frag_count,
+                payload: Some(f.payload),
+                // The sequencer's own messages always go out with their data (Fig. 14).
+                bb: false,
+            });
+            self.own_ordered = f.pnum;
+            self.unsent += 1;
+        }
+    }
+
+    /// Recompute acceptance and stability from the members' reports, purge what everyone has.
+    fn sequencer_bookkeeping(&mut self) {
+        let me = self.me;
+        let r = self.cfg.resilience as usize;
+        let next_deliver = self.next_deliver;
+        let now = self.now;
+        let o = self.ord.as_mut().expect("sequencer");
+        if let Some(m) = o.members.iter_mut().find(|m| m.id == me) {
+            m.expect = next_deliver;
+            m.held_next = o.next_seq;
+        }
+        // Departed members are waited for until they have their leave, or until they time out.
+        o.members.retain(|m| match m.departed {
+            Some((seq, deadline)) => m.id != me && m.expect <= seq && now < deadline,
+            None => true,
+        });
+        let mut held: Vec<u64> = o
+            .members
+            .iter()
+            .filter(|m| m.id != me && m.departed.is_none())
+            .map(|m| m.held_next)
+            .collect();
+        let need = r.min(held.len());
+        let accept_point = if need == 0 {
+            o.next_seq
+        } else {
+            held.sort_unstable_by(|a, b| b.cmp(a));
+            held[need - 1].min(o.next_seq)
+        };
+        if accept_point > self.accepted_next {
+            self.accepted_next = accept_point;
+            o.accept_due = true;
+        }
+        let stable = o
+            .members
+            .iter()
+            .map(|m| m.expect)
+            .min()
+            .unwrap_or(next_deliver)
+            .min(next_deliver);
+        self.stable = self.stable.max(stable);
+    }
+
+    // ----- member role ----------------------------------------------------------------------
+
+    fn apply_state(&mut self, s: SeqState) {
+        if self.is_sequencer() {
+            return;
+        }
+        self.accepted_next = self.accepted_next.max(s.accepted_next);
+        self.seq_next_known = self.seq_next_known.max(s.next_seq);
+        self.stable = self.stable.max(s.stable);
+    }
+
+    fn on_ordered(
+        &mut self,
+        from: NodeId,
+        state: SeqState,
+        base_seq: u64,
+        entries: packet::OrderedIter<'_>,
+        data: &Bytes,
+    ) {
+        if self.is_sequencer() {
+            // The sequencer holds everything it ordered; a departing one ignores its successor.
+            return;
+        }
+        if self.phase == Phase::Joining {
+            let mine = entries
+                .clone()
+                .enumerate()
+                .find(|(_, e)| e.kind == EntryKind::Join && e.sender == self.me);
+            let Some((i, _)) = mine else { return };
+            let s = base_seq + i as u64;
+            self.history = HistoryBuffer::new(self.cfg.history_capacity_msgs, s);
+            self.next_deliver = s;
+            self.held_next = s;
+            self.accepted_next = s;
+            self.stable = s;
+            self.seq_next_known = s;
+            self.view.coordinator = from;
+            self.phase = Phase::Member;
+            self.join_deadline = None;
+        }
+        if self.phase != Phase::Member {
+            return;
+        }
+        self.apply_state(state);
+        self.purge();
+        let held_before = self.held_next;
+        for (i, e) in entries.enumerate() {
+            let seq = base_seq + i as u64;
+            if seq < self.next_deliver {
+                self.counters.duplicates += 1;
+                continue;
+            }
+            if e.sender == self.me && e.kind == EntryKind::Data {
+                self.own_ordered = self.own_ordered.max(e.pnum);
+            }
+            let payload = if e.has_payload {
+                Some(data.slice_ref(e.payload))
+            } else {
+                self.bb_pending.remove(&(e.sender, e.pnum))
+            };
+            if let Some(existing) = self.history.get_mut(seq) {
+                if existing.payload.is_none() && payload.is_some() {
+                    existing.payload = payload;
+                    self.bb_missing.remove(&(e.sender, e.pnum));
+                } else {
+                    self.counters.duplicates += 1;
+                }
+                continue;
+            }
+            if payload.is_none() {
+                self.bb_missing.insert((e.sender, e.pnum), seq);
+            }
+            let entry = Entry {
+                kind: e.kind,
+                sender: e.sender,
+                pnum: e.pnum,
+                frag_index: e.frag_index,
+                frag_count: e.frag_count,
+                payload,
+                bb: !e.has_payload,
+            };
+            // The sequencer never assigns beyond every member's window, so this only fails for
+            // a stray datagram; what it carried is fetched again through a NACK.
+            let _ = self.history.insert(seq, entry);
+            self.seq_next_known = self.seq_next_known.max(seq + 1);
+        }
+        self.advance_held();
+        if self.held_next > held_before && self.ack_duty() {
+            self.need_status = true;
+        }
+    }
+
+    fn on_bb_data(&mut self, from: NodeId, entries: packet::ReqIter<'_>, data: &Bytes) {
+        for e in entries {
+            let key = (from, e.pnum);
+            let payload = data.slice_ref(e.payload);
+            if let Some(seq) = self.bb_missing.remove(&key) {
+                if let Some(entry) = self.history.get_mut(seq) {
+                    if entry.payload.is_none() {
+                        entry.payload = Some(payload);
+                    }
+                }
+                continue;
+            }
+            if self.bb_pending.contains_key(&key) {
+                continue;
+            }
+            if self.bb_order.len() >= self.cfg.history_capacity_msgs {
+                // Bounded: the oldest stashed data goes; if it is still needed, a NACK fetches it.
+                if let Some(old) = self.bb_order.pop_front() {
+                    self.bb_pending.remove(&old);
+                }
+            }
+            self.bb_pending.insert(key, payload);
+            self.bb_order.push_back(key);
+        }
+        self.advance_held();
+    }
+
+    fn advance_held(&mut self) {
+        while self
+            .history
+            .get(self.held_next)
+            .is_some_and(|e| e.payload.is_some())
+        {
+            self.held_next += 1;
+        }
+        if self.held_next < self.next_deliver {
+            self.held_next = self.next_deliver;
+        }
+    }
+
+    /// Whether this member is one of the r lowest-ranked members other than the sequencer, which
+    /// acknowledge every message at once (section 5.1).
+    fn ack_duty(&self) -> bool {
+        let r = self.cfg.resilience as usize;
+        r > 0
+            && self
+                .view
+                .members
+                .iter()
+                .filter(|m| **m != self.view.coordinator)
+                .take(r)
+                .any(|m| *m == self.me)
+    }
+
+    fn purge(&mut self) {
+        let upto = self.stable.min(self.next_deliver);
+        if upto > self.history.base() {
+            self.history.advance(upto);
+            let base = upto;
+            self.bb_missing.retain(|_, seq| *seq >= base);
+        }
+    }
+
+    fn check_gap(&mut self) {
+        if self.phase != Phase::Member || self.is_sequencer() {
+            self.nack_deadline = None;
+            return;
+        }
+        if self.held_next < self.seq_next_known {
+            if self.nack_deadline.is_none() {
+                // A short grace period lets reordered datagrams arrive before a NACK is sent.
+                self.nack_deadline = Some(self.now + self.rto() / 4);
+            }
+        } else {
+            self.nack_deadline = None;
+        }
+    }
+
+    /// Deliver what is accepted and held, in sequence order (`processrec`, Fig. 18).
+    fn deliver(&mut self) {
+        while self.phase == Phase::Member
+            && self.next_deliver < self.accepted_next
+            && self.events.len() < self.cfg.max_pending_events
+        {
+            let seq = self.next_deliver;
+            let Some(e) = self.history.get(seq) else {
+                break;
+            };
+            let Some(payload) = e.payload.clone() else {
+                break;
+            };
+            let e = Entry {
+                payload: None,
+                ..e.clone()
+            };
+            self.next_deliver += 1;
+            self.delivered_since_report += 1;
+            match e.kind {
+                EntryKind::Data => self.deliver_data(seq, &e, payload),
+                EntryKind::Join | EntryKind::Leave => self.install_view(seq, &e, &payload),
+            }
+        }
+        if self.delivered_since_report >= self.cfg.state_interval_msgs && !self.is_sequencer() {
+            self.need_status = true;
+        }
+        self.advance_held();
+        self.purge();
+    }
+
+    fn deliver_data(&mut self, seq: u64, e: &Entry, payload: Bytes) {
+        self.last_delivered_pnum.insert(e.sender, e.pnum);
+        let last = e.frag_index + 1 == e.frag_count;
+        let whole = if e.frag_count == 1 {
+            Some(payload)
+        } else {
+            let buf = self.reassembly.entry(e.sender).or_default();
+            if e.frag_index == 0 {
+                buf.clear();
+            }
+            buf.extend_from_slice(&payload);
+            if last {
+                self.reassembly.remove(&e.sender).map(Bytes::from)
+            } else {
+                None
+            }
+        };
+        let msg = e.pnum - e.frag_index as u64;
+        if e.sender == self.me {
+            let mut popped = 0;
+            while self.outq.front().is_some_and(|f| f.pnum <= e.pnum) {
+                self.outq.pop_front();
+                popped += 1;
+            }
+            self.unsent = self.unsent.saturating_sub(popped);
+            if last {
+                self.events.push_back(Event::SendComplete { msg });
+            }
+        }
+        if let Some(payload) = whole {
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                seq,
+                sender: e.sender,
+                msg,
+                view: self.view.id,
+                payload,
+            }));
+        }
+    }
+
+    fn install_view(&mut self, seq: u64, e: &Entry, payload: &[u8]) {
+        let Ok((id, coordinator, members)) = decode_view(payload) else {
+            // Written by the sequencer itself; a bad one is a bug, not input to tolerate.
+            debug_assert!(false, "undecodable view entry");
+            return;
+        };
+        let old_coordinator = self.view.coordinator;
+        self.view = View {
+            id,
+            seq,
+            members,
+            coordinator,
+            joined: (e.kind == EntryKind::Join).then_some(e.sender),
+            left: (e.kind == EntryKind::Leave).then_some(e.sender),
+        };
+        self.counters.view_changes += 1;
+        self.events.push_back(Event::View(self.view.clone()));
+        if e.kind == EntryKind::Leave && e.sender == self.me {
+            self.leave_deadline = None;
+            if self.is_sequencer() {
+                // Keep serving retransmissions until the others have the leave (see timeout).
+                return;
+            }
+            self.phase = Phase::Left;
+            self.need_status = false;
+            self.farewell = Some(old_coordinator);
+            self.events.push_back(Event::Left);
+            return;
+        }
+        if e.kind == EntryKind::Leave
+            && e.sender == old_coordinator
+            && coordinator != old_coordinator
+        {
+            // The departing sequencer lingers until it knows we have its leave.
+            self.farewell = Some(old_coordinator);
+        }
+        if coordinator == self.me && !self.is_sequencer() {
+            self.become_sequencer(seq + 1);
+        }
+        if coordinator != old_coordinator && self.unsent > 0 {
+            // The new sequencer has not seen our unordered requests: resend them at once.
+            self.unsent = self
+                .outq
+                .iter()
+                .position(|f| f.pnum > self.own_ordered)
+                .unwrap_or(self.outq.len());
+            self.req_deadline = None;
+        }
+    }
+
+    /// Take over ordering after the sequencer left: everything up to its leave is delivered here.
+    fn become_sequencer(&mut self, next_seq: u64) {
+        let floor = self.stable;
+        let members = self
+            .view
+            .members
+            .iter()
+            .map(|&id| MemberState {
+                id,
+                expect: if id == self.me { next_seq } else { floor },
+                held_next: if id == self.me { next_seq } else { floor },
+                last_pnum: self.last_delivered_pnum.get(&id).copied().unwrap_or(0),
+                join_seq: floor,
+                departed: None,
+            })
+            .collect();
+        self.ord = Some(Ordering {
+            next_seq,
+            bcast_next: next_seq,
+            members,
+            view_id: self.view.id,
+            retrans: VecDeque::new(),
+            nudge: VecDeque::new(),
+            last_multicast: self.now,
+            last_sync: self.now,
+            // Learn where every member stands before history fills or acceptance stalls.
+            sync_due: true,
+            accept_due: false,
+            leaving: None,
+            leave_deadline: self.now,
+        });
+        self.held_next = next_seq;
+        self.seq_next_known = next_seq;
+        self.nack_deadline = None;
+        self.own_ordered = self
+            .outq
+            .front()
+            .map(|f| f.pnum - 1)
+            .unwrap_or(self.own_ordered);
+        self.unsent = 0;
+        self.req_deadline = None;
+    }
+
+    /// Everything that follows an input: order, account, deliver, look for gaps.
+    fn pump(&mut self) {
+        if self.is_sequencer() && self.phase == Phase::Member {
+            self.order_local();
+            self.sequencer_bookkeeping();
+        }
+        self.deliver();
+        if self.is_sequencer() && self.phase == Phase::Member {
+            // Delivery may have moved our own expect; recompute stability.
+            self.sequencer_bookkeeping();
+            self.purge();
+            self.finish_sequencer_leave();
+        }
+        self.check_gap();
+    }
+
+    /// A sequencer leaves once its own messages are ordered and there is room for the leave.
+    fn sequencer_can_leave(&self) -> bool {
+        self.leave_requested
+            && self.leave_deadline.is_some()
+            && self.unsent == self.outq.len()
+            && self
+                .ord
+                .as_ref()
+                .is_some_and(|o| o.leaving.is_none() && self.history.in_window(o.next_seq))
+    }
+
+    fn finish_sequencer_leave(&mut self) {
+        let Some(o) = self.ord.as_ref() else { return };
+        let Some(seq) = o.leaving else { return };
+        if self.next_deliver <= seq {
+            return;
+        }
+        let others_have_it = o
+            .members
+            .iter()
+            .filter(|m| m.id != self.me)
+            .all(|m| m.expect > seq);
+        if others_have_it || self.now >= o.leave_deadline {
+            self.phase = Phase::Left;
+            self.events.push_back(Event::Left);
+        }
+    }
+
+    // ----- transmission ---------------------------------------------------------------------
+
+    fn write_ordered(
+        &mut self,
+        buf: &mut Vec<u8>,
+        from: u64,
+        until: u64,
+        with_payloads: bool,
+    ) -> u64 {
+        let header = self.header(ptype::ORDERED);
+        let state = self.seq_state();
+        let max = self.cfg.max_datagram_bytes;
+        let mut w = OrderedWriter::new(buf, &header, state, from);
+        let mut seq = from;
+        while seq < until {
+            let Some(e) = self.history.get(seq) else {
+                break;
+            };
+            let payload = e.payload.as_deref().unwrap_or(&[]);
+            let has_payload = e.payload.is_some() && (with_payloads || !e.bb);
+            let len = ORDERED_ENTRY_OVERHEAD + if has_payload { payload.len() } else { 0 };
+            if !w.is_empty() && w.len() + len > max {
+                break;
+            }
+            w.push(&OrderedEntry {
+                kind: e.kind,
+                has_payload,
+                sender: e.sender,
+                pnum: e.pnum,
+                frag_index: e.frag_index,
+                frag_count: e.frag_count,
+                payload: if has_payload { payload } else { &[] },
+            });
+            seq += 1;
+        }
+        seq
+    }
+
+    fn transmit_sequencer(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let now = self.now;
+        let o = self.ord.as_ref()?;
+        // New entries first: they are what everyone waits for. Entries every member already
+        // delivered (a lone sequencer's own) need no broadcast.
+        let from = o.bcast_next.max(self.history.base());
+        if from < o.next_seq {
+            let until = o.next_seq;
+            let end = self.write_ordered(buf, from, until, false);
+            assert!(end > from, "an ordered entry always fits in a datagram");
+            let o = self.ord.as_mut().expect("sequencer");
+            o.bcast_next = end;
+            o.last_multicast = now;
+            o.accept_due = false;
+            return Some(Destination::Group);
+        }
+        self.ord.as_mut().expect("sequencer").bcast_next = from;
+        while let Some((to, from, until, sent)) =
+            self.ord.as_ref().and_then(|o| o.retrans.front().copied())
+        {
+            let from = from.max(self.history.base());
+            let end = self.write_ordered(buf, from, until, true);
+            let max_sent = self.cfg.max_retrans_datagrams;
+            let o = self.ord.as_mut().expect("sequencer");
+            let r = o.retrans.front_mut().expect("front");
+            r.1 = end;
+            r.3 += 1;
+            // Bound the burst per request: the member asks again for what is still missing.
+            if end >= until || end == from || sent + 1 >= max_sent {
+                o.retrans.pop_front();
+            }
+            if end > from {
+                self.counters.retransmissions += end - from;
+                return Some(Destination::Peer(to));
+            }
+        }
+        if let Some(to) = self.ord.as_mut().expect("sequencer").nudge.pop_front() {
+            let header = self.header(ptype::ACCEPT);
+            encode_control(buf, &header, &Body::Accept(self.seq_state()));
+            return Some(Destination::Peer(to));
+        }
+        let o = self.ord.as_ref().expect("sequencer");
+        if o.accept_due {
+            let header = self.header(ptype::ACCEPT);
+            encode_control(buf, &header, &Body::Accept(self.seq_state()));
+            let o = self.ord.as_mut().expect("sequencer");
+            o.accept_due = false;
+            o.last_multicast = now;
+            return Some(Destination::Group);
+        }
+        if o.sync_due && now >= o.last_sync + self.rto() / 2 {
+            let header = self.header(ptype::SYNC);
+            encode_control(buf, &header, &Body::Sync(self.seq_state()));
+            let o = self.ord.as_mut().expect("sequencer");
+            o.sync_due = false;
+            o.last_sync = now;
+            o.last_multicast = now;
+            self.counters.syncs_sent += 1;
+            return Some(Destination::Group);
+        }
+        None
+    }
+
+    fn transmit_member(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let now = self.now;
+        let to = Destination::Peer(self.view.coordinator);
+        if self.phase == Phase::Joining {
+            if self.join_deadline.is_some_and(|d| now >= d) {
+                let header = self.header(ptype::JOIN_REQ);
+                encode_control(buf, &header, &Body::JoinReq);
+                self.join_deadline = Some(now + Duration::from_millis(self.cfg.join_retry_ms));
+                return Some(Destination::Group);
+            }
+            return None;
+        }
+        if self.phase != Phase::Member {
+            return None;
+        }
+        if self.need_nack && !self.is_sequencer() {
+            self.need_nack = false;
+            let header = self.header(ptype::RETRANS);
+            encode_control(
+                buf,
+                &header,
+                &Body::Retrans {
+                    from: self.held_next,
+                    to: self.seq_next_known,
+                    expect: self.next_deliver,
+                },
+            );
+            self.counters.nacks_sent += 1;
+            return Some(to);
+        }
+        if self.need_status && !self.is_sequencer() {
+            self.need_status = false;
+            self.delivered_since_report = 0;
+            let header = self.header(ptype::STATUS);
+            encode_control(
+                buf,
+                &header,
+                &Body::Status {
+                    expect: self.next_deliver,
+                    held_next: self.held_next,
+                },
+            );
+            self.counters.acks_sent += 1;
+            return Some(to);
+        }
+        if !self.is_sequencer() && self.unsent < self.outq.len() {
+            let bb = self.outq[self.unsent].bb;
+            let header = self.header(if bb {
+                ptype::BCAST_REQ_BB
+            } else {
+                ptype::BCAST_REQ_PB
+            });
+            let max = self.cfg.max_datagram_bytes;
+            let mut w = ReqWriter::new(buf, &header, self.next_deliver, self.held_next);
+            while self.unsent < self.outq.len() {
+                let f = &self.outq[self.unsent];
+                if f.bb != bb
+                    || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
+                {
+                    break;
+                }
+                w.push(&ReqEntry {
+                    pnum: f.pnum,
+                    frag_index: f.frag_index,
+                    frag_count: f.frag_count,
+                    payload: &f.payload,
+                });
+                self.unsent += 1;
+            }
+            self.delivered_since_report = 0;
+            if self.req_deadline.is_none() {
+                self.req_deadline = Some(now + self.rto());
+            }
+            return Some(if bb { Destination::Group } else { to });
+        }
+        // Leave once every own message is delivered, so that nothing sent is cut off.
+        if self.leave_requested
+            && !self.is_sequencer()
+            && self.outq.is_empty()
+            && self.leave_deadline.is_some_and(|d| now >= d)
+        {
+            let header = self.header(ptype::LEAVE_REQ);
+            encode_control(
+                buf,
+                &header,
+                &Body::LeaveReq {
+                    expect: self.next_deliver,
+                },
+            );
+            self.leave_deadline = Some(now + self.rto());
+            return Some(to);
+        }
+        None
     }
 }
 
 impl Engine for Sequencer {
-    fn handle_datagram(&mut self, _now: Time, _from: NodeId, _datagram: &[u8]) {
-        todo!()
+    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
+        self.now = self.now.max(now);
+        if self.phase == Phase::Left {
+            return;
+        }
+        // One copy per datagram; every payload in it is a slice of this buffer (no per-message
+        // allocation).
+        let data = Bytes::copy_from_slice(datagram);
+        let (header, body) = match packet::decode(&data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.malformed_dropped += 1;
+                return;
+            }
+        };
+        if header.group != self.cfg.group || header.incarnation != self.incarnation {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        if header.sender == self.me {
+            return; // our own multicast, looped back
+        }
+        self.counters.datagrams_received += 1;
+        let from = header.sender;
+        let seq_role = self.is_sequencer();
+        match body {
+            Body::BcastReq {
+                bb,
+                expect,
+                held_next,
+                entries,
+            } => {
+                if seq_role {
+                    self.on_request(from, expect, held_next, entries, bb, &data);
+                } else if bb && self.phase == Phase::Member {
+                    self.on_bb_data(from, entries, &data);
+                }
+            }
+            Body::Ordered {
+                state,
+                base_seq,
+                entries,
+            } => self.on_ordered(from, state, base_seq, entries, &data),
+            Body::Accept(s) => self.apply_state(s),
+            Body::Sync(s) => {
+                self.apply_state(s);
+                if self.phase == Phase::Member && !seq_role {
+                    self.need_status = true;
+                }
+            }
+            Body::Status { expect, held_next } => {
+                if let Some(i) = self.member_index(from) {
+                    self.note_member_state(i, expect, held_next);
+                }
+            }
+            Body::Retrans {
+                from: f,
+                to,
+                expect,
+            } => {
+                self.counters.nacks_received += 1;
+                if let Some(i) = self.member_index(from) {
+                    self.note_member_state(i, expect, 0);
+                    self.queue_retrans(from, f, to);
+                }
+            }
+            Body::JoinReq => self.on_join_req(from),
+            Body::LeaveReq { expect } => self.on_leave_req(from, expect),
+        }
+        self.pump();
     }
-    fn handle_timeout(&mut self, _now: Time) {
-        todo!()
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        if self.phase == Phase::Left {
+            return;
+        }
+        let rto = self.rto();
+        if self.req_deadline.is_some_and(|d| now >= d) {
+            self.req_deadline = None;
+            // Go back N: resend everything not yet seen ordered.
+            if let Some(i) = self.outq.iter().position(|f| f.pnum > self.own_ordered) {
+                if i < self.unsent {
+                    self.counters.retransmissions += (self.unsent - i) as u64;
+                }
+                self.unsent = self.unsent.min(i);
+            }
+        }
+        if self.nack_deadline.is_some_and(|d| now >= d) {
+            self.nack_deadline = None;
+            if self.held_next < self.seq_next_known {
+                self.need_nack = true;
+                self.nack_deadline = Some(now + rto);
+            }
+        }
+        if let Some(o) = self.ord.as_mut() {
+            let unconfirmed = self.stable < o.next_seq || self.accepted_next < o.next_seq;
+            let quiet = if self.accepted_next < o.next_seq {
+                rto
+            } else {
+                Duration::from_millis(self.cfg.sync_interval_ms)
+            };
+            if unconfirmed && now >= o.last_multicast.max(o.last_sync) + quiet {
+                o.sync_due = true;
+            }
+        }
+        self.pump();
     }
-    fn submit(&mut self, _now: Time, _payload: Bytes, _qos: Qos) -> Result<u64, SendError> {
-        todo!()
+
+    fn submit(&mut self, now: Time, payload: Bytes, _qos: Qos) -> Result<u64, SendError> {
+        self.now = self.now.max(now);
+        if self.phase != Phase::Member
+            || self.leave_requested
+            || self.ord.as_ref().is_some_and(|o| o.leaving.is_some())
+        {
+            return Err(SendError::NotMember);
+        }
+        if payload.len() > self.cfg.max_message_bytes {
+            return Err(SendError::TooLarge);
+        }
+        // Ordered entries carry more header than requests, so this size fits both.
+        let frag = self.cfg.fragment_bytes();
+        const { assert!(REQ_FIXED + REQ_ENTRY_OVERHEAD <= ORDERED_FIXED + ORDERED_ENTRY_OVERHEAD) };
+        let bb = payload.len() >= self.cfg.large_threshold_bytes;
+        let count = payload.len().div_ceil(frag).max(1);
+        if count > u16::MAX as usize {
+            return Err(SendError::TooLarge);
+        }
+        if self.outq.len() + count > self.cfg.send_window_msgs && !self.outq.is_empty() {
+            return Err(SendError::WouldBlock);
+        }
+        let msg = self.next_pnum;
+        for i in 0..count {
+            let part =
+                payload.slice((i * frag).min(payload.len())..((i + 1) * frag).min(payload.len()));
+            self.outq.push_back(OutFrag {
+                pnum: self.next_pnum,
+                bb,
+                frag_index: i as u16,
+                frag_count: count as u16,
+                payload: part,
+            });
+            self.next_pnum += 1;
+        }
+        self.counters.submitted += 1;
+        self.pump();
+        Ok(msg)
     }
-    fn leave(&mut self, _now: Time) {
-        todo!()
+
+    fn leave(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        match self.phase {
+            Phase::Joining => {
+                self.phase = Phase::Left;
+                self.events.push_back(Event::Left);
+            }
+            Phase::Member if !self.leave_requested => {
+                self.leave_requested = true;
+                self.leave_deadline = Some(now);
+                self.pump();
+            }
+            _ => {}
+        }
     }
-    fn poll_transmit(&mut self, _now: Time, _buf: &mut Vec<u8>) -> Option<Destination> {
-        todo!()
+
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+        self.now = self.now.max(now);
+        if let Some(to) = self.farewell.take() {
+            let header = self.header(ptype::STATUS);
+            let body = Body::Status {
+                expect: self.next_deliver,
+                held_next: self.held_next,
+            };
+            encode_control(buf, &header, &body);
+            self.counters.datagrams_sent += 1;
+            self.counters.bytes_sent += buf.len() as u64;
+            return Some(Destination::Peer(to));
+        }
+        if self.phase == Phase::Left {
+            return None;
+        }
+        if self.sequencer_can_leave() {
+            let me = self.me;
+            self.leave_deadline = None;
+            self.order_leave(me);
+            self.pump();
+        }
+        let dest = if self.is_sequencer() {
+            self.transmit_sequencer(buf)
+                .or_else(|| self.transmit_member(buf))
+        } else {
+            self.transmit_member(buf)
+        };
+        if dest.is_some() {
+            self.counters.datagrams_sent += 1;
+            self.counters.bytes_sent += buf.len() as u64;
+        }
+        dest
     }
+
     fn poll_event(&mut self) -> Option<Event> {
-        todo!()
+        let e = self.events.pop_front();
+        if self.events.is_empty() && self.next_deliver < self.accepted_next {
+            // Delivery paused on a full event queue; the application has made room.
+            self.pump();
+        }
+        e
     }
+
     fn poll_timeout(&self) -> Option<Time> {
-        todo!()
+        if self.phase == Phase::Left {
+            return None;
+        }
+        let mut t: Option<Time> = None;
+        let mut at = |d: Option<Time>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |x| x.min(d)));
+            }
+        };
+        at(self.join_deadline);
+        at(self.nack_deadline);
+        // The leave timer only runs while the leave can go out; otherwise an input unblocks it.
+        if (self.is_sequencer() && self.sequencer_can_leave())
+            || (!self.is_sequencer() && self.outq.is_empty())
+        {
+            at(self.leave_deadline);
+        }
+        if !self.is_sequencer() && self.outq.iter().any(|f| f.pnum > self.own_ordered) {
+            at(self.req_deadline);
+        }
+        if let Some(o) = &self.ord {
+            if self.accepted_next < o.next_seq {
+                at(Some(o.last_multicast.max(o.last_sync) + self.rto()));
+            } else if self.stable < o.next_seq {
+                at(Some(
+                    o.last_multicast.max(o.last_sync)
+                        + Duration::from_millis(self.cfg.sync_interval_ms),
+                ));
+            }
+            if o.sync_due {
+                at(Some(o.last_sync + self.rto() / 2));
+            }
+            if o.leaving.is_some() {
+                at(Some(o.leave_deadline));
+            }
+            if let Some(d) = o
+                .members
+                .iter()
+                .filter_map(|m| m.departed.map(|d| d.1))
+                .min()
+            {
+                at(Some(d));
+            }
+        }
+        t
     }
+
     fn node_id(&self) -> NodeId {
-        todo!()
+        self.me
     }
+
     fn info(&self) -> GroupInfo {
-        todo!()
+        GroupInfo {
+            me: self.me,
+            view: self.view.id,
+            members: self.view.members.clone(),
+            coordinator: (self.view.id > 0).then_some(self.view.coordinator),
+            resilience: self.cfg.resilience,
+            incarnation: self.incarnation,
+            history_used: self.history.len(),
+            history_capacity: self.history.capacity(),
+        }
     }
+
     fn counters(&self) -> &Counters {
-        todo!()
+        &self.counters
     }
+
     fn can_submit(&self) -> bool {
-        todo!()
+        self.phase == Phase::Member
+            && !self.leave_requested
+            && self.outq.len() < self.cfg.send_window_msgs
     }
 }

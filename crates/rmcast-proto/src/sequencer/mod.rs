@@ -25,3 +25,6 @@ mod engine;
 pub mod packet;
 
 pub use engine::{Config, Sequencer};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,370 @@
+//! Unit tests of the sequencer engine over a tiny in-memory network (lossless unless a test
+//! drops datagrams itself). The simulator (`rmcast-sim`) sweeps seeds under faults.
+
+use super::packet::{self, ptype};
+use super::{Config, Sequencer};
+use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+struct Net {
+    nodes: Vec<Sequencer>,
+    now: Time,
+    queue: VecDeque<(usize, Option<usize>, Vec<u8>)>,
+    events: Vec<Vec<Event>>,
+    sent_types: Vec<u8>,
+    /// Drop the n-th datagram (counted from 0) when `drop(n)` says so.
+    drop: Box<dyn FnMut(u64) -> bool>,
+    count: u64,
+}
+
+impl Net {
+    fn new(n: usize, cfg: Config) -> Net {
+        let mut nodes = vec![Sequencer::create(cfg.clone(), NodeId(1), Time::ZERO)];
+        for i in 1..n {
+            nodes.push(Sequencer::join(
+                cfg.clone(),
+                NodeId(i as u32 + 1),
+                Time::ZERO,
+            ));
+        }
+        let mut net = Net {
+            events: vec![Vec::new(); n],
+            nodes,
+            now: Time::ZERO,
+            queue: VecDeque::new(),
+            sent_types: Vec::new(),
+            drop: Box::new(|_| false),
+            count: 0,
+        };
+        net.run(Duration::from_millis(500));
+        net
+    }
+
+    fn idx(&self, id: NodeId) -> usize {
+        self.nodes.iter().position(|n| n.node_id() == id).unwrap()
+    }
+
+    fn flush(&mut self) {
+        let mut buf = Vec::new();
+        for _ in 0..10_000 {
+            for i in 0..self.nodes.len() {
+                for _ in 0..100_000 {
+                    let Some(dest) = self.nodes[i].poll_transmit(self.now, &mut buf) else {
+                        break;
+                    };
+                    let to = match dest {
+                        Destination::Group => None,
+                        Destination::Peer(id) => Some(self.idx(id)),
+                    };
+                    self.sent_types.push(buf[4]);
+                    self.queue.push_back((i, to, buf.clone()));
+                }
+                while let Some(e) = self.nodes[i].poll_event() {
+                    self.events[i].push(e);
+                }
+            }
+            let Some((from, to, d)) = self.queue.pop_front() else {
+                return;
+            };
+            let n = self.count;
+            self.count += 1;
+            if (self.drop)(n) {
+                continue;
+            }
+            let from_id = self.nodes[from].node_id();
+            for j in 0..self.nodes.len() {
+                if j != from && to.is_none_or(|t| t == j) {
+                    self.nodes[j].handle_datagram(self.now, from_id, &d);
+                }
+            }
+        }
+        panic!("network did not quiesce");
+    }
+
+    /// Advance virtual time in 1 ms steps, firing timers and delivering datagrams.
+    fn run(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.flush();
+            self.now = self.now + Duration::from_millis(1);
+            for n in &mut self.nodes {
+                if n.poll_timeout().is_some_and(|t| t <= self.now) {
+                    n.handle_timeout(self.now);
+                }
+            }
+        }
+        self.flush();
+    }
+
+    fn deliveries(&self, i: usize) -> Vec<(u64, NodeId, u64, Bytes)> {
+        self.events[i]
+            .iter()
+            .filter_map(|e| match e {
+                Event::Deliver(d) => Some((d.seq, d.sender, d.msg, d.payload.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn cfg(r: u8) -> Config {
+    let mut c = Config::new(7);
+    c.resilience = r;
+    c
+}
+
+#[test]
+fn members_join_and_agree_on_total_order() {
+    let mut net = Net::new(3, cfg(0));
+    for i in 0..3 {
+        assert_eq!(net.nodes[i].info().members.len(), 3, "node {i} view");
+    }
+    for round in 0..20u32 {
+        for i in 0..3 {
+            let p = Bytes::from(format!("m{i}-{round}"));
+            net.nodes[i]
+                .submit(net.now, p, Qos::TotallyOrdered)
+                .unwrap();
+        }
+    }
+    net.run(Duration::from_millis(200));
+    let d0 = net.deliveries(0);
+    assert_eq!(d0.len(), 60);
+    for i in 1..3 {
+        // Members joined before any data, so they deliver exactly the same sequence.
+        assert_eq!(net.deliveries(i), d0);
+    }
+    // FIFO per sender.
+    for s in 1..=3 {
+        let msgs: Vec<u64> = d0
+            .iter()
+            .filter(|d| d.1 == NodeId(s))
+            .map(|d| d.2)
+            .collect();
+        assert!(msgs.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(msgs.len(), 20);
+    }
+    let completes = net.events[1]
+        .iter()
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(completes, 20);
+}
+
+#[test]
+fn pb_costs_two_datagrams_per_broadcast() {
+    let mut net = Net::new(4, cfg(0));
+    net.sent_types.clear();
+    for k in 0..10 {
+        net.nodes[2]
+            .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
+            .unwrap();
+        net.flush();
+    }
+    assert_eq!(net.sent_types.len(), 20, "{:?}", net.sent_types);
+    assert!(net.deliveries(3).len() == 10);
+}
+
+#[test]
+fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
+    for r in 1..=3u8 {
+        let mut net = Net::new(5, cfg(r));
+        net.sent_types.clear();
+        for k in 0..10 {
+            net.nodes[4]
+                .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
+                .unwrap();
+            net.flush();
+        }
+        assert_eq!(
+            net.sent_types.len(),
+            10 * (3 + r as usize),
+            "r={r}: {:?}",
+            net.sent_types
+        );
+        assert_eq!(net.deliveries(1).len(), 10);
+        assert_eq!(
+            net.sent_types
+                .iter()
+                .filter(|t| **t == ptype::STATUS)
+                .count(),
+            10 * r as usize
+        );
+    }
+}
+
+#[test]
+fn large_messages_use_bb_and_are_reassembled() {
+    let mut net = Net::new(3, cfg(0));
+    let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    net.sent_types.clear();
+    let id = net.nodes[1]
+        .submit(net.now, Bytes::from(big.clone()), Qos::default())
+        .unwrap();
+    net.run(Duration::from_millis(100));
+    for i in 0..3 {
+        let d = net.deliveries(i);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].3.as_ref(), &big[..]);
+        assert_eq!(d[0].2, id);
+    }
+    assert!(net.sent_types.contains(&ptype::BCAST_REQ_BB));
+    assert!(!net.sent_types.contains(&ptype::BCAST_REQ_PB));
+}
+
+#[test]
+fn losses_are_repaired() {
+    let mut net = Net::new(4, cfg(1));
+    // Drop every 5th datagram from now on.
+    net.drop = Box::new(|n| n % 5 == 3);
+    for k in 0..200u32 {
+        let i = (k % 4) as usize;
+        net.nodes[i]
+            .submit(
+                net.now,
+                Bytes::from(k.to_be_bytes().to_vec()),
+                Qos::default(),
+            )
+            .unwrap();
+        if k % 7 == 0 {
+            net.run(Duration::from_millis(1));
+        }
+    }
+    net.run(Duration::from_secs(3));
+    let d0 = net.deliveries(0);
+    assert_eq!(d0.len(), 200);
+    for i in 1..4 {
+        assert_eq!(net.deliveries(i), d0, "member {i}");
+    }
+    let c: u64 = net.nodes.iter().map(|n| n.counters().nacks_sent).sum();
+    assert!(c > 0, "losses should have caused NACKs");
+}
+
+#[test]
+fn full_window_pushes_back_and_nothing_is_lost() {
+    let mut c = cfg(0);
+    c.send_window_msgs = 4;
+    let mut net = Net::new(2, c);
+    let mut accepted = 0;
+    let mut refused = 0;
+    for k in 0..10u8 {
+        match net.nodes[1].submit(net.now, Bytes::from(vec![k]), Qos::default()) {
+            Ok(_) => accepted += 1,
+            Err(SendError::WouldBlock) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((accepted, refused), (4, 6));
+    assert!(!net.nodes[1].can_submit());
+    net.run(Duration::from_millis(50));
+    assert!(net.nodes[1].can_submit());
+    assert_eq!(net.deliveries(0).len(), 4);
+}
+
+#[test]
+fn history_full_blocks_until_members_report() {
+    let mut c = cfg(0);
+    c.history_capacity_msgs = 16;
+    c.state_interval_msgs = 1_000_000; // only BC_SYNC can free the history
+    let mut net = Net::new(3, c);
+    for k in 0..200u32 {
+        while net.nodes[0]
+            .submit(
+                net.now,
+                Bytes::from(k.to_be_bytes().to_vec()),
+                Qos::default(),
+            )
+            .is_err()
+        {
+            net.run(Duration::from_millis(5));
+        }
+    }
+    net.run(Duration::from_millis(500));
+    assert_eq!(net.deliveries(2).len(), 200);
+    assert!(net.nodes[0].counters().syncs_sent > 0);
+    assert!(net.nodes.iter().all(|n| n.info().history_used <= 16));
+}
+
+#[test]
+fn leave_is_ordered_and_sequencer_hands_over() {
+    let mut net = Net::new(3, cfg(0));
+    for k in 0..5u8 {
+        net.nodes[1]
+            .submit(net.now, Bytes::from(vec![k]), Qos::default())
+            .unwrap();
+    }
+    // The sequencer (node 1) leaves; node 2 takes over.
+    net.nodes[0].leave(net.now);
+    net.run(Duration::from_millis(300));
+    assert!(net.events[0].iter().any(|e| matches!(e, Event::Left)));
+    let info = net.nodes[1].info();
+    assert_eq!(info.members, vec![NodeId(2), NodeId(3)]);
+    assert_eq!(info.coordinator, Some(NodeId(2)));
+    for k in 0..5u8 {
+        net.nodes[2]
+            .submit(net.now, Bytes::from(vec![100 + k]), Qos::default())
+            .unwrap();
+    }
+    net.run(Duration::from_millis(300));
+    assert_eq!(net.deliveries(1), net.deliveries(2));
+    assert_eq!(net.deliveries(1).len(), 10);
+    // Node 3 leaves: it receives its own leave, then Left.
+    net.nodes[2].leave(net.now);
+    net.run(Duration::from_millis(300));
+    let last_view = net.events[2].iter().rev().find_map(|e| match e {
+        Event::View(v) => Some(v.clone()),
+        _ => None,
+    });
+    assert_eq!(last_view.unwrap().left, Some(NodeId(3)));
+    assert!(matches!(net.events[2].last(), Some(Event::Left)));
+    assert_eq!(net.nodes[1].info().members, vec![NodeId(2)]);
+}
+
+#[test]
+fn joiner_receives_exactly_what_follows_its_join() {
+    let mut net = Net::new(2, cfg(0));
+    for k in 0..5u8 {
+        net.nodes[0]
+            .submit(net.now, Bytes::from(vec![k]), Qos::default())
+            .unwrap();
+    }
+    net.run(Duration::from_millis(50));
+    net.nodes.push(Sequencer::join(cfg(0), NodeId(9), net.now));
+    net.events.push(Vec::new());
+    net.run(Duration::from_millis(300));
+    for k in 0..5u8 {
+        net.nodes[1]
+            .submit(net.now, Bytes::from(vec![50 + k]), Qos::default())
+            .unwrap();
+    }
+    net.run(Duration::from_millis(100));
+    let joined = net.deliveries(2);
+    assert_eq!(joined.len(), 5);
+    assert!(joined.iter().all(|d| d.3[0] >= 50));
+    assert_eq!(net.deliveries(0)[5..], joined[..]);
+}
+
+#[test]
+fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
+    let mut net = Net::new(2, cfg(0));
+    let before = net.deliveries(1).len();
+    net.nodes[1].handle_datagram(net.now, NodeId(99), b"garbage");
+    net.nodes[1].handle_datagram(net.now, NodeId(99), &[]);
+    let mut buf = Vec::new();
+    let h = crate::wire::Header {
+        engine: crate::wire::EngineKind::Sequencer,
+        ptype: ptype::JOIN_REQ,
+        flags: 0,
+        group: 12345,
+        incarnation: 0,
+        sender: NodeId(99),
+    };
+    packet::encode_control(&mut buf, &h, &packet::Body::JoinReq);
+    net.nodes[0].handle_datagram(net.now, NodeId(99), &buf);
+    assert_eq!(net.nodes[1].counters().malformed_dropped, 2);
+    assert_eq!(net.nodes[0].counters().foreign_dropped, 1);
+    assert_eq!(net.deliveries(1).len(), before);
+    assert_eq!(net.nodes[0].info().members.len(), 2);
+}
