@@ -597,18 +597,32 @@ impl Sequencer {
             Some((seq, deadline)) => m.id != me && m.expect <= seq && now < deadline,
             None => true,
         });
-        let mut held: Vec<u64> = o
-            .members
-            .iter()
-            .filter(|m| m.id != me && m.departed.is_none())
-            .map(|m| m.held_next)
-            .collect();
-        let need = r.min(held.len());
+        // The r-th highest holding point among the other members: r of them hold everything
+        // below it. r is small, so keep the top r in a fixed array (no allocation per input).
+        let mut top = [0u64; 256];
+        let mut others = 0usize;
+        for m in o.members.iter().filter(|m| m.id != me && m.departed.is_none()) {
+            others += 1;
+            let k = r.min(others);
+            if k == 0 {
+                continue;
+            }
+            // Insert m.held_next into the descending top-k list.
+            let mut i = k - 1;
+            if others > r && m.held_next <= top[i] {
+                continue;
+            }
+            top[i] = m.held_next;
+            while i > 0 && top[i] > top[i - 1] {
+                top.swap(i, i - 1);
+                i -= 1;
+            }
+        }
+        let need = r.min(others);
         let accept_point = if need == 0 {
             o.next_seq
         } else {
-            held.sort_unstable_by(|a, b| b.cmp(a));
-            held[need - 1].min(o.next_seq)
+            top[need - 1].min(o.next_seq)
         };
         if accept_point > self.accepted_next {
             self.accepted_next = accept_point;
