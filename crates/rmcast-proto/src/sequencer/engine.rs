@@ -6,7 +6,7 @@ use super::packet::{
     OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED,
     REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
-use crate::common::HistoryBuffer;
+use crate::common::{CongestionWindow, HistoryBuffer, RttEstimator};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
 };
@@ -35,8 +35,12 @@ pub struct Config {
     pub send_window_msgs: usize,
     /// A member that delivered this many messages without sending reports its state (BC_STATE).
     pub state_interval_msgs: u64,
-    /// Retransmission timeout for requests and NACKs.
+    /// Initial retransmission timeout for requests and NACKs, before RTT samples adapt it.
     pub retrans_timeout_ms: u64,
+    /// Lower bound of the adaptive retransmission timeout.
+    pub min_retrans_timeout_ms: u64,
+    /// Upper bound of the adaptive retransmission timeout (after backoff).
+    pub max_retrans_timeout_ms: u64,
     /// The sequencer sends BC_SYNC when it has been quiet this long with its tail unconfirmed.
     pub sync_interval_ms: u64,
     /// A joiner repeats its join request this often.
@@ -64,6 +68,8 @@ impl Config {
             send_window_msgs: 1024,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
+            min_retrans_timeout_ms: 5,
+            max_retrans_timeout_ms: 2000,
             sync_interval_ms: 100,
             join_retry_ms: 100,
             max_pending_events: 8192,
@@ -200,6 +206,12 @@ pub struct Sequencer {
     /// Highest own protocol number seen ordered.
     own_ordered: u64,
     req_deadline: Option<Time>,
+    /// Highest own protocol number ever sent.
+    max_sent_pnum: u64,
+    /// A fresh request being timed: (its last pnum, when sent).
+    rtt_probe: Option<(u64, Time)>,
+    rtt: RttEstimator,
+    cwnd: CongestionWindow,
     // Member side.
     need_status: bool,
     need_nack: bool,
@@ -252,6 +264,14 @@ impl Sequencer {
             unsent: 0,
             own_ordered: 0,
             req_deadline: None,
+            max_sent_pnum: 0,
+            rtt_probe: None,
+            rtt: RttEstimator::new(
+                Duration::from_millis(cfg.retrans_timeout_ms),
+                Duration::from_millis(cfg.min_retrans_timeout_ms),
+                Duration::from_millis(cfg.max_retrans_timeout_ms),
+            ),
+            cwnd: CongestionWindow::new(64, 4, cfg.send_window_msgs.max(4)),
             need_status: false,
             need_nack: false,
             nack_deadline: None,
@@ -309,7 +329,34 @@ impl Sequencer {
     }
 
     fn rto(&self) -> Duration {
-        Duration::from_millis(self.cfg.retrans_timeout_ms)
+        self.rtt.rto()
+    }
+
+    /// Own fragments sent to the sequencer and not yet seen ordered.
+    fn in_flight(&self) -> usize {
+        let ordered = match self.outq.front() {
+            Some(f) => (self.own_ordered + 1).saturating_sub(f.pnum) as usize,
+            None => 0,
+        };
+        self.unsent.saturating_sub(ordered.min(self.outq.len()))
+    }
+
+    /// Own fragments up to `pnum` were seen ordered: sample the RTT, open the window, and
+    /// restart the retransmission timer (it measures lack of progress, not age).
+    fn own_progress(&mut self, pnum: u64) {
+        if pnum <= self.own_ordered {
+            return;
+        }
+        let newly = (pnum - self.own_ordered) as usize;
+        self.own_ordered = pnum;
+        self.cwnd.on_ack(newly);
+        if let Some((probe, sent)) = self.rtt_probe {
+            if pnum >= probe {
+                self.rtt.on_sample(self.now.saturating_since(sent));
+                self.rtt_probe = None;
+            }
+        }
+        self.req_deadline = (self.in_flight() > 0).then(|| self.now + self.rto());
     }
 
     fn is_sequencer(&self) -> bool {
@@ -601,7 +648,11 @@ impl Sequencer {
         // below it. r is small, so keep the top r in a fixed array (no allocation per input).
         let mut top = [0u64; 256];
         let mut others = 0usize;
-        for m in o.members.iter().filter(|m| m.id != me && m.departed.is_none()) {
+        for m in o
+            .members
+            .iter()
+            .filter(|m| m.id != me && m.departed.is_none())
+        {
             others += 1;
             let k = r.min(others);
             if k == 0 {
@@ -691,7 +742,7 @@ impl Sequencer {
                 continue;
             }
             if e.sender == self.me && e.kind == EntryKind::Data {
-                self.own_ordered = self.own_ordered.max(e.pnum);
+                self.own_progress(e.pnum);
             }
             let payload = if e.has_payload {
                 Some(data.slice_ref(e.payload))
@@ -1163,7 +1214,10 @@ impl Sequencer {
             self.counters.acks_sent += 1;
             return Some(to);
         }
-        if !self.is_sequencer() && self.unsent < self.outq.len() {
+        if !self.is_sequencer()
+            && self.unsent < self.outq.len()
+            && self.in_flight() < self.cwnd.get()
+        {
             let bb = self.outq[self.unsent].bb;
             let header = self.header(if bb {
                 ptype::BCAST_REQ_BB
@@ -1172,8 +1226,11 @@ impl Sequencer {
             });
             let max = self.cfg.max_datagram_bytes;
             let mut w = ReqWriter::new(buf, &header, self.next_deliver, self.held_next);
-            while self.unsent < self.outq.len() {
+            let window_end = self.unsent + (self.cwnd.get() - self.in_flight());
+            let mut last = 0;
+            while self.unsent < self.outq.len().min(window_end) {
                 let f = &self.outq[self.unsent];
+                last = f.pnum;
                 if f.bb != bb
                     || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
                 {
@@ -1188,6 +1245,14 @@ impl Sequencer {
                 self.unsent += 1;
             }
             self.delivered_since_report = 0;
+            if last > self.max_sent_pnum {
+                // Karn's rule: only a request sent for the first time measures the RTT.
+                if self.rtt_probe.is_none() && self.outq[self.unsent - 1].pnum > self.max_sent_pnum
+                {
+                    self.rtt_probe = Some((last, now));
+                }
+                self.max_sent_pnum = last;
+            }
             if self.req_deadline.is_none() {
                 self.req_deadline = Some(now + self.rto());
             }
@@ -1292,9 +1357,11 @@ impl Engine for Sequencer {
         if self.phase == Phase::Left {
             return;
         }
-        let rto = self.rto();
         if self.req_deadline.is_some_and(|d| now >= d) {
             self.req_deadline = None;
+            self.rtt.on_timeout();
+            self.cwnd.on_loss();
+            self.rtt_probe = None;
             // Go back N: resend everything not yet seen ordered.
             if let Some(i) = self.outq.iter().position(|f| f.pnum > self.own_ordered) {
                 if i < self.unsent {
@@ -1303,6 +1370,7 @@ impl Engine for Sequencer {
                 self.unsent = self.unsent.min(i);
             }
         }
+        let rto = self.rto();
         if self.nack_deadline.is_some_and(|d| now >= d) {
             self.nack_deadline = None;
             if self.held_next < self.seq_next_known {
