@@ -1,12 +1,1247 @@
-//! `rmcast bench` (not written yet).
+//! `rmcast bench`: throughput and latency of rmcast beside raw UDP multicast on this host.
+//!
+//! For every message size the same settings are measured twice in one run:
+//!
+//! 1. **raw**: plain UDP multicast over loopback, with no protocol at all. One thread per member
+//!    receives on its own socket joined to a private group; one thread per sending member blasts
+//!    datagrams of the size as fast as the kernel takes them. It is the ceiling for one message
+//!    per datagram on this host: a protocol can beat it only by bundling small messages.
+//! 2. **rmcast**: one `rmcast worker` process per member (this very executable), each joining a
+//!    fresh group, sending its share and receiving everything, then printing one JSON stats
+//!    line. A worker sends a count, not for a time, so a duration-bound run is preceded by a
+//!    short calibration run that tells how many messages the duration holds.
+//!
+//! The table puts them side by side: messages per second delivered at each member, MB/s, latency
+//! p50 and p99, losses, and the rmcast/raw throughput ratio.
+//!
+//! **Pacing of the raw baseline.** Loopback multicast has no flow control: a sender faster than
+//! its slowest receiver overflows that receiver's socket buffer and the kernel drops silently,
+//! which would make the baseline measure drops rather than delivery. So each raw sender keeps at
+//! most a window of datagrams in flight towards the slowest receiver (read from in-process
+//! counters, which a real network would not offer: the baseline is the best case). The window
+//! defaults to half of what the receive buffer holds, at most 512 (beyond that only queueing
+//! delay grows); `--raw-window` overrides it. A receiver
+//! that makes no progress for a few milliseconds does not stall the sender for ever: the window
+//! is then ignored once and the stall counted, and whatever the kernel dropped shows as `lost`.
+//!
+//! **Latency.** Every message carries its send time. Raw threads share one clock origin; rmcast
+//! workers on one host read the same system clock. Per member, p50 and p99 are taken over every
+//! message it received; the table shows the median of the members' p50 and the worst p99.
+//!
+//! Every measurement ends by itself: senders stop at the duration or message count, receivers at
+//! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
+//! command spawned are ever killed, by their own handles.
 
-use clap::Args;
+use crate::worker::{WorkerStats, WORKER_WIND_DOWN};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::fmt::Write as _;
+use std::io::{ErrorKind, Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Bytes at the start of every benchmark message: run id (4), sender (4), number (8), send time
+/// in nanoseconds (8). Smaller messages could not carry their own latency probe.
+pub const BENCH_HEADER_BYTES: usize = 24;
+/// Largest UDP payload over IPv4: the raw baseline sends one message per datagram.
+const MAX_SIZE_BYTES: usize = 65_507;
+/// Largest group the bench starts (threads and processes on one host).
+const MAX_MEMBERS: u16 = 32;
+/// Receive buffer asked for each raw receiver socket; the kernel caps it at `net.core.rmem_max`.
+const RAW_RCVBUF_BYTES: usize = 8 << 20;
+/// Kernel bookkeeping per queued datagram, to turn a buffer size into a datagram count.
+const SKB_OVERHEAD_BYTES: usize = 1024;
+/// How long a raw sender waits for a silent receiver before ignoring its window once.
+const RAW_STALL: Duration = Duration::from_millis(5);
+/// How long a raw sender with a full window sleeps before looking again. Sleeping, not
+/// spinning: on a small host a spinning sender takes the CPU its receivers need to drain.
+const RAW_PACE_SLEEP: Duration = Duration::from_micros(20);
+/// After the senders stop, receivers drain until they have everything or are quiet this long.
+const DRAIN_QUIET: Duration = Duration::from_millis(500);
+/// Upper bound of the drain.
+const DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// Arguments of `rmcast bench`.
 #[derive(Args, Debug)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// Message sizes in bytes, comma separated (each 24..=65507).
+    #[arg(long, value_delimiter = ',', default_value = "64,1024", value_parser = parse_size)]
+    pub sizes: Vec<usize>,
+
+    /// Members of the group; every member receives every message.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=MAX_MEMBERS as i64))]
+    pub members: u16,
+
+    /// Which members send: `1` (the first member only) or `all`.
+    #[arg(long, default_value = "1", value_parser = parse_senders)]
+    pub senders: Senders,
+
+    /// Seconds each measurement sends for.
+    #[arg(
+        long,
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..=600),
+        conflicts_with = "messages"
+    )]
+    pub duration_secs: u64,
+
+    /// Send exactly this many messages per sender instead of sending for a duration.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub messages: Option<u64>,
+
+    /// Measure only one side (the ratio column needs both).
+    #[arg(long, value_enum, default_value_t = Only::Both)]
+    pub only: Only,
+
+    /// Raw baseline: datagrams a sender may have in flight towards its slowest receiver
+    /// (default: half of what a receive buffer holds, at most 512).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub raw_window: Option<u32>,
+
+    /// Abandon a measurement that has not finished after this many seconds.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout_secs: u64,
+
+    /// Also write one JSON line per measurement to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Which members send.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Senders {
+    /// Only the first member sends; the others only receive.
+    One,
+    /// Every member sends.
+    All,
+}
+
+/// Which side of the comparison to measure.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Only {
+    /// Raw UDP multicast, then rmcast.
+    Both,
+    /// Raw UDP multicast only.
+    Raw,
+    /// rmcast only.
+    Rmcast,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
+    if !(BENCH_HEADER_BYTES..=MAX_SIZE_BYTES).contains(&n) {
+        return Err(format!(
+            "size {n} out of range: each message carries a {BENCH_HEADER_BYTES}-byte latency probe \
+             and the raw baseline sends one UDP datagram per message, so sizes must be \
+             {BENCH_HEADER_BYTES}..={MAX_SIZE_BYTES}"
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_senders(s: &str) -> Result<Senders, String> {
+    match s.trim() {
+        "1" => Ok(Senders::One),
+        "all" => Ok(Senders::All),
+        other => Err(format!("expected `1` or `all`, got `{other}`")),
+    }
+}
+
+/// When senders stop.
+#[derive(Copy, Clone, Debug)]
+enum Limit {
+    /// Send for this long.
+    Duration(Duration),
+    /// Send this many messages per sender.
+    Messages(u64),
+}
+
+/// What one measurement (one implementation, one size) found.
+#[derive(Clone, Debug, serde::Serialize)]
+struct Measurement {
+    /// "raw" or "rmcast".
+    implementation: &'static str,
+    size_bytes: usize,
+    senders: usize,
+    /// Messages sent by all senders together; each member should receive every one.
+    sent: u64,
+    members: Vec<MemberFigures>,
+    /// Anything a reader of the figures should know (stalls, timeouts, stray datagrams).
+    notes: Vec<String>,
+}
+
+/// One member's figures.
+#[derive(Clone, Debug, serde::Serialize)]
+struct MemberFigures {
+    received: u64,
+    msgs_per_sec: f64,
+    latency_p50_us: f64,
+    latency_p99_us: f64,
+}
+
+impl Measurement {
+    fn mean_rate(&self) -> f64 {
+        if self.members.is_empty() {
+            return 0.0;
+        }
+        self.members.iter().map(|m| m.msgs_per_sec).sum::<f64>() / self.members.len() as f64
+    }
+
+    /// Median of the members' p50.
+    fn p50_us(&self) -> f64 {
+        let mut v: Vec<f64> = self.members.iter().map(|m| m.latency_p50_us).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+
+    /// Worst member's p99.
+    fn p99_us(&self) -> f64 {
+        self.members
+            .iter()
+            .map(|m| m.latency_p99_us)
+            .fold(f64::NAN, f64::max)
+    }
+
+    /// Messages some member should have received and did not.
+    fn lost(&self) -> u64 {
+        self.members
+            .iter()
+            .map(|m| self.sent.saturating_sub(m.received))
+            .sum()
+    }
+}
 
 /// Run `rmcast bench`.
-pub fn run(_args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("rmcast bench is not implemented yet")
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.sizes.is_empty() {
+        bail!("--sizes needs at least one size");
+    }
+    let members = args.members as usize;
+    let senders = match args.senders {
+        Senders::One => 1,
+        Senders::All => members,
+    };
+    let limit = match args.messages {
+        Some(n) => Limit::Messages(n),
+        None => Limit::Duration(Duration::from_secs(args.duration_secs)),
+    };
+    let timeout = Duration::from_secs(args.timeout_secs);
+    if let Limit::Duration(d) = limit {
+        // Room for the drain of the raw run, and for rmcast workers running somewhat slower
+        // than calibrated plus their barrier and leave.
+        let need = d + d / 2 + WORKER_WIND_DOWN + Duration::from_secs(5);
+        if timeout < need {
+            bail!(
+                "--timeout-secs {} is too short for --duration-secs {}: give at least {} s",
+                args.timeout_secs,
+                d.as_secs(),
+                need.as_secs()
+            );
+        }
+    }
+    let mut json = match &args.json {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+
+    let what = match limit {
+        Limit::Duration(d) => format!("{} s per measurement", d.as_secs()),
+        Limit::Messages(n) => format!("{n} messages per sender"),
+    };
+    let who = if senders == 1 {
+        "1 sender".to_string()
+    } else {
+        format!("{senders} senders")
+    };
+    println!(
+        "rmcast bench: {members} members, {who}, {what}, sizes {} B, loopback multicast, {} cores",
+        args.sizes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+
+    let mut rows: Vec<Measurement> = Vec::new();
+    let mut failures = 0;
+    for &size in &args.sizes {
+        let cfg = RunConfig {
+            size,
+            members,
+            senders,
+            limit,
+            timeout,
+            raw_window: args.raw_window,
+        };
+        if args.only != Only::Rmcast {
+            match run_raw(&cfg) {
+                Ok(m) => rows.push(m),
+                Err(e) => {
+                    failures += 1;
+                    eprintln!("raw {size} B: {e:#}");
+                }
+            }
+        }
+        if args.only != Only::Raw {
+            match run_rmcast(&cfg) {
+                Ok(m) => rows.push(m),
+                Err(e) => {
+                    failures += 1;
+                    eprintln!("rmcast {size} B: {e:#}");
+                }
+            }
+        }
+    }
+
+    println!();
+    print!("{}", render_table(&rows));
+    if let Some(out) = json.as_mut() {
+        for m in &rows {
+            serde_json::to_writer(&mut *out, m)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+    }
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Settings shared by both sides of one measurement.
+#[derive(Clone, Debug)]
+struct RunConfig {
+    size: usize,
+    members: usize,
+    senders: usize,
+    limit: Limit,
+    timeout: Duration,
+    raw_window: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw UDP multicast baseline
+// ---------------------------------------------------------------------------------------------
+
+/// State shared by the raw sender and receiver threads; only atomics, so the hot loops take no
+/// lock.
+struct RawShared {
+    epoch: Instant,
+    run_id: u32,
+    senders: usize,
+    /// Senders stop (timeout).
+    stop_tx: AtomicBool,
+    /// Receivers stop (end of drain).
+    stop_rx: AtomicBool,
+    /// Per (receiver, sender): one past the highest message number received. Senders pace on
+    /// the slowest receiver; a gap (a drop) does not hold the window back.
+    next: Vec<AtomicU64>,
+    /// Per receiver: messages received so far (progress and drain).
+    received: Vec<AtomicU64>,
+    /// Per sender: messages sent so far.
+    sent: Vec<AtomicU64>,
+}
+
+impl RawShared {
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+}
+
+/// What a raw receiver thread found.
+struct RawRecv {
+    received: u64,
+    strays: u64,
+    last_rx_ns: u64,
+    hist: Hist,
+}
+
+/// What a raw sender thread did.
+struct RawSend {
+    sent: u64,
+    stalls: u64,
+    end_ns: u64,
+}
+
+/// A multicast group address and port nobody else on the host is likely to use: the address
+/// from the process id, the port from the kernel's ephemeral range (free right now).
+fn private_group() -> Result<SocketAddrV4> {
+    let pid = std::process::id();
+    let addr = Ipv4Addr::new(239, 255, (pid >> 8) as u8, pid as u8 | 1);
+    let probe = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("probing for a free port")?;
+    let port = probe.local_addr()?.port();
+    Ok(SocketAddrV4::new(addr, port))
+}
+
+/// A socket receiving `group` on loopback. Bound to the group address itself, so it gets only
+/// this group's datagrams (DESIGN section 8: a 0.0.0.0 socket would get every group on the port).
+fn raw_receiver(group: SocketAddrV4) -> Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::V4(group).into())
+        .with_context(|| format!("binding {group}"))?;
+    s.join_multicast_v4(group.ip(), &Ipv4Addr::LOCALHOST)
+        .with_context(|| format!("joining {} on 127.0.0.1", group.ip()))?;
+    // Best effort: the kernel caps it at net.core.rmem_max, and a smaller buffer only means a
+    // smaller default window.
+    let _ = s.set_recv_buffer_size(RAW_RCVBUF_BYTES);
+    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+    Ok(s)
+}
+
+/// A socket sending to multicast groups on loopback only: interface 127.0.0.1, TTL 0, loop on.
+fn raw_sender() -> Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_multicast_if_v4(&Ipv4Addr::LOCALHOST)?;
+    s.set_multicast_ttl_v4(0)?;
+    s.set_multicast_loop_v4(true)?;
+    let _ = s.set_send_buffer_size(1 << 20);
+    s.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+    Ok(s.into())
+}
+
+fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
+    let group = private_group()?;
+    let receivers: Vec<Socket> = (0..cfg.members)
+        .map(|_| raw_receiver(group))
+        .collect::<Result<_>>()
+        .context("loopback multicast is not available for the raw baseline")?;
+    let rcvbuf = receivers[0].recv_buffer_size().unwrap_or(212_992);
+    let window = u64::from(cfg.raw_window.unwrap_or_else(|| {
+        let fits = rcvbuf / (cfg.size + SKB_OVERHEAD_BYTES) / 2 / cfg.senders;
+        // Capped: beyond a few hundred datagrams throughput no longer grows, only queueing delay.
+        fits.clamp(8, 512) as u32
+    }));
+    let shared = Arc::new(RawShared {
+        epoch: Instant::now(),
+        // Different in every run, so datagrams of an earlier run still queued are told apart.
+        run_id: std::process::id().rotate_left(16)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos()),
+        senders: cfg.senders,
+        stop_tx: AtomicBool::new(false),
+        stop_rx: AtomicBool::new(false),
+        next: (0..cfg.members * cfg.senders)
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+        received: (0..cfg.members).map(|_| AtomicU64::new(0)).collect(),
+        sent: (0..cfg.senders).map(|_| AtomicU64::new(0)).collect(),
+    });
+
+    // Everybody starts together, after every receiver has joined: nothing is sent into a group
+    // that is not listening yet.
+    let start = Arc::new(Barrier::new(cfg.members + cfg.senders + 1));
+    let mut rx_threads = Vec::new();
+    for (r, sock) in receivers.into_iter().enumerate() {
+        let (sh, st, size) = (shared.clone(), start.clone(), cfg.size);
+        rx_threads.push(
+            thread::Builder::new()
+                .name(format!("raw-rx-{r}"))
+                .spawn(move || raw_receive(r, sock.into(), size, &sh, &st))?,
+        );
+    }
+    let mut tx_threads = Vec::new();
+    for s in 0..cfg.senders {
+        let sock = raw_sender()?;
+        let (sh, st, size, limit) = (shared.clone(), start.clone(), cfg.size, cfg.limit);
+        tx_threads.push(
+            thread::Builder::new()
+                .name(format!("raw-tx-{s}"))
+                .spawn(move || raw_send(s, sock, group, size, limit, window, &sh, &st))?,
+        );
+    }
+
+    let pb = progress(cfg, "raw");
+    start.wait();
+    let t0 = Instant::now();
+    let start_ns = shared.now_ns();
+    // Sending phase, bounded by the timeout.
+    while !tx_threads.iter().all(|t| t.is_finished()) {
+        thread::sleep(Duration::from_millis(100));
+        update_progress(
+            &pb,
+            cfg,
+            t0,
+            shared.sent.iter().map(|a| a.load(Ordering::Relaxed)),
+        );
+        if t0.elapsed() > cfg.timeout {
+            shared.stop_tx.store(true, Ordering::Relaxed);
+        }
+    }
+    let mut notes = Vec::new();
+    let mut sent = 0;
+    let mut stalls = 0;
+    let mut send_end_ns = start_ns;
+    for t in tx_threads {
+        let r = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("raw sender thread panicked"))??;
+        sent += r.sent;
+        stalls += r.stalls;
+        send_end_ns = send_end_ns.max(r.end_ns);
+    }
+    if shared.stop_tx.load(Ordering::Relaxed) {
+        notes.push(format!(
+            "senders stopped by the {} s timeout",
+            cfg.timeout.as_secs()
+        ));
+    }
+    if stalls > 0 {
+        notes.push(format!(
+            "senders ignored the {window}-datagram window {stalls} times (receiver silent for {} ms)",
+            RAW_STALL.as_millis()
+        ));
+    }
+
+    // Drain: until every receiver has everything, or nothing moved for a while.
+    let drain_start = Instant::now();
+    let mut last_total = u64::MAX;
+    let mut last_move = Instant::now();
+    loop {
+        let counts: Vec<u64> = shared
+            .received
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if counts.iter().all(|&c| c >= sent) {
+            break;
+        }
+        if total != last_total {
+            last_total = total;
+            last_move = Instant::now();
+        }
+        if last_move.elapsed() > DRAIN_QUIET || drain_start.elapsed() > DRAIN_MAX {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    shared.stop_rx.store(true, Ordering::Relaxed);
+    pb.finish_and_clear();
+
+    let mut figures = Vec::new();
+    let mut strays = 0;
+    for t in rx_threads {
+        let r = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("raw receiver thread panicked"))??;
+        strays += r.strays;
+        // Rate over the time this member was busy: from the common start to its last message.
+        let busy_s = (r.last_rx_ns.max(send_end_ns) - start_ns) as f64 / 1e9;
+        figures.push(MemberFigures {
+            received: r.received,
+            msgs_per_sec: if busy_s > 0.0 {
+                r.received as f64 / busy_s
+            } else {
+                0.0
+            },
+            latency_p50_us: r.hist.quantile(0.50) as f64 / 1e3,
+            latency_p99_us: r.hist.quantile(0.99) as f64 / 1e3,
+        });
+    }
+    if strays > 0 {
+        notes.push(format!("{strays} stray datagrams ignored"));
+    }
+    if sent > 0 && figures.iter().any(|f| f.received == 0) {
+        bail!(
+            "a raw receiver got nothing of {sent} datagrams sent to {group}: \
+             loopback multicast does not work on this host"
+        );
+    }
+    notes.push(format!("window {window} datagrams, rcvbuf {rcvbuf} B"));
+    Ok(Measurement {
+        implementation: "raw",
+        size_bytes: cfg.size,
+        senders: cfg.senders,
+        sent,
+        members: figures,
+        notes,
+    })
+}
+
+fn raw_receive(
+    r: usize,
+    sock: UdpSocket,
+    size: usize,
+    sh: &RawShared,
+    start: &Barrier,
+) -> Result<RawRecv> {
+    let mut buf = vec![0u8; MAX_SIZE_BYTES + 1];
+    let mut out = RawRecv {
+        received: 0,
+        strays: 0,
+        last_rx_ns: 0,
+        hist: Hist::new(),
+    };
+    start.wait();
+    while !sh.stop_rx.load(Ordering::Relaxed) {
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("raw receive"),
+        };
+        let now = sh.now_ns();
+        let Some(p) = Probe::read(&buf[..n]) else {
+            out.strays += 1;
+            continue;
+        };
+        if p.run_id != sh.run_id || n != size || p.sender as usize >= sh.senders {
+            out.strays += 1;
+            continue;
+        }
+        out.received += 1;
+        out.last_rx_ns = now;
+        out.hist.record(now.saturating_sub(p.sent_ns));
+        // Single writer per slot: a plain store of the maximum is enough.
+        let slot = &sh.next[r * sh.senders + p.sender as usize];
+        if p.number + 1 > slot.load(Ordering::Relaxed) {
+            slot.store(p.number + 1, Ordering::Relaxed);
+        }
+        sh.received[r].store(out.received, Ordering::Relaxed);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)] // a thread body: all of it is the thread's own setup
+fn raw_send(
+    s: usize,
+    sock: UdpSocket,
+    group: SocketAddrV4,
+    size: usize,
+    limit: Limit,
+    window: u64,
+    sh: &RawShared,
+    start: &Barrier,
+) -> Result<RawSend> {
+    let mut buf = vec![0u8; size];
+    // Filler that is not all zeros, so nothing along the way can shortcut it.
+    for (i, b) in buf.iter_mut().enumerate().skip(BENCH_HEADER_BYTES) {
+        *b = i as u8;
+    }
+    let receivers = sh.received.len();
+    // Connected: the kernel resolves the route once, not per datagram.
+    sock.connect(group)
+        .with_context(|| format!("connecting to {group}"))?;
+    start.wait();
+    let (count, deadline_ns) = match limit {
+        Limit::Messages(n) => (n, u64::MAX),
+        Limit::Duration(d) => (u64::MAX, sh.now_ns() + d.as_nanos() as u64),
+    };
+    let slowest = |sh: &RawShared| {
+        (0..receivers)
+            .map(|r| sh.next[r * sh.senders + s].load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
+    };
+    let mut stalls = 0;
+    let mut acked = 0u64;
+    let mut n = 0u64;
+    while n < count {
+        // Time and the stop flag are read every 64 messages: cheap enough, and a duration run
+        // overshoots by at most 64 datagrams.
+        if n.is_multiple_of(64)
+            && (sh.now_ns() >= deadline_ns || sh.stop_tx.load(Ordering::Relaxed))
+        {
+            break;
+        }
+        if n - acked >= window {
+            acked = slowest(sh);
+            if n - acked >= window {
+                let waited = Instant::now();
+                loop {
+                    thread::sleep(RAW_PACE_SLEEP);
+                    acked = slowest(sh);
+                    if n - acked < window {
+                        break;
+                    }
+                    if waited.elapsed() > RAW_STALL || sh.stop_tx.load(Ordering::Relaxed) {
+                        // A silent receiver (or a lost datagram at the window's edge): move
+                        // the window on rather than wait for ever.
+                        stalls += 1;
+                        acked = n + 1 - window;
+                        break;
+                    }
+                }
+            }
+        }
+        Probe {
+            run_id: sh.run_id,
+            sender: s as u32,
+            number: n,
+            sent_ns: sh.now_ns(),
+        }
+        .write(&mut buf);
+        loop {
+            match sock.send(&buf) {
+                Ok(_) => break,
+                // The send queue is full (ENOBUFS on Linux): give the receivers the CPU.
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == Some(105) => {
+                    thread::yield_now()
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e).with_context(|| format!("raw send to {group}")),
+            }
+        }
+        n += 1;
+        if n.is_multiple_of(64) {
+            sh.sent[s].store(n, Ordering::Relaxed);
+        }
+    }
+    sh.sent[s].store(n, Ordering::Relaxed);
+    Ok(RawSend {
+        sent: n,
+        stalls,
+        end_ns: sh.now_ns(),
+    })
+}
+
+/// The first [`BENCH_HEADER_BYTES`] of every benchmark message.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Probe {
+    run_id: u32,
+    sender: u32,
+    number: u64,
+    sent_ns: u64,
+}
+
+impl Probe {
+    fn write(&self, buf: &mut [u8]) {
+        buf[0..4].copy_from_slice(&self.run_id.to_be_bytes());
+        buf[4..8].copy_from_slice(&self.sender.to_be_bytes());
+        buf[8..16].copy_from_slice(&self.number.to_be_bytes());
+        buf[16..24].copy_from_slice(&self.sent_ns.to_be_bytes());
+    }
+
+    fn read(buf: &[u8]) -> Option<Probe> {
+        let b = buf.get(..BENCH_HEADER_BYTES)?;
+        Some(Probe {
+            run_id: u32::from_be_bytes(b[0..4].try_into().ok()?),
+            sender: u32::from_be_bytes(b[4..8].try_into().ok()?),
+            number: u64::from_be_bytes(b[8..16].try_into().ok()?),
+            sent_ns: u64::from_be_bytes(b[16..24].try_into().ok()?),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rmcast
+// ---------------------------------------------------------------------------------------------
+
+/// Messages per sender of the calibration run that sizes a duration-bound rmcast measurement.
+const CALIBRATION_MSGS: u64 = 3_000;
+/// Upper bound of messages per sender, whatever the calibration says.
+const MAX_RMCAST_MSGS: u64 = 50_000_000;
+/// How long the group's creator may take to be up before the others are started.
+const CREATOR_READY: Duration = Duration::from_secs(10);
+
+fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
+    let mut notes = Vec::new();
+    let count = match cfg.limit {
+        Limit::Messages(n) => n,
+        // The worker sends a count, not for a duration: a short run first tells how many
+        // messages the duration holds at this size.
+        Limit::Duration(d) => {
+            let probe = run_workers(cfg, CALIBRATION_MSGS, "rmcast probe", None)?;
+            let rate = probe.mean_rate() / cfg.senders as f64;
+            // Also catches NaN from a run that delivered nothing.
+            if rate.is_nan() || rate <= 0.0 {
+                bail!("the calibration run delivered nothing");
+            }
+            let n = ((rate * d.as_secs_f64()) as u64).clamp(CALIBRATION_MSGS, MAX_RMCAST_MSGS);
+            notes.push(format!(
+                "{n} messages per sender, from a {CALIBRATION_MSGS}-message calibration run at {} msgs/s",
+                si(rate)
+            ));
+            n
+        }
+    };
+    let pb_len = match cfg.limit {
+        Limit::Duration(d) => Some(d),
+        Limit::Messages(_) => None,
+    };
+    let mut m = run_workers(cfg, count, "rmcast", pb_len)?;
+    notes.append(&mut m.notes);
+    m.notes = notes;
+    Ok(m)
+}
+
+/// A started `rmcast worker` process.
+struct Worker {
+    id: usize,
+    child: Child,
+    stderr_path: PathBuf,
+    status: Option<std::process::ExitStatus>,
+}
+
+/// Start one worker per member, each sending `count` messages (only the first when one member
+/// sends), wait for all of them within the timeout and read their stats lines.
+fn run_workers(
+    cfg: &RunConfig,
+    count: u64,
+    what: &str,
+    expected_time: Option<Duration>,
+) -> Result<Measurement> {
+    let stamp = rmcast::log::wall_clock_ns() % 1_000_000_000_000;
+    // A fresh group name per run: a fresh multicast address and port, so that runs never meet.
+    let group = format!("rmcast-bench-{}-{stamp}", std::process::id());
+    let dir = std::env::temp_dir().join(&group);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = run_workers_in(cfg, count, what, expected_time, &group, &dir);
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn run_workers_in(
+    cfg: &RunConfig,
+    count: u64,
+    what: &str,
+    expected_time: Option<Duration>,
+    group: &str,
+    dir: &std::path::Path,
+) -> Result<Measurement> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let start = Instant::now();
+    let deadline = start + cfg.timeout;
+    // Workers give up well before the bench would kill them, so that they still report: after
+    // its own timeout a worker may spend up to WORKER_WIND_DOWN on its barrier and leave.
+    let worker_timeout = cfg
+        .timeout
+        .saturating_sub(WORKER_WIND_DOWN + Duration::from_secs(2))
+        .max(Duration::from_secs(5));
+    let expect = count * cfg.senders as u64;
+
+    let pb = bar(
+        expected_time.map(|d| d.as_millis() as u64),
+        format!("{what} {} B", cfg.size),
+    );
+    pb.set_message(format!("{} worker processes", cfg.members));
+
+    let mut workers: Vec<Worker> = Vec::new();
+    let started = (|| -> Result<()> {
+        for id in 1..=cfg.members {
+            let ready = dir.join(format!("ready-{id}"));
+            let stderr_path = dir.join(format!("worker-{id}.stderr"));
+            let sends = if id <= cfg.senders { count } else { 0 };
+            let mut cmd = Command::new(&exe);
+            cmd.arg("worker")
+                .args(["--group", group])
+                .args(["--id", &id.to_string()])
+                .arg(if id == 1 { "--create" } else { "--join" })
+                .args(["--count", &sends.to_string()])
+                .args(["--size", &cfg.size.to_string()])
+                .args(["--members", &cfg.members.to_string()])
+                .args(["--expect", &expect.to_string()])
+                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
+                .arg("--ready-file")
+                .arg(&ready)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                // Kept apart so that it does not tear the progress bar; shown on failure.
+                .stderr(Stdio::from(std::fs::File::create(&stderr_path)?));
+            let child = cmd.spawn().context("starting an rmcast worker")?;
+            workers.push(Worker {
+                id,
+                child,
+                stderr_path,
+                status: None,
+            });
+            if id == 1 {
+                // The others join a group that exists: wait until the creator is in it.
+                let ready_by = Instant::now() + CREATOR_READY;
+                while !ready.exists() {
+                    if let Some(status) = workers[0].child.try_wait()? {
+                        bail!("worker 1 exited before creating the group ({status})");
+                    }
+                    if Instant::now() >= ready_by {
+                        bail!(
+                            "worker 1 did not create the group within {} s",
+                            CREATOR_READY.as_secs()
+                        );
+                    }
+                    thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        Ok(())
+    })();
+
+    // Wait for every started worker, whatever happened above; kill (by handle) only what
+    // overruns the deadline.
+    let t0 = Instant::now();
+    let mut killed = Vec::new();
+    loop {
+        let mut running = 0;
+        for w in workers.iter_mut().filter(|w| w.status.is_none()) {
+            match w.child.try_wait()? {
+                Some(s) => w.status = Some(s),
+                None => running += 1,
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        if started.is_err() || Instant::now() >= deadline {
+            for w in workers.iter_mut().filter(|w| w.status.is_none()) {
+                let _ = w.child.kill();
+                w.status = w.child.wait().ok();
+                killed.push(w.id);
+            }
+            break;
+        }
+        if let Some(d) = expected_time {
+            pb.set_position(t0.elapsed().min(d).as_millis() as u64);
+        } else {
+            pb.tick();
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    pb.finish_and_clear();
+    started?;
+
+    let mut notes = Vec::new();
+    if !killed.is_empty() {
+        notes.push(format!(
+            "workers {killed:?} overran the {} s timeout and were killed",
+            cfg.timeout.as_secs()
+        ));
+    }
+    let mut figures = Vec::new();
+    let mut sent = 0;
+    let (mut datagrams, mut retrans, mut nacks, mut refusals, mut stalls) = (0, 0, 0, 0, 0);
+    let mut problems = Vec::new();
+    for w in &mut workers {
+        let mut out = String::new();
+        if let Some(mut so) = w.child.stdout.take() {
+            let _ = so.read_to_string(&mut out);
+        }
+        let stats = out
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<WorkerStats>(l).ok());
+        let Some(st) = stats else {
+            let err = std::fs::read_to_string(&w.stderr_path).unwrap_or_default();
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            problems.push(format!(
+                "worker {} printed no statistics ({}){}",
+                w.id,
+                w.status.map_or("killed".to_string(), |s| s.to_string()),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", tail.join(" | "))
+                }
+            ));
+            continue;
+        };
+        if !st.complete {
+            notes.push(format!(
+                "worker {} delivered {} of {} messages",
+                w.id, st.delivered, st.expected
+            ));
+        }
+        if !st.barrier || !st.left_cleanly {
+            notes.push(format!(
+                "worker {}: barrier {}, clean leave {}",
+                w.id, st.barrier, st.left_cleanly
+            ));
+        }
+        sent += st.sent;
+        datagrams += st.datagrams_sent;
+        retrans += st.retransmissions;
+        nacks += st.nacks_sent;
+        refusals += st.backpressure_refusals;
+        stalls += st.event_queue_stalls;
+        figures.push(MemberFigures {
+            received: st.delivered,
+            msgs_per_sec: st.msgs_per_s,
+            latency_p50_us: st.latency_us_p50,
+            latency_p99_us: st.latency_us_p99,
+        });
+    }
+    if !problems.is_empty() {
+        bail!("{} (logs in {})", problems.join("; "), dir.display());
+    }
+    notes.push(format!(
+        "{:.2} datagrams per message, {retrans} retransmissions, {nacks} NACKs, \
+         {refusals} back-pressure refusals, {stalls} event-queue stalls",
+        datagrams as f64 / sent.max(1) as f64
+    ));
+    Ok(Measurement {
+        implementation: "rmcast",
+        size_bytes: cfg.size,
+        senders: cfg.senders,
+        sent,
+        members: figures,
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress, latency histogram, table
+// ---------------------------------------------------------------------------------------------
+
+/// A progress bar on stderr (hidden when stderr is not a terminal) over `len` units, or a
+/// spinner when the length is not known.
+fn bar(len: Option<u64>, prefix: String) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+    let style = match len {
+        Some(_) => ProgressStyle::with_template("{prefix:>14} [{bar:30}] {percent:>3}% {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+        None => ProgressStyle::with_template("{prefix:>14} {spinner} {elapsed} {msg}")
+            .expect("static template"),
+    };
+    pb.set_style(style);
+    pb.set_prefix(prefix);
+    pb
+}
+
+/// The raw run's bar: time for a duration, messages for a count.
+fn progress(cfg: &RunConfig, what: &str) -> ProgressBar {
+    let len = match cfg.limit {
+        Limit::Duration(d) => d.as_millis() as u64,
+        Limit::Messages(n) => n * cfg.senders as u64,
+    };
+    bar(Some(len), format!("{what} {} B", cfg.size))
+}
+
+fn update_progress(
+    pb: &ProgressBar,
+    cfg: &RunConfig,
+    t0: Instant,
+    sent: impl Iterator<Item = u64>,
+) {
+    let sent: u64 = sent.sum();
+    let secs = t0.elapsed().as_secs_f64();
+    match cfg.limit {
+        Limit::Duration(d) => pb.set_position((t0.elapsed().min(d)).as_millis() as u64),
+        Limit::Messages(_) => pb.set_position(sent),
+    }
+    if secs > 0.0 {
+        pb.set_message(format!("{} msgs/s sent", si(sent as f64 / secs)));
+    }
+}
+
+/// A log-linear latency histogram: exact below 64 ns, then 32 buckets per power of two (about 3%
+/// resolution), fixed size, so recording never allocates.
+struct Hist {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+impl Hist {
+    const SUB_BITS: u32 = 5;
+    const LINEAR: u64 = 64;
+
+    fn new() -> Hist {
+        let buckets = Self::LINEAR as usize + (64 - 6) * (1 << Self::SUB_BITS);
+        Hist {
+            counts: vec![0; buckets],
+            total: 0,
+        }
+    }
+
+    fn index(v: u64) -> usize {
+        if v < Self::LINEAR {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros(); // 6..=63
+        let sub = (v >> (e - Self::SUB_BITS)) & ((1 << Self::SUB_BITS) - 1);
+        Self::LINEAR as usize + ((e - 6) as usize) * (1 << Self::SUB_BITS) + sub as usize
+    }
+
+    /// Lower bound of bucket `i`.
+    fn value(i: usize) -> u64 {
+        if i < Self::LINEAR as usize {
+            return i as u64;
+        }
+        let j = i - Self::LINEAR as usize;
+        let e = (j >> Self::SUB_BITS) as u32 + 6;
+        let sub = (j & ((1 << Self::SUB_BITS) - 1)) as u64;
+        ((1 << Self::SUB_BITS) + sub) << (e - Self::SUB_BITS)
+    }
+
+    fn record(&mut self, v: u64) {
+        self.counts[Self::index(v)] += 1;
+        self.total += 1;
+    }
+
+    /// The value at quantile `q` (0..=1), or 0 when empty.
+    fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::value(i);
+            }
+        }
+        Self::value(self.counts.len() - 1)
+    }
+}
+
+/// 1234567.0 -> "1.23M".
+fn si(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Microseconds, in a unit that keeps three digits.
+fn micros(us: f64) -> String {
+    if !us.is_finite() {
+        "-".into()
+    } else if us >= 10_000.0 {
+        format!("{:.1} ms", us / 1e3)
+    } else if us >= 1_000.0 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+fn render_table(rows: &[Measurement]) -> String {
+    let mut out = String::new();
+    let per_member: Vec<String> = rows
+        .iter()
+        .map(|m| {
+            m.members
+                .iter()
+                .map(|f| si(f.msgs_per_sec))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let w = per_member
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("msgs/s at each member".len());
+    let _ = writeln!(
+        out,
+        "{:>6}  {:<6}  {:<w$}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
+        "size", "impl", "msgs/s at each member", "MB/s", "lat p50", "lat p99", "lost", "rmcast/raw"
+    );
+    for (m, pm) in rows.iter().zip(&per_member) {
+        let ratio = if m.implementation == "rmcast" {
+            rows.iter()
+                .find(|r| r.implementation == "raw" && r.size_bytes == m.size_bytes)
+                .map(|raw| raw.mean_rate())
+                .filter(|&r| r > 0.0)
+                .map_or("-".to_string(), |raw| {
+                    format!("{:.2}x", m.mean_rate() / raw)
+                })
+        } else {
+            String::new()
+        };
+        let lost = m.lost();
+        let lost = if lost == 0 {
+            "0".to_string()
+        } else {
+            let expected = m.sent * m.members.len() as u64;
+            format!("{:.2}%", 100.0 * lost as f64 / expected.max(1) as f64)
+        };
+        let _ = writeln!(
+            out,
+            "{:>6}  {:<6}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>8}  {:>10}",
+            format!("{} B", m.size_bytes),
+            m.implementation,
+            pm,
+            m.mean_rate() * m.size_bytes as f64 / 1e6,
+            micros(m.p50_us()),
+            micros(m.p99_us()),
+            lost,
+            ratio,
+        );
+    }
+    out.push_str(
+        "\nmsgs/s: messages delivered per second at each member (every member receives every\n\
+         message, its own included). MB/s: payload per member, mean over members. Latency, send\n\
+         to delivery: median of the members' p50, worst member's p99. raw sends one datagram per\n\
+         message; rmcast bundles small messages into one datagram, so it can outrun raw (see its\n\
+         datagrams per message below).\n",
+    );
+    for m in rows {
+        for n in &m.notes {
+            let _ = writeln!(out, "  {} {} B: {n}", m.implementation, m.size_bytes);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hist_quantiles_within_resolution() {
+        let mut h = Hist::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1_000);
+        }
+        let p50 = h.quantile(0.5) as f64;
+        let p99 = h.quantile(0.99) as f64;
+        assert!((p50 / 5_000_000.0 - 1.0).abs() < 0.04, "{p50}");
+        assert!((p99 / 9_900_000.0 - 1.0).abs() < 0.04, "{p99}");
+        assert_eq!(Hist::new().quantile(0.5), 0);
+        // Every bucket's lower bound maps back to the bucket.
+        for i in 0..h.counts.len() {
+            assert_eq!(Hist::index(Hist::value(i)), i);
+        }
+        h.record(u64::MAX);
+        assert_eq!(h.quantile(1.0), Hist::value(Hist::index(u64::MAX)));
+    }
+
+    #[test]
+    fn probe_roundtrip() {
+        let p = Probe {
+            run_id: 7,
+            sender: 2,
+            number: 99,
+            sent_ns: 123_456_789,
+        };
+        let mut buf = [0u8; 64];
+        p.write(&mut buf);
+        assert_eq!(Probe::read(&buf), Some(p));
+        assert_eq!(Probe::read(&buf[..23]), None);
+    }
+
+    #[test]
+    fn argument_errors_are_clear() {
+        assert!(parse_size("23").unwrap_err().contains("24..=65507"));
+        assert!(parse_size("65508").is_err());
+        assert!(parse_size("abc").unwrap_err().contains("not a size"));
+        assert_eq!(parse_size(" 64"), Ok(64));
+        assert_eq!(parse_senders("all"), Ok(Senders::All));
+        assert!(parse_senders("2").unwrap_err().contains("`1` or `all`"));
+    }
 }

@@ -1,12 +1,303 @@
-//! `rmcast demo` (not written yet).
+//! `rmcast demo`: a real multi-process run on this host, checked independently.
+//!
+//! Starts `--members` worker processes of this very executable (`rmcast worker`): the first
+//! creates a fresh group (a new name, hence a new multicast address and port, per run, so that
+//! concurrent runs do not meet), the others join once it is up. Each sends `--messages`
+//! messages at once while receiving everything, writes a `--log`, and prints its figures. The
+//! demo then checks the logs with [`rmcast::log::verify_logs`] (same messages, same total order
+//! at every member) and prints a summary table.
+//!
+//! Every child ends by itself (its own timeout); should one overrun the demo's deadline anyway,
+//! the demo kills it, by its own handle and no other process.
 
+use crate::worker::WorkerStats;
+use anyhow::{bail, Context};
 use clap::Args;
+use rmcast::log::{read_log, verify_logs};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
 
 /// Arguments of `rmcast demo`.
 #[derive(Args, Debug)]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Member processes to start.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub members: u32,
+    /// Messages each member sends.
+    #[arg(long, default_value_t = 2000)]
+    pub messages: u64,
+    /// Bytes per message (at least 20: sender, counter and send time travel in each).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(crate::worker::PAYLOAD_HEADER_BYTES as u64..=1 << 20))]
+    pub size: u64,
+    /// Resilience degree r of the sequencer (at most members - 1).
+    #[arg(long, default_value_t = 0)]
+    pub resilience: u8,
+    /// Largest datagram the engine writes (up to 65507 on loopback).
+    #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES)]
+    pub max_datagram_bytes: usize,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 40)]
+    pub timeout_secs: u64,
+    /// Keep the members' logs in this directory (default: a temporary one, removed on success).
+    #[arg(long)]
+    pub log_dir: Option<PathBuf>,
+}
+
+/// A started worker.
+struct Worker {
+    index: u32,
+    child: Child,
+    status: Option<std::process::ExitStatus>,
+}
 
 /// Run `rmcast demo`.
-pub fn run(_args: DemoArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("rmcast demo is not implemented yet")
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if args.resilience as u32 >= args.members {
+        bail!(
+            "--resilience {} needs at least {} members",
+            args.resilience,
+            args.resilience as u32 + 1
+        );
+    }
+    let nanos = rmcast::log::wall_clock_ns();
+    let run_id = format!("{}-{}", std::process::id(), nanos % 1_000_000_000_000);
+    let group = format!("rmcast-demo-{run_id}");
+    let (dir, temp_dir) = match &args.log_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("rmcast-demo-{run_id}")),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let (addr, port) = rmcast_proto::common::multicast_endpoint(&group);
+    println!(
+        "rmcast demo: {} member processes, {} messages of {} bytes each, sequencer engine (resilience {})",
+        args.members, args.messages, args.size, args.resilience
+    );
+    println!(
+        "group {group} on {}.{}.{}.{}:{port} (loopback, TTL 0)",
+        addr[0], addr[1], addr[2], addr[3]
+    );
+
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(args.timeout_secs);
+    // Workers time out well before the demo does, so that they report rather than get killed:
+    // after its timeout a worker may spend up to WORKER_WIND_DOWN on the barrier, the leave
+    // and the last events.
+    let worker_timeout = Duration::from_secs(args.timeout_secs)
+        .saturating_sub(crate::worker::WORKER_WIND_DOWN + Duration::from_secs(2))
+        .max(Duration::from_secs(5));
+    let mut workers: Vec<Worker> = Vec::new();
+    let result = (|| -> anyhow::Result<()> {
+        for index in 1..=args.members {
+            let ready = dir.join(format!("ready-{index}"));
+            let _ = std::fs::remove_file(&ready);
+            let mut cmd = Command::new(&exe);
+            cmd.arg("worker")
+                .args(["--group", &group])
+                .args(["--id", &index.to_string()])
+                .arg(if index == 1 { "--create" } else { "--join" })
+                .args(["--resilience", &args.resilience.to_string()])
+                .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
+                .args(["--count", &args.messages.to_string()])
+                .args(["--size", &args.size.to_string()])
+                .args(["--members", &args.members.to_string()])
+                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
+                .arg("--log")
+                .arg(log_path(&dir, index))
+                .arg("--ready-file")
+                .arg(&ready)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            let child = cmd.spawn().context("starting a worker")?;
+            workers.push(Worker {
+                index,
+                child,
+                status: None,
+            });
+            if index == 1 {
+                // The others join a group that exists: wait until the creator is in it.
+                let ready_by = Instant::now() + Duration::from_secs(10);
+                while !ready.exists() {
+                    if let Some(status) = workers[0].child.try_wait()? {
+                        bail!("member 1 exited before creating the group ({status})");
+                    }
+                    if Instant::now() >= ready_by {
+                        bail!("member 1 did not create the group within 10 s");
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        Ok(())
+    })();
+
+    // Wait for every started worker, whatever happened above.
+    let mut killed = Vec::new();
+    loop {
+        let mut running = 0;
+        for w in workers.iter_mut().filter(|w| w.status.is_none()) {
+            match w.child.try_wait()? {
+                Some(s) => w.status = Some(s),
+                None => running += 1,
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for w in workers.iter_mut().filter(|w| w.status.is_none()) {
+                let _ = w.child.kill();
+                w.status = w.child.wait().ok();
+                killed.push(w.index);
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    result?;
+    let wall = start.elapsed();
+
+    let mut failures: Vec<String> = Vec::new();
+    if !killed.is_empty() {
+        failures.push(format!(
+            "members {killed:?} overran the deadline and were killed"
+        ));
+    }
+    let mut stats: Vec<(u32, Option<WorkerStats>)> = Vec::new();
+    for w in &mut workers {
+        let mut out = String::new();
+        if let Some(mut so) = w.child.stdout.take() {
+            so.read_to_string(&mut out).ok();
+        }
+        let parsed = out
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<WorkerStats>(l).ok());
+        match (&w.status, &parsed) {
+            (Some(s), _) if !s.success() => {
+                failures.push(format!("member {} exited with {s}", w.index))
+            }
+            (_, None) => failures.push(format!("member {} printed no statistics", w.index)),
+            _ => {}
+        }
+        stats.push((w.index, parsed));
+    }
+
+    // The independent check: the logs alone must show one total order.
+    let mut logs = Vec::new();
+    for w in &workers {
+        match read_log(log_path(&dir, w.index)) {
+            Ok(l) => logs.push(l),
+            Err(e) => failures.push(format!("member {}: {e}", w.index)),
+        }
+    }
+    let report = if logs.len() == workers.len() {
+        match verify_logs(&logs) {
+            Ok(r) => Some(r),
+            Err(violations) => {
+                for v in violations.iter().take(10) {
+                    failures.push(format!("log check: {v}"));
+                }
+                if violations.len() > 10 {
+                    failures.push(format!(
+                        "log check: {} more violations",
+                        violations.len() - 10
+                    ));
+                }
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    print_table(&args, &stats, wall);
+    for f in &failures {
+        eprintln!("FAILED: {f}");
+    }
+    match (&report, failures.is_empty()) {
+        (Some(r), true) => {
+            println!(
+                "total order verified across {} processes ({} deliveries of {} messages, {} views)",
+                r.members, r.deliveries, r.messages, r.views
+            );
+            if temp_dir {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            eprintln!("logs kept in {}", dir.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn log_path(dir: &Path, index: u32) -> PathBuf {
+    dir.join(format!("member-{index}.jsonl"))
+}
+
+fn print_table(args: &DemoArgs, stats: &[(u32, Option<WorkerStats>)], wall: Duration) {
+    println!();
+    println!(
+        "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>8}",
+        "member", "delivered", "msgs/s", "MB/s", "p50 µs", "p99 µs", "datagrams", "retrans"
+    );
+    let mut datagrams = 0;
+    let mut rates = Vec::new();
+    let mut mbs = Vec::new();
+    let mut p50s = Vec::new();
+    let mut p99 = 0f64;
+    for (index, s) in stats {
+        match s {
+            Some(s) => {
+                println!(
+                    "{:>6} {:>10} {:>10.0} {:>8.2} {:>9.0} {:>9.0} {:>10} {:>8}",
+                    index,
+                    s.delivered,
+                    s.msgs_per_s,
+                    s.mb_per_s,
+                    s.latency_us_p50,
+                    s.latency_us_p99,
+                    s.datagrams_sent,
+                    s.retransmissions
+                );
+                datagrams += s.datagrams_sent;
+                rates.push(s.msgs_per_s);
+                mbs.push(s.mb_per_s);
+                p50s.push(s.latency_us_p50);
+                p99 = p99.max(s.latency_us_p99);
+            }
+            None => println!("{index:>6} {:>10}", "-"),
+        }
+    }
+    let sent_total = args.messages * args.members as u64;
+    let median = |v: &mut Vec<f64>| -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    println!();
+    println!(
+        "members {}  messages {}  msgs/s per member {:.0}  MB/s per member {:.2}  latency p50 {:.0} µs (median)  p99 {:.0} µs (worst)",
+        args.members,
+        sent_total,
+        median(&mut rates),
+        median(&mut mbs),
+        median(&mut p50s),
+        p99
+    );
+    println!(
+        "datagrams per message {:.2}  wall time {:.1} s",
+        datagrams as f64 / sent_total.max(1) as f64,
+        wall.as_secs_f64()
+    );
 }

@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod member;
 mod sim;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an engine in the deterministic simulator under faults and check it.
     Sim(sim::SimArgs),
+    /// One measured group member (spawned by `demo` and `bench`).
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,6 +45,7 @@ fn main() -> std::process::ExitCode {
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Worker(a) => worker::run(a),
     };
     match result {
         Ok(code) => code,

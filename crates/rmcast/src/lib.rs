@@ -1,1 +1,70 @@
-//! placeholder
+//! rmcast: reliable multicast groups over UDP/IP (DESIGN section 3).
+//!
+//! A [`Node`] is one process's presence on the network: one unicast UDP socket, one I/O thread
+//! running a `mio` event loop, and the protocol engines of the groups it belongs to. The engines
+//! are the sans-IO state machines of [`rmcast_proto`]; the I/O thread feeds them datagrams and the
+//! time, and carries out what they ask: datagrams to send, events for the application, timers.
+//!
+//! The application talks to the I/O thread through bounded channels, so memory stays bounded and a
+//! full queue pushes back instead of dropping:
+//!
+//! * sending (on [`GroupSender`], which a [`Group`] dereferences to, cheap to clone for other
+//!   threads): [`GroupSender::send`] (blocks until the message is stable with the group's
+//!   resilience), [`GroupSender::try_send`] (never blocks; hands the payload back on
+//!   back-pressure), [`GroupSender::send_nowait`] (blocks only on back-pressure) and
+//!   [`GroupSender::send_async`];
+//! * receiving: [`Group::recv`], [`Group::recv_timeout`], [`Group::try_recv`] and
+//!   [`Group::recv_async`] (any async runtime; no tokio runtime is needed);
+//! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
+//!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
+//!   [`Node::counters`].
+//!
+//! ```no_run
+//! use rmcast::{GroupConfig, GroupEvent, Node, NodeConfig};
+//!
+//! let node = Node::new(NodeConfig::default())?;
+//! let mut group = node.open_group(GroupConfig::new("chat"))?;
+//! group.send(bytes::Bytes::from_static(b"hello"))?;
+//! while let Some(event) = group.recv() {
+//!     if let GroupEvent::Deliver(d) = event {
+//!         println!("{}: {}", d.sender, String::from_utf8_lossy(&d.payload));
+//!         break;
+//!     }
+//! }
+//! group.leave()?;
+//! # Ok::<(), rmcast::Error>(())
+//! ```
+//!
+//! **Transport.** A group's multicast address and port are hashed from its name (RMP 3.1) unless
+//! given ([`GroupAddr`]). The node receives group traffic on a socket bound to that address (so
+//! that it hears no other group on the port) and sends everything, multicast included, from its
+//! unicast socket; peers learn each other's unicast address from the source of the datagrams
+//! they receive, and an engine's point-to-point datagrams go there (to the whole group while the
+//! address is still unknown). [`GroupAddr::Unicast`] replaces multicast by a unicast fan-out to
+//! a list of addresses, for networks without multicast. By default everything stays on this
+//! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]).
+//!
+//! **Bounded memory.** The send queue and the event queue have fixed capacities
+//! ([`GroupConfig`]); when the application does not read its events, the runtime stops taking
+//! events from the engine, the engine (whose own queues are bounded) refuses new messages, and
+//! senders wait or get their message back. Nothing is dropped to make room.
+//!
+//! [`log`] writes and verifies the `--log` JSON lines of DESIGN section 5.
+
+#![warn(missing_docs)]
+
+mod block;
+mod config;
+mod error;
+mod io;
+pub mod log;
+mod net;
+mod node;
+
+pub use config::{
+    EngineChoice, EngineFactory, EngineRole, GroupAddr, GroupConfig, NodeConfig, OpenMode,
+    DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES,
+};
+pub use error::{Error, TrySendError};
+pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
+pub use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Qos, View};

@@ -332,6 +332,14 @@ impl Sequencer {
         self.rtt.rto()
     }
 
+    /// The payload of an own fragment still waiting to be delivered back.
+    fn own_fragment(&self, pnum: u64) -> Option<Bytes> {
+        let first = self.outq.front()?.pnum;
+        let f = self.outq.get(pnum.checked_sub(first)? as usize)?;
+        debug_assert_eq!(f.pnum, pnum);
+        Some(f.payload.clone())
+    }
+
     /// Own fragments sent to the sequencer and not yet seen ordered.
     fn in_flight(&self) -> usize {
         let ordered = match self.outq.front() {
@@ -746,6 +754,9 @@ impl Sequencer {
             }
             let payload = if e.has_payload {
                 Some(data.slice_ref(e.payload))
+            } else if e.sender == self.me {
+                // Our own BB message: the network does not loop it back to us, we hold it.
+                self.own_fragment(e.pnum)
             } else {
                 self.bb_pending.remove(&(e.sender, e.pnum))
             };

@@ -212,6 +212,9 @@ fn large_messages_use_bb_and_are_reassembled() {
     }
     assert!(net.sent_types.contains(&ptype::BCAST_REQ_BB));
     assert!(!net.sent_types.contains(&ptype::BCAST_REQ_PB));
+    // Lossless: nobody, the sender included, had to ask for anything again.
+    assert!(!net.sent_types.contains(&ptype::RETRANS));
+    assert_eq!(net.nodes[1].counters().retransmissions, 0);
 }
 
 #[test]

@@ -1,0 +1,69 @@
+//! Errors of the public API.
+
+use bytes::Bytes;
+use rmcast_proto::SendError;
+use std::fmt;
+
+/// Why an operation on a node or group failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A socket could not be set up.
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Nobody admitted this node to the group in time.
+    #[error("no member of the group answered the join request in time")]
+    JoinTimeout,
+    /// The leave did not complete in time; the node left without the group's agreement.
+    #[error("the group did not confirm the leave in time")]
+    LeaveTimeout,
+    /// The engine refused the message.
+    #[error("message refused: {0}")]
+    Send(#[from] SendError),
+    /// The group was left or the node shut down.
+    #[error("the group is closed (left, or the node shut down)")]
+    Closed,
+    /// A call did not finish before its deadline.
+    #[error("timed out")]
+    Timeout,
+}
+
+/// Why [`crate::GroupSender::try_send`] did not take a message; the message is handed back.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TrySendError {
+    /// The send queue is full (back-pressure): retry later, e.g. after receiving.
+    Full(Bytes),
+    /// The group was left or the node shut down.
+    Closed(Bytes),
+}
+
+impl TrySendError {
+    /// The message that was not sent.
+    pub fn into_inner(self) -> Bytes {
+        match self {
+            TrySendError::Full(b) | TrySendError::Closed(b) => b,
+        }
+    }
+}
+
+impl fmt::Debug for TrySendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(b) => write!(f, "Full({} bytes)", b.len()),
+            TrySendError::Closed(b) => write!(f, "Closed({} bytes)", b.len()),
+        }
+    }
+}
+
+impl fmt::Display for TrySendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("send queue full, try again later"),
+            TrySendError::Closed(_) => f.write_str("the group is closed"),
+        }
+    }
+}
+
+impl std::error::Error for TrySendError {}

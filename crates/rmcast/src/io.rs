@@ -1,0 +1,886 @@
+//! The I/O thread: one `mio` event loop per node over its unicast socket, the multicast socket
+//! of each group, the engines' timers and a waker for the application.
+//!
+//! Each turn of the loop reads every socket that is readable (up to a budget, so that a flood
+//! on one socket cannot starve timers and sends; a socket left with data is read again on the
+//! next turn without blocking), fires due timers, and then *pumps* every group: queued messages
+//! go into the engine while it accepts them, the engine's datagrams go out, and its events go to
+//! the application while there is room in the event queue. A full queue is never worked around:
+//! the loop stops taking events from that engine, which then pushes back on its senders.
+
+use crate::config::{EngineRole, GroupAddr, NodeConfig, OpenMode};
+use crate::error::Error;
+use crate::net;
+use crate::node::{
+    AtomicNodeCounters, Command, GroupEvent, GroupShared, NodeShared, Op, OpenRequest,
+};
+use rmcast_proto::{wire, Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, error, info, trace, warn};
+
+const WAKER: mio::Token = mio::Token(0);
+const UNICAST: mio::Token = mio::Token(1);
+/// Tokens of group sockets are the group's key plus this.
+const GROUP_TOKEN_BASE: usize = 2;
+
+/// Datagrams read from one socket per turn before the loop attends to everything else.
+const RX_BUDGET: usize = 256;
+/// Datagrams taken from one engine per turn.
+const TX_BUDGET: usize = 1024;
+/// Messages moved from the send queue into one engine per turn.
+const OPS_BUDGET: usize = 1024;
+/// Events moved from one engine to its queue per turn.
+const EVENTS_BUDGET: usize = 1024;
+/// Rounds of (messages in, datagrams out, events out) per group per turn: a completion can let
+/// more messages in, which makes more datagrams.
+const PUMP_ROUNDS: usize = 4;
+/// Peers whose unicast address is remembered; a bound on memory against forged senders.
+const MAX_PEERS: usize = 65_536;
+/// How long a node being shut down waits for its groups to confirm their leaves.
+const SHUTDOWN_LINGER: Duration = Duration::from_secs(1);
+/// Capacity of the control command queue.
+const COMMAND_QUEUE: usize = 64;
+
+/// Open the unicast socket and start the I/O thread.
+pub(crate) fn spawn(
+    cfg: NodeConfig,
+    id: NodeId,
+) -> Result<(Arc<NodeShared>, JoinHandle<()>), Error> {
+    let std_sock = net::unicast_socket(
+        cfg.interface,
+        cfg.port,
+        cfg.multicast_ttl,
+        cfg.socket_buffer_bytes,
+    )?;
+    let local_addr = match std_sock.local_addr()? {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(a) => return Err(Error::Config(format!("unexpected IPv6 address {a}"))),
+    };
+    let poll = mio::Poll::new()?;
+    let waker = mio::Waker::new(poll.registry(), WAKER)?;
+    let mut unicast = mio::net::UdpSocket::from_std(std_sock);
+    poll.registry().register(
+        &mut unicast,
+        UNICAST,
+        mio::Interest::READABLE | mio::Interest::WRITABLE,
+    )?;
+    let (cmd_tx, cmd_rx) = std_mpsc::sync_channel(COMMAND_QUEUE);
+    let shared = Arc::new(NodeShared {
+        id,
+        local_addr,
+        interface: cfg.interface,
+        socket_buffer_bytes: cfg.socket_buffer_bytes,
+        waker,
+        wake_pending: AtomicBool::new(false),
+        commands: cmd_tx,
+        counters: AtomicNodeCounters::default(),
+    });
+    let io_shared = shared.clone();
+    let origin = Instant::now();
+    // The loop is built on its own thread: engines need not be `Send`.
+    let thread = std::thread::Builder::new()
+        .name(format!("rmcast-io-{id}"))
+        .spawn(move || {
+            IoLoop {
+                poll,
+                commands: cmd_rx,
+                shared: io_shared.clone(),
+                origin,
+                net: Net {
+                    sock: unicast,
+                    local: SocketAddr::V4(local_addr),
+                    peers: HashMap::new(),
+                    backlog: VecDeque::new(),
+                    spare: Vec::new(),
+                    shared: io_shared,
+                    send_error_logged: 0,
+                },
+                groups: Vec::new(),
+                rx_buf: vec![0u8; 1 << 16],
+                tx_buf: Vec::with_capacity(1 << 16),
+                unicast_pending: false,
+                shutdown: None,
+            }
+            .run()
+        })?;
+    info!(node = %id, addr = %local_addr, "node started");
+    Ok((shared, thread))
+}
+
+/// The unicast socket, where every datagram leaves from, and what is known about peers.
+struct Net {
+    sock: mio::net::UdpSocket,
+    local: SocketAddr,
+    /// Unicast address of each peer, learnt from the source of its datagrams.
+    peers: HashMap<NodeId, SocketAddr>,
+    /// Datagrams the socket refused with `WouldBlock`, sent when it is writable again. While
+    /// any wait, no engine is asked for more, so this holds at most one datagram's fan-out.
+    backlog: VecDeque<(Vec<u8>, SocketAddr)>,
+    /// Buffers of sent backlog entries, reused.
+    spare: Vec<Vec<u8>>,
+    shared: Arc<NodeShared>,
+    send_error_logged: u64,
+}
+
+impl Net {
+    fn counters(&self) -> &AtomicNodeCounters {
+        &self.shared.counters
+    }
+
+    fn blocked(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Send one datagram, or keep it for when the socket is writable.
+    fn send(&mut self, buf: &[u8], to: SocketAddr) {
+        if self.blocked() {
+            self.defer(buf, to);
+            return;
+        }
+        loop {
+            match self.sock.send_to(buf, to) {
+                Ok(n) => {
+                    let c = self.counters();
+                    AtomicNodeCounters::add(&c.datagrams_sent, 1);
+                    AtomicNodeCounters::add(&c.bytes_sent, n as u64);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    AtomicNodeCounters::add(&self.counters().send_deferred, 1);
+                    self.defer(buf, to);
+                }
+                Err(e) => {
+                    // A lost datagram is repaired by the protocol; say so, without flooding
+                    // the log when a peer is gone for good.
+                    AtomicNodeCounters::add(&self.counters().send_errors, 1);
+                    self.send_error_logged += 1;
+                    if self.send_error_logged.is_power_of_two() {
+                        warn!(%to, error = %e, count = self.send_error_logged, "send failed");
+                    }
+                }
+            }
+            return;
+        }
+    }
+
+    fn defer(&mut self, buf: &[u8], to: SocketAddr) {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(buf);
+        self.backlog.push_back((v, to));
+    }
+
+    /// The socket is writable: send what waits.
+    fn flush_backlog(&mut self) {
+        while let Some((buf, to)) = self.backlog.pop_front() {
+            match self.sock.send_to(&buf, to) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.backlog.push_front((buf, to));
+                    return;
+                }
+                Ok(n) => {
+                    let c = self.counters();
+                    AtomicNodeCounters::add(&c.datagrams_sent, 1);
+                    AtomicNodeCounters::add(&c.bytes_sent, n as u64);
+                    self.spare.push(buf);
+                }
+                Err(e) => {
+                    AtomicNodeCounters::add(&self.counters().send_errors, 1);
+                    debug!(%to, error = %e, "deferred send failed");
+                    self.spare.push(buf);
+                }
+            }
+        }
+    }
+
+    /// Remember where `sender` lives.
+    fn learn(&mut self, me: NodeId, sender: NodeId, from: SocketAddr) {
+        if sender == me {
+            return;
+        }
+        let known = self.peers.len();
+        match self.peers.get_mut(&sender) {
+            Some(a) if *a != from => {
+                debug!(peer = %sender, old = %a, new = %from, "peer address changed");
+                *a = from;
+            }
+            Some(_) => {}
+            None if known < MAX_PEERS => {
+                trace!(peer = %sender, addr = %from, "learnt peer address");
+                self.peers.insert(sender, from);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Where a group stands.
+enum Phase {
+    /// Waiting to be admitted; `deadline` is when the join gives up (or turns into a create).
+    Joining { deadline: Time, mode: OpenMode },
+    /// A member.
+    Member,
+}
+
+/// A leave in progress.
+struct Leaving {
+    /// When the engine's leave starts even if own messages are still outstanding.
+    start_by: Time,
+    /// When the leave is given up.
+    deadline: Time,
+    started: bool,
+    reply: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+/// One group membership, owned by the I/O thread.
+struct GroupState {
+    key: u64,
+    name: String,
+    gid: u32,
+    cfg_engine: crate::config::EngineChoice,
+    max_datagram_bytes: usize,
+    qos: Qos,
+    leave_timeout: Duration,
+    engine: Box<dyn Engine>,
+    phase: Phase,
+    /// The multicast socket and whether it may still hold unread datagrams.
+    mcast: Option<mio::net::UdpSocket>,
+    mcast_pending: bool,
+    /// Where `Destination::Group` goes: the multicast address, or every unicast peer.
+    group_dests: Vec<SocketAddr>,
+    ops: mpsc::Receiver<Op>,
+    /// A message the engine could not take yet (back-pressure): first in line.
+    held: Option<Op>,
+    events: mpsc::Sender<GroupEvent>,
+    shared: Arc<GroupShared>,
+    /// Blocking and async senders waiting for their message to complete, by message number.
+    completions: HashMap<u64, oneshot::Sender<Result<u64, Error>>>,
+    /// Own messages submitted and not yet complete.
+    outstanding: u64,
+    open_reply: Option<std_mpsc::SyncSender<Result<bool, Error>>>,
+    leaving: Option<Leaving>,
+    /// Finished: removed at the end of the turn.
+    done: bool,
+}
+
+impl GroupState {
+    fn start_leave(
+        &mut self,
+        now: Time,
+        timeout: Duration,
+        reply: Option<oneshot::Sender<Result<(), Error>>>,
+    ) {
+        if let Some(l) = &mut self.leaving {
+            // A second leave waits for the first; keep the earlier deadline.
+            if let Some(r) = reply {
+                if let Some(old) = l.reply.replace(r) {
+                    let _ = old.send(Err(Error::Closed));
+                }
+            }
+            return;
+        }
+        debug!(group = %self.name, "leave requested");
+        self.leaving = Some(Leaving {
+            // Give own messages half the time to complete, so that a leave right after a
+            // burst of sends does not cut them off.
+            start_by: now + timeout / 2,
+            deadline: now + timeout,
+            started: false,
+            reply,
+        });
+    }
+
+    fn finish(&mut self, result: Result<(), Error>) {
+        if let Some(l) = self.leaving.as_mut() {
+            if let Some(r) = l.reply.take() {
+                let _ = r.send(result);
+            }
+        }
+        if let Some(r) = self.open_reply.take() {
+            let _ = r.send(Err(Error::Closed));
+        }
+        self.done = true;
+    }
+}
+
+struct IoLoop {
+    poll: mio::Poll,
+    commands: std_mpsc::Receiver<Command>,
+    shared: Arc<NodeShared>,
+    origin: Instant,
+    net: Net,
+    groups: Vec<GroupState>,
+    rx_buf: Vec<u8>,
+    tx_buf: Vec<u8>,
+    /// The unicast socket may hold unread datagrams (the read budget ran out).
+    unicast_pending: bool,
+    /// Set once the node shuts down: when the loop ends at the latest.
+    shutdown: Option<Time>,
+}
+
+impl IoLoop {
+    fn now(&self) -> Time {
+        Time(self.origin.elapsed().as_nanos() as u64)
+    }
+
+    fn run(mut self) {
+        let _span = tracing::info_span!("rmcast-io", node = %self.shared.id).entered();
+        let mut events = mio::Events::with_capacity(256);
+        loop {
+            let timeout = self.poll_timeout(self.now());
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                error!(error = %e, "poll failed; the node stops");
+                return;
+            }
+            AtomicNodeCounters::add(&self.shared.counters.loop_iterations, 1);
+            let mut woken = false;
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => woken = true,
+                    UNICAST => {
+                        if ev.is_readable() {
+                            self.unicast_pending = true;
+                        }
+                        if ev.is_writable() {
+                            self.net.flush_backlog();
+                        }
+                    }
+                    mio::Token(t) => {
+                        let key = (t - GROUP_TOKEN_BASE) as u64;
+                        if let Some(g) = self.groups.iter_mut().find(|g| g.key == key) {
+                            g.mcast_pending = true;
+                        }
+                    }
+                }
+            }
+            let now = self.now();
+            if woken {
+                // Cleared before the queues are read, so a message queued after this point
+                // wakes the loop again (see `NodeShared::wake`).
+                self.shared.wake_pending.swap(false, Ordering::AcqRel);
+                self.handle_commands(now);
+            }
+            self.read_sockets(now);
+            let now = self.now();
+            for g in &mut self.groups {
+                if g.engine.poll_timeout().is_some_and(|t| t <= now) {
+                    g.engine.handle_timeout(now);
+                }
+            }
+            for i in 0..self.groups.len() {
+                self.check_deadlines(i, now);
+                self.pump(i, now);
+            }
+            self.remove_finished();
+            if let Some(deadline) = self.shutdown {
+                if self.groups.is_empty() || now >= deadline {
+                    if !self.groups.is_empty() {
+                        warn!("shutting down before every group confirmed the leave");
+                    }
+                    // One last push of what the engines have already written (a leave
+                    // request, say) is not worth waiting for the socket.
+                    self.net.flush_backlog();
+                    info!("node stopped");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How long `poll` may sleep: until the earliest engine timer or deadline, or not at all
+    /// when work is left over from the previous turn.
+    fn poll_timeout(&self, now: Time) -> Option<Duration> {
+        if self.unicast_pending || self.groups.iter().any(|g| g.mcast_pending) {
+            return Some(Duration::ZERO);
+        }
+        let mut next: Option<Time> = self.shutdown;
+        let mut consider = |t: Option<Time>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for g in &self.groups {
+            consider(g.engine.poll_timeout());
+            if let Phase::Joining { deadline, .. } = g.phase {
+                consider(Some(deadline));
+            }
+            if let Some(l) = &g.leaving {
+                consider(Some(if l.started { l.deadline } else { l.start_by }));
+            }
+        }
+        // Round up to the next millisecond: epoll sleeps in whole milliseconds, and waking a
+        // hair early would only spin.
+        next.map(|t| {
+            let d = t.saturating_since(now);
+            if d.is_zero() {
+                d
+            } else {
+                Duration::from_millis(d.as_nanos().div_ceil(1_000_000) as u64)
+            }
+        })
+    }
+
+    fn handle_commands(&mut self, now: Time) {
+        // Bounded by the queue's capacity plus what arrives meanwhile; commands are rare.
+        for _ in 0..COMMAND_QUEUE * 2 {
+            let cmd = match self.commands.try_recv() {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+            match cmd {
+                Command::Open(req) => self.open(*req, now),
+                Command::Info { key, reply } => {
+                    let r = self
+                        .groups
+                        .iter()
+                        .find(|g| g.key == key && !g.done)
+                        .map(|g| (g.engine.info(), g.engine.counters().clone()));
+                    let _ = reply.try_send(r);
+                }
+                Command::Shutdown => {
+                    let deadline = now + SHUTDOWN_LINGER;
+                    self.shutdown = Some(deadline);
+                    for g in &mut self.groups {
+                        g.start_leave(now, SHUTDOWN_LINGER, None);
+                    }
+                }
+            }
+        }
+        // More commands than the budget: look again next turn.
+        self.shared.wake();
+    }
+
+    fn open(&mut self, req: OpenRequest, now: Time) {
+        let OpenRequest {
+            key,
+            cfg,
+            multicast,
+            ops,
+            events,
+            shared,
+            reply,
+        } = req;
+        let gid = cfg.group_id();
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(Error::Closed));
+            return;
+        }
+        if self.groups.iter().any(|g| g.gid == gid) {
+            let _ = reply.send(Err(Error::Config(format!(
+                "this node is already in a group with the id of {:?}",
+                cfg.name
+            ))));
+            return;
+        }
+        let mut mcast = None;
+        if let Some(sock) = multicast {
+            let mut sock = mio::net::UdpSocket::from_std(sock);
+            let token = mio::Token(key as usize + GROUP_TOKEN_BASE);
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(&mut sock, token, mio::Interest::READABLE)
+            {
+                let _ = reply.send(Err(Error::Io(e)));
+                return;
+            }
+            mcast = Some(sock);
+        }
+        let local = self.net.local;
+        let group_dests: Vec<SocketAddr> = match (&cfg.addr, cfg.multicast_addr()) {
+            (GroupAddr::Unicast(peers), _) => peers
+                .iter()
+                .map(|a| SocketAddr::V4(*a))
+                .filter(|a| *a != local)
+                .collect(),
+            (_, Some(m)) => vec![SocketAddr::V4(m)],
+            (_, None) => Vec::new(),
+        };
+        let role = match cfg.mode {
+            OpenMode::Create => EngineRole::Create,
+            OpenMode::Join | OpenMode::JoinOrCreate => EngineRole::Join,
+        };
+        let engine = cfg
+            .engine
+            .build(role, gid, self.shared.id, cfg.max_datagram_bytes, now);
+        let (phase, open_reply) = match cfg.mode {
+            OpenMode::Create => {
+                let _ = reply.send(Ok(true));
+                (Phase::Member, None)
+            }
+            mode => (
+                Phase::Joining {
+                    deadline: now + cfg.join_timeout,
+                    mode,
+                },
+                Some(reply),
+            ),
+        };
+        info!(group = %cfg.name, gid, mode = ?cfg.mode, engine = cfg.engine.kind(),
+              dests = ?group_dests, "group opened");
+        self.groups.push(GroupState {
+            key,
+            name: cfg.name.clone(),
+            gid,
+            cfg_engine: cfg.engine.clone(),
+            max_datagram_bytes: cfg.max_datagram_bytes,
+            qos: cfg.qos,
+            leave_timeout: cfg.leave_timeout,
+            engine,
+            phase,
+            mcast,
+            mcast_pending: false,
+            group_dests,
+            ops,
+            held: None,
+            events,
+            shared,
+            completions: HashMap::new(),
+            outstanding: 0,
+            open_reply,
+            leaving: None,
+            done: false,
+        });
+    }
+
+    fn read_sockets(&mut self, now: Time) {
+        if self.unicast_pending {
+            self.unicast_pending = self.read_socket(None, now);
+        }
+        for i in 0..self.groups.len() {
+            if self.groups[i].mcast_pending {
+                self.groups[i].mcast_pending = self.read_socket(Some(i), now);
+            }
+        }
+    }
+
+    /// Read datagrams from the unicast socket (`group` None) or a group's multicast socket
+    /// until it would block or the budget runs out; returns whether data may remain.
+    fn read_socket(&mut self, group: Option<usize>, now: Time) -> bool {
+        for _ in 0..RX_BUDGET {
+            let sock = match group {
+                None => &self.net.sock,
+                Some(i) => match &self.groups[i].mcast {
+                    Some(s) => s,
+                    None => return false,
+                },
+            };
+            match sock.recv_from(&mut self.rx_buf) {
+                Ok((n, from)) => {
+                    let c = &self.shared.counters;
+                    AtomicNodeCounters::add(&c.datagrams_received, 1);
+                    AtomicNodeCounters::add(&c.bytes_received, n as u64);
+                    self.dispatch(group, from, n, now);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    AtomicNodeCounters::add(&self.shared.counters.recv_errors, 1);
+                    debug!(error = %e, "receive failed");
+                }
+            }
+        }
+        true
+    }
+
+    /// Hand one received datagram (in `rx_buf[..len]`) to the engine it belongs to.
+    fn dispatch(&mut self, group: Option<usize>, from: SocketAddr, len: usize, now: Time) {
+        let data = &self.rx_buf[..len];
+        let counters = &self.shared.counters;
+        if from == self.net.local {
+            // Our own multicast, looped back so that other members on this host get it.
+            AtomicNodeCounters::add(&counters.own_echoes, 1);
+            return;
+        }
+        match wire::decode(data) {
+            Ok(packet) => {
+                let sender = packet.header.sender;
+                self.net.learn(self.shared.id, sender, from);
+                let target = match group {
+                    Some(i) => Some(i),
+                    None => self
+                        .groups
+                        .iter()
+                        .position(|g| g.gid == packet.header.group && !g.done),
+                };
+                match target {
+                    Some(i) => self.groups[i].engine.handle_datagram(now, sender, data),
+                    None => AtomicNodeCounters::add(&counters.foreign_dropped, 1),
+                }
+            }
+            Err(e) => {
+                // Not for learning addresses, but the engines count malformed input.
+                AtomicNodeCounters::add(&counters.malformed, 1);
+                trace!(%from, error = %e, "malformed datagram");
+                match group {
+                    Some(i) => self.groups[i].engine.handle_datagram(now, NodeId(0), data),
+                    None => {
+                        for g in &mut self.groups {
+                            g.engine.handle_datagram(now, NodeId(0), data);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Move messages in, datagrams out and events out for group `i`.
+    fn pump(&mut self, i: usize, now: Time) {
+        for _ in 0..PUMP_ROUNDS {
+            let g = &mut self.groups[i];
+            if g.done {
+                return;
+            }
+            let mut progress = drain_ops(g, now, &self.shared.counters);
+            if let Some(l) = &mut g.leaving {
+                if !l.started && (g.outstanding == 0 || now >= l.start_by) {
+                    debug!(group = %g.name, outstanding = g.outstanding, "leaving");
+                    l.started = true;
+                    g.engine.leave(now);
+                    progress = true;
+                }
+            }
+            progress |= self.transmit(i, now);
+            progress |= drain_events(&mut self.groups[i], &self.shared);
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    /// Send what the engine of group `i` wants sent.
+    fn transmit(&mut self, i: usize, now: Time) -> bool {
+        let g = &mut self.groups[i];
+        let mut n = 0;
+        while !self.net.blocked() && n < TX_BUDGET {
+            let Some(dest) = g.engine.poll_transmit(now, &mut self.tx_buf) else {
+                break;
+            };
+            n += 1;
+            match dest {
+                Destination::Group => {
+                    for to in &g.group_dests {
+                        self.net.send(&self.tx_buf, *to);
+                    }
+                }
+                Destination::Peer(id) => match self.net.peers.get(&id) {
+                    Some(to) => {
+                        let to = *to;
+                        self.net.send(&self.tx_buf, to);
+                    }
+                    None => {
+                        // Unknown so far: the whole group gets it, so the peer does too.
+                        AtomicNodeCounters::add(&self.shared.counters.peer_unknown, 1);
+                        for to in &g.group_dests {
+                            self.net.send(&self.tx_buf, *to);
+                        }
+                    }
+                },
+            }
+        }
+        n > 0
+    }
+
+    fn check_deadlines(&mut self, i: usize, now: Time) {
+        let me = self.shared.id;
+        let g = &mut self.groups[i];
+        if g.done {
+            return;
+        }
+        if let Phase::Joining { deadline, mode } = g.phase {
+            if now >= deadline {
+                match mode {
+                    OpenMode::JoinOrCreate => {
+                        info!(group = %g.name, "nobody answered the join: creating the group");
+                        g.engine = g.cfg_engine.build(
+                            EngineRole::Create,
+                            g.gid,
+                            me,
+                            g.max_datagram_bytes,
+                            now,
+                        );
+                        g.phase = Phase::Member;
+                        if let Some(r) = g.open_reply.take() {
+                            let _ = r.send(Ok(true));
+                        }
+                    }
+                    _ => {
+                        info!(group = %g.name, "join timed out");
+                        if let Some(r) = g.open_reply.take() {
+                            let _ = r.send(Err(Error::JoinTimeout));
+                        }
+                        g.done = true;
+                    }
+                }
+                return;
+            }
+        }
+        if let Some(l) = &g.leaving {
+            if now >= l.deadline {
+                warn!(group = %g.name, "leave not confirmed in time; dropping the group");
+                g.finish(Err(Error::LeaveTimeout));
+            }
+        }
+    }
+
+    fn remove_finished(&mut self) {
+        let mut i = 0;
+        while i < self.groups.len() {
+            if self.groups[i].done {
+                let mut g = self.groups.swap_remove(i);
+                if let Some(sock) = g.mcast.as_mut() {
+                    let _ = self.poll.registry().deregister(sock);
+                }
+                info!(group = %g.name, "group closed");
+                // Dropping `g` closes the event queue (after the events in it are read) and
+                // tells waiting senders the group is closed.
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Move queued messages into the engine while it takes them.
+fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bool {
+    let mut progress = false;
+    for _ in 0..OPS_BUDGET {
+        let op = match g.held.take() {
+            Some(op) => op,
+            None => match g.ops.try_recv() {
+                Ok(op) => op,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    // Every handle is gone: leave in the background.
+                    if g.leaving.is_none() {
+                        g.start_leave(now, g.leave_timeout, None);
+                        progress = true;
+                    }
+                    break;
+                }
+            },
+        };
+        match op {
+            Op::Send { payload, done } => {
+                if g.leaving.is_some() {
+                    // Sent after a leave: refused, never silently.
+                    match done {
+                        Some(d) => {
+                            let _ = d.send(Err(Error::Closed));
+                        }
+                        None => AtomicNodeCounters::add(&counters.submit_refused, 1),
+                    }
+                    progress = true;
+                    continue;
+                }
+                if matches!(g.phase, Phase::Joining { .. }) || !g.engine.can_submit() {
+                    g.held = Some(Op::Send { payload, done });
+                    break;
+                }
+                // Cloning `Bytes` shares the buffer; the copy is kept in case the engine
+                // refuses with back-pressure after all.
+                match g.engine.submit(now, payload.clone(), g.qos) {
+                    Ok(msg) => {
+                        g.outstanding += 1;
+                        if let Some(d) = done {
+                            g.completions.insert(msg, d);
+                        }
+                    }
+                    Err(SendError::WouldBlock) => {
+                        g.held = Some(Op::Send { payload, done });
+                        break;
+                    }
+                    Err(e) => match done {
+                        Some(d) => {
+                            let _ = d.send(Err(Error::Send(e)));
+                        }
+                        None => {
+                            AtomicNodeCounters::add(&counters.submit_refused, 1);
+                            warn!(group = %g.name, error = %e, len = payload.len(),
+                                  "message refused by the engine");
+                        }
+                    },
+                }
+                progress = true;
+            }
+            Op::Leave { timeout, reply } => {
+                g.start_leave(now, timeout, Some(reply));
+                progress = true;
+            }
+        }
+    }
+    progress
+}
+
+/// Move the engine's events to the application while the event queue has room.
+fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
+    let mut progress = false;
+    for _ in 0..EVENTS_BUDGET {
+        // Reserve room before taking an event out of the engine: an event, once taken, has
+        // nowhere else to go.
+        let permit = match g.events.try_reserve() {
+            Ok(p) => Some(p),
+            Err(mpsc::error::TrySendError::Full(())) => {
+                g.shared.events_stalled.store(true, Ordering::SeqCst);
+                // The application may have made room between the two lines above without
+                // seeing the flag: look once more.
+                match g.events.try_reserve() {
+                    Ok(p) => Some(p),
+                    Err(mpsc::error::TrySendError::Full(())) => {
+                        AtomicNodeCounters::add(&shared.counters.event_queue_stalls, 1);
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(())) => None,
+                }
+            }
+            // Nobody reads any more: events are discarded, the protocol still runs.
+            Err(mpsc::error::TrySendError::Closed(())) => None,
+        };
+        let Some(ev) = g.engine.poll_event() else {
+            break;
+        };
+        progress = true;
+        match ev {
+            Event::Deliver(d) => {
+                if let Some(p) = permit {
+                    p.send(GroupEvent::Deliver(d));
+                }
+            }
+            Event::View(v) => {
+                if matches!(g.phase, Phase::Joining { .. }) && v.members.contains(&shared.id) {
+                    g.phase = Phase::Member;
+                    if let Some(r) = g.open_reply.take() {
+                        let _ = r.send(Ok(false));
+                    }
+                }
+                debug!(group = %g.name, view = v.id, members = ?v.members, "view");
+                if let Some(p) = permit {
+                    p.send(GroupEvent::View(v));
+                }
+            }
+            Event::SendComplete { msg } => {
+                g.outstanding = g.outstanding.saturating_sub(1);
+                if let Some(d) = g.completions.remove(&msg) {
+                    let _ = d.send(Ok(msg));
+                }
+            }
+            Event::Left => {
+                drop(permit);
+                info!(group = %g.name, "left the group");
+                g.finish(Ok(()));
+                break;
+            }
+        }
+    }
+    progress
+}

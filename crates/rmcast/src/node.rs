@@ -1,0 +1,633 @@
+//! The public handles: [`Node`], [`Group`] and [`GroupSender`], and what they share with the
+//! I/O thread.
+//!
+//! Every call from the application becomes a message on a bounded channel followed by a wake of
+//! the I/O thread; wakes are coalesced (one `eventfd` write per batch, not per message), so a
+//! busy sender costs the I/O thread no extra system calls.
+
+use crate::block::block_on;
+use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
+use crate::error::{Error, TrySendError};
+use crate::{io, net};
+use bytes::Bytes;
+use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, View};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// What a group tells the application, in the order the engine produced it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// A message delivered in the group's order.
+    Deliver(Delivery),
+    /// A new membership view (also the first view after create or join).
+    View(View),
+}
+
+/// Operations that must stay in order with the messages sent before them, so they share the
+/// per-group send queue.
+pub(crate) enum Op {
+    /// Submit a message; `done` is told once it is stable (blocking and async sends only).
+    Send {
+        payload: Bytes,
+        done: Option<oneshot::Sender<Result<u64, Error>>>,
+    },
+    /// Leave once every message queued before has been sent.
+    Leave {
+        timeout: Duration,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+}
+
+/// Control requests, rare and unordered with respect to messages.
+pub(crate) enum Command {
+    Open(Box<OpenRequest>),
+    Info {
+        key: u64,
+        reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
+    },
+    Shutdown,
+}
+
+/// Everything the I/O thread needs to run a new group.
+pub(crate) struct OpenRequest {
+    pub key: u64,
+    pub cfg: GroupConfig,
+    pub multicast: Option<UdpSocket>,
+    pub ops: mpsc::Receiver<Op>,
+    pub events: mpsc::Sender<GroupEvent>,
+    pub shared: Arc<GroupShared>,
+    /// `Ok(created)` once the node is a member.
+    pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
+}
+
+/// State shared by the I/O thread and a group's handles.
+#[derive(Default)]
+pub(crate) struct GroupShared {
+    /// Set by the I/O thread when the event queue was full and it stopped taking events from the
+    /// engine; the next receive wakes it.
+    pub events_stalled: AtomicBool,
+}
+
+/// State shared by the I/O thread and the node's handles.
+pub(crate) struct NodeShared {
+    pub id: NodeId,
+    pub local_addr: SocketAddrV4,
+    pub interface: std::net::Ipv4Addr,
+    pub socket_buffer_bytes: usize,
+    pub waker: mio::Waker,
+    pub wake_pending: AtomicBool,
+    pub commands: std_mpsc::SyncSender<Command>,
+    pub counters: AtomicNodeCounters,
+}
+
+impl NodeShared {
+    /// Wake the I/O thread unless a wake is already pending.
+    pub fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            // A failed wake means the I/O thread is gone; calls then fail on their channels.
+            let _ = self.waker.wake();
+        }
+    }
+
+    fn command(&self, c: Command) -> Result<(), Error> {
+        self.commands.send(c).map_err(|_| Error::Closed)?;
+        self.wake();
+        Ok(())
+    }
+}
+
+macro_rules! node_counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// The runtime's own counters (the engines keep theirs: [`GroupSender::counters`]).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct NodeCounters {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        /// Written by the I/O thread only; read by anyone.
+        #[derive(Default)]
+        pub(crate) struct AtomicNodeCounters {
+            $(pub $name: AtomicU64,)*
+        }
+
+        impl AtomicNodeCounters {
+            fn snapshot(&self) -> NodeCounters {
+                NodeCounters { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+    };
+}
+
+node_counters! {
+    /// Datagrams read from the sockets.
+    datagrams_received,
+    /// Bytes in those datagrams.
+    bytes_received,
+    /// Datagrams written to the network (a unicast fan-out counts once per peer).
+    datagrams_sent,
+    /// Bytes in those datagrams.
+    bytes_sent,
+    /// Sends that failed with an error other than `WouldBlock` (the protocol retransmits).
+    send_errors,
+    /// Sends deferred because the socket buffer was full.
+    send_deferred,
+    /// Receive errors other than `WouldBlock`.
+    recv_errors,
+    /// Datagrams that did not decode (also passed to the engine, which counts them too).
+    malformed,
+    /// Datagrams for a group this node is not in.
+    foreign_dropped,
+    /// Our own multicast datagrams looped back by the network, dropped before the engine.
+    own_echoes,
+    /// Datagrams for one peer sent to the whole group because the peer's address is unknown.
+    peer_unknown,
+    /// Messages an engine refused (other than back-pressure) with nobody waiting to be told.
+    submit_refused,
+    /// Times the event queue was full and the runtime paused taking events from an engine.
+    event_queue_stalls,
+    /// Iterations of the event loop.
+    loop_iterations,
+}
+
+impl AtomicNodeCounters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        // Only the I/O thread writes, so load and store need no read-modify-write.
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+}
+
+/// One process's presence on the network: a unicast socket, an I/O thread, and the groups it
+/// belongs to.
+///
+/// Dropping the node leaves its remaining groups (waiting at most one second) and stops the
+/// I/O thread; handles of its groups then report [`Error::Closed`].
+pub struct Node {
+    shared: Arc<NodeShared>,
+    thread: Option<JoinHandle<()>>,
+    next_key: AtomicU64,
+}
+
+impl Node {
+    /// Open the unicast socket and start the I/O thread.
+    pub fn new(cfg: NodeConfig) -> Result<Node, Error> {
+        let id = cfg.id.unwrap_or_else(random_id);
+        let (shared, thread) = io::spawn(cfg, id)?;
+        Ok(Node {
+            shared,
+            thread: Some(thread),
+            next_key: AtomicU64::new(0),
+        })
+    }
+
+    /// This node's identity.
+    pub fn id(&self) -> NodeId {
+        self.shared.id
+    }
+
+    /// The address of the unicast socket, from which every datagram of this node is sent.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.shared.local_addr
+    }
+
+    /// The runtime's counters.
+    pub fn counters(&self) -> NodeCounters {
+        self.shared.counters.snapshot()
+    }
+
+    /// Create a new group named `name` with default settings.
+    pub fn create_group(&self, name: &str) -> Result<Group, Error> {
+        self.open_group(GroupConfig::new(name).mode(OpenMode::Create))
+    }
+
+    /// Join the existing group named `name` with default settings.
+    pub fn join_group(&self, name: &str) -> Result<Group, Error> {
+        self.open_group(GroupConfig::new(name).mode(OpenMode::Join))
+    }
+
+    /// Enter a group as `cfg` says. Returns once this node is a member: at once for
+    /// [`OpenMode::Create`], after admission (or the creation that follows a join timeout)
+    /// otherwise. The first [`GroupEvent::View`] is waiting in the group's queue.
+    pub fn open_group(&self, cfg: GroupConfig) -> Result<Group, Error> {
+        cfg.validate().map_err(Error::Config)?;
+        let multicast = match cfg.multicast_addr() {
+            Some(addr) => Some(net::multicast_socket(
+                addr,
+                self.shared.interface,
+                self.shared.socket_buffer_bytes,
+            )?),
+            None => None,
+        };
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let (ops_tx, ops_rx) = mpsc::channel(cfg.send_queue_capacity);
+        let (events_tx, events_rx) = mpsc::channel(cfg.event_queue_capacity);
+        let shared = Arc::new(GroupShared::default());
+        let (reply_tx, reply_rx) = std_mpsc::sync_channel(1);
+        let wait = match cfg.mode {
+            OpenMode::Create => Duration::ZERO,
+            OpenMode::Join | OpenMode::JoinOrCreate => cfg.join_timeout,
+        } + Duration::from_secs(10);
+        let handle = GroupHandle {
+            ops: ops_tx,
+            name: cfg.name.clone(),
+            group_id: cfg.group_id(),
+            kind: cfg.engine.kind().to_string(),
+            resilience: cfg.engine.resilience(),
+            multicast: cfg.multicast_addr(),
+            unicast_peers: match &cfg.addr {
+                GroupAddr::Unicast(p) => p.clone(),
+                _ => Vec::new(),
+            },
+            max_datagram_bytes: cfg.max_datagram_bytes,
+            leave_timeout: cfg.leave_timeout,
+            created: AtomicBool::new(false),
+            shared: shared.clone(),
+            key,
+            node: self.shared.clone(),
+            _wake_on_drop: WakeOnDrop(self.shared.clone()),
+        };
+        self.shared.command(Command::Open(Box::new(OpenRequest {
+            key,
+            cfg,
+            multicast,
+            ops: ops_rx,
+            events: events_tx,
+            shared,
+            reply: reply_tx,
+        })))?;
+        let created = match reply_rx.recv_timeout(wait) {
+            Ok(r) => r?,
+            Err(std_mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(Error::Closed),
+        };
+        handle.created.store(created, Ordering::Relaxed);
+        Ok(Group {
+            sender: GroupSender {
+                inner: Arc::new(handle),
+            },
+            events: events_rx,
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.shared.command(Command::Shutdown).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.shared.id)
+            .field("local_addr", &self.shared.local_addr)
+            .finish()
+    }
+}
+
+/// A random non-zero node id. `RandomState` is seeded from the OS, which is all the randomness
+/// this needs.
+fn random_id() -> NodeId {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    let v = h.finish();
+    NodeId(((v >> 32) as u32 ^ v as u32).max(1))
+}
+
+/// Wakes the I/O thread when the last handle of a group goes, so that it notices the closed send
+/// queue and leaves the group. A field declared after the send queue's sender, so it runs after
+/// that sender is dropped.
+struct WakeOnDrop(Arc<NodeShared>);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.wake();
+    }
+}
+
+struct GroupHandle {
+    // Must stay the first field: see `WakeOnDrop`.
+    ops: mpsc::Sender<Op>,
+    name: String,
+    group_id: u32,
+    kind: String,
+    resilience: u8,
+    multicast: Option<SocketAddrV4>,
+    unicast_peers: Vec<SocketAddrV4>,
+    max_datagram_bytes: usize,
+    leave_timeout: Duration,
+    created: AtomicBool,
+    shared: Arc<GroupShared>,
+    key: u64,
+    node: Arc<NodeShared>,
+    _wake_on_drop: WakeOnDrop,
+}
+
+/// The sending half of a group membership: cheap to clone, usable from any thread. When the
+/// last handle of a group is dropped without [`GroupSender::leave`], the node leaves the group
+/// in the background.
+#[derive(Clone)]
+pub struct GroupSender {
+    inner: Arc<GroupHandle>,
+}
+
+impl GroupSender {
+    /// Send a message and wait until it is accepted with the group's resilience
+    /// ([`rmcast_proto::Event::SendComplete`]); returns the message number the engine gave it.
+    /// Blocks while the send queue is full. Receive events on another thread meanwhile: when the
+    /// event queue is full the engine stops, and so does this call.
+    pub fn send(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Send {
+            payload: payload.into(),
+            done: Some(tx),
+        };
+        block_on(self.inner.ops.send(op), None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        block_on(rx, None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?
+    }
+
+    /// Async [`GroupSender::send`]: any executor will do.
+    pub async fn send_async(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Send {
+            payload: payload.into(),
+            done: Some(tx),
+        };
+        self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Queue a message without blocking and without waiting for it to complete. On
+    /// back-pressure the message is handed back in [`TrySendError::Full`]: nothing is lost.
+    /// Should the engine refuse a queued message (too large, say), the refusal is logged and
+    /// counted in [`NodeCounters::submit_refused`].
+    pub fn try_send(&self, payload: impl Into<Bytes>) -> Result<(), TrySendError> {
+        let op = Op::Send {
+            payload: payload.into(),
+            done: None,
+        };
+        match self.inner.ops.try_send(op) {
+            Ok(()) => {
+                self.inner.node.wake();
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full(op)) => Err(TrySendError::Full(op_payload(op))),
+            Err(mpsc::error::TrySendError::Closed(op)) => Err(TrySendError::Closed(op_payload(op))),
+        }
+    }
+
+    /// Queue a message, blocking only while the send queue is full; does not wait for the
+    /// message to complete. The fast way to stream messages from one thread while another
+    /// receives.
+    pub fn send_nowait(&self, payload: impl Into<Bytes>) -> Result<(), Error> {
+        let op = Op::Send {
+            payload: payload.into(),
+            done: None,
+        };
+        block_on(self.inner.ops.send(op), None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        Ok(())
+    }
+
+    /// Leave the group cleanly once the messages queued before have been sent, waiting at most
+    /// [`GroupConfig::leave_timeout`] for the group to confirm. Events delivered before the
+    /// leave stay readable; then the receive calls report the end.
+    pub fn leave(&self) -> Result<(), Error> {
+        self.leave_timeout(self.inner.leave_timeout)
+    }
+
+    /// [`GroupSender::leave`] with an explicit timeout.
+    pub fn leave_timeout(&self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Leave { timeout, reply: tx };
+        block_on(self.inner.ops.send(op), Some(deadline))
+            .ok_or(Error::LeaveTimeout)?
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        // The I/O thread enforces the timeout itself; the extra second only guards against an
+        // I/O thread that no longer runs.
+        block_on(rx, Some(deadline + Duration::from_secs(1)))
+            .ok_or(Error::LeaveTimeout)?
+            .map_err(|_| Error::Closed)?
+    }
+
+    /// Async [`GroupSender::leave`].
+    pub async fn leave_async(&self) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Leave {
+            timeout: self.inner.leave_timeout,
+            reply: tx,
+        };
+        self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// The group as this member sees it: members, sequencer, resilience, history use.
+    pub fn info(&self) -> Result<GroupInfo, Error> {
+        self.query().map(|(info, _)| info)
+    }
+
+    /// The engine's counters (datagrams, retransmissions, NACKs, deliveries, ...).
+    pub fn counters(&self) -> Result<Counters, Error> {
+        self.query().map(|(_, c)| c)
+    }
+
+    fn query(&self) -> Result<(GroupInfo, Counters), Error> {
+        let (tx, rx) = std_mpsc::sync_channel(1);
+        self.inner.node.command(Command::Info {
+            key: self.inner.key,
+            reply: tx,
+        })?;
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) | Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+        }
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The group id in every datagram's header (hash of the name).
+    pub fn group_id(&self) -> u32 {
+        self.inner.group_id
+    }
+
+    /// This member's id.
+    pub fn me(&self) -> NodeId {
+        self.inner.node.id
+    }
+
+    /// The protocol the group runs ("sequencer", ...).
+    pub fn engine_kind(&self) -> &str {
+        &self.inner.kind
+    }
+
+    /// The resilience degree the engine was configured with.
+    pub fn resilience(&self) -> u8 {
+        self.inner.resilience
+    }
+
+    /// The group's multicast address, or `None` in unicast mode.
+    pub fn multicast_addr(&self) -> Option<SocketAddrV4> {
+        self.inner.multicast
+    }
+
+    /// The peers of a unicast-mode group (empty with multicast).
+    pub fn unicast_peers(&self) -> &[SocketAddrV4] {
+        &self.inner.unicast_peers
+    }
+
+    /// Largest datagram the engine writes.
+    pub fn max_datagram_bytes(&self) -> usize {
+        self.inner.max_datagram_bytes
+    }
+
+    /// Whether this node created the group (always for [`OpenMode::Create`]; for
+    /// [`OpenMode::JoinOrCreate`], when nobody answered the join).
+    pub fn created(&self) -> bool {
+        self.inner.created.load(Ordering::Relaxed)
+    }
+}
+
+fn op_payload(op: Op) -> Bytes {
+    match op {
+        Op::Send { payload, .. } => payload,
+        Op::Leave { .. } => Bytes::new(),
+    }
+}
+
+/// A membership of a group: sends (through [`GroupSender`], which it dereferences to) and
+/// receives. Receiving needs `&mut self`; hand [`Group::sender`] to other threads that send.
+pub struct Group {
+    sender: GroupSender,
+    events: mpsc::Receiver<GroupEvent>,
+}
+
+impl Deref for Group {
+    type Target = GroupSender;
+    fn deref(&self) -> &GroupSender {
+        &self.sender
+    }
+}
+
+impl Group {
+    /// A sending handle for other threads or tasks.
+    pub fn sender(&self) -> GroupSender {
+        self.sender.clone()
+    }
+
+    /// The next event, blocking until there is one; `None` once the group is closed (left or
+    /// the node shut down) and every event before has been read.
+    pub fn recv(&mut self) -> Option<GroupEvent> {
+        let ev = match self.events.try_recv() {
+            Ok(ev) => Some(ev),
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                block_on(self.events.recv(), None).expect("no deadline")
+            }
+        };
+        self.received(ev.is_some());
+        ev
+    }
+
+    /// The next event, waiting at most `timeout`: [`Error::Timeout`] when none came,
+    /// [`Error::Closed`] when the group is closed and drained.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<GroupEvent, Error> {
+        let ev = match self.events.try_recv() {
+            Ok(ev) => Ok(ev),
+            Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                match block_on(self.events.recv(), Some(Instant::now() + timeout)) {
+                    None => Err(Error::Timeout),
+                    Some(None) => Err(Error::Closed),
+                    Some(Some(ev)) => Ok(ev),
+                }
+            }
+        };
+        self.received(ev.is_ok());
+        ev
+    }
+
+    /// The next event if one is waiting: `Ok(None)` when none is, [`Error::Closed`] when the
+    /// group is closed and drained.
+    pub fn try_recv(&mut self) -> Result<Option<GroupEvent>, Error> {
+        let ev = match self.events.try_recv() {
+            Ok(ev) => Ok(Some(ev)),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
+        };
+        self.received(matches!(ev, Ok(Some(_))));
+        ev
+    }
+
+    /// Async receive (any executor; tokio's `select!` and timeouts work with it).
+    pub async fn recv_async(&mut self) -> Option<GroupEvent> {
+        let ev = self.events.recv().await;
+        self.received(ev.is_some());
+        ev
+    }
+
+    /// Events waiting in the queue.
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// After a receive: if the I/O thread paused the engine because the queue was full, there is
+    /// room again, so wake it.
+    fn received(&self, got: bool) {
+        let shared = &self.sender.inner.shared;
+        if got
+            && shared.events_stalled.load(Ordering::Relaxed)
+            && shared.events_stalled.swap(false, Ordering::AcqRel)
+        {
+            self.sender.inner.node.wake();
+        }
+    }
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("name", &self.sender.inner.name)
+            .field("me", &self.sender.inner.node.id)
+            .field("engine", &self.sender.inner.kind)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for GroupSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupSender")
+            .field("name", &self.inner.name)
+            .field("me", &self.inner.node.id)
+            .finish()
+    }
+}

@@ -1,0 +1,209 @@
+//! Helpers shared by the runtime's integration tests. Every wait has a deadline, so a broken
+//! engine or runtime fails a test instead of hanging it.
+
+#![allow(dead_code)]
+
+pub mod toy;
+
+use rmcast::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
+use rmcast::{
+    EngineChoice, Group, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
+};
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A group name no other test (or concurrent test run) uses, so that hashed multicast
+/// addresses do not collide.
+pub fn unique_name(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "test-{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn node(id: u32) -> Node {
+    Node::new(NodeConfig {
+        id: Some(NodeId(id)),
+        ..NodeConfig::default()
+    })
+    .expect("node starts")
+}
+
+pub fn cfg(name: &str, engine: &EngineChoice, mode: OpenMode) -> GroupConfig {
+    let mut c = GroupConfig::new(name).mode(mode).engine(engine.clone());
+    c.join_timeout = Duration::from_secs(5);
+    c
+}
+
+/// Everything a member received, and its log.
+#[derive(Default)]
+pub struct Seen {
+    pub deliveries: Vec<rmcast::Delivery>,
+    pub views: Vec<rmcast::View>,
+    pub log: Vec<u8>,
+}
+
+impl Seen {
+    pub fn record(&mut self, me: NodeId, ev: GroupEvent) {
+        let mut w = LogWriter::new(std::mem::take(&mut self.log), me.0);
+        match ev {
+            GroupEvent::Deliver(d) => {
+                w.deliver(&d).unwrap();
+                self.deliveries.push(d);
+            }
+            GroupEvent::View(v) => {
+                w.view(&v).unwrap();
+                self.views.push(v);
+            }
+        }
+        self.log = w.into_inner();
+    }
+
+    pub fn records(&self) -> Vec<LogRecord> {
+        rmcast::log::parse_log(&self.log[..]).unwrap()
+    }
+}
+
+/// Receive until `done` holds, or panic at the deadline.
+pub fn recv_until(g: &mut Group, seen: &mut Seen, timeout: Duration, done: impl Fn(&Seen) -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done(seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "timed out: {} deliveries, views {:?}",
+            seen.deliveries.len(),
+            seen.views
+                .iter()
+                .map(|v| (v.id, v.members.clone()))
+                .collect::<Vec<_>>()
+        );
+        match g.recv_timeout(left) {
+            Ok(ev) => seen.record(g.me(), ev),
+            Err(rmcast::Error::Timeout) => {}
+            Err(e) => panic!("receive failed: {e}"),
+        }
+    }
+}
+
+pub fn view_has(n: usize) -> impl Fn(&Seen) -> bool {
+    move |s: &Seen| s.views.last().is_some_and(|v| v.members.len() == n)
+}
+
+/// Three nodes form a group (one creates, two join), each sends `per_member` messages while
+/// all receive, then they check that everyone delivered the same messages in the same order,
+/// and leave. Returns the verifier's report.
+pub fn three_members_same_order(
+    engine: EngineChoice,
+    addr: impl Fn(&[SocketAddrV4]) -> GroupAddr,
+    per_member: usize,
+) -> VerifyReport {
+    let name = unique_name(engine.kind());
+    let nodes = [node(101), node(102), node(103)];
+    let addrs: Vec<SocketAddrV4> = nodes.iter().map(|n| n.local_addr()).collect();
+    let addr = addr(&addrs);
+    let mut groups = Vec::new();
+    let mut seen: Vec<Seen> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let mode = if i == 0 {
+            OpenMode::Create
+        } else {
+            OpenMode::Join
+        };
+        let g = n
+            .open_group(cfg(&name, &engine, mode).addr(addr.clone()))
+            .expect("open group");
+        assert_eq!(g.me(), n.id());
+        assert_eq!(g.created(), i == 0);
+        groups.push(g);
+        seen.push(Seen::default());
+    }
+    for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
+        recv_until(g, s, Duration::from_secs(10), view_has(3));
+    }
+    let info = groups[1].info().unwrap();
+    assert_eq!(info.members.len(), 3);
+    assert_eq!(info.me, NodeId(102));
+
+    // Each member streams its messages from its own thread while the test thread receives.
+    let senders: Vec<_> = groups
+        .iter()
+        .map(|g| {
+            let s = g.sender();
+            std::thread::spawn(move || {
+                for k in 0..per_member {
+                    let payload = format!("{}:{k}", s.me());
+                    if k % 10 == 0 {
+                        s.send(payload).expect("send");
+                    } else {
+                        s.send_nowait(payload).expect("send_nowait");
+                    }
+                }
+            })
+        })
+        .collect();
+    let total = 3 * per_member;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut all = true;
+        for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
+            while let Ok(Some(ev)) = g.try_recv() {
+                s.record(g.me(), ev);
+            }
+            all &= s.deliveries.len() >= total;
+        }
+        if all {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out: delivered {:?} of {total}",
+            seen.iter().map(|s| s.deliveries.len()).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for t in senders {
+        t.join().unwrap();
+    }
+    let order = |s: &Seen| {
+        s.deliveries
+            .iter()
+            .map(|d| (d.seq, d.sender, d.msg, d.payload.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(order(&seen[0]), order(&seen[1]));
+    assert_eq!(order(&seen[0]), order(&seen[2]));
+    let report =
+        verify_logs(&seen.iter().map(Seen::records).collect::<Vec<_>>()).expect("logs verify");
+    assert_eq!(
+        report.per_member.iter().map(|p| p.1).collect::<Vec<_>>(),
+        vec![total; 3]
+    );
+
+    let c = groups[0].counters().unwrap();
+    assert!(c.datagrams_sent > 0);
+    assert!(nodes[1].counters().datagrams_received > 0);
+    // Leave the joiners first, then the creator.
+    for g in groups.iter().rev() {
+        g.leave().expect("leave");
+    }
+    for mut g in groups {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match g.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(_) => {}
+                Err(rmcast::Error::Closed) => break,
+                Err(e) => panic!("expected the group to close after leave: {e}"),
+            }
+        }
+        assert!(matches!(g.send("late"), Err(rmcast::Error::Closed)));
+    }
+    report
+}

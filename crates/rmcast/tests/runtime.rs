@@ -1,0 +1,198 @@
+//! The runtime with a toy engine (tests/common/toy.rs), over real loopback sockets: these tests
+//! exercise sockets, address learning, timers, queues and back-pressure independently of the
+//! real protocols.
+
+mod common;
+
+use common::toy::{ToyFactory, MAX_EVENTS};
+use common::*;
+use rmcast::{EngineChoice, Error, GroupAddr, GroupEvent, OpenMode, TrySendError};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+fn toy() -> EngineChoice {
+    EngineChoice::Custom(Arc::new(ToyFactory))
+}
+
+#[test]
+fn three_nodes_same_order_over_multicast() {
+    let r = three_members_same_order(toy(), |_| GroupAddr::FromName, 200);
+    assert_eq!(r.messages, 600);
+}
+
+#[test]
+fn three_nodes_same_order_over_unicast() {
+    let r = three_members_same_order(toy(), |addrs| GroupAddr::Unicast(addrs.to_vec()), 200);
+    assert_eq!(r.messages, 600);
+}
+
+#[test]
+fn explicit_multicast_address() {
+    let (ip, _) = rmcast_proto::common::multicast_endpoint(&unique_name("explicit"));
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let addr = std::net::SocketAddrV4::new(ip.into(), port);
+    three_members_same_order(toy(), move |_| GroupAddr::Multicast(addr), 20);
+}
+
+#[test]
+fn try_send_pushes_back_and_loses_nothing() {
+    let n = node(201);
+    let mut c = cfg(&unique_name("bp"), &toy(), OpenMode::Create);
+    c.event_queue_capacity = 8;
+    c.send_queue_capacity = 4;
+    let mut g = n.open_group(c).unwrap();
+    assert!(g.created());
+    assert_eq!(g.engine_kind(), "toy");
+    // Nobody receives: the event queue fills, the runtime stops taking events from the toy,
+    // whose own bounded event queue fills, so it stops taking messages; the send queue fills,
+    // and try_send hands messages back.
+    let mut accepted = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        match g.try_send(format!("m{accepted}")) {
+            Ok(()) => accepted += 1,
+            Err(TrySendError::Full(b)) => break b,
+            Err(e) => panic!("unexpected {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no back-pressure after {accepted} messages"
+        );
+        // Let the I/O thread move messages along.
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(refused, format!("m{accepted}").as_bytes());
+    assert!(accepted >= 4, "accepted {accepted}");
+    // Each delivery of an own message is two events (delivery and completion); a few more may
+    // be in flight between the queues.
+    let bound = (MAX_EVENTS + 8 + 4 + 4) as u64;
+    assert!(
+        accepted <= bound,
+        "accepted {accepted}: queues are not bounded"
+    );
+    // Drain: every accepted message is delivered, in the order sent.
+    let mut seen = Seen::default();
+    recv_until(&mut g, &mut seen, Duration::from_secs(10), |s| {
+        s.deliveries.len() as u64 == accepted
+    });
+    for (k, d) in seen.deliveries.iter().enumerate() {
+        assert_eq!(d.payload, format!("m{k}").as_bytes());
+    }
+    // And the queue takes messages again.
+    g.try_send("again").unwrap();
+    recv_until(&mut g, &mut seen, Duration::from_secs(5), |s| {
+        s.deliveries.len() as u64 == accepted + 1
+    });
+    assert!(n.counters().event_queue_stalls > 0);
+    g.leave().unwrap();
+}
+
+#[test]
+fn join_without_group_times_out_and_join_or_create_creates() {
+    let n = node(301);
+    let name = unique_name("alone");
+    let mut c = cfg(&name, &toy(), OpenMode::Join);
+    c.join_timeout = Duration::from_millis(300);
+    let t = Instant::now();
+    assert!(matches!(n.open_group(c.clone()), Err(Error::JoinTimeout)));
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let mut g = n.open_group(c.mode(OpenMode::JoinOrCreate)).unwrap();
+    assert!(g.created());
+    match g.recv_timeout(Duration::from_secs(2)).unwrap() {
+        GroupEvent::View(v) => assert_eq!(v.members, vec![n.id()]),
+        other => panic!("expected a view, got {other:?}"),
+    }
+    let info = g.info().unwrap();
+    assert_eq!(info.members, vec![n.id()]);
+    assert_eq!(info.coordinator, Some(n.id()));
+    // A second node's join-or-create now joins.
+    let n2 = node(302);
+    let mut c2 = cfg(&name, &toy(), OpenMode::JoinOrCreate);
+    c2.join_timeout = Duration::from_secs(5);
+    let g2 = n2.open_group(c2).unwrap();
+    assert!(!g2.created());
+    let mut seen = Seen::default();
+    recv_until(&mut g, &mut seen, Duration::from_secs(5), view_has(2));
+}
+
+/// Polls a future to completion on this thread (no runtime needed, as the docs promise).
+fn run<F: Future>(fut: F) -> F::Output {
+    struct W(std::thread::Thread);
+    impl Wake for W {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(W(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "future did not complete");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn async_send_and_receive() {
+    let n = node(401);
+    let mut g = n
+        .open_group(cfg(&unique_name("async"), &toy(), OpenMode::Create))
+        .unwrap();
+    run(async {
+        assert!(matches!(g.recv_async().await, Some(GroupEvent::View(_))));
+        let msg = g.send_async("hello").await.unwrap();
+        match g.recv_async().await {
+            Some(GroupEvent::Deliver(d)) => {
+                assert_eq!(d.msg, msg);
+                assert_eq!(d.payload, "hello");
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+        g.leave_async().await.unwrap();
+        assert_eq!(g.recv_async().await, None);
+    });
+}
+
+#[test]
+fn dropped_member_leaves_in_the_background() {
+    let name = unique_name("drop");
+    let n1 = node(501);
+    let n2 = node(502);
+    let mut g1 = n1.open_group(cfg(&name, &toy(), OpenMode::Create)).unwrap();
+    let g2 = n2.open_group(cfg(&name, &toy(), OpenMode::Join)).unwrap();
+    let mut seen = Seen::default();
+    recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(2));
+    drop(g2);
+    recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(1));
+    // Dropping a node with a live group shuts it down within the linger time.
+    let t = Instant::now();
+    drop(n1);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    loop {
+        match g1.recv_timeout(Duration::from_secs(2)) {
+            Ok(_) => {}
+            Err(Error::Closed) => break,
+            Err(e) => panic!("expected Closed, got {e}"),
+        }
+    }
+    assert!(matches!(g1.info(), Err(Error::Closed)));
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let n = node(601);
+    let mut c = cfg("x", &toy(), OpenMode::Create);
+    c.max_datagram_bytes = 100_000;
+    assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+    let c = cfg("x", &toy(), OpenMode::Create)
+        .addr(GroupAddr::Multicast("127.0.0.1:5000".parse().unwrap()));
+    assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+    let c = cfg("x", &toy(), OpenMode::Create).addr(GroupAddr::Unicast(vec![]));
+    assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+}
