@@ -32,16 +32,17 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
-use crate::worker::{WorkerStats, WORKER_WIND_DOWN};
+use crate::worker::WORKER_WIND_DOWN;
+use crate::workers::{fresh_group_name, killed, worker_timeout, WorkerSpec, WorkerStderr};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::fmt::Write as _;
-use std::io::{ErrorKind, Read as _, Write as _};
+use std::io::{ErrorKind, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -105,6 +106,11 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub raw_window: Option<u32>,
 
+    /// rmcast: largest datagram the engine writes (256..=65507; the raw baseline always sends
+    /// one datagram per message).
+    #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES, value_parser = parse_max_datagram)]
+    pub max_datagram_bytes: usize,
+
     /// Abandon a measurement that has not finished after this many seconds.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
@@ -144,6 +150,26 @@ fn parse_size(s: &str) -> Result<usize, String> {
             "size {n} out of range: each message carries a {BENCH_HEADER_BYTES}-byte latency probe \
              and the raw baseline sends one UDP datagram per message, so sizes must be \
              {BENCH_HEADER_BYTES}..={MAX_SIZE_BYTES}"
+        ));
+    }
+    Ok(n)
+}
+
+/// Smallest `--max-datagram-bytes` the engine takes.
+const MIN_DATAGRAM_BYTES: usize = 256;
+
+fn parse_max_datagram(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
+    if !(MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES).contains(&n) {
+        return Err(format!(
+            "datagram size {n} out of range: the engine needs at least {MIN_DATAGRAM_BYTES} bytes \
+             and a UDP datagram over IPv4 carries at most {}, so it must be \
+             {MIN_DATAGRAM_BYTES}..={}",
+            rmcast::MAX_DATAGRAM_BYTES,
+            rmcast::MAX_DATAGRAM_BYTES
         ));
     }
     Ok(n)
@@ -266,12 +292,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         format!("{senders} senders")
     };
     println!(
-        "rmcast bench: {members} members, {who}, {what}, sizes {} B, loopback multicast, {} cores",
+        "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {} B, \
+         loopback multicast, {} cores",
         args.sizes
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(", "),
+        args.max_datagram_bytes,
         thread::available_parallelism().map_or(0, |n| n.get()),
     );
 
@@ -285,6 +313,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             limit,
             timeout,
             raw_window: args.raw_window,
+            max_datagram_bytes: args.max_datagram_bytes,
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -331,6 +360,8 @@ struct RunConfig {
     limit: Limit,
     timeout: Duration,
     raw_window: Option<u32>,
+    /// `--max-datagram-bytes` of the rmcast workers.
+    max_datagram_bytes: usize,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -747,8 +778,6 @@ impl Probe {
 const CALIBRATION_MSGS: u64 = 3_000;
 /// Upper bound of messages per sender, whatever the calibration says.
 const MAX_RMCAST_MSGS: u64 = 50_000_000;
-/// How long the group's creator may take to be up before the others are started.
-const CREATOR_READY: Duration = Duration::from_secs(10);
 
 fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
     let mut notes = Vec::new();
@@ -781,14 +810,6 @@ fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
     Ok(m)
 }
 
-/// A started `rmcast worker` process.
-struct Worker {
-    id: usize,
-    child: Child,
-    stderr_path: PathBuf,
-    status: Option<std::process::ExitStatus>,
-}
-
 /// Start one worker per member, each sending `count` messages (only the first when one member
 /// sends), wait for all of them within the timeout and read their stats lines.
 fn run_workers(
@@ -797,9 +818,7 @@ fn run_workers(
     what: &str,
     expected_time: Option<Duration>,
 ) -> Result<Measurement> {
-    let stamp = rmcast::log::wall_clock_ns() % 1_000_000_000_000;
-    // A fresh group name per run: a fresh multicast address and port, so that runs never meet.
-    let group = format!("rmcast-bench-{}-{stamp}", std::process::id());
+    let group = fresh_group_name("rmcast-bench");
     let dir = std::env::temp_dir().join(&group);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = run_workers_in(cfg, count, what, expected_time, &group, &dir);
@@ -817,15 +836,7 @@ fn run_workers_in(
     group: &str,
     dir: &std::path::Path,
 ) -> Result<Measurement> {
-    let exe = std::env::current_exe().context("finding this executable")?;
-    let start = Instant::now();
-    let deadline = start + cfg.timeout;
-    // Workers give up well before the bench would kill them, so that they still report: after
-    // its own timeout a worker may spend up to WORKER_WIND_DOWN on its barrier and leave.
-    let worker_timeout = cfg
-        .timeout
-        .saturating_sub(WORKER_WIND_DOWN + Duration::from_secs(2))
-        .max(Duration::from_secs(5));
+    let worker_timeout = worker_timeout(cfg.timeout);
     let expect = count * cfg.senders as u64;
 
     let pb = bar(
@@ -834,89 +845,36 @@ fn run_workers_in(
     );
     pb.set_message(format!("{} worker processes", cfg.members));
 
-    let mut workers: Vec<Worker> = Vec::new();
-    let started = (|| -> Result<()> {
-        for id in 1..=cfg.members {
-            let ready = dir.join(format!("ready-{id}"));
-            let stderr_path = dir.join(format!("worker-{id}.stderr"));
+    let spec = WorkerSpec {
+        noun: "worker",
+        group,
+        members: cfg.members,
+        dir,
+        // Kept apart so that it does not tear the progress bar; shown on failure.
+        stderr: WorkerStderr::File,
+        deadline: Instant::now() + cfg.timeout,
+        poll: Duration::from_millis(50),
+    };
+    let outcomes = spec.run(
+        |id, cmd| {
             let sends = if id <= cfg.senders { count } else { 0 };
-            let mut cmd = Command::new(&exe);
-            cmd.arg("worker")
-                .args(["--group", group])
-                .args(["--id", &id.to_string()])
-                .arg(if id == 1 { "--create" } else { "--join" })
-                .args(["--count", &sends.to_string()])
+            cmd.args(["--count", &sends.to_string()])
                 .args(["--size", &cfg.size.to_string()])
                 .args(["--members", &cfg.members.to_string()])
                 .args(["--expect", &expect.to_string()])
-                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
-                .arg("--ready-file")
-                .arg(&ready)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                // Kept apart so that it does not tear the progress bar; shown on failure.
-                .stderr(Stdio::from(std::fs::File::create(&stderr_path)?));
-            let child = cmd.spawn().context("starting an rmcast worker")?;
-            workers.push(Worker {
-                id,
-                child,
-                stderr_path,
-                status: None,
-            });
-            if id == 1 {
-                // The others join a group that exists: wait until the creator is in it.
-                let ready_by = Instant::now() + CREATOR_READY;
-                while !ready.exists() {
-                    if let Some(status) = workers[0].child.try_wait()? {
-                        bail!("worker 1 exited before creating the group ({status})");
-                    }
-                    if Instant::now() >= ready_by {
-                        bail!(
-                            "worker 1 did not create the group within {} s",
-                            CREATOR_READY.as_secs()
-                        );
-                    }
-                    thread::sleep(Duration::from_millis(10));
-                }
-            }
-        }
-        Ok(())
-    })();
-
-    // Wait for every started worker, whatever happened above; kill (by handle) only what
-    // overruns the deadline.
-    let t0 = Instant::now();
-    let mut killed = Vec::new();
-    loop {
-        let mut running = 0;
-        for w in workers.iter_mut().filter(|w| w.status.is_none()) {
-            match w.child.try_wait()? {
-                Some(s) => w.status = Some(s),
-                None => running += 1,
-            }
-        }
-        if running == 0 {
-            break;
-        }
-        if started.is_err() || Instant::now() >= deadline {
-            for w in workers.iter_mut().filter(|w| w.status.is_none()) {
-                let _ = w.child.kill();
-                w.status = w.child.wait().ok();
-                killed.push(w.id);
-            }
-            break;
-        }
-        if let Some(d) = expected_time {
-            pb.set_position(t0.elapsed().min(d).as_millis() as u64);
-        } else {
-            pb.tick();
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
+                .args(["--max-datagram-bytes", &cfg.max_datagram_bytes.to_string()])
+                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()]);
+        },
+        |waited| match expected_time {
+            Some(d) => pb.set_position(waited.min(d).as_millis() as u64),
+            None => pb.tick(),
+        },
+    );
     pb.finish_and_clear();
-    started?;
+    let outcomes = outcomes?;
 
     let mut notes = Vec::new();
+    let killed = killed(&outcomes);
     if !killed.is_empty() {
         notes.push(format!(
             "workers {killed:?} overran the {} s timeout and were killed",
@@ -927,22 +885,12 @@ fn run_workers_in(
     let mut sent = 0;
     let (mut datagrams, mut retrans, mut nacks, mut refusals, mut stalls) = (0, 0, 0, 0, 0);
     let mut problems = Vec::new();
-    for w in &mut workers {
-        let mut out = String::new();
-        if let Some(mut so) = w.child.stdout.take() {
-            let _ = so.read_to_string(&mut out);
-        }
-        let stats = out
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<WorkerStats>(l).ok());
-        let Some(st) = stats else {
-            let err = std::fs::read_to_string(&w.stderr_path).unwrap_or_default();
-            let tail: Vec<&str> = err.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
+    for w in &outcomes {
+        let Some(st) = &w.stats else {
+            let tail = w.stderr_tail(5);
             problems.push(format!(
                 "worker {} printed no statistics ({}){}",
-                w.id,
+                w.index,
                 w.status.map_or("killed".to_string(), |s| s.to_string()),
                 if tail.is_empty() {
                     String::new()
@@ -955,13 +903,13 @@ fn run_workers_in(
         if !st.complete {
             notes.push(format!(
                 "worker {} delivered {} of {} messages",
-                w.id, st.delivered, st.expected
+                w.index, st.delivered, st.expected
             ));
         }
         if !st.barrier || !st.left_cleanly {
             notes.push(format!(
                 "worker {}: barrier {}, clean leave {}",
-                w.id, st.barrier, st.left_cleanly
+                w.index, st.barrier, st.left_cleanly
             ));
         }
         sent += st.sent;
@@ -1241,6 +1189,13 @@ mod tests {
         assert!(parse_size("65508").is_err());
         assert!(parse_size("abc").unwrap_err().contains("not a size"));
         assert_eq!(parse_size(" 64"), Ok(64));
+        assert!(parse_max_datagram("255")
+            .unwrap_err()
+            .contains("256..=65507"));
+        assert!(parse_max_datagram("65508").is_err());
+        assert!(parse_max_datagram("x").unwrap_err().contains("not a size"));
+        assert_eq!(parse_max_datagram("256"), Ok(256));
+        assert_eq!(parse_max_datagram("65507"), Ok(65507));
         assert_eq!(parse_senders("all"), Ok(Senders::All));
         assert!(parse_senders("2").unwrap_err().contains("`1` or `all`"));
     }

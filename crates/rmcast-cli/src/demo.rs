@@ -10,13 +10,14 @@
 //! Every child ends by itself (its own timeout); should one overrun the demo's deadline anyway,
 //! the demo kills it, by its own handle and no other process.
 
-use crate::worker::WorkerStats;
+use crate::workers::{
+    fresh_group_name, killed, worker_timeout, WorkerOutcome, WorkerSpec, WorkerStderr,
+};
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::log::{read_log, verify_logs};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// Arguments of `rmcast demo`.
@@ -45,13 +46,6 @@ pub struct DemoArgs {
     pub log_dir: Option<PathBuf>,
 }
 
-/// A started worker.
-struct Worker {
-    index: u32,
-    child: Child,
-    status: Option<std::process::ExitStatus>,
-}
-
 /// Run `rmcast demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if args.resilience as u32 >= args.members {
@@ -61,18 +55,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             args.resilience as u32 + 1
         );
     }
-    let nanos = rmcast::log::wall_clock_ns();
-    let run_id = format!("{}-{}", std::process::id(), nanos % 1_000_000_000_000);
-    let group = format!("rmcast-demo-{run_id}");
+    let group = fresh_group_name("rmcast-demo");
     let (dir, temp_dir) = match &args.log_dir {
         Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("rmcast-demo-{run_id}")),
-            true,
-        ),
+        None => (std::env::temp_dir().join(&group), true),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let exe = std::env::current_exe().context("finding this executable")?;
     let (addr, port) = rmcast_proto::common::multicast_endpoint(&group);
     println!(
         "rmcast demo: {} member processes, {} messages of {} bytes each, sequencer engine (resilience {})",
@@ -84,120 +72,57 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
 
     let start = Instant::now();
-    let deadline = start + Duration::from_secs(args.timeout_secs);
-    // Workers time out well before the demo does, so that they report rather than get killed:
-    // after its timeout a worker may spend up to WORKER_WIND_DOWN on the barrier, the leave
-    // and the last events.
-    let worker_timeout = Duration::from_secs(args.timeout_secs)
-        .saturating_sub(crate::worker::WORKER_WIND_DOWN + Duration::from_secs(2))
-        .max(Duration::from_secs(5));
-    let mut workers: Vec<Worker> = Vec::new();
-    let result = (|| -> anyhow::Result<()> {
-        for index in 1..=args.members {
-            let ready = dir.join(format!("ready-{index}"));
-            let _ = std::fs::remove_file(&ready);
-            let mut cmd = Command::new(&exe);
-            cmd.arg("worker")
-                .args(["--group", &group])
-                .args(["--id", &index.to_string()])
-                .arg(if index == 1 { "--create" } else { "--join" })
-                .args(["--resilience", &args.resilience.to_string()])
+    let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
+    let spec = WorkerSpec {
+        noun: "member",
+        group: &group,
+        members: args.members as usize,
+        dir: &dir,
+        stderr: WorkerStderr::Inherit,
+        deadline: start + Duration::from_secs(args.timeout_secs),
+        poll: Duration::from_millis(20),
+    };
+    let outcomes = spec.run(
+        |index, cmd| {
+            cmd.args(["--resilience", &args.resilience.to_string()])
                 .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
                 .args(["--count", &args.messages.to_string()])
                 .args(["--size", &args.size.to_string()])
                 .args(["--members", &args.members.to_string()])
                 .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
                 .arg("--log")
-                .arg(log_path(&dir, index))
-                .arg("--ready-file")
-                .arg(&ready)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            let child = cmd.spawn().context("starting a worker")?;
-            workers.push(Worker {
-                index,
-                child,
-                status: None,
-            });
-            if index == 1 {
-                // The others join a group that exists: wait until the creator is in it.
-                let ready_by = Instant::now() + Duration::from_secs(10);
-                while !ready.exists() {
-                    if let Some(status) = workers[0].child.try_wait()? {
-                        bail!("member 1 exited before creating the group ({status})");
-                    }
-                    if Instant::now() >= ready_by {
-                        bail!("member 1 did not create the group within 10 s");
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-        }
-        Ok(())
-    })();
-
-    // Wait for every started worker, whatever happened above.
-    let mut killed = Vec::new();
-    loop {
-        let mut running = 0;
-        for w in workers.iter_mut().filter(|w| w.status.is_none()) {
-            match w.child.try_wait()? {
-                Some(s) => w.status = Some(s),
-                None => running += 1,
-            }
-        }
-        if running == 0 {
-            break;
-        }
-        if Instant::now() >= deadline {
-            for w in workers.iter_mut().filter(|w| w.status.is_none()) {
-                let _ = w.child.kill();
-                w.status = w.child.wait().ok();
-                killed.push(w.index);
-            }
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    result?;
+                .arg(log_path(&dir, index));
+        },
+        |_| {},
+    )?;
     let wall = start.elapsed();
 
     let mut failures: Vec<String> = Vec::new();
+    let killed = killed(&outcomes);
     if !killed.is_empty() {
         failures.push(format!(
             "members {killed:?} overran the deadline and were killed"
         ));
     }
-    let mut stats: Vec<(u32, Option<WorkerStats>)> = Vec::new();
-    for w in &mut workers {
-        let mut out = String::new();
-        if let Some(mut so) = w.child.stdout.take() {
-            so.read_to_string(&mut out).ok();
-        }
-        let parsed = out
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<WorkerStats>(l).ok());
-        match (&w.status, &parsed) {
+    for w in &outcomes {
+        match (&w.status, &w.stats) {
             (Some(s), _) if !s.success() => {
                 failures.push(format!("member {} exited with {s}", w.index))
             }
             (_, None) => failures.push(format!("member {} printed no statistics", w.index)),
             _ => {}
         }
-        stats.push((w.index, parsed));
     }
 
     // The independent check: the logs alone must show one total order.
     let mut logs = Vec::new();
-    for w in &workers {
+    for w in &outcomes {
         match read_log(log_path(&dir, w.index)) {
             Ok(l) => logs.push(l),
             Err(e) => failures.push(format!("member {}: {e}", w.index)),
         }
     }
-    let report = if logs.len() == workers.len() {
+    let report = if logs.len() == outcomes.len() {
         match verify_logs(&logs) {
             Ok(r) => Some(r),
             Err(violations) => {
@@ -217,7 +142,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         None
     };
 
-    print_table(&args, &stats, wall);
+    print_table(&args, &outcomes, wall);
     for f in &failures {
         eprintln!("FAILED: {f}");
     }
@@ -239,11 +164,11 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn log_path(dir: &Path, index: u32) -> PathBuf {
+fn log_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("member-{index}.jsonl"))
 }
 
-fn print_table(args: &DemoArgs, stats: &[(u32, Option<WorkerStats>)], wall: Duration) {
+fn print_table(args: &DemoArgs, outcomes: &[WorkerOutcome], wall: Duration) {
     println!();
     println!(
         "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>8}",
@@ -254,8 +179,9 @@ fn print_table(args: &DemoArgs, stats: &[(u32, Option<WorkerStats>)], wall: Dura
     let mut mbs = Vec::new();
     let mut p50s = Vec::new();
     let mut p99 = 0f64;
-    for (index, s) in stats {
-        match s {
+    for w in outcomes {
+        let index = w.index;
+        match &w.stats {
             Some(s) => {
                 println!(
                     "{:>6} {:>10} {:>10.0} {:>8.2} {:>9.0} {:>9.0} {:>10} {:>8}",

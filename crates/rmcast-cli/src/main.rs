@@ -5,6 +5,7 @@ mod demo;
 mod member;
 mod sim;
 mod worker;
+mod workers;
 
 use clap::{Parser, Subcommand};
 

@@ -14,11 +14,11 @@
 //! epoch (u64). Workers on one host share the clock, so latency is receive time minus send time.
 
 use crate::member::GroupArgs;
+use crate::workers::WorkerStats;
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::log::{wall_clock_ns, LogWriter};
 use rmcast::{Error, Group, GroupEvent, TrySendError};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,55 +63,6 @@ pub struct WorkerArgs {
     /// Create this file once the worker is in the group (for whoever starts the others).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-}
-
-/// The one line a worker prints.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WorkerStats {
-    /// Node id.
-    pub member: u32,
-    /// Data messages sent.
-    pub sent: u64,
-    /// Data messages delivered.
-    pub delivered: u64,
-    /// Data messages expected.
-    pub expected: u64,
-    /// Whether all expected messages were delivered.
-    pub complete: bool,
-    /// Whether the done messages of all members arrived.
-    pub barrier: bool,
-    /// Whether the leave completed cleanly.
-    pub left_cleanly: bool,
-    /// Seconds from the first send to the last data delivery.
-    pub elapsed_s: f64,
-    /// Data messages delivered per second.
-    pub msgs_per_s: f64,
-    /// Payload megabytes (10^6) delivered per second.
-    pub mb_per_s: f64,
-    /// Median delivery latency in microseconds.
-    pub latency_us_p50: f64,
-    /// 99th percentile delivery latency in microseconds.
-    pub latency_us_p99: f64,
-    /// Datagrams the engine sent.
-    pub datagrams_sent: u64,
-    /// Bytes the engine sent.
-    pub bytes_sent: u64,
-    /// Messages the engine retransmitted.
-    pub retransmissions: u64,
-    /// Retransmission requests the engine sent.
-    pub nacks_sent: u64,
-    /// Times the engine refused a request for lack of room.
-    pub backpressure_refusals: u64,
-    /// Times the application's event queue was full.
-    pub event_queue_stalls: u64,
-    /// Datagrams the node read from its sockets.
-    pub node_datagrams_received: u64,
-    /// Datagrams the node wrote (a unicast fan-out counts once per peer).
-    pub node_datagrams_sent: u64,
-    /// Sends deferred because the socket buffer was full.
-    pub node_send_deferred: u64,
-    /// Sends that failed.
-    pub node_send_errors: u64,
 }
 
 /// What the worker saw of the group.

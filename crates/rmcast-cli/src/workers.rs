@@ -1,0 +1,341 @@
+//! Starting a group of `rmcast worker` processes and collecting what they report: the part
+//! `rmcast demo` and `rmcast bench` share.
+//!
+//! [`WorkerSpec::run`] starts worker 1 of this very executable with `--create`, waits until its
+//! ready file shows it is in the group, starts the others with `--join`, then waits for every
+//! child until a deadline. Whatever overruns is killed, by its own handle and no other process.
+//! Finally each worker's stdout is read for its one JSON line of [`WorkerStats`].
+//!
+//! [`WorkerStats`] is defined here, the one place both sides of that line (the worker printing
+//! it, the commands reading it) take it from.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long the group's creator may take to be up before the others are started.
+pub const CREATOR_READY: Duration = Duration::from_secs(10);
+
+/// The one line a worker prints on stdout, as JSON.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Node id.
+    pub member: u32,
+    /// Data messages sent.
+    pub sent: u64,
+    /// Data messages delivered.
+    pub delivered: u64,
+    /// Data messages expected.
+    pub expected: u64,
+    /// Whether all expected messages were delivered.
+    pub complete: bool,
+    /// Whether the done messages of all members arrived.
+    pub barrier: bool,
+    /// Whether the leave completed cleanly.
+    pub left_cleanly: bool,
+    /// Seconds from the first send to the last data delivery.
+    pub elapsed_s: f64,
+    /// Data messages delivered per second.
+    pub msgs_per_s: f64,
+    /// Payload megabytes (10^6) delivered per second.
+    pub mb_per_s: f64,
+    /// Median delivery latency in microseconds.
+    pub latency_us_p50: f64,
+    /// 99th percentile delivery latency in microseconds.
+    pub latency_us_p99: f64,
+    /// Datagrams the engine sent.
+    pub datagrams_sent: u64,
+    /// Bytes the engine sent.
+    pub bytes_sent: u64,
+    /// Messages the engine retransmitted.
+    pub retransmissions: u64,
+    /// Retransmission requests the engine sent.
+    pub nacks_sent: u64,
+    /// Times the engine refused a request for lack of room.
+    pub backpressure_refusals: u64,
+    /// Times the application's event queue was full.
+    pub event_queue_stalls: u64,
+    /// Datagrams the node read from its sockets.
+    pub node_datagrams_received: u64,
+    /// Datagrams the node wrote (a unicast fan-out counts once per peer).
+    pub node_datagrams_sent: u64,
+    /// Sends deferred because the socket buffer was full.
+    pub node_send_deferred: u64,
+    /// Sends that failed.
+    pub node_send_errors: u64,
+}
+
+impl WorkerStats {
+    /// The last stats line in a worker's stdout, if any.
+    pub fn from_output(out: &str) -> Option<WorkerStats> {
+        out.lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<WorkerStats>(l).ok())
+    }
+}
+
+/// A group name nobody has used: `<prefix>-<pid>-<clock>`. A fresh name means a fresh multicast
+/// address and port, so that concurrent or successive runs never meet.
+pub fn fresh_group_name(prefix: &str) -> String {
+    let stamp = rmcast::log::wall_clock_ns() % 1_000_000_000_000;
+    format!("{prefix}-{}-{stamp}", std::process::id())
+}
+
+/// The `--timeout-ms` to give workers of a run bounded by `total`: well before the run kills
+/// them, so that they still report. After its own timeout a worker may spend up to
+/// [`WORKER_WIND_DOWN`](crate::worker::WORKER_WIND_DOWN) on the barrier, the leave and the last
+/// events.
+pub fn worker_timeout(total: Duration) -> Duration {
+    total
+        .saturating_sub(crate::worker::WORKER_WIND_DOWN + Duration::from_secs(2))
+        .max(Duration::from_secs(5))
+}
+
+/// Where the workers' stderr goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum WorkerStderr {
+    /// Straight to ours.
+    Inherit,
+    /// To `worker-<index>.stderr` in the run's directory, kept for [`WorkerOutcome::stderr_tail`]
+    /// (and so that it does not tear a progress bar).
+    File,
+}
+
+/// A group of workers to run.
+pub struct WorkerSpec<'a> {
+    /// What messages call one worker: "member" or "worker".
+    pub noun: &'a str,
+    /// Group name (`--group`).
+    pub group: &'a str,
+    /// Workers to start, numbered 1..=members (`--id`); worker 1 creates the group.
+    pub members: usize,
+    /// Directory for the ready file (and the stderr files).
+    pub dir: &'a Path,
+    /// Where the workers' stderr goes.
+    pub stderr: WorkerStderr,
+    /// When whatever still runs is killed.
+    pub deadline: Instant,
+    /// How often the wait looks at the children (and calls its `tick`).
+    pub poll: Duration,
+}
+
+/// How one worker ended.
+#[derive(Debug)]
+pub struct WorkerOutcome {
+    /// Its `--id`, 1..=members.
+    pub index: usize,
+    /// Its exit status; `None` only if waiting for it failed after a kill.
+    pub status: Option<ExitStatus>,
+    /// Whether it overran the deadline and was killed.
+    pub killed: bool,
+    /// Its stats line, if it printed one.
+    pub stats: Option<WorkerStats>,
+    stderr_path: Option<PathBuf>,
+}
+
+impl WorkerOutcome {
+    /// The last `n` lines of its stderr (empty when stderr was inherited).
+    pub fn stderr_tail(&self, n: usize) -> Vec<String> {
+        let Some(p) = &self.stderr_path else {
+            return Vec::new();
+        };
+        let err = std::fs::read_to_string(p).unwrap_or_default();
+        let mut tail: Vec<String> = err.lines().rev().take(n).map(str::to_owned).collect();
+        tail.reverse();
+        tail
+    }
+}
+
+/// The indices of the workers that overran the deadline and were killed.
+pub fn killed(outcomes: &[WorkerOutcome]) -> Vec<usize> {
+    outcomes
+        .iter()
+        .filter(|w| w.killed)
+        .map(|w| w.index)
+        .collect()
+}
+
+/// A started worker.
+struct Worker {
+    index: usize,
+    child: Child,
+    stderr_path: Option<PathBuf>,
+    status: Option<ExitStatus>,
+    killed: bool,
+}
+
+/// The started workers. Dropping it kills (by handle) and reaps whatever still runs, so that an
+/// error on the way never leaves a child behind.
+struct WorkerSet(Vec<Worker>);
+
+impl Drop for WorkerSet {
+    fn drop(&mut self) {
+        for w in self.0.iter_mut().filter(|w| w.status.is_none()) {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+        }
+    }
+}
+
+impl WorkerSpec<'_> {
+    /// Start the workers, wait for them and collect their outcomes, in index order.
+    ///
+    /// `args(index, cmd)` adds each worker's own arguments to `rmcast worker --group G --id I
+    /// --create|--join --ready-file F`. `tick(waited)` is called at every look while waiting
+    /// (for progress). Should starting fail, whatever did start is killed at once and the error
+    /// returned.
+    pub fn run(
+        &self,
+        args: impl Fn(usize, &mut Command),
+        mut tick: impl FnMut(Duration),
+    ) -> Result<Vec<WorkerOutcome>> {
+        let mut set = WorkerSet(Vec::new());
+        let started = self.start(&mut set, &args);
+        let t0 = Instant::now();
+        loop {
+            let mut running = 0;
+            for w in set.0.iter_mut().filter(|w| w.status.is_none()) {
+                match w.child.try_wait()? {
+                    Some(s) => w.status = Some(s),
+                    None => running += 1,
+                }
+            }
+            if running == 0 {
+                break;
+            }
+            if started.is_err() || Instant::now() >= self.deadline {
+                for w in set.0.iter_mut().filter(|w| w.status.is_none()) {
+                    let _ = w.child.kill();
+                    w.status = w.child.wait().ok();
+                    w.killed = true;
+                }
+                break;
+            }
+            tick(t0.elapsed());
+            thread::sleep(self.poll);
+        }
+        started?;
+
+        let mut outcomes = Vec::new();
+        for w in &mut set.0 {
+            let mut out = String::new();
+            if let Some(mut so) = w.child.stdout.take() {
+                let _ = so.read_to_string(&mut out);
+            }
+            outcomes.push(WorkerOutcome {
+                index: w.index,
+                status: w.status,
+                killed: w.killed,
+                stats: WorkerStats::from_output(&out),
+                stderr_path: w.stderr_path.clone(),
+            });
+        }
+        Ok(outcomes)
+    }
+
+    /// Start worker 1, wait until it is in the group, then the others.
+    fn start(&self, set: &mut WorkerSet, args: &impl Fn(usize, &mut Command)) -> Result<()> {
+        let exe = std::env::current_exe().context("finding this executable")?;
+        for index in 1..=self.members {
+            let ready = self.dir.join(format!("ready-{index}"));
+            let _ = std::fs::remove_file(&ready);
+            let mut cmd = Command::new(&exe);
+            cmd.arg("worker")
+                .args(["--group", self.group])
+                .args(["--id", &index.to_string()])
+                .arg(if index == 1 { "--create" } else { "--join" });
+            args(index, &mut cmd);
+            cmd.arg("--ready-file")
+                .arg(&ready)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            let stderr_path = match self.stderr {
+                WorkerStderr::Inherit => {
+                    cmd.stderr(Stdio::inherit());
+                    None
+                }
+                WorkerStderr::File => {
+                    let p = self.dir.join(format!("worker-{index}.stderr"));
+                    let f = std::fs::File::create(&p)
+                        .with_context(|| format!("creating {}", p.display()))?;
+                    cmd.stderr(Stdio::from(f));
+                    Some(p)
+                }
+            };
+            let child = cmd.spawn().context("starting an rmcast worker")?;
+            set.0.push(Worker {
+                index,
+                child,
+                stderr_path,
+                status: None,
+                killed: false,
+            });
+            if index == 1 {
+                // The others join a group that exists: wait until the creator is in it.
+                let noun = self.noun;
+                let ready_by = Instant::now() + CREATOR_READY;
+                while !ready.exists() {
+                    if let Some(status) = set.0[0].child.try_wait()? {
+                        bail!("{noun} 1 exited before creating the group ({status})");
+                    }
+                    if Instant::now() >= ready_by {
+                        bail!(
+                            "{noun} 1 did not create the group within {} s",
+                            CREATOR_READY.as_secs()
+                        );
+                    }
+                    thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_line_roundtrip() {
+        let s = WorkerStats {
+            member: 3,
+            sent: 10,
+            delivered: 30,
+            expected: 30,
+            complete: true,
+            latency_us_p50: 12.5,
+            ..WorkerStats::default()
+        };
+        let out = format!(
+            "noise\n{}\n{}\ntrailing noise\n",
+            serde_json::to_string(&WorkerStats::default()).unwrap(),
+            serde_json::to_string(&s).unwrap()
+        );
+        // The last stats line counts.
+        assert_eq!(WorkerStats::from_output(&out), Some(s));
+        assert_eq!(WorkerStats::from_output("nothing here\n"), None);
+        assert_eq!(WorkerStats::from_output(""), None);
+    }
+
+    #[test]
+    fn worker_timeout_leaves_room_for_the_wind_down() {
+        let total = Duration::from_secs(40);
+        let t = worker_timeout(total);
+        assert!(t + crate::worker::WORKER_WIND_DOWN < total);
+        assert_eq!(
+            worker_timeout(Duration::from_secs(1)),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn fresh_group_name_has_prefix_and_pid() {
+        let a = fresh_group_name("rmcast-test");
+        assert!(a.starts_with(&format!("rmcast-test-{}-", std::process::id())));
+    }
+}
