@@ -1288,6 +1288,67 @@ impl Sequencer {
         }
         None
     }
+
+    /// When the sequencer must next send BC_SYNC: when asked for (history full, new role), or
+    /// when it has been quiet with its tail unaccepted (r > 0: an acknowledgement was lost) or
+    /// unconfirmed (a member may have missed the last broadcast). Rate-limited to one per half
+    /// RTO. `handle_timeout`, `poll_timeout` and `poll_transmit` all use this one rule, so a due
+    /// timer always leads to a transmission.
+    fn sync_at(&self) -> Option<Time> {
+        let o = self.ord.as_ref()?;
+        let allowed = o.last_sync + self.rto() / 2;
+        let quiet_since = o.last_multicast.max(o.last_sync);
+        let at = if o.sync_due {
+            allowed
+        } else if self.accepted_next < o.next_seq {
+            quiet_since + self.rto()
+        } else if self.stable < o.next_seq {
+            quiet_since + Duration::from_millis(self.cfg.sync_interval_ms)
+        } else {
+            return None;
+        };
+        Some(at.max(allowed))
+    }
+
+    /// The earliest deadline among the engine's timers.
+    fn next_timeout(&self) -> Option<Time> {
+        if self.phase == Phase::Left {
+            return None;
+        }
+        let mut t: Option<Time> = None;
+        let mut at = |d: Option<Time>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |x| x.min(d)));
+            }
+        };
+        at(self.join_deadline);
+        at(self.nack_deadline);
+        // The leave timer only runs while the leave can go out; otherwise an input unblocks it.
+        if (self.is_sequencer() && self.sequencer_can_leave())
+            || (!self.is_sequencer() && self.outq.is_empty())
+        {
+            at(self.leave_deadline);
+        }
+        if !self.is_sequencer() && self.outq.iter().any(|f| f.pnum > self.own_ordered) {
+            at(self.req_deadline);
+        }
+        at(self.sync_at());
+        if let Some(o) = &self.ord {
+            if o.leaving.is_some() {
+                at(Some(o.leave_deadline));
+            }
+            if let Some(d) = o
+                .members
+                .iter()
+                .filter_map(|m| m.departed.map(|d| d.1))
+                .min()
+            {
+                at(Some(d));
+            }
+        }
+        t
+    }
+
 }
 
 impl Engine for Sequencer {
@@ -1389,16 +1450,8 @@ impl Engine for Sequencer {
                 self.nack_deadline = Some(now + rto);
             }
         }
-        if let Some(o) = self.ord.as_mut() {
-            let unconfirmed = self.stable < o.next_seq || self.accepted_next < o.next_seq;
-            let quiet = if self.accepted_next < o.next_seq {
-                rto
-            } else {
-                Duration::from_millis(self.cfg.sync_interval_ms)
-            };
-            if unconfirmed && now >= o.last_multicast.max(o.last_sync) + quiet {
-                o.sync_due = true;
-            }
+        if self.sync_at().is_some_and(|t| now >= t) {
+            self.ord.as_mut().expect("sequencer").sync_due = true;
         }
         self.pump();
     }
@@ -1504,51 +1557,7 @@ impl Engine for Sequencer {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        if self.phase == Phase::Left {
-            return None;
-        }
-        let mut t: Option<Time> = None;
-        let mut at = |d: Option<Time>| {
-            if let Some(d) = d {
-                t = Some(t.map_or(d, |x| x.min(d)));
-            }
-        };
-        at(self.join_deadline);
-        at(self.nack_deadline);
-        // The leave timer only runs while the leave can go out; otherwise an input unblocks it.
-        if (self.is_sequencer() && self.sequencer_can_leave())
-            || (!self.is_sequencer() && self.outq.is_empty())
-        {
-            at(self.leave_deadline);
-        }
-        if !self.is_sequencer() && self.outq.iter().any(|f| f.pnum > self.own_ordered) {
-            at(self.req_deadline);
-        }
-        if let Some(o) = &self.ord {
-            if self.accepted_next < o.next_seq {
-                at(Some(o.last_multicast.max(o.last_sync) + self.rto()));
-            } else if self.stable < o.next_seq {
-                at(Some(
-                    o.last_multicast.max(o.last_sync)
-                        + Duration::from_millis(self.cfg.sync_interval_ms),
-                ));
-            }
-            if o.sync_due {
-                at(Some(o.last_sync + self.rto() / 2));
-            }
-            if o.leaving.is_some() {
-                at(Some(o.leave_deadline));
-            }
-            if let Some(d) = o
-                .members
-                .iter()
-                .filter_map(|m| m.departed.map(|d| d.1))
-                .min()
-            {
-                at(Some(d));
-            }
-        }
-        t
+        self.next_timeout()
     }
 
     fn node_id(&self) -> NodeId {
