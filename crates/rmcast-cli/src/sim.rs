@@ -1,12 +1,380 @@
-//! `rmcast sim` (not written yet).
+//! `rmcast sim`: run an engine in the deterministic simulator under faults, check every run, and
+//! print the verdicts and the figures.
+//!
+//! The arguments describe an [`rmcast_sim::Scenario`]; each seed draws its own fault and churn
+//! schedule from it, so `--seed N` with the same other arguments replays one run exactly, and a
+//! failing seed is printed as that command. `--message-counts` prints the cost of a broadcast
+//! for r = 0..3 (the sequencer paper's 2 and 3 + r datagrams) with one message in flight and
+//! under load.
+//!
+//! ```text
+//! rmcast sim --members 16 --loss 0.1 --dup 0.05 --reorder 2 --churn --partition --pause --seeds 200
+//! rmcast sim <the same arguments> --seed 49        # replay one seed, with its fault schedule
+//! rmcast sim --message-counts
+//! ```
+//!
+//! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
+//! arguments.
 
-use clap::Args;
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Engines the simulator can run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// Amoeba's sequencer (seed 002).
+    Sequencer,
+}
 
 /// Arguments of `rmcast sim`.
-#[derive(Args, Debug)]
-pub struct SimArgs {}
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct SimArgs {
+    /// Protocol engine to run.
+    #[arg(long, value_enum, default_value_t = EngineArg::Sequencer)]
+    pub engine: EngineArg,
+    /// Resilience degree r: a send completes once r + 1 members hold the message.
+    #[arg(long, default_value_t = 0)]
+    pub resilience: u8,
+    /// Members at the start (host 0 creates the group, the others join 1 ms apart).
+    #[arg(long, default_value_t = 8)]
+    pub members: u32,
+    /// One-way latency of every link, in milliseconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub latency: f64,
+    /// Jitter in milliseconds (uniform extra latency per datagram): reorders datagrams.
+    #[arg(long, default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Probability that a datagram copy is lost, in [0, 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Probability that a datagram copy arrives twice, in [0, 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub dup: f64,
+    /// Uplink bandwidth of every host in Mbit/s, with a drop-tail queue (default: unlimited).
+    #[arg(long)]
+    pub bandwidth_mbps: Option<f64>,
+    /// Messages per sender.
+    #[arg(long, default_value_t = 200)]
+    pub messages: u64,
+    /// Payload bytes per message.
+    #[arg(long, default_value_t = 64)]
+    pub message_bytes: usize,
+    /// Number of senders (hosts 1, 2, ...; host 0 last).
+    #[arg(long, default_value_t = 1)]
+    pub senders: u32,
+    /// Closed loop: messages in flight per sender (1 = one broadcast at a time).
+    #[arg(long, default_value_t = 4)]
+    pub in_flight: u32,
+    /// Open loop instead: messages per second per sender.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Joins, and as many leaves, while traffic flows (`--churn` alone means 2).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "2")]
+    pub churn: u32,
+    /// Partitions that come and heal while traffic flows (`--partition` alone means 1).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
+    pub partition: u32,
+    /// Longest partition in milliseconds (each lasts between half of it and all of it).
+    #[arg(long, default_value_t = 300)]
+    pub partition_ms: u64,
+    /// Pauses of one host while traffic flows (`--pause` alone means 1).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
+    pub pause: u32,
+    /// Longest pause in milliseconds (each lasts between half of it and all of it).
+    #[arg(long, default_value_t = 200)]
+    pub pause_ms: u64,
+    /// Receive buffer of a paused host, in datagrams (overflow is dropped and counted).
+    #[arg(long, default_value_t = 64)]
+    pub rx_buffer: usize,
+    /// Window after the traffic starts in which faults and churn happen, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub fault_window_ms: u64,
+    /// Number of seeds to run (seeds 0..N).
+    #[arg(long, default_value_t = 20)]
+    pub seeds: u64,
+    /// Run this one seed only (replays a failure).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print datagrams per broadcast for r = 0..3, one message in flight and under load.
+    #[arg(long)]
+    pub message_counts: bool,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Failing seeds to print in detail.
+    #[arg(long, default_value_t = 10)]
+    pub show_failures: usize,
+}
+
+impl SimArgs {
+    /// The scenario these arguments describe.
+    pub fn scenario(&self) -> Scenario {
+        Scenario {
+            engine: match self.engine {
+                EngineArg::Sequencer => EngineChoice::Sequencer {
+                    resilience: self.resilience,
+                },
+            },
+            members: self.members,
+            latency_ms: self.latency,
+            reorder_ms: self.reorder,
+            loss: self.loss,
+            dup: self.dup,
+            bandwidth_mbps: self.bandwidth_mbps,
+            messages: self.messages,
+            message_bytes: self.message_bytes,
+            senders: self.senders,
+            in_flight: self.in_flight,
+            rate: self.rate,
+            churn: self.churn,
+            partitions: self.partition,
+            partition_ms: self.partition_ms,
+            pauses: self.pause,
+            pause_ms: self.pause_ms,
+            rx_buffer: self.rx_buffer,
+            fault_window_ms: self.fault_window_ms,
+        }
+    }
+}
 
 /// Run `rmcast sim`.
-pub fn run(_args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("rmcast sim is not implemented yet")
+pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    let threads = match args.threads {
+        Some(0) => bail!("--threads must be at least 1"),
+        Some(t) => t,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    if args.message_counts {
+        return message_counts(&args);
+    }
+    let sc = args.scenario();
+    sc.validate().map_err(anyhow::Error::msg)?;
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None if args.seeds == 0 => bail!("--seeds must be at least 1"),
+        None => (0..args.seeds).collect(),
+    };
+    println!("rmcast sim {}", sc.cli_args());
+    println!(
+        "{} seed(s) on {} thread(s)",
+        seeds.len(),
+        threads.min(seeds.len())
+    );
+    if let [seed] = seeds[..] {
+        print_schedule(&sc, seed);
+    }
+    let report = sweep_with_progress(&sc, &seeds, threads);
+    print_verdicts(&report);
+    println!();
+    print_figures(&report.mean_figures(), report.runs.len());
+    if report.passed() {
+        println!("\nall checkers passed on every seed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("\nFAILED seeds: {:?}", report.failing_seeds());
+    if let [run] = &report.runs[..] {
+        // Replaying one seed: every violation the checkers kept.
+        for (name, v) in &run.verdicts {
+            for x in v.as_ref().err().into_iter().flatten() {
+                println!("  {name}: {x}");
+            }
+        }
+    } else {
+        print!("{}", report.failure_summary(args.show_failures));
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// What the seed drew: who joins and leaves when, partitions, pauses.
+fn print_schedule(sc: &Scenario, seed: u64) {
+    let cfg = sc.config(seed);
+    let ms = |t: rmcast_proto::Time| t.0 as f64 / 1e6;
+    println!("schedule of seed {seed} (times in ms):");
+    println!(
+        "  workload starts at {:.1}, senders {:?}",
+        ms(cfg.workload.start),
+        cfg.workload.senders.iter().map(|n| n.0).collect::<Vec<_>>()
+    );
+    for c in &cfg.churn {
+        println!("  {:>9.3}  {:?} of host {}", ms(c.at), c.kind, c.node);
+    }
+    for p in &cfg.faults.partitions {
+        let ids = |v: &[rmcast_proto::NodeId]| v.iter().map(|n| n.0).collect::<Vec<_>>();
+        println!(
+            "  {:>9.3}  partition {:?} | {:?} until {:.3}",
+            ms(p.start),
+            ids(&p.a),
+            ids(&p.b),
+            ms(p.end)
+        );
+    }
+    for p in &cfg.faults.pauses {
+        println!(
+            "  {:>9.3}  pause of host {} for {:.3}",
+            ms(p.at),
+            p.host,
+            p.duration.as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn sweep_with_progress(sc: &Scenario, seeds: &[u64], threads: usize) -> SweepReport {
+    let done = AtomicUsize::new(0);
+    let tty = std::io::stderr().is_terminal() && seeds.len() > 1;
+    let total = seeds.len();
+    let progress = || {
+        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if tty {
+            let width = 30;
+            let filled = d * width / total;
+            eprint!(
+                "\r[{}{}] {d}/{total} seeds",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    // A panicking run becomes a failed `panic` verdict of its seed (see `run_caught`).
+    let report = sc.sweep_parallel(seeds, threads, &progress);
+    if tty {
+        eprintln!();
+    }
+    report
+}
+
+fn print_verdicts(report: &SweepReport) {
+    println!(
+        "\n{:<22} {:>8} {:>8}  first failing seed",
+        "checker", "passed", "failed"
+    );
+    for (name, ok, bad, first) in report.checker_totals() {
+        let first = first.map_or("-".to_string(), |s| s.to_string());
+        let mark = if bad == 0 { "ok  " } else { "FAIL" };
+        println!("{mark} {name:<17} {ok:>8} {bad:>8}  {first}");
+    }
+}
+
+fn print_figures(f: &Figures, runs: usize) {
+    println!("figures (mean over {runs} run(s))");
+    let rows: [(&str, String); 13] = [
+        ("messages submitted", f.messages.to_string()),
+        (
+            "datagrams per broadcast",
+            format!("{:.3}", f.datagrams_per_broadcast),
+        ),
+        ("latency p50", format!("{:.3} ms", f.latency_p50_ms)),
+        ("latency p99", format!("{:.3} ms", f.latency_p99_ms)),
+        (
+            "throughput",
+            format!("{:.0} msgs/s (simulated)", f.throughput_msgs_per_s),
+        ),
+        ("retransmissions", f.retransmissions.to_string()),
+        ("NACKs", f.nacks.to_string()),
+        ("drops by loss", f.drops_loss.to_string()),
+        ("drops by partition", f.drops_partition.to_string()),
+        (
+            "drops by pause overflow",
+            f.drops_pause_overflow.to_string(),
+        ),
+        ("drops by uplink queue", f.drops_uplink_queue.to_string()),
+        ("duplicated copies", f.duplicated.to_string()),
+        ("simulated time", format!("{:.1} ms", f.simulated_ms)),
+    ];
+    for (k, v) in rows {
+        println!("  {k:<26} {v}");
+    }
+}
+
+/// In-flight bound of the "under load" column of `--message-counts`.
+const LOAD_IN_FLIGHT: u32 = 64;
+
+fn message_counts(args: &SimArgs) -> anyhow::Result<ExitCode> {
+    let seed = args.seed.unwrap_or(0);
+    println!(
+        "datagrams per broadcast, loss-free, one sender that is not the sequencer, {} messages \
+         (seed {seed})",
+        args.messages
+    );
+    println!(
+        "{:>3} {:>10} {:>16} {:>22}",
+        "r", "expected", "1 in flight", "under load (K=64)"
+    );
+    let mut ok = true;
+    for r in 0..=3u8 {
+        let mut cells = Vec::new();
+        for k in [1, LOAD_IN_FLIGHT] {
+            let sc = Scenario {
+                messages: args.messages,
+                message_bytes: args.message_bytes,
+                ..Scenario::message_count(r, k)
+            };
+            sc.validate().map_err(anyhow::Error::msg)?;
+            let rep = sc.run_caught(seed);
+            if !rep.passed() {
+                ok = false;
+                eprintln!("r={r} K={k}: {}", rep.summary());
+                eprintln!("  replay: {}", sc.replay_command(seed));
+            }
+            cells.push(rep.figures.datagrams_per_broadcast);
+        }
+        let expected = if r == 0 { 2 } else { 3 + r as u32 };
+        println!(
+            "{r:>3} {expected:>10} {:>16.3} {:>22.3}",
+            cells[0], cells[1]
+        );
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn parse(line: &str) -> SimArgs {
+        Wrap::try_parse_from(std::iter::once("sim").chain(line.split_whitespace()))
+            .expect("parses")
+            .sim
+    }
+
+    #[test]
+    fn replay_command_parses_back_to_the_same_scenario() {
+        let sc = parse(
+            "--members 16 --loss 0.1 --dup 0.05 --reorder 2.5 --resilience 2 --churn 3 \
+             --partition --pause 2 --senders 3 --rate 250 --bandwidth-mbps 10",
+        )
+        .scenario();
+        assert_eq!(sc.partitions, 1);
+        assert_eq!(sc.pauses, 2);
+        let back = parse(&sc.cli_args()).scenario();
+        assert_eq!(back, sc);
+    }
+
+    #[test]
+    fn bare_flags_take_their_default_counts() {
+        let a = parse("--churn --pause");
+        assert_eq!((a.churn, a.pause, a.partition), (2, 1, 0));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_clear_error() {
+        let e = parse("--loss 1.5").scenario().validate().unwrap_err();
+        assert!(e.contains("--loss must be in [0, 1)"), "{e}");
+        assert!(Wrap::try_parse_from(["sim", "--members", "-3"]).is_err());
+    }
 }

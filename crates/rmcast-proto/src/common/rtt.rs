@@ -57,13 +57,26 @@ impl RttEstimator {
         self.srtt
     }
 
-    /// The current retransmission timeout.
-    pub fn rto(&self) -> Duration {
+    /// The peer made progress (an answer to new data) without a usable sample: the timeout need
+    /// not stay backed off.
+    pub fn on_progress(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// The timeout without backoff: for repair requests (NACKs), which are not repeats of the
+    /// same unanswered request and need no exponential backoff.
+    pub fn base_rto(&self) -> Duration {
         let base = match self.srtt {
             None => self.initial,
             Some(srtt) => srtt + (self.rttvar * 4).max(Duration::from_millis(1)),
         };
-        base.saturating_mul(1 << self.backoff)
+        base.clamp(self.min, self.max)
+    }
+
+    /// The current retransmission timeout, backed off after timeouts.
+    pub fn rto(&self) -> Duration {
+        self.base_rto()
+            .saturating_mul(1 << self.backoff)
             .clamp(self.min, self.max)
     }
 }
@@ -90,5 +103,9 @@ mod tests {
         assert_eq!(r.rto(), ms(2000));
         r.on_sample(ms(10));
         assert!(r.rto() < ms(100));
+        r.on_timeout();
+        assert_eq!(r.base_rto() * 2, r.rto());
+        r.on_progress();
+        assert_eq!(r.base_rto(), r.rto());
     }
 }

@@ -12,7 +12,7 @@ use crate::engine::{
 };
 use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
@@ -74,8 +74,8 @@ impl Config {
             join_retry_ms: 100,
             max_pending_events: 8192,
             max_members: 256,
-            leave_linger_ms: 1000,
-            max_retrans_datagrams: 8,
+            leave_linger_ms: 5000,
+            max_retrans_datagrams: 32,
         }
     }
 
@@ -144,8 +144,19 @@ struct MemberState {
     last_pnum: u64,
     /// Where its join was ordered.
     join_seq: u64,
+    /// Some but not all fragments of its current message are ordered.
+    mid_message: bool,
     /// Set once its leave is ordered: (leave seq, give-up time).
     departed: Option<(u64, Time)>,
+}
+
+/// A request that waits for its turn at the sequencer.
+#[derive(Clone, Debug)]
+struct Waiting {
+    frag_index: u16,
+    frag_count: u16,
+    payload: Bytes,
+    bb: bool,
 }
 
 /// State only the sequencer keeps.
@@ -161,6 +172,12 @@ struct Ordering {
     retrans: VecDeque<(NodeId, u64, u64, usize)>,
     /// Members that sent a duplicate request and get a unicast of where the sequencer stands.
     nudge: VecDeque<NodeId>,
+    /// Requests received ahead of their turn (history full, an earlier one lost, a join
+    /// waiting), keyed by sender and protocol number; bounded by half the history capacity.
+    waiting: BTreeMap<(NodeId, u64), Waiting>,
+    /// Joins waiting until no message is half ordered, so that a joiner receives every message
+    /// ordered after its join whole (no new message starts meanwhile).
+    pending_joins: VecDeque<NodeId>,
     last_multicast: Time,
     last_sync: Time,
     sync_due: bool,
@@ -168,8 +185,13 @@ struct Ordering {
     accept_due: bool,
     /// Sequence number of this sequencer's own leave, once ordered.
     leaving: Option<u64>,
+    /// Who takes over when this sequencer leaves.
+    successor: Option<NodeId>,
     leave_deadline: Time,
 }
+
+/// Leaves remembered for a sequencer handover.
+const MAX_RECENT_LEAVES: usize = 64;
 
 /// Bound on queued retransmission requests and nudges at the sequencer.
 const MAX_RETRANS_QUEUE: usize = 256;
@@ -198,6 +220,8 @@ pub struct Sequencer {
     /// Accepts seen before their BB data: (sender, pnum) -> seq.
     bb_missing: HashMap<(NodeId, u64), u64>,
     ord: Option<Ordering>,
+    /// Where requests, NACKs and status go: the node heard ordering the newest messages.
+    sequencer_hint: NodeId,
     // Sender side.
     next_pnum: u64,
     outq: VecDeque<OutFrag>,
@@ -226,6 +250,12 @@ pub struct Sequencer {
     /// Fragments of a message being reassembled, per sender (fragments of one sender arrive in
     /// order, so one buffer per sender suffices).
     reassembly: HashMap<NodeId, Vec<u8>>,
+    /// Where each member's join was ordered, as delivered here: a new sequencer can resend a
+    /// joiner that missed it its join entry.
+    join_seqs: HashMap<NodeId, u64>,
+    /// Recent leaves as delivered here (bounded): a new sequencer keeps serving those leavers
+    /// that may still lack their leave.
+    recent_leaves: VecDeque<(NodeId, u64)>,
     /// Last protocol number delivered per sender: a new sequencer continues duplicate detection.
     last_delivered_pnum: HashMap<NodeId, u64>,
     events: VecDeque<Event>,
@@ -259,6 +289,7 @@ impl Sequencer {
             bb_order: VecDeque::new(),
             bb_missing: HashMap::new(),
             ord: None,
+            sequencer_hint: me,
             next_pnum: 1,
             outq: VecDeque::new(),
             unsent: 0,
@@ -282,6 +313,8 @@ impl Sequencer {
             leave_deadline: None,
             reassembly: HashMap::new(),
             last_delivered_pnum: HashMap::new(),
+            join_seqs: HashMap::new(),
+            recent_leaves: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
             cfg,
@@ -298,11 +331,14 @@ impl Sequencer {
             view_id: 0,
             retrans: VecDeque::new(),
             nudge: VecDeque::new(),
+            pending_joins: VecDeque::new(),
+            waiting: BTreeMap::new(),
             last_multicast: now,
             last_sync: now,
             sync_due: false,
             accept_due: false,
             leaving: None,
+            successor: None,
             leave_deadline: now,
         });
         s.order_join(me);
@@ -328,8 +364,19 @@ impl Sequencer {
         }
     }
 
+    /// Timeout for repeating a request to the sequencer (backed off while unanswered).
     fn rto(&self) -> Duration {
         self.rtt.rto()
+    }
+
+    /// Timeout for repair traffic (NACKs, BC_SYNC): the RTT-based timeout without backoff, and
+    /// no longer than the configured initial timeout. Request RTTs include queueing at the
+    /// sequencer (a full history makes them long); repair must not slow down with them, or a
+    /// member that fell behind keeps everyone's history full.
+    fn repair_rto(&self) -> Duration {
+        self.rtt
+            .base_rto()
+            .min(Duration::from_millis(self.cfg.retrans_timeout_ms))
     }
 
     /// The payload of an own fragment still waiting to be delivered back.
@@ -358,6 +405,7 @@ impl Sequencer {
         let newly = (pnum - self.own_ordered) as usize;
         self.own_ordered = pnum;
         self.cwnd.on_ack(newly);
+        self.rtt.on_progress();
         if let Some((probe, sent)) = self.rtt_probe {
             if pnum >= probe {
                 self.rtt.on_sample(self.now.saturating_since(sent));
@@ -436,6 +484,7 @@ impl Sequencer {
             held_next: seq,
             last_pnum: 0,
             join_seq: seq,
+            mid_message: false,
             departed: None,
         });
         self.assign(Entry {
@@ -458,7 +507,21 @@ impl Sequencer {
             .filter(|m| *m != id)
             .collect();
         let next_sequencer = if id == self.me {
-            members.first().copied().unwrap_or(self.me)
+            // The most up-to-date member takes over (the lowest-ranked among equals), as the
+            // invitation protocol picks the member with the highest sequence number. It must
+            // hold the history others may still need: it joined before the stable point.
+            let o = self.ord.as_ref().expect("sequencer");
+            let stable = self.stable;
+            let best = |holds_all: bool| {
+                o.members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.id != id && m.departed.is_none())
+                    .filter(|(_, m)| !holds_all || m.join_seq <= stable)
+                    .max_by_key(|(rank, m)| (m.held_next, std::cmp::Reverse(*rank)))
+                    .map(|(_, m)| m.id)
+            };
+            best(true).or_else(|| best(false)).unwrap_or(self.me)
         } else {
             self.me
         };
@@ -472,6 +535,7 @@ impl Sequencer {
             m.departed = Some((seq, now + linger));
         }
         if id == self.me {
+            o.successor = (next_sequencer != self.me).then_some(next_sequencer);
             o.leaving = Some(seq);
             o.leave_deadline = now + linger;
         }
@@ -500,8 +564,9 @@ impl Sequencer {
         };
         self.note_member_state(i, expect, held);
         let mut duplicate = false;
+        let mut refused = false;
         for e in entries {
-            let o = self.ord.as_ref().expect("sequencer");
+            let o = self.ord.as_mut().expect("sequencer");
             let m = &o.members[i];
             if m.departed.is_some() {
                 break;
@@ -511,26 +576,32 @@ impl Sequencer {
                 duplicate = true;
                 continue;
             }
-            if e.pnum != m.last_pnum + 1 {
-                // A gap in the sender's stream: it resends from the gap after its timeout.
-                break;
+            // Requests wait in the third part of the history until they are next in their
+            // sender's stream and there is room (seed 002 Fig. 11): a lost request or a full
+            // history then costs the sender no timeout for the requests behind it.
+            let key = (from, e.pnum);
+            if o.waiting.contains_key(&key) {
+                self.counters.duplicates += 1;
+            } else if o.waiting.len() < self.cfg.history_capacity_msgs / 2 {
+                o.waiting.insert(
+                    key,
+                    Waiting {
+                        frag_index: e.frag_index,
+                        frag_count: e.frag_count,
+                        payload: data.slice_ref(e.payload),
+                        bb,
+                    },
+                );
+            } else {
+                refused = true;
             }
-            if !self.has_room() {
-                self.counters.backpressure_refusals += 1;
-                self.ord.as_mut().expect("sequencer").sync_due = true;
-                break;
-            }
-            self.ord.as_mut().expect("sequencer").members[i].last_pnum = e.pnum;
-            self.assign(Entry {
-                kind: EntryKind::Data,
-                sender: from,
-                pnum: e.pnum,
-                frag_index: e.frag_index,
-                frag_count: e.frag_count,
-                payload: Some(data.slice_ref(e.payload)),
-                bb,
-            });
         }
+        if refused {
+            // The sender keeps the data and repeats it after its timeout.
+            self.counters.backpressure_refusals += 1;
+            self.ord.as_mut().expect("sequencer").sync_due = true;
+        }
+        self.order_waiting(i);
         if duplicate {
             // The sender missed the broadcast of something already ordered: tell it where the
             // sequence stands so that it asks for what it lacks (section 5.2).
@@ -538,6 +609,38 @@ impl Sequencer {
             if o.nudge.len() < MAX_RETRANS_QUEUE && !o.nudge.contains(&from) {
                 o.nudge.push_back(from);
             }
+        }
+    }
+
+    /// Order the waiting requests of member `i` that are next in its stream, while there is room.
+    fn order_waiting(&mut self, i: usize) {
+        loop {
+            let o = self.ord.as_mut().expect("sequencer");
+            let m = &o.members[i];
+            let (id, next) = (m.id, m.last_pnum + 1);
+            let Some(w) = o.waiting.get(&(id, next)) else {
+                return;
+            };
+            if m.departed.is_some() || !self.history.in_window(o.next_seq) || o.leaving.is_some() {
+                o.sync_due = true;
+                return;
+            }
+            if w.frag_index == 0 && !o.pending_joins.is_empty() {
+                return;
+            }
+            let w = o.waiting.remove(&(id, next)).expect("present");
+            let m = &mut o.members[i];
+            m.last_pnum = next;
+            m.mid_message = w.frag_index + 1 < w.frag_count;
+            self.assign(Entry {
+                kind: EntryKind::Data,
+                sender: id,
+                pnum: next,
+                frag_index: w.frag_index,
+                frag_count: w.frag_count,
+                payload: Some(w.payload),
+                bb: w.bb,
+            });
         }
     }
 
@@ -555,9 +658,6 @@ impl Sequencer {
 
     fn on_join_req(&mut self, from: NodeId) {
         let Some(o) = self.ord.as_ref() else { return };
-        if o.leaving.is_some() {
-            return;
-        }
         if let Some(m) = o.members.iter().find(|m| m.id == from) {
             if m.departed.is_none() {
                 // Its join is ordered but it missed the broadcast: send it again.
@@ -566,11 +666,40 @@ impl Sequencer {
             }
             return;
         }
-        if self.current_member_ids().len() >= self.cfg.max_members_effective() || !self.has_room() {
-            self.counters.backpressure_refusals += 1;
-            return;
+        let o = self.ord.as_mut().expect("sequencer");
+        if o.leaving.is_some() {
+            return; // the successor admits it
         }
-        self.order_join(from);
+        if !o.pending_joins.contains(&from) && o.pending_joins.len() < MAX_RETRANS_QUEUE {
+            o.pending_joins.push_back(from);
+        }
+        self.order_pending_joins();
+    }
+
+    /// Whether a new message may start: not while joins wait for half-ordered messages.
+    fn may_start_message(&self) -> bool {
+        self.ord.as_ref().is_some_and(|o| o.pending_joins.is_empty())
+    }
+
+    /// Order waiting joins once no message is half ordered (a joiner could not reassemble it).
+    fn order_pending_joins(&mut self) {
+        loop {
+            let Some(o) = self.ord.as_ref() else { return };
+            let Some(&id) = o.pending_joins.front() else {
+                return;
+            };
+            if o.leaving.is_some() || o.members.iter().any(|m| m.mid_message) || !self.has_room()
+            {
+                return;
+            }
+            self.ord.as_mut().expect("sequencer").pending_joins.pop_front();
+            if self.current_member_ids().len() >= self.cfg.max_members_effective() {
+                // Full: refused; the joiner keeps asking and gets in once someone leaves.
+                self.counters.backpressure_refusals += 1;
+                continue;
+            }
+            self.order_join(id);
+        }
     }
 
     fn on_leave_req(&mut self, from: NodeId, expect: u64) {
@@ -617,9 +746,14 @@ impl Sequencer {
         }
         while self.unsent < self.outq.len() && self.has_room() {
             let f = self.outq[self.unsent].clone();
+            if f.frag_index == 0 && !self.may_start_message() {
+                break;
+            }
             let me = self.me;
             if let Some(i) = self.member_index(me) {
-                self.ord.as_mut().expect("sequencer").members[i].last_pnum = f.pnum;
+                let m = &mut self.ord.as_mut().expect("sequencer").members[i];
+                m.last_pnum = f.pnum;
+                m.mid_message = f.frag_index + 1 < f.frag_count;
             }
             self.assign(Entry {
                 kind: EntryKind::Data,
@@ -648,10 +782,20 @@ impl Sequencer {
             m.held_next = o.next_seq;
         }
         // Departed members are waited for until they have their leave, or until they time out.
+        let before = o.members.len();
         o.members.retain(|m| match m.departed {
             Some((seq, deadline)) => m.id != me && m.expect <= seq && now < deadline,
             None => true,
         });
+        if o.members.len() != before && !o.waiting.is_empty() {
+            // Requests of removed members can never be ordered.
+            let members = &o.members;
+            o.waiting.retain(|(id, _), _| {
+                members
+                    .iter()
+                    .any(|m| m.id == *id && m.departed.is_none())
+            });
+        }
         // The r-th highest holding point among the other members: r of them hold everything
         // below it. r is small, so keep the top r in a fixed array (no allocation per input).
         let mut top = [0u64; 256];
@@ -699,9 +843,15 @@ impl Sequencer {
 
     // ----- member role ----------------------------------------------------------------------
 
-    fn apply_state(&mut self, s: SeqState) {
+    fn apply_state(&mut self, from: NodeId, s: SeqState) {
         if self.is_sequencer() {
             return;
+        }
+        if s.next_seq >= self.seq_next_known {
+            // Whoever orders the newest sequence numbers is the sequencer now, even when our
+            // view still names its predecessor (we have not delivered the handover yet, and the
+            // predecessor may be gone): requests and repairs go there.
+            self.sequencer_hint = from;
         }
         self.accepted_next = self.accepted_next.max(s.accepted_next);
         self.seq_next_known = self.seq_next_known.max(s.next_seq);
@@ -731,16 +881,17 @@ impl Sequencer {
             self.next_deliver = s;
             self.held_next = s;
             self.accepted_next = s;
-            self.stable = s;
+            // `stable` stays as learned (0 at first): below our join we know nothing.
             self.seq_next_known = s;
             self.view.coordinator = from;
+            self.sequencer_hint = from;
             self.phase = Phase::Member;
             self.join_deadline = None;
         }
         if self.phase != Phase::Member {
             return;
         }
-        self.apply_state(state);
+        self.apply_state(from, state);
         self.purge();
         let held_before = self.held_next;
         for (i, e) in entries.enumerate() {
@@ -789,6 +940,11 @@ impl Sequencer {
         self.advance_held();
         if self.held_next > held_before && self.ack_duty() {
             self.need_status = true;
+        }
+        if self.held_next > held_before && self.held_next < self.seq_next_known {
+            // Repair is making progress: ask for the next part soon, not a whole RTO later, so
+            // that a member far behind catches up at the pace of round trips.
+            self.nack_deadline = Some(self.now + self.repair_rto() / 4);
         }
     }
 
@@ -863,7 +1019,7 @@ impl Sequencer {
         if self.held_next < self.seq_next_known {
             if self.nack_deadline.is_none() {
                 // A short grace period lets reordered datagrams arrive before a NACK is sent.
-                self.nack_deadline = Some(self.now + self.rto() / 4);
+                self.nack_deadline = Some(self.now + self.repair_rto() / 4);
             }
         } else {
             self.nack_deadline = None;
@@ -907,6 +1063,12 @@ impl Sequencer {
         let whole = if e.frag_count == 1 {
             Some(payload)
         } else {
+            if e.frag_index > 0 && !self.reassembly.contains_key(&e.sender) {
+                // Joins are ordered between messages, so a member sees every fragment of what
+                // it delivers; anything else is a protocol bug.
+                debug_assert!(false, "fragment without its beginning from {}", e.sender);
+                return;
+            }
             let buf = self.reassembly.entry(e.sender).or_default();
             if e.frag_index == 0 {
                 buf.clear();
@@ -949,6 +1111,17 @@ impl Sequencer {
             return;
         };
         let old_coordinator = self.view.coordinator;
+        // A member that joins starts its message numbers afresh.
+        self.last_delivered_pnum.remove(&e.sender);
+        if e.kind == EntryKind::Join {
+            self.join_seqs.insert(e.sender, seq);
+        } else {
+            self.join_seqs.remove(&e.sender);
+            if self.recent_leaves.len() >= MAX_RECENT_LEAVES {
+                self.recent_leaves.pop_front();
+            }
+            self.recent_leaves.push_back((e.sender, seq));
+        }
         self.view = View {
             id,
             seq,
@@ -978,6 +1151,9 @@ impl Sequencer {
             // The departing sequencer lingers until it knows we have its leave.
             self.farewell = Some(old_coordinator);
         }
+        if coordinator != old_coordinator {
+            self.sequencer_hint = coordinator;
+        }
         if coordinator == self.me && !self.is_sequencer() {
             self.become_sequencer(seq + 1);
         }
@@ -1004,10 +1180,28 @@ impl Sequencer {
                 expect: if id == self.me { next_seq } else { floor },
                 held_next: if id == self.me { next_seq } else { floor },
                 last_pnum: self.last_delivered_pnum.get(&id).copied().unwrap_or(0),
-                join_seq: floor,
+                join_seq: self.join_seqs.get(&id).copied().unwrap_or(floor),
+                mid_message: self.reassembly.contains_key(&id),
                 departed: None,
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Leavers that may still lack their leave (the old sequencer counted them in `stable`
+        // until they had it, so those below the floor are done) are waited for here too.
+        let deadline = self.now + Duration::from_millis(self.cfg.leave_linger_ms);
+        let mut members = members;
+        for &(id, seq) in &self.recent_leaves {
+            if seq >= floor && id != self.me && !members.iter().any(|m| m.id == id) {
+                members.push(MemberState {
+                    id,
+                    expect: floor,
+                    held_next: floor,
+                    last_pnum: 0,
+                    join_seq: floor,
+                    mid_message: false,
+                    departed: Some((seq, deadline)),
+                });
+            }
+        }
         self.ord = Some(Ordering {
             next_seq,
             bcast_next: next_seq,
@@ -1015,12 +1209,15 @@ impl Sequencer {
             view_id: self.view.id,
             retrans: VecDeque::new(),
             nudge: VecDeque::new(),
+            pending_joins: VecDeque::new(),
+            waiting: BTreeMap::new(),
             last_multicast: self.now,
             last_sync: self.now,
             // Learn where every member stands before history fills or acceptance stalls.
             sync_due: true,
             accept_due: false,
             leaving: None,
+            successor: None,
             leave_deadline: self.now,
         });
         self.held_next = next_seq;
@@ -1038,6 +1235,13 @@ impl Sequencer {
     /// Everything that follows an input: order, account, deliver, look for gaps.
     fn pump(&mut self) {
         if self.is_sequencer() && self.phase == Phase::Member {
+            self.order_pending_joins();
+            let members = self.ord.as_ref().map_or(0, |o| o.members.len());
+            if self.ord.as_ref().is_some_and(|o| !o.waiting.is_empty()) {
+                for i in 0..members {
+                    self.order_waiting(i);
+                }
+            }
             self.order_local();
             self.sequencer_bookkeeping();
         }
@@ -1068,12 +1272,15 @@ impl Sequencer {
         if self.next_deliver <= seq {
             return;
         }
+        let has_it = |id: NodeId| o.members.iter().any(|m| m.id == id && m.expect > seq);
         let others_have_it = o
             .members
             .iter()
             .filter(|m| m.id != self.me)
             .all(|m| m.expect > seq);
-        if others_have_it || self.now >= o.leave_deadline {
+        // Never before the successor has the handover: without it the group has no sequencer.
+        let successor_has_it = o.successor.is_none_or(has_it);
+        if successor_has_it && (others_have_it || self.now >= o.leave_deadline) {
             self.phase = Phase::Left;
             self.events.push_back(Event::Left);
         }
@@ -1167,7 +1374,7 @@ impl Sequencer {
             o.last_multicast = now;
             return Some(Destination::Group);
         }
-        if o.sync_due && now >= o.last_sync + self.rto() / 2 {
+        if o.sync_due && now >= o.last_sync + self.repair_rto() / 2 {
             let header = self.header(ptype::SYNC);
             encode_control(buf, &header, &Body::Sync(self.seq_state()));
             let o = self.ord.as_mut().expect("sequencer");
@@ -1182,7 +1389,7 @@ impl Sequencer {
 
     fn transmit_member(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let now = self.now;
-        let to = Destination::Peer(self.view.coordinator);
+        let to = Destination::Peer(self.sequencer_hint);
         if self.phase == Phase::Joining {
             if self.join_deadline.is_some_and(|d| now >= d) {
                 let header = self.header(ptype::JOIN_REQ);
@@ -1283,7 +1490,7 @@ impl Sequencer {
                     expect: self.next_deliver,
                 },
             );
-            self.leave_deadline = Some(now + self.rto());
+            self.leave_deadline = Some(now + self.repair_rto());
             return Some(to);
         }
         None
@@ -1296,12 +1503,12 @@ impl Sequencer {
     /// timer always leads to a transmission.
     fn sync_at(&self) -> Option<Time> {
         let o = self.ord.as_ref()?;
-        let allowed = o.last_sync + self.rto() / 2;
+        let allowed = o.last_sync + self.repair_rto() / 2;
         let quiet_since = o.last_multicast.max(o.last_sync);
         let at = if o.sync_due {
             allowed
         } else if self.accepted_next < o.next_seq {
-            quiet_since + self.rto()
+            quiet_since + self.repair_rto()
         } else if self.stable < o.next_seq {
             quiet_since + Duration::from_millis(self.cfg.sync_interval_ms)
         } else {
@@ -1395,9 +1602,9 @@ impl Engine for Sequencer {
                 base_seq,
                 entries,
             } => self.on_ordered(from, state, base_seq, entries, &data),
-            Body::Accept(s) => self.apply_state(s),
+            Body::Accept(s) => self.apply_state(from, s),
             Body::Sync(s) => {
-                self.apply_state(s);
+                self.apply_state(from, s);
                 if self.phase == Phase::Member && !seq_role {
                     self.need_status = true;
                 }
@@ -1442,7 +1649,7 @@ impl Engine for Sequencer {
                 self.unsent = self.unsent.min(i);
             }
         }
-        let rto = self.rto();
+        let rto = self.repair_rto();
         if self.nack_deadline.is_some_and(|d| now >= d) {
             self.nack_deadline = None;
             if self.held_next < self.seq_next_known {

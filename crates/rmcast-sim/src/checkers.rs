@@ -1,0 +1,935 @@
+//! The checkers: each reads a run's [`Record`] and returns `Ok` or the violations it found.
+//!
+//! They only look at what engines emitted (deliveries, views, completions, leaves) and what the
+//! workload submitted, never at engine internals, so the same checkers judge every engine.
+//!
+//! Who must deliver what. A *member at the end* stayed (never asked to leave, never crashed)
+//! and installed a view. A message delivered anywhere in view `w` must be delivered by every
+//! member at the end whose first view is at most `w`: under virtual synchrony the view a message
+//! is delivered in says where it sits relative to every join, so this is "every message ordered
+//! after the member joined". Hosts that left are held to safety (integrity, order, virtual
+//! synchrony) but not to delivering what came after they left.
+//!
+//! Violation lists are capped at [`MAX_VIOLATIONS`] per checker (the rest are counted), and are
+//! produced in a deterministic order so that a replayed seed prints the same report.
+
+use crate::record::{HostRecord, RecEvent, Record};
+use rmcast_proto::NodeId;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+
+/// Violations reported at most per checker and run.
+pub const MAX_VIOLATIONS: usize = 20;
+
+/// One violation: a short description naming hosts, messages (`sender#msg`), views and times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation(pub String);
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A checker's verdict on one run.
+pub type Verdict = Result<(), Vec<Violation>>;
+
+/// A checker.
+pub type Checker = fn(&Record) -> Verdict;
+
+/// Every checker, in the order reports print them.
+pub const CHECKERS: &[(&str, Checker)] = &[
+    ("integrity", integrity),
+    ("agreement", agreement),
+    ("total_order", total_order),
+    ("fifo", fifo),
+    ("virtual_synchrony", virtual_synchrony),
+    ("resilience", resilience),
+    ("liveness", liveness),
+    ("livelock", livelock),
+];
+
+/// Runs every checker.
+pub fn check_all(rec: &Record) -> BTreeMap<&'static str, Verdict> {
+    CHECKERS.iter().map(|(n, c)| (*n, c(rec))).collect()
+}
+
+/// Collects violations up to the cap.
+#[derive(Default)]
+struct Found {
+    list: Vec<Violation>,
+    more: usize,
+}
+
+impl Found {
+    fn push(&mut self, what: String) {
+        if self.list.len() < MAX_VIOLATIONS {
+            self.list.push(Violation(what));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn verdict(mut self) -> Verdict {
+        if self.list.is_empty() {
+            return Ok(());
+        }
+        if self.more > 0 {
+            self.list
+                .push(Violation(format!("... and {} more", self.more)));
+        }
+        Err(self.list)
+    }
+}
+
+type Key = (NodeId, u64);
+
+fn key_str(k: &Key) -> String {
+    format!("{}#{}", k.0, k.1)
+}
+
+fn ms(t: rmcast_proto::Time) -> String {
+    format!("{:.3}ms", t.0 as f64 / 1e6)
+}
+
+/// Messages delivered by each of `hosts`, as sets.
+fn delivered_sets<'a>(hosts: impl Iterator<Item = &'a HostRecord>) -> Vec<HashSet<Key>> {
+    hosts
+        .map(|h| h.deliveries().map(|(_, d)| (d.sender, d.msg)).collect())
+        .collect()
+}
+
+/// For every message, the highest view any of `hosts` delivered it in.
+fn max_views<'a>(hosts: impl Iterator<Item = &'a HostRecord>) -> BTreeMap<Key, u64> {
+    let mut m = BTreeMap::new();
+    for h in hosts {
+        for (_, d) in h.deliveries() {
+            let v = m.entry((d.sender, d.msg)).or_insert(d.view);
+            *v = (*v).max(d.view);
+        }
+    }
+    m
+}
+
+/// Integrity: everything delivered was submitted, with the same payload, not before it was
+/// submitted, and at most once per host; completions name own submitted messages, once.
+pub fn integrity(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let mut subs = BTreeMap::new();
+    for s in &rec.submissions {
+        if subs.insert((s.sender, s.msg), s).is_some() {
+            f.push(format!(
+                "submit at host {} returned message number {} twice",
+                s.sender, s.msg
+            ));
+        }
+    }
+    for h in &rec.hosts {
+        let mut seen = HashSet::new();
+        let mut completed = HashSet::new();
+        for e in &h.events {
+            match &e.event {
+                RecEvent::Deliver(d) => {
+                    let k = (d.sender, d.msg);
+                    match subs.get(&k) {
+                        None => f.push(format!(
+                            "host {} delivered {} at {}, which was never submitted",
+                            h.id,
+                            key_str(&k),
+                            ms(e.at)
+                        )),
+                        Some(s) => {
+                            if s.hash != d.hash || s.len != d.len || d.counter != Some(s.counter) {
+                                f.push(format!(
+                                    "host {} delivered {}: payload differs from the one submitted \
+                                     ({} bytes, hash {:016x}; submitted {} bytes, hash {:016x})",
+                                    h.id,
+                                    key_str(&k),
+                                    d.len,
+                                    d.hash,
+                                    s.len,
+                                    s.hash
+                                ));
+                            }
+                            if e.at < s.at {
+                                f.push(format!(
+                                    "host {} delivered {} at {}, before it was submitted at {}",
+                                    h.id,
+                                    key_str(&k),
+                                    ms(e.at),
+                                    ms(s.at)
+                                ));
+                            }
+                        }
+                    }
+                    if !seen.insert(k) {
+                        f.push(format!(
+                            "host {} delivered {} twice (again at {})",
+                            h.id,
+                            key_str(&k),
+                            ms(e.at)
+                        ));
+                    }
+                }
+                RecEvent::SendComplete { msg } => {
+                    let k = (h.id, *msg);
+                    if !subs.contains_key(&k) {
+                        f.push(format!(
+                            "host {} completed message {msg}, which it never submitted",
+                            h.id
+                        ));
+                    }
+                    if !completed.insert(*msg) {
+                        f.push(format!("host {} completed message {msg} twice", h.id));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// Agreement: members at the end deliver the same messages from the point they joined; and a
+/// completed send of a member at the end is delivered by every member that was there.
+pub fn agreement(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    let sets = delivered_sets(members.iter().copied());
+    let maxv = max_views(members.iter().copied());
+    for (i, m) in members.iter().enumerate() {
+        let v0 = m.first_view().unwrap_or(u64::MAX);
+        for (k, w) in &maxv {
+            if *w >= v0 && !sets[i].contains(k) {
+                f.push(format!(
+                    "member {} never delivered {}, which other members delivered in view {w} \
+                     (it joined in view {v0})",
+                    m.id,
+                    key_str(k)
+                ));
+            }
+        }
+    }
+    for (i, m) in members.iter().enumerate() {
+        for e in &m.events {
+            let RecEvent::SendComplete { msg } = e.event else {
+                continue;
+            };
+            let k = (m.id, msg);
+            let own = m.deliveries().find(|(_, d)| (d.sender, d.msg) == k);
+            let Some((_, d)) = own else {
+                f.push(format!(
+                    "member {} completed {} at {} but never delivered it itself",
+                    m.id,
+                    key_str(&k),
+                    ms(e.at)
+                ));
+                continue;
+            };
+            for (j, o) in members.iter().enumerate() {
+                if j != i && o.first_view().unwrap_or(u64::MAX) <= d.view && !sets[j].contains(&k) {
+                    f.push(format!(
+                        "completed send {} (view {}) never delivered by member {}",
+                        key_str(&k),
+                        d.view,
+                        o.id
+                    ));
+                }
+            }
+        }
+    }
+    f.verdict()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ordered {
+    Msg(Key),
+    View(u64),
+}
+
+impl fmt::Display for Ordered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ordered::Msg(k) => write!(f, "message {}", key_str(k)),
+            Ordered::View(v) => write!(f, "view {v}"),
+        }
+    }
+}
+
+/// Total order: a sequence number names one message (or view) everywhere, a message has one
+/// sequence number everywhere, every host's sequence numbers increase, and any two hosts deliver
+/// their common messages in the same order.
+pub fn total_order(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let mut by_seq: BTreeMap<u64, (Ordered, NodeId)> = BTreeMap::new();
+    let mut seq_of: BTreeMap<Key, (u64, NodeId)> = BTreeMap::new();
+    for h in &rec.hosts {
+        let mut last: Option<u64> = None;
+        for e in &h.events {
+            let (item, seq) = match &e.event {
+                RecEvent::Deliver(d) => (Ordered::Msg((d.sender, d.msg)), d.seq),
+                RecEvent::View(v) => (Ordered::View(v.id), v.seq),
+                _ => continue,
+            };
+            let (first, at) = *by_seq.entry(seq).or_insert((item, h.id));
+            if first != item {
+                f.push(format!(
+                    "seq {seq} is {first} at host {at} but {item} at host {}",
+                    h.id
+                ));
+            }
+            if let Ordered::Msg(k) = item {
+                let (s0, at) = *seq_of.entry(k).or_insert((seq, h.id));
+                if s0 != seq {
+                    f.push(format!(
+                        "{} has seq {s0} at host {at} but seq {seq} at host {}",
+                        key_str(&k),
+                        h.id
+                    ));
+                }
+            }
+            if let Some(l) = last {
+                if seq <= l {
+                    f.push(format!(
+                        "host {}: seq {seq} ({item}) comes after seq {l}",
+                        h.id
+                    ));
+                }
+            }
+            last = Some(seq);
+        }
+    }
+    // Pairwise order of common messages, independent of sequence numbers.
+    let mut index: HashMap<Key, u32> = HashMap::new();
+    let orders: Vec<Vec<u32>> = rec
+        .hosts
+        .iter()
+        .map(|h| {
+            h.deliveries()
+                .map(|(_, d)| {
+                    let n = index.len() as u32;
+                    *index.entry((d.sender, d.msg)).or_insert(n)
+                })
+                .collect()
+        })
+        .collect();
+    let mut names = vec![(NodeId(0), 0); index.len()];
+    for (k, i) in &index {
+        names[*i as usize] = *k;
+    }
+    let positions: Vec<Vec<u32>> = orders
+        .iter()
+        .map(|o| {
+            let mut p = vec![u32::MAX; index.len()];
+            for (pos, i) in o.iter().enumerate() {
+                p[*i as usize] = p[*i as usize].min(pos as u32);
+            }
+            p
+        })
+        .collect();
+    for (a, order) in orders.iter().enumerate() {
+        for (b, pos_b) in positions.iter().enumerate().skip(a + 1) {
+            let mut last: Option<(u32, u32)> = None; // (position at b, message)
+            for &m in order {
+                let p = pos_b[m as usize];
+                if p == u32::MAX {
+                    continue;
+                }
+                if let Some((lp, lm)) = last {
+                    if p < lp {
+                        f.push(format!(
+                            "hosts {} and {} deliver {} and {} in opposite orders",
+                            rec.hosts[a].id,
+                            rec.hosts[b].id,
+                            key_str(&names[lm as usize]),
+                            key_str(&names[m as usize])
+                        ));
+                        continue;
+                    }
+                }
+                last = Some((p, m));
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// FIFO per sender: every host delivers a sender's messages in the order they were submitted,
+/// and without holes: if it delivers a sender's message, it delivered before it every earlier
+/// message of that sender that was delivered anywhere in a view it was in.
+pub fn fifo(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let counter_of: HashMap<Key, u64> = rec
+        .submissions
+        .iter()
+        .map(|s| ((s.sender, s.msg), s.counter))
+        .collect();
+    // Per sender: counter -> highest view it was delivered in (anywhere).
+    let mut delivered_in: BTreeMap<NodeId, BTreeMap<u64, u64>> = BTreeMap::new();
+    for h in &rec.hosts {
+        for (_, d) in h.deliveries() {
+            if let Some(c) = counter_of.get(&(d.sender, d.msg)) {
+                let v = delivered_in
+                    .entry(d.sender)
+                    .or_default()
+                    .entry(*c)
+                    .or_insert(d.view);
+                *v = (*v).max(d.view);
+            }
+        }
+    }
+    for h in &rec.hosts {
+        let v0 = h.first_view().unwrap_or(u64::MAX);
+        let mut got: BTreeMap<NodeId, (u64, BTreeSet<u64>)> = BTreeMap::new();
+        for (_, d) in h.deliveries() {
+            let Some(&c) = counter_of.get(&(d.sender, d.msg)) else {
+                continue; // integrity reports it
+            };
+            let (last, set) = got.entry(d.sender).or_insert((0, BTreeSet::new()));
+            if !set.is_empty() && c <= *last {
+                f.push(format!(
+                    "host {} delivered message {c} of sender {} after its message {}",
+                    h.id, d.sender, *last
+                ));
+            }
+            *last = (*last).max(c);
+            set.insert(c);
+        }
+        for (sender, (max_c, set)) in &got {
+            let Some(all) = delivered_in.get(sender) else {
+                continue;
+            };
+            for (c, w) in all.range(..*max_c) {
+                if *w >= v0 && !set.contains(c) {
+                    f.push(format!(
+                        "host {} delivered message {max_c} of sender {sender} without its \
+                         message {c} (delivered elsewhere in view {w})",
+                        h.id
+                    ));
+                }
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// Virtual synchrony: a view id names the same membership everywhere; each host's views
+/// increase; a delivery carries the view installed at the host; and two hosts that both install
+/// view `v` and then view `v'` deliver the same messages in between.
+pub fn virtual_synchrony(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let mut views: BTreeMap<u64, (Vec<NodeId>, NodeId, NodeId)> = BTreeMap::new();
+    // (view, next view) -> what each host delivered in between.
+    type Segments = BTreeMap<(u64, u64), Vec<(NodeId, BTreeSet<Key>)>>;
+    let mut segments = Segments::new();
+    for h in &rec.hosts {
+        let mut current: Option<u64> = None;
+        let mut between: BTreeSet<Key> = BTreeSet::new();
+        for e in &h.events {
+            match &e.event {
+                RecEvent::View(v) => {
+                    let (members, coord, at) =
+                        views
+                            .entry(v.id)
+                            .or_insert((v.members.clone(), v.coordinator, h.id));
+                    if *members != v.members || *coord != v.coordinator {
+                        f.push(format!(
+                            "view {} is {:?} (coordinator {}) at host {} but {:?} (coordinator \
+                             {}) at host {}",
+                            v.id, members, coord, at, v.members, v.coordinator, h.id
+                        ));
+                    }
+                    if let Some(c) = current {
+                        if v.id <= c {
+                            f.push(format!(
+                                "host {} installed view {} after view {c}",
+                                h.id, v.id
+                            ));
+                        }
+                        segments
+                            .entry((c, v.id))
+                            .or_default()
+                            .push((h.id, std::mem::take(&mut between)));
+                    }
+                    current = Some(v.id);
+                    between.clear();
+                }
+                RecEvent::Deliver(d) => {
+                    match current {
+                        None => f.push(format!(
+                            "host {} delivered {} before installing any view",
+                            h.id,
+                            key_str(&(d.sender, d.msg))
+                        )),
+                        Some(c) if c != d.view => f.push(format!(
+                            "host {} delivered {} tagged view {} while in view {c}",
+                            h.id,
+                            key_str(&(d.sender, d.msg)),
+                            d.view
+                        )),
+                        _ => {}
+                    }
+                    between.insert((d.sender, d.msg));
+                }
+                _ => {}
+            }
+        }
+    }
+    for ((v, next), list) in &segments {
+        let (h0, s0) = &list[0];
+        for (h, s) in &list[1..] {
+            if s != s0 {
+                let only0: Vec<String> = s0.difference(s).take(5).map(key_str).collect();
+                let only1: Vec<String> = s.difference(s0).take(5).map(key_str).collect();
+                f.push(format!(
+                    "hosts {h0} and {h} both went from view {v} to view {next} but delivered \
+                     different messages in between (only at {h0}: {only0:?}, only at {h}: \
+                     {only1:?})"
+                ));
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// Resilience: a message whose send completed survives. With no crashes in a run this means it
+/// is delivered by every member at the end that was in its view; once engines recover from
+/// crashes, this checker will also allow for up to r crashed holders.
+pub fn resilience(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    let sets = delivered_sets(members.iter().copied());
+    let maxv = max_views(rec.hosts.iter());
+    for h in &rec.hosts {
+        for e in &h.events {
+            let RecEvent::SendComplete { msg } = e.event else {
+                continue;
+            };
+            let k = (h.id, msg);
+            match maxv.get(&k) {
+                None => {
+                    if !members.is_empty() {
+                        f.push(format!(
+                            "completed send {} (at {}) was delivered by nobody",
+                            key_str(&k),
+                            ms(e.at)
+                        ));
+                    }
+                }
+                Some(w) => {
+                    for (i, m) in members.iter().enumerate() {
+                        if m.first_view().unwrap_or(u64::MAX) <= *w && !sets[i].contains(&k) {
+                            f.push(format!(
+                                "completed send {} (view {w}) lost at member {}",
+                                key_str(&k),
+                                m.id
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// Liveness once faults heal: the run quiesced within its bound; every host that stayed became
+/// a member; every leave completed; every sender that stayed submitted all its messages and saw
+/// them complete; every message of such a sender is delivered by every member at the end that
+/// was in its view.
+pub fn liveness(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    if !rec.quiesced {
+        f.push(format!(
+            "not every member delivered everything by {} (faults healed at {})",
+            ms(rec.end_time),
+            ms(rec.heal_time)
+        ));
+    }
+    if let Some(l) = &rec.livelock {
+        f.push(format!("run stopped by a loop bound: {l}"));
+    }
+    for e in &rec.workload_errors {
+        f.push(e.clone());
+    }
+    let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    let sets = delivered_sets(members.iter().copied());
+    let maxv = max_views(rec.hosts.iter());
+    let mut submitted: BTreeMap<NodeId, u64> = BTreeMap::new();
+    for s in &rec.submissions {
+        *submitted.entry(s.sender).or_default() += 1;
+    }
+    for h in &rec.hosts {
+        if h.stayed() && h.first_view().is_none() {
+            f.push(format!(
+                "host {} started at {} and never installed a view",
+                h.id,
+                ms(h.started_at.unwrap_or_default())
+            ));
+        }
+        if h.leave_requested_at.is_some() && h.crashed_at.is_none() && !h.left() {
+            f.push(format!("host {} was asked to leave but never left", h.id));
+        }
+        let n = submitted.get(&h.id).copied().unwrap_or(0);
+        if h.stayed() && n < h.messages_planned {
+            f.push(format!(
+                "sender {} submitted only {n} of its {} messages",
+                h.id, h.messages_planned
+            ));
+        }
+    }
+    let by_id: HashMap<NodeId, &HostRecord> = rec.hosts.iter().map(|h| (h.id, h)).collect();
+    let mut completed: HashSet<Key> = HashSet::new();
+    for h in &rec.hosts {
+        for e in &h.events {
+            if let RecEvent::SendComplete { msg } = e.event {
+                completed.insert((h.id, msg));
+            }
+        }
+    }
+    for s in &rec.submissions {
+        let Some(sender) = by_id.get(&s.sender) else {
+            continue;
+        };
+        if !sender.stayed() {
+            continue;
+        }
+        let k = (s.sender, s.msg);
+        if !completed.contains(&k) {
+            f.push(format!("send {} never completed", key_str(&k)));
+        }
+        match maxv.get(&k) {
+            None => f.push(format!(
+                "{} (submitted at {}) was delivered by nobody",
+                key_str(&k),
+                ms(s.at)
+            )),
+            Some(w) => {
+                for (i, m) in members.iter().enumerate() {
+                    if m.first_view().unwrap_or(u64::MAX) <= *w && !sets[i].contains(&k) {
+                        f.push(format!(
+                            "{} (view {w}) never delivered by member {}",
+                            key_str(&k),
+                            m.id
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    f.verdict()
+}
+
+/// Livelock: no loop bound of the simulator was hit.
+pub fn livelock(rec: &Record) -> Verdict {
+    match &rec.livelock {
+        None => Ok(()),
+        Some(l) => Err(vec![Violation(l.clone())]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each checker passes a well-formed record and catches a doctored one.
+
+    use super::*;
+    use crate::record::{make_payload, payload_hash, DeliveryRec, Recorded, Submission};
+    use rmcast_proto::{Time, View};
+
+    fn view(id: u64, seq: u64, members: &[u32]) -> View {
+        View {
+            id,
+            seq,
+            members: members.iter().map(|m| NodeId(*m)).collect(),
+            coordinator: NodeId(0),
+            joined: None,
+            left: None,
+        }
+    }
+
+    fn deliver(seq: u64, sender: u32, counter: u64, view: u64) -> RecEvent {
+        let p = make_payload(NodeId(sender), counter, 32);
+        RecEvent::Deliver(DeliveryRec {
+            seq,
+            sender: NodeId(sender),
+            msg: counter + 1,
+            view,
+            len: p.len(),
+            hash: payload_hash(&p),
+            counter: Some(counter),
+        })
+    }
+
+    /// Three members in view 1; hosts 1 and 2 each send 3 messages, delivered everywhere at
+    /// seq 1..=6 in view 1; then view 2 (same members) at seq 7 and one more message of host 1
+    /// at seq 8. Every send completes.
+    fn good() -> Record {
+        let mut rec = Record {
+            quiesced: true,
+            ..Record::default()
+        };
+        let order = [(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (2, 2)];
+        for (s, c) in order.iter().chain([(1, 3)].iter()) {
+            let p = make_payload(NodeId(*s), *c, 32);
+            rec.submissions.push(Submission {
+                sender: NodeId(*s),
+                counter: *c,
+                msg: c + 1,
+                at: Time(1_000 * (*c + 1)),
+                len: p.len(),
+                hash: payload_hash(&p),
+            });
+        }
+        for id in 0..3u32 {
+            let mut events = vec![RecEvent::View(view(1, 0, &[0, 1, 2]))];
+            for (i, (s, c)) in order.iter().enumerate() {
+                events.push(deliver(i as u64 + 1, *s, *c, 1));
+            }
+            events.push(RecEvent::View(view(2, 7, &[0, 1, 2])));
+            events.push(deliver(8, 1, 3, 2));
+            if id > 0 {
+                for c in 0..if id == 1 { 4 } else { 3 } {
+                    events.push(RecEvent::SendComplete { msg: c + 1 });
+                }
+            }
+            rec.hosts.push(HostRecord {
+                id: NodeId(id),
+                started_at: Some(Time(0)),
+                messages_planned: [0, 4, 3][id as usize],
+                events: events
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, event)| Recorded {
+                        at: Time(100_000 + i as u64),
+                        event,
+                    })
+                    .collect(),
+                ..HostRecord::default()
+            });
+        }
+        rec
+    }
+
+    fn position(rec: &Record, host: usize, sender: u32, msg: u64) -> usize {
+        rec.hosts[host]
+            .events
+            .iter()
+            .position(|e| matches!(&e.event, RecEvent::Deliver(d) if d.sender == NodeId(sender) && d.msg == msg))
+            .expect("delivery present")
+    }
+
+    fn fails(v: Verdict, needle: &str) {
+        let list = v.expect_err("checker should report a violation");
+        assert!(
+            list.iter().any(|x| x.0.contains(needle)),
+            "expected a violation mentioning {needle:?}, got {list:?}"
+        );
+    }
+
+    #[test]
+    fn well_formed_record_passes_every_checker() {
+        let rec = good();
+        for (name, v) in check_all(&rec) {
+            assert_eq!(v, Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn integrity_catches_unsent_duplicate_and_altered() {
+        let mut rec = good();
+        rec.hosts[0].events.push(Recorded {
+            at: Time(1 << 30),
+            event: deliver(9, 2, 7, 2),
+        });
+        fails(integrity(&rec), "never submitted");
+
+        let mut rec = good();
+        let dup = rec.hosts[2].events[1].clone();
+        rec.hosts[2].events.push(dup);
+        fails(integrity(&rec), "twice");
+
+        let mut rec = good();
+        if let RecEvent::Deliver(d) = &mut rec.hosts[1].events[2].event {
+            d.hash ^= 1;
+        }
+        fails(integrity(&rec), "payload differs");
+
+        let mut rec = good();
+        rec.hosts[0].events[1].at = Time(0);
+        fails(integrity(&rec), "before it was submitted");
+
+        let mut rec = good();
+        rec.hosts[0].events.push(Recorded {
+            at: Time(1 << 30),
+            event: RecEvent::SendComplete { msg: 1 },
+        });
+        fails(integrity(&rec), "never submitted");
+    }
+
+    #[test]
+    fn agreement_catches_a_missing_delivery() {
+        let mut rec = good();
+        let i = position(&rec, 2, 2, 2);
+        rec.hosts[2].events.remove(i);
+        fails(agreement(&rec), "member 2 never delivered 2#2");
+        // A member that left is not held to it.
+        rec.hosts[2].leave_requested_at = Some(Time(1));
+        assert_eq!(agreement(&rec), Ok(()));
+    }
+
+    #[test]
+    fn agreement_catches_a_completed_send_not_delivered_by_its_sender() {
+        let mut rec = good();
+        let i = position(&rec, 1, 1, 4);
+        rec.hosts[1].events.remove(i);
+        fails(agreement(&rec), "never delivered it itself");
+    }
+
+    #[test]
+    fn total_order_catches_swapped_deliveries() {
+        let mut rec = good();
+        let (a, b) = (position(&rec, 1, 1, 1), position(&rec, 1, 2, 1));
+        rec.hosts[1].events.swap(a, b);
+        fails(total_order(&rec.clone()), "opposite orders");
+        fails(total_order(&rec), "comes after");
+    }
+
+    #[test]
+    fn total_order_catches_a_seq_naming_two_messages() {
+        let mut rec = good();
+        // Host 2 sees 1#1 and 2#1 swapped *and* renumbered, so every host's seqs increase and
+        // only the seq -> message map (and the pairwise order) tell.
+        let (a, b) = (position(&rec, 2, 1, 1), position(&rec, 2, 2, 1));
+        rec.hosts[2].events.swap(a, b);
+        for (i, seq) in [(a, 1), (b, 2)] {
+            if let RecEvent::Deliver(d) = &mut rec.hosts[2].events[i].event {
+                d.seq = seq;
+            }
+        }
+        fails(
+            total_order(&rec),
+            "seq 1 is message 1#1 at host 0 but message 2#1",
+        );
+    }
+
+    #[test]
+    fn fifo_catches_reordered_and_skipped_messages() {
+        let mut rec = good();
+        // Host 0 delivers 1#2 before 1#1.
+        let (a, b) = (position(&rec, 0, 1, 1), position(&rec, 0, 1, 2));
+        rec.hosts[0].events.swap(a, b);
+        fails(fifo(&rec), "after its message");
+
+        let mut rec = good();
+        let i = position(&rec, 0, 2, 1);
+        rec.hosts[0].events.remove(i);
+        fails(fifo(&rec), "without its message 0");
+    }
+
+    #[test]
+    fn virtual_synchrony_catches_a_message_across_a_view_change() {
+        let mut rec = good();
+        // Host 1 delivers 2#3 after installing view 2 (tagged view 2), the others before.
+        let i = position(&rec, 1, 2, 3);
+        let mut e = rec.hosts[1].events.remove(i);
+        if let RecEvent::Deliver(d) = &mut e.event {
+            d.view = 2;
+        }
+        let v2 = rec.hosts[1]
+            .events
+            .iter()
+            .position(|e| matches!(&e.event, RecEvent::View(v) if v.id == 2))
+            .unwrap();
+        rec.hosts[1].events.insert(v2 + 1, e);
+        fails(virtual_synchrony(&rec), "both went from view 1 to view 2");
+    }
+
+    #[test]
+    fn virtual_synchrony_catches_disagreeing_views_and_wrong_tags() {
+        let mut rec = good();
+        if let RecEvent::View(v) = &mut rec.hosts[2].events[0].event {
+            v.members.pop();
+        }
+        fails(virtual_synchrony(&rec), "view 1 is");
+
+        let mut rec = good();
+        if let RecEvent::Deliver(d) = &mut rec.hosts[0].events[1].event {
+            d.view = 5;
+        }
+        fails(virtual_synchrony(&rec), "tagged view 5");
+    }
+
+    #[test]
+    fn liveness_catches_unfinished_runs() {
+        let mut rec = good();
+        rec.quiesced = false;
+        fails(liveness(&rec), "not every member delivered");
+
+        let mut rec = good();
+        let i = position(&rec, 0, 1, 4);
+        rec.hosts[0].events.remove(i);
+        fails(liveness(&rec), "1#4 (view 2) never delivered by member 0");
+
+        let mut rec = good();
+        rec.hosts[2].messages_planned = 5;
+        fails(liveness(&rec), "submitted only 3 of its 5");
+
+        let mut rec = good();
+        rec.hosts[0].leave_requested_at = Some(Time(5));
+        fails(liveness(&rec), "never left");
+
+        let mut rec = good();
+        rec.hosts[1]
+            .events
+            .retain(|e| e.event != RecEvent::SendComplete { msg: 2 });
+        fails(liveness(&rec), "1#2 never completed");
+    }
+
+    #[test]
+    fn resilience_catches_a_lost_completed_send() {
+        let mut rec = good();
+        // The sender left (so agreement and liveness no longer speak for its messages) but its
+        // completed send must survive.
+        rec.hosts[1].leave_requested_at = Some(Time(1));
+        rec.hosts[1].events.push(Recorded {
+            at: Time(1 << 30),
+            event: RecEvent::Left,
+        });
+        for h in [0, 2] {
+            let i = position(&rec, h, 1, 4);
+            rec.hosts[h].events.remove(i);
+        }
+        assert_eq!(agreement(&rec), Ok(()));
+        fails(
+            resilience(&rec),
+            "completed send 1#4 (view 2) lost at member 0",
+        );
+    }
+
+    #[test]
+    fn livelock_reports_the_bound() {
+        let mut rec = good();
+        rec.livelock = Some("too many steps".into());
+        fails(livelock(&rec), "too many steps");
+        fails(liveness(&rec), "loop bound");
+    }
+
+    #[test]
+    fn violations_are_capped() {
+        let mut rec = good();
+        for h in &mut rec.hosts {
+            h.events
+                .retain(|e| !matches!(e.event, RecEvent::Deliver(_)));
+        }
+        rec.hosts[0].events.clear();
+        for c in 0..100u64 {
+            rec.hosts[0].events.push(Recorded {
+                at: Time(1 << 30),
+                event: deliver(100 + c, 0, c, 1),
+            });
+        }
+        let list = integrity(&rec).unwrap_err();
+        assert_eq!(list.len(), MAX_VIOLATIONS + 1);
+        assert!(list.last().unwrap().0.contains("and 80 more"));
+    }
+}

@@ -1,0 +1,469 @@
+//! What a simulation run is made of: the group, the network model, the faults, the workload,
+//! the membership churn and the bounds that turn a livelock into a reported failure.
+//!
+//! A [`SimConfig`] is plain data. Everything random in a run is drawn from one RNG seeded with
+//! [`SimConfig::seed`], so the same config reproduces a run bit for bit. Randomised *schedules*
+//! (which member pauses when, who leaves) are built by [`crate::Scenario`] from the seed before
+//! the run, and end up here as explicit lists.
+
+use rmcast_proto::{Engine, NodeId, Qos, Time};
+use std::time::Duration;
+
+/// How a host enters the group: the first member creates it, every other one joins.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Create the group (the first member).
+    Create,
+    /// Join an existing group.
+    Join,
+}
+
+/// Builds the engine of a host when the host starts: `(node, now, role)`.
+pub type Factory<'a> = dyn Fn(NodeId, Time, Role) -> Box<dyn Engine> + 'a;
+
+/// Which protocol engine the hosts run. Later engines add variants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// The Amoeba sequencer (seed 002) with resilience degree `r`.
+    Sequencer {
+        /// Resilience degree r: a send completes once r + 1 members hold the message.
+        resilience: u8,
+    },
+}
+
+impl EngineChoice {
+    /// A factory for this engine in group `group`.
+    pub fn factory(&self, group: u32) -> Box<Factory<'static>> {
+        match *self {
+            EngineChoice::Sequencer { resilience } => {
+                let mut cfg = rmcast_proto::sequencer::Config::new(group);
+                cfg.resilience = resilience;
+                Box::new(move |me, now, role| -> Box<dyn Engine> {
+                    use rmcast_proto::sequencer::Sequencer;
+                    match role {
+                        Role::Create => Box::new(Sequencer::create(cfg.clone(), me, now)),
+                        Role::Join => Box::new(Sequencer::join(cfg.clone(), me, now)),
+                    }
+                })
+            }
+        }
+    }
+
+    /// The name used on the command line (`--engine`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EngineChoice::Sequencer { .. } => "sequencer",
+        }
+    }
+}
+
+/// Properties of one directed link (sender to receiver).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LinkParams {
+    /// One-way base latency.
+    pub latency: Duration,
+    /// Extra latency drawn uniformly from `[0, jitter]` per datagram; this is what reorders.
+    pub jitter: Duration,
+    /// Probability in `[0, 1)` that a datagram is lost on this link.
+    pub loss: f64,
+    /// Probability in `[0, 1)` that a datagram that is not lost arrives twice (each copy with its
+    /// own latency draw).
+    pub dup: f64,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        LinkParams {
+            latency: Duration::from_millis(1),
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            dup: 0.0,
+        }
+    }
+}
+
+/// The network model.
+///
+/// A multicast leaves its sender once (one slot of the sender's uplink) and is then copied to
+/// every receiver, each copy with its own loss, duplication and latency draw, as IP multicast on
+/// a switched LAN behaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetConfig {
+    /// Parameters of every link without an override.
+    pub link: LinkParams,
+    /// Per-link overrides: `(from, to, params)` for the directed link `from -> to`.
+    pub links: Vec<(NodeId, NodeId, LinkParams)>,
+    /// Uplink bandwidth of every host in bits per second; `None` means infinitely fast.
+    pub bandwidth_bps: Option<u64>,
+    /// Drop-tail queue of each host's uplink, in datagrams (only with a bandwidth).
+    pub uplink_queue_datagrams: usize,
+    /// Datagrams at most in flight towards one host (the network's buffering); more are dropped
+    /// and counted. Keeps the model's memory bounded.
+    pub rx_inflight_datagrams: usize,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            link: LinkParams::default(),
+            links: Vec::new(),
+            bandwidth_bps: None,
+            uplink_queue_datagrams: 256,
+            rx_inflight_datagrams: 16_384,
+        }
+    }
+}
+
+impl NetConfig {
+    /// The parameters of the directed link `from -> to`.
+    pub fn link(&self, from: NodeId, to: NodeId) -> &LinkParams {
+        self.links
+            .iter()
+            .find(|(f, t, _)| *f == from && *t == to)
+            .map(|(_, _, p)| p)
+            .unwrap_or(&self.link)
+    }
+}
+
+/// A network partition: from `start` to `end`, datagrams between a host of `a` and a host of `b`
+/// (either way) are cut. Whether a datagram is cut is decided when it leaves its sender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// When the partition starts.
+    pub start: Time,
+    /// When it heals.
+    pub end: Time,
+    /// One side.
+    pub a: Vec<NodeId>,
+    /// The other side.
+    pub b: Vec<NodeId>,
+}
+
+impl Partition {
+    /// Whether a datagram leaving at `at` from `x` to `y` is cut.
+    pub fn cuts(&self, at: Time, x: NodeId, y: NodeId) -> bool {
+        at >= self.start
+            && at < self.end
+            && ((self.a.contains(&x) && self.b.contains(&y))
+                || (self.b.contains(&x) && self.a.contains(&y)))
+    }
+}
+
+/// A host stops processing for a while (the perturbed member of Bimodal Multicast): no timers,
+/// no submissions; datagrams that arrive go to its bounded receive buffer and are processed when
+/// it wakes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// The host.
+    pub host: NodeId,
+    /// When it stops.
+    pub at: Time,
+    /// For how long.
+    pub duration: Duration,
+}
+
+/// A host crashes: its engine and all its state are dropped, for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Crash {
+    /// The host.
+    pub host: NodeId,
+    /// When.
+    pub at: Time,
+}
+
+/// Injected faults. They all end (heal) at a known time; the quiescence phase starts after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Faults {
+    /// Partitions.
+    pub partitions: Vec<Partition>,
+    /// Pauses.
+    pub pauses: Vec<Pause>,
+    /// Crashes (no engine recovers from one yet; the checkers treat crashed hosts as gone).
+    pub crashes: Vec<Crash>,
+    /// Receive buffer of a paused host, in datagrams; overflow is dropped and counted.
+    pub pause_buffer_datagrams: usize,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            partitions: Vec::new(),
+            pauses: Vec::new(),
+            crashes: Vec::new(),
+            pause_buffer_datagrams: 64,
+        }
+    }
+}
+
+/// How a sender paces its submissions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// Open loop: one message becomes due every `interval`; due messages that the engine refuses
+    /// (back-pressure) wait and are retried, never dropped.
+    OpenLoop {
+        /// Time between two messages of one sender.
+        interval: Duration,
+    },
+    /// Closed loop: at most `in_flight` messages submitted and not yet completed
+    /// ([`rmcast_proto::Event::SendComplete`]). `in_flight = 1` is one broadcast at a time.
+    ClosedLoop {
+        /// Messages in flight at most.
+        in_flight: usize,
+    },
+}
+
+/// The application load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Hosts that send. A sender starts once the workload starts and it has installed a view,
+    /// and stops for good when it is told to leave.
+    pub senders: Vec<NodeId>,
+    /// Messages each sender submits.
+    pub messages_per_sender: u64,
+    /// Payload size in bytes (at least [`crate::record::PAYLOAD_HEADER_BYTES`]; the payload
+    /// encodes the sender and its counter).
+    pub message_bytes: usize,
+    /// Pacing.
+    pub load: Load,
+    /// When senders start.
+    pub start: Time,
+    /// After a refused submit, when to try again (also retried after every step of the host).
+    pub retry_interval: Duration,
+    /// Quality of service asked for.
+    pub qos: Qos,
+    /// Hand every message that is due at one instant to the engine before draining its
+    /// transmissions, as a runtime does with the commands queued by the application; this is
+    /// what lets engines bundle under load. With `false`, transmissions are drained after each
+    /// submit. With one message in flight both are the same.
+    pub burst_submits: bool,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            senders: vec![NodeId(0)],
+            messages_per_sender: 100,
+            message_bytes: 64,
+            load: Load::ClosedLoop { in_flight: 1 },
+            start: Time(50_000_000),
+            retry_interval: Duration::from_millis(1),
+            qos: Qos::TotallyOrdered,
+            burst_submits: true,
+        }
+    }
+}
+
+/// A membership change while traffic flows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ChurnKind {
+    /// Start a new host that joins the group.
+    Join,
+    /// Ask a member to leave (`Engine::leave`). Deferred while the host is paused or has not yet
+    /// installed its first view, so that only members leave.
+    Leave,
+}
+
+/// One scheduled membership change.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ChurnEvent {
+    /// When.
+    pub at: Time,
+    /// Which host.
+    pub node: NodeId,
+    /// Join or leave.
+    pub kind: ChurnKind,
+}
+
+/// Bounds on every loop of the simulator. Hitting one ends the run with a `livelock` verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Events processed in one run, at most.
+    pub max_steps: u64,
+    /// Datagrams one engine may emit in answer to one input.
+    pub max_transmits_per_step: usize,
+    /// Events one engine may emit in answer to one input.
+    pub max_events_per_step: usize,
+    /// Consecutive steps without virtual time moving (a timer that keeps firing "now").
+    pub max_steps_same_time: u64,
+    /// Scheduled items (datagrams in flight, timers, faults) at most.
+    pub max_queue_len: usize,
+    /// After every fault healed and every membership change happened, how long the members get
+    /// to deliver everything before the run counts as a liveness failure.
+    pub quiescence_timeout: Duration,
+    /// How often the quiescence condition is evaluated.
+    pub check_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: 50_000_000,
+            max_transmits_per_step: 100_000,
+            max_events_per_step: 1_000_000,
+            max_steps_same_time: 1_000_000,
+            max_queue_len: 4_000_000,
+            quiescence_timeout: Duration::from_secs(60),
+            check_interval: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Everything a run needs. Hosts are numbered `NodeId(0)..`: the first `members` start at the
+/// beginning (host 0 creates the group, host `i` joins at `i * join_stagger`); hosts named by
+/// [`ChurnKind::Join`] events start later.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// The seed of the run's one RNG.
+    pub seed: u64,
+    /// Members at the start.
+    pub members: u32,
+    /// Delay between the starts of two initial members.
+    pub join_stagger: Duration,
+    /// Group id in every header.
+    pub group: u32,
+    /// The engine every host runs (ignored by [`crate::run_with`], which takes a factory).
+    pub engine: EngineChoice,
+    /// The network.
+    pub net: NetConfig,
+    /// Faults.
+    pub faults: Faults,
+    /// Application load.
+    pub workload: Workload,
+    /// Joins and leaves during the run.
+    pub churn: Vec<ChurnEvent>,
+    /// Loop bounds.
+    pub limits: Limits,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            members: 4,
+            join_stagger: Duration::from_millis(1),
+            group: 0x5349_4d31,
+            engine: EngineChoice::Sequencer { resilience: 0 },
+            net: NetConfig::default(),
+            faults: Faults::default(),
+            workload: Workload::default(),
+            churn: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+fn check_prob(what: &str, p: f64) -> Result<(), String> {
+    if (0.0..1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("{what} must be in [0, 1), got {p}"))
+    }
+}
+
+impl SimConfig {
+    /// Number of hosts the run may start: initial members and joiners.
+    pub fn host_count(&self) -> usize {
+        let joiners = self
+            .churn
+            .iter()
+            .filter(|c| c.kind == ChurnKind::Join)
+            .map(|c| c.node.0 as usize + 1)
+            .max()
+            .unwrap_or(0);
+        (self.members as usize).max(joiners)
+    }
+
+    /// Checks that the config describes a possible run; the error says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.members == 0 {
+            return Err("members must be at least 1".into());
+        }
+        let n = self.host_count();
+        if n > 100_000 {
+            return Err(format!("too many hosts: {n}"));
+        }
+        let known = |id: NodeId| (id.0 as usize) < n;
+        let mut links = vec![self.net.link];
+        links.extend(self.net.links.iter().map(|l| l.2));
+        for l in &links {
+            check_prob("loss", l.loss)?;
+            check_prob("dup", l.dup)?;
+        }
+        for (f, t, _) in &self.net.links {
+            if !known(*f) || !known(*t) {
+                return Err(format!("link override {f} -> {t} names an unknown host"));
+            }
+        }
+        if self.net.bandwidth_bps == Some(0) {
+            return Err("bandwidth must be positive".into());
+        }
+        if self.net.bandwidth_bps.is_some() && self.net.uplink_queue_datagrams == 0 {
+            return Err("uplink queue must hold at least one datagram".into());
+        }
+        if self.net.rx_inflight_datagrams == 0 {
+            return Err("rx_inflight_datagrams must be positive".into());
+        }
+        for p in &self.faults.partitions {
+            if p.end < p.start {
+                return Err("a partition ends before it starts".into());
+            }
+            if p.a.iter().chain(&p.b).any(|h| !known(*h)) {
+                return Err("a partition names an unknown host".into());
+            }
+        }
+        for p in &self.faults.pauses {
+            if !known(p.host) {
+                return Err(format!("a pause names unknown host {}", p.host));
+            }
+        }
+        for c in &self.faults.crashes {
+            if !known(c.host) {
+                return Err(format!("a crash names unknown host {}", c.host));
+            }
+        }
+        let w = &self.workload;
+        if w.senders.iter().any(|s| !known(*s)) {
+            return Err("a sender is not a host".into());
+        }
+        if w.message_bytes < crate::record::PAYLOAD_HEADER_BYTES {
+            return Err(format!(
+                "message size must be at least {} bytes",
+                crate::record::PAYLOAD_HEADER_BYTES
+            ));
+        }
+        match w.load {
+            Load::OpenLoop { interval } if interval.is_zero() => {
+                return Err("open-loop interval must be positive".into())
+            }
+            Load::ClosedLoop { in_flight: 0 } => {
+                return Err("in-flight bound must be at least 1".into())
+            }
+            _ => {}
+        }
+        if w.retry_interval.is_zero() {
+            return Err("retry interval must be positive".into());
+        }
+        let mut joined = std::collections::BTreeSet::new();
+        for c in &self.churn {
+            match c.kind {
+                ChurnKind::Join => {
+                    if c.node.0 < self.members || !joined.insert(c.node) {
+                        return Err(format!(
+                            "joiner {} must be a new host (id >= members, joining once)",
+                            c.node
+                        ));
+                    }
+                }
+                ChurnKind::Leave => {
+                    if !known(c.node) {
+                        return Err(format!("leave of unknown host {}", c.node));
+                    }
+                }
+            }
+        }
+        if self.limits.check_interval.is_zero() {
+            return Err("check interval must be positive".into());
+        }
+        Ok(())
+    }
+}

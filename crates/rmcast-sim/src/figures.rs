@@ -1,0 +1,173 @@
+//! The figures of a run: what the protocol cost and how fast it went.
+//!
+//! Datagram counts come from the engines' own [`rmcast_proto::Counters`], taken from the moment
+//! the workload starts (so the joins of the initial members are not charged to the messages); a
+//! multicast counts as one datagram, as on a network with IP multicast. Latency is measured from
+//! the `submit` call to the delivery at each other member (the sender's own delivery is left
+//! out). Network drops are the simulator's own counts.
+
+use crate::record::{RecEvent, Record};
+use rmcast_proto::Counters;
+use std::collections::{HashMap, HashSet};
+
+/// Figures of one run (or the mean over a sweep, see [`Figures::mean`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Figures {
+    /// Messages accepted by `submit`.
+    pub messages: u64,
+    /// Deliveries at all hosts.
+    pub deliveries: u64,
+    /// Datagrams sent by all engines since the workload started.
+    pub datagrams: u64,
+    /// `datagrams / messages`.
+    pub datagrams_per_broadcast: f64,
+    /// Median latency from submit to delivery at another member, in milliseconds.
+    pub latency_p50_ms: f64,
+    /// 99th percentile of that latency, in milliseconds.
+    pub latency_p99_ms: f64,
+    /// Distinct messages delivered per simulated second, from the workload start to the last
+    /// delivery.
+    pub throughput_msgs_per_s: f64,
+    /// Retransmissions counted by the engines since the workload started.
+    pub retransmissions: u64,
+    /// NACKs (retransmission requests) sent since the workload started.
+    pub nacks: u64,
+    /// Datagram copies lost to the loss probability.
+    pub drops_loss: u64,
+    /// Copies cut by partitions.
+    pub drops_partition: u64,
+    /// Copies dropped by a paused host's full receive buffer.
+    pub drops_pause_overflow: u64,
+    /// Datagrams dropped by full uplink queues.
+    pub drops_uplink_queue: u64,
+    /// Extra copies made by duplication.
+    pub duplicated: u64,
+    /// Simulated time of the run, in milliseconds.
+    pub simulated_ms: f64,
+}
+
+fn delta(end: &Counters, start: &Counters, f: fn(&Counters) -> u64) -> u64 {
+    f(end).saturating_sub(f(start))
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e6
+}
+
+/// Computes the figures of a run from its record.
+pub fn figures(rec: &Record) -> Figures {
+    let mut f = Figures {
+        messages: rec.submissions.len() as u64,
+        drops_loss: rec.net.drops_loss,
+        drops_partition: rec.net.drops_partition,
+        drops_pause_overflow: rec.net.drops_pause_overflow,
+        drops_uplink_queue: rec.net.drops_uplink_queue,
+        duplicated: rec.net.duplicated,
+        simulated_ms: rec.end_time.0 as f64 / 1e6,
+        ..Figures::default()
+    };
+    for h in &rec.hosts {
+        let (end, start) = (&h.counters, &h.counters_at_workload_start);
+        f.datagrams += delta(end, start, |c| c.datagrams_sent);
+        f.retransmissions += delta(end, start, |c| c.retransmissions);
+        f.nacks += delta(end, start, |c| c.nacks_sent);
+    }
+    if f.messages > 0 {
+        f.datagrams_per_broadcast = f.datagrams as f64 / f.messages as f64;
+    }
+    let submitted: HashMap<_, _> = rec
+        .submissions
+        .iter()
+        .map(|s| ((s.sender, s.msg), s.at))
+        .collect();
+    let mut latencies = Vec::new();
+    let mut distinct = HashSet::new();
+    let mut last = rec.workload_start;
+    for h in &rec.hosts {
+        for e in &h.events {
+            let RecEvent::Deliver(d) = &e.event else {
+                continue;
+            };
+            f.deliveries += 1;
+            distinct.insert((d.sender, d.msg));
+            last = last.max(e.at);
+            if d.sender != h.id {
+                if let Some(at) = submitted.get(&(d.sender, d.msg)) {
+                    latencies.push(e.at.0.saturating_sub(at.0));
+                }
+            }
+        }
+    }
+    latencies.sort_unstable();
+    f.latency_p50_ms = percentile(&latencies, 0.50);
+    f.latency_p99_ms = percentile(&latencies, 0.99);
+    let span_s = last.0.saturating_sub(rec.workload_start.0) as f64 / 1e9;
+    if span_s > 0.0 {
+        f.throughput_msgs_per_s = distinct.len() as f64 / span_s;
+    }
+    f
+}
+
+impl Figures {
+    /// The mean of every field over several runs (counts are rounded down).
+    pub fn mean(all: &[Figures]) -> Figures {
+        if all.is_empty() {
+            return Figures::default();
+        }
+        let n = all.len() as f64;
+        let fm = |g: fn(&Figures) -> f64| all.iter().map(g).sum::<f64>() / n;
+        let um = |g: fn(&Figures) -> u64| all.iter().map(g).sum::<u64>() / all.len() as u64;
+        Figures {
+            messages: um(|f| f.messages),
+            deliveries: um(|f| f.deliveries),
+            datagrams: um(|f| f.datagrams),
+            datagrams_per_broadcast: fm(|f| f.datagrams_per_broadcast),
+            latency_p50_ms: fm(|f| f.latency_p50_ms),
+            latency_p99_ms: fm(|f| f.latency_p99_ms),
+            throughput_msgs_per_s: fm(|f| f.throughput_msgs_per_s),
+            retransmissions: um(|f| f.retransmissions),
+            nacks: um(|f| f.nacks),
+            drops_loss: um(|f| f.drops_loss),
+            drops_partition: um(|f| f.drops_partition),
+            drops_pause_overflow: um(|f| f.drops_pause_overflow),
+            drops_uplink_queue: um(|f| f.drops_uplink_queue),
+            duplicated: um(|f| f.duplicated),
+            simulated_ms: fm(|f| f.simulated_ms),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_ranks() {
+        let v: Vec<u64> = (1..=100).map(|i| i * 1_000_000).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[7_000_000], 0.99), 7.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn mean_averages() {
+        let a = Figures {
+            datagrams_per_broadcast: 2.0,
+            retransmissions: 4,
+            ..Figures::default()
+        };
+        let b = Figures {
+            datagrams_per_broadcast: 3.0,
+            retransmissions: 6,
+            ..Figures::default()
+        };
+        let m = Figures::mean(&[a, b]);
+        assert_eq!(m.datagrams_per_broadcast, 2.5);
+        assert_eq!(m.retransmissions, 5);
+    }
+}

@@ -1,0 +1,956 @@
+//! The simulator core: virtual time, one event queue, one seeded RNG, the network model, the
+//! fault schedule, the workload and the membership churn, driving real engines.
+//!
+//! Everything that happens is an item in one [`BinaryHeap`] keyed by `(time, insertion
+//! counter)`, so that two items due at the same instant are handled in the order they were
+//! scheduled and a run is a pure function of its config and seed. The RNG is drawn from only in
+//! the network model, in a deterministic order (receivers of a multicast in host order).
+//!
+//! Engines are driven exactly as a runtime drives them: after every input (a datagram, a timer,
+//! a submission burst, a leave), `poll_transmit` until `None` with one reused buffer, then
+//! `poll_event` until `None`, again until both are empty, and finally the timer is re-armed from
+//! `poll_timeout`. Every loop has a bound from [`Limits`]; hitting one stops the run and records
+//! a livelock.
+
+use crate::config::{ChurnKind, Factory, Load, Role, SimConfig};
+use crate::record::{
+    make_payload, parse_payload, payload_hash, DeliveryRec, HostRecord, NetStats, RecEvent, Record,
+    Recorded, Submission,
+};
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rmcast_proto::{Destination, Engine, Event, NodeId, SendError, Time};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+/// Rounds of "drain transmits, drain events" after one input, at most.
+const MAX_DRAIN_ROUNDS: usize = 10_000;
+
+/// A deferred leave (host paused or not yet a member) is retried this often.
+const LEAVE_RETRY: Duration = Duration::from_millis(10);
+
+/// Something due at a point of virtual time.
+enum Item {
+    /// Start a host's engine.
+    Start {
+        host: usize,
+        role: Role,
+        churn: bool,
+    },
+    /// A datagram copy reaches a host.
+    Arrive {
+        to: usize,
+        from: NodeId,
+        data: Bytes,
+    },
+    /// A host's armed timer; stale when `gen` is not the host's current generation.
+    Timer { host: usize, gen: u64 },
+    /// Open loop: one more message of this sender is due.
+    RateTick { host: usize },
+    /// Retry a refused submission.
+    Retry { host: usize },
+    /// Senders start.
+    WorkloadStart,
+    /// Ask a host to leave.
+    Leave { host: usize },
+    /// Pause a host.
+    Pause { host: usize, duration: Duration },
+    /// A paused host wakes if its pause is over.
+    Wake { host: usize },
+    /// A host crashes.
+    Crash { host: usize },
+    /// Evaluate the quiescence condition.
+    Check,
+}
+
+struct Scheduled {
+    at: Time,
+    order: u64,
+    item: Item,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Reversed, so that the max-heap pops the earliest item (then the first scheduled).
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.order).cmp(&(self.at, self.order))
+    }
+}
+
+/// The process state of a host. A crash drops the engine (its state is lost); a restart would
+/// build a new engine from the factory, so `Crashed` may later go back to `Running`.
+enum HostState {
+    /// Not started yet (a scheduled joiner) or never.
+    NotStarted,
+    /// Processing inputs.
+    Running(Box<dyn Engine>),
+    /// Processing nothing until `until`; arrivals go to the bounded pause buffer.
+    Paused {
+        engine: Box<dyn Engine>,
+        until: Time,
+    },
+    /// Left the group ([`Event::Left`] seen); the engine is dropped.
+    Left,
+    /// Crashed; the engine is dropped.
+    Crashed,
+}
+
+/// A sender's progress through its workload.
+struct SenderState {
+    total: u64,
+    /// Counter of the next message to submit.
+    next: u64,
+    /// Open loop: messages due so far.
+    due: u64,
+    /// Submitted, not yet completed.
+    in_flight: HashSet<u64>,
+    retry_pending: bool,
+    /// Told to leave (or a fatal submit error): submits nothing more.
+    stopped: bool,
+}
+
+struct Host {
+    state: HostState,
+    timer_gen: u64,
+    armed: Option<Time>,
+    /// Copies in flight towards this host.
+    rx_inflight: usize,
+    /// Receive buffer while paused (bounded by `Faults::pause_buffer_datagrams`).
+    pause_buf: VecDeque<(NodeId, Bytes)>,
+    /// Bandwidth model: when the uplink is next free, and departure times of queued datagrams
+    /// (bounded by `NetConfig::uplink_queue_datagrams`).
+    uplink_free_at: Time,
+    uplink_queue: VecDeque<Time>,
+    first_view: Option<u64>,
+    /// `(sender, msg)` delivered here (for the quiescence condition).
+    delivered: HashSet<(NodeId, u64)>,
+    /// Never scheduled to leave or crash: held to deliver everything.
+    planned_survivor: bool,
+    sender: Option<SenderState>,
+    rec: HostRecord,
+}
+
+impl Host {
+    fn in_group(&self) -> bool {
+        matches!(self.state, HostState::Running(_) | HostState::Paused { .. })
+    }
+
+    fn engine(&self) -> Option<&dyn Engine> {
+        match &self.state {
+            HostState::Running(e) | HostState::Paused { engine: e, .. } => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// Per message, what the quiescence condition needs.
+#[derive(Default)]
+struct MsgTrack {
+    /// Highest view any host delivered it in.
+    max_view: u64,
+    /// Planned survivors that delivered it.
+    survivor_deliveries: u32,
+}
+
+pub(crate) struct World<'a> {
+    cfg: &'a SimConfig,
+    factory: &'a Factory<'a>,
+    now: Time,
+    queue: BinaryHeap<Scheduled>,
+    order: u64,
+    rng: ChaCha8Rng,
+    hosts: Vec<Host>,
+    /// The one transmit buffer, reused for every `poll_transmit`.
+    buf: Vec<u8>,
+    out: Vec<(Destination, Bytes)>,
+    evs: Vec<Event>,
+    submissions: Vec<Submission>,
+    tracks: HashMap<(NodeId, u64), MsgTrack>,
+    net: NetStats,
+    livelock: Option<String>,
+    workload_errors: Vec<String>,
+    workload_started: bool,
+    churn_pending: usize,
+    heal_time: Time,
+    deadline: Time,
+    same_time_steps: u64,
+    stop: bool,
+    quiesced: bool,
+}
+
+impl<'a> World<'a> {
+    pub(crate) fn new(cfg: &'a SimConfig, factory: &'a Factory<'a>) -> Self {
+        let n = cfg.host_count();
+        let leaving: HashSet<NodeId> = cfg
+            .churn
+            .iter()
+            .filter(|c| c.kind == ChurnKind::Leave)
+            .map(|c| c.node)
+            .chain(cfg.faults.crashes.iter().map(|c| c.host))
+            .collect();
+        let hosts = (0..n)
+            .map(|i| {
+                let id = NodeId(i as u32);
+                let is_sender = cfg.workload.senders.contains(&id);
+                let total = if is_sender {
+                    cfg.workload.messages_per_sender
+                } else {
+                    0
+                };
+                Host {
+                    state: HostState::NotStarted,
+                    timer_gen: 0,
+                    armed: None,
+                    rx_inflight: 0,
+                    pause_buf: VecDeque::new(),
+                    uplink_free_at: Time::ZERO,
+                    uplink_queue: VecDeque::new(),
+                    first_view: None,
+                    delivered: HashSet::new(),
+                    planned_survivor: !leaving.contains(&id),
+                    sender: is_sender.then(|| SenderState {
+                        total,
+                        next: 0,
+                        due: 0,
+                        in_flight: HashSet::new(),
+                        retry_pending: false,
+                        stopped: false,
+                    }),
+                    rec: HostRecord {
+                        id,
+                        messages_planned: total,
+                        ..HostRecord::default()
+                    },
+                }
+            })
+            .collect();
+        World {
+            cfg,
+            factory,
+            now: Time::ZERO,
+            queue: BinaryHeap::new(),
+            order: 0,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            hosts,
+            buf: Vec::with_capacity(65_536),
+            out: Vec::new(),
+            evs: Vec::new(),
+            submissions: Vec::new(),
+            tracks: HashMap::new(),
+            net: NetStats::default(),
+            livelock: None,
+            workload_errors: Vec::new(),
+            workload_started: false,
+            churn_pending: cfg.churn.len(),
+            heal_time: Time::ZERO,
+            deadline: Time::ZERO,
+            same_time_steps: 0,
+            stop: false,
+            quiesced: false,
+        }
+    }
+
+    fn schedule(&mut self, at: Time, item: Item) {
+        self.order += 1;
+        self.queue.push(Scheduled {
+            at,
+            order: self.order,
+            item,
+        });
+    }
+
+    fn fail(&mut self, what: String) {
+        if self.livelock.is_none() {
+            self.livelock = Some(format!("at {} ns: {what}", self.now.0));
+        }
+    }
+
+    /// Runs the whole simulation and returns its record.
+    pub(crate) fn run(mut self) -> Record {
+        self.schedule_initial();
+        self.main_loop();
+        self.finish()
+    }
+
+    fn schedule_initial(&mut self) {
+        let cfg = self.cfg;
+        let mut heal = cfg.workload.start;
+        for i in 0..cfg.members as usize {
+            let at = Time::ZERO + cfg.join_stagger * i as u32;
+            let role = if i == 0 { Role::Create } else { Role::Join };
+            self.schedule(
+                at,
+                Item::Start {
+                    host: i,
+                    role,
+                    churn: false,
+                },
+            );
+            heal = heal.max(at);
+        }
+        self.schedule(cfg.workload.start, Item::WorkloadStart);
+        if let Load::OpenLoop { interval } = cfg.workload.load {
+            // The last message of an open-loop sender is due here: quiescence starts no earlier.
+            let n = cfg.workload.messages_per_sender.saturating_sub(1);
+            let span = Duration::from_nanos((interval.as_nanos() as u64).saturating_mul(n));
+            heal = heal.max(cfg.workload.start + span);
+        }
+        for c in &cfg.churn {
+            let host = c.node.0 as usize;
+            let item = match c.kind {
+                ChurnKind::Join => Item::Start {
+                    host,
+                    role: Role::Join,
+                    churn: true,
+                },
+                ChurnKind::Leave => Item::Leave { host },
+            };
+            self.schedule(c.at, item);
+            heal = heal.max(c.at);
+        }
+        for p in &cfg.faults.partitions {
+            heal = heal.max(p.end);
+        }
+        for p in &cfg.faults.pauses {
+            self.schedule(
+                p.at,
+                Item::Pause {
+                    host: p.host.0 as usize,
+                    duration: p.duration,
+                },
+            );
+            heal = heal.max(p.at + p.duration);
+        }
+        for c in &cfg.faults.crashes {
+            self.schedule(
+                c.at,
+                Item::Crash {
+                    host: c.host.0 as usize,
+                },
+            );
+            heal = heal.max(c.at);
+        }
+        self.heal_time = heal;
+        self.deadline = heal + cfg.limits.quiescence_timeout;
+        self.schedule(heal, Item::Check);
+    }
+
+    fn main_loop(&mut self) {
+        let cfg = self.cfg;
+        let limits = &cfg.limits;
+        while let Some(s) = self.queue.pop() {
+            if s.at > self.deadline {
+                self.now = self.deadline;
+                break;
+            }
+            if s.at == self.now {
+                self.same_time_steps += 1;
+                if self.same_time_steps > limits.max_steps_same_time {
+                    self.fail(format!(
+                        "more than {} steps without virtual time moving",
+                        limits.max_steps_same_time
+                    ));
+                    break;
+                }
+            } else {
+                self.same_time_steps = 0;
+            }
+            self.now = s.at;
+            self.net.steps += 1;
+            if self.net.steps > limits.max_steps {
+                self.fail(format!("more than {} steps in one run", limits.max_steps));
+                break;
+            }
+            self.handle(s.item);
+            if self.queue.len() > limits.max_queue_len {
+                self.fail(format!(
+                    "more than {} items scheduled at once",
+                    limits.max_queue_len
+                ));
+            }
+            if self.livelock.is_some() || self.stop {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, item: Item) {
+        let now = self.now;
+        match item {
+            Item::Start { host, role, churn } => {
+                if churn {
+                    self.churn_pending -= 1;
+                }
+                if matches!(self.hosts[host].state, HostState::NotStarted) {
+                    let engine = (self.factory)(NodeId(host as u32), now, role);
+                    let h = &mut self.hosts[host];
+                    h.state = HostState::Running(engine);
+                    h.rec.started_at = Some(now);
+                    self.flush(host);
+                    self.pump_sender(host);
+                }
+            }
+            Item::Arrive { to, from, data } => {
+                self.hosts[to].rx_inflight -= 1;
+                let cap = self.cfg.faults.pause_buffer_datagrams;
+                let running = matches!(self.hosts[to].state, HostState::Running(_));
+                let paused = matches!(self.hosts[to].state, HostState::Paused { .. });
+                match (running, paused) {
+                    (true, _) => self.input_datagram(to, from, &data),
+                    (_, true) => {
+                        let h = &mut self.hosts[to];
+                        if h.pause_buf.len() < cap {
+                            h.pause_buf.push_back((from, data));
+                        } else {
+                            self.net.drops_pause_overflow += 1;
+                        }
+                    }
+                    _ => self.net.drops_unroutable += 1,
+                }
+            }
+            Item::Timer { host, gen } => {
+                let h = &mut self.hosts[host];
+                if h.timer_gen != gen {
+                    return;
+                }
+                h.armed = None;
+                if let HostState::Running(engine) = &mut h.state {
+                    engine.handle_timeout(now);
+                    self.flush(host);
+                    self.pump_sender(host);
+                }
+            }
+            Item::RateTick { host } => {
+                let interval = match self.cfg.workload.load {
+                    Load::OpenLoop { interval } => interval,
+                    Load::ClosedLoop { .. } => return,
+                };
+                let Some(s) = self.hosts[host].sender.as_mut() else {
+                    return;
+                };
+                s.due = (s.due + 1).min(s.total);
+                if s.due < s.total && !s.stopped {
+                    self.schedule(now + interval, Item::RateTick { host });
+                }
+                self.pump_sender(host);
+            }
+            Item::Retry { host } => {
+                if let Some(s) = self.hosts[host].sender.as_mut() {
+                    s.retry_pending = false;
+                }
+                self.pump_sender(host);
+            }
+            Item::WorkloadStart => {
+                self.workload_started = true;
+                for h in &mut self.hosts {
+                    if let Some(e) = h.engine() {
+                        h.rec.counters_at_workload_start = e.counters().clone();
+                    }
+                }
+                for host in 0..self.hosts.len() {
+                    if self.hosts[host].sender.is_none() {
+                        continue;
+                    }
+                    if let Load::OpenLoop { .. } = self.cfg.workload.load {
+                        self.schedule(now, Item::RateTick { host });
+                    } else {
+                        self.pump_sender(host);
+                    }
+                }
+            }
+            Item::Leave { host } => self.leave(host),
+            Item::Pause { host, duration } => {
+                let until = now + duration;
+                let h = &mut self.hosts[host];
+                let state = std::mem::replace(&mut h.state, HostState::NotStarted);
+                h.state = match state {
+                    HostState::Running(engine) => HostState::Paused { engine, until },
+                    HostState::Paused { engine, until: u } => HostState::Paused {
+                        engine,
+                        until: u.max(until),
+                    },
+                    other => {
+                        h.state = other;
+                        return;
+                    }
+                };
+                // Timers that fire while paused are ignored; wake re-arms.
+                h.timer_gen += 1;
+                h.armed = None;
+                self.schedule(until, Item::Wake { host });
+            }
+            Item::Wake { host } => self.wake(host),
+            Item::Crash { host } => {
+                let h = &mut self.hosts[host];
+                if let Some(e) = h.engine() {
+                    h.rec.counters = e.counters().clone();
+                    h.state = HostState::Crashed;
+                    h.rec.crashed_at = Some(now);
+                    h.pause_buf.clear();
+                    h.timer_gen += 1;
+                    h.armed = None;
+                    if let Some(s) = h.sender.as_mut() {
+                        s.stopped = true;
+                    }
+                }
+            }
+            Item::Check => {
+                if self.quiescent() {
+                    self.quiesced = true;
+                    self.stop = true;
+                } else {
+                    let next = now + self.cfg.limits.check_interval;
+                    self.schedule(next, Item::Check);
+                }
+            }
+        }
+    }
+
+    fn leave(&mut self, host: usize) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        let retry_at = match &h.state {
+            HostState::Paused { until, .. } => Some(*until),
+            HostState::NotStarted => Some(now + LEAVE_RETRY),
+            HostState::Running(_) if h.first_view.is_none() => Some(now + LEAVE_RETRY),
+            HostState::Running(_) => None,
+            HostState::Left | HostState::Crashed => {
+                self.churn_pending -= 1;
+                return;
+            }
+        };
+        if let Some(at) = retry_at {
+            self.schedule(at.max(now), Item::Leave { host });
+            return;
+        }
+        self.churn_pending -= 1;
+        h.rec.leave_requested_at = Some(now);
+        if let Some(s) = h.sender.as_mut() {
+            s.stopped = true;
+        }
+        if let HostState::Running(engine) = &mut h.state {
+            engine.leave(now);
+        }
+        self.flush(host);
+    }
+
+    fn wake(&mut self, host: usize) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        let state = std::mem::replace(&mut h.state, HostState::NotStarted);
+        h.state = match state {
+            HostState::Paused { engine, until } if until <= now => HostState::Running(engine),
+            other => {
+                h.state = other;
+                return;
+            }
+        };
+        // Process what piled up, in arrival order; the buffer is bounded, so is this loop.
+        while let Some((from, data)) = self.hosts[host].pause_buf.pop_front() {
+            if let HostState::Running(_) = self.hosts[host].state {
+                self.input_datagram(host, from, &data);
+            } else {
+                self.net.drops_unroutable += 1;
+            }
+            if self.livelock.is_some() {
+                return;
+            }
+        }
+        self.flush(host);
+        self.pump_sender(host);
+    }
+
+    fn input_datagram(&mut self, host: usize, from: NodeId, data: &[u8]) {
+        let now = self.now;
+        if let HostState::Running(engine) = &mut self.hosts[host].state {
+            self.net.copies_delivered += 1;
+            engine.handle_datagram(now, from, data);
+            self.flush(host);
+            self.pump_sender(host);
+        }
+    }
+
+    /// Drains what an engine wants done after an input, then re-arms its timer.
+    fn flush(&mut self, host: usize) {
+        let now = self.now;
+        let cfg = self.cfg;
+        let limits = &cfg.limits;
+        let mut left = false;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            if rounds > MAX_DRAIN_ROUNDS {
+                self.fail(format!(
+                    "host {host}: more than {MAX_DRAIN_ROUNDS} transmit/event rounds after one input"
+                ));
+                return;
+            }
+            let HostState::Running(engine) = &mut self.hosts[host].state else {
+                return;
+            };
+            while let Some(dest) = engine.poll_transmit(now, &mut self.buf) {
+                self.out.push((dest, Bytes::copy_from_slice(&self.buf)));
+                if self.out.len() > limits.max_transmits_per_step {
+                    let n = limits.max_transmits_per_step;
+                    self.out.clear();
+                    self.fail(format!(
+                        "host {host}: more than {n} datagrams in answer to one input"
+                    ));
+                    return;
+                }
+            }
+            while let Some(ev) = engine.poll_event() {
+                self.evs.push(ev);
+                if self.evs.len() > limits.max_events_per_step {
+                    let n = limits.max_events_per_step;
+                    self.evs.clear();
+                    self.fail(format!(
+                        "host {host}: more than {n} events in answer to one input"
+                    ));
+                    return;
+                }
+            }
+            if self.out.is_empty() && self.evs.is_empty() {
+                break;
+            }
+            let mut out = std::mem::take(&mut self.out);
+            for (dest, data) in out.drain(..) {
+                self.route(host, dest, data);
+            }
+            self.out = out;
+            let mut evs = std::mem::take(&mut self.evs);
+            for ev in evs.drain(..) {
+                left |= self.on_event(host, ev);
+            }
+            self.evs = evs;
+        }
+        let h = &mut self.hosts[host];
+        if left {
+            if let Some(e) = h.engine() {
+                h.rec.counters = e.counters().clone();
+            }
+            h.state = HostState::Left;
+            h.timer_gen += 1;
+            h.armed = None;
+            return;
+        }
+        let HostState::Running(engine) = &h.state else {
+            return;
+        };
+        match engine.poll_timeout() {
+            Some(t) => {
+                let t = t.max(now);
+                if h.armed != Some(t) {
+                    h.timer_gen += 1;
+                    h.armed = Some(t);
+                    let gen = h.timer_gen;
+                    self.schedule(t, Item::Timer { host, gen });
+                }
+            }
+            None => {
+                if h.armed.take().is_some() {
+                    h.timer_gen += 1;
+                }
+            }
+        }
+    }
+
+    /// Records one engine event; returns whether it was [`Event::Left`].
+    fn on_event(&mut self, host: usize, ev: Event) -> bool {
+        let at = self.now;
+        let h = &mut self.hosts[host];
+        let event = match ev {
+            Event::Deliver(d) => {
+                let counter = parse_payload(&d.payload)
+                    .filter(|(s, _)| *s == d.sender)
+                    .map(|(_, c)| c);
+                if h.delivered.insert((d.sender, d.msg)) {
+                    let t = self.tracks.entry((d.sender, d.msg)).or_default();
+                    t.max_view = t.max_view.max(d.view);
+                    if h.planned_survivor {
+                        t.survivor_deliveries += 1;
+                    }
+                }
+                RecEvent::Deliver(DeliveryRec {
+                    seq: d.seq,
+                    sender: d.sender,
+                    msg: d.msg,
+                    view: d.view,
+                    len: d.payload.len(),
+                    hash: payload_hash(&d.payload),
+                    counter,
+                })
+            }
+            Event::View(v) => {
+                h.first_view.get_or_insert(v.id);
+                RecEvent::View(v)
+            }
+            Event::SendComplete { msg } => {
+                if let Some(s) = h.sender.as_mut() {
+                    s.in_flight.remove(&msg);
+                }
+                RecEvent::SendComplete { msg }
+            }
+            Event::Left => RecEvent::Left,
+        };
+        let left = event == RecEvent::Left;
+        h.rec.events.push(Recorded { at, event });
+        left
+    }
+
+    /// Puts one datagram on the network: the sender's uplink, then one copy per receiver.
+    fn route(&mut self, host: usize, dest: Destination, data: Bytes) {
+        let now = self.now;
+        self.net.transmitted += 1;
+        let depart = match self.cfg.net.bandwidth_bps {
+            None => now,
+            Some(bps) => {
+                let cap = self.cfg.net.uplink_queue_datagrams;
+                let h = &mut self.hosts[host];
+                while h.uplink_queue.front().is_some_and(|t| *t <= now) {
+                    h.uplink_queue.pop_front();
+                }
+                if h.uplink_queue.len() >= cap {
+                    self.net.drops_uplink_queue += 1;
+                    return;
+                }
+                let nanos = (data.len() as u128 * 8 * 1_000_000_000).div_ceil(bps as u128);
+                let done = now.max(h.uplink_free_at) + Duration::from_nanos(nanos as u64);
+                h.uplink_free_at = done;
+                h.uplink_queue.push_back(done);
+                done
+            }
+        };
+        let from = NodeId(host as u32);
+        match dest {
+            Destination::Group => {
+                for to in 0..self.hosts.len() {
+                    if to != host && self.hosts[to].in_group() {
+                        self.send_copy(from, to, depart, data.clone());
+                    }
+                }
+            }
+            Destination::Peer(id) => {
+                let to = id.0 as usize;
+                if to < self.hosts.len() && self.hosts[to].in_group() {
+                    self.send_copy(from, to, depart, data);
+                } else {
+                    self.net.drops_unroutable += 1;
+                }
+            }
+        }
+    }
+
+    fn send_copy(&mut self, from: NodeId, to: usize, depart: Time, data: Bytes) {
+        let dest = NodeId(to as u32);
+        if self
+            .cfg
+            .faults
+            .partitions
+            .iter()
+            .any(|p| p.cuts(depart, from, dest))
+        {
+            self.net.drops_partition += 1;
+            return;
+        }
+        let p = *self.cfg.net.link(from, dest);
+        if p.loss > 0.0 && self.rng.gen::<f64>() < p.loss {
+            self.net.drops_loss += 1;
+            return;
+        }
+        let copies = if p.dup > 0.0 && self.rng.gen::<f64>() < p.dup {
+            self.net.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        let jitter = p.jitter.as_nanos() as u64;
+        for _ in 0..copies {
+            if self.hosts[to].rx_inflight >= self.cfg.net.rx_inflight_datagrams {
+                self.net.drops_rx_overflow += 1;
+                continue;
+            }
+            let extra = if jitter > 0 {
+                self.rng.gen_range(0..=jitter)
+            } else {
+                0
+            };
+            let at = depart + p.latency + Duration::from_nanos(extra);
+            self.hosts[to].rx_inflight += 1;
+            self.net.copies_sent += 1;
+            self.schedule(
+                at,
+                Item::Arrive {
+                    to,
+                    from,
+                    data: data.clone(),
+                },
+            );
+        }
+    }
+
+    /// Submits what the workload allows now; drains after each burst (or each message).
+    fn pump_sender(&mut self, host: usize) {
+        if !self.workload_started {
+            return;
+        }
+        let cfg = self.cfg;
+        let w = &cfg.workload;
+        let now = self.now;
+        let id = NodeId(host as u32);
+        // Each round submits at least one message, so this bound is never the binding one.
+        let bound = w.messages_per_sender + 1;
+        for _ in 0..bound {
+            let h = &mut self.hosts[host];
+            let Some(s) = h.sender.as_mut() else { return };
+            if s.stopped || h.first_view.is_none() {
+                return;
+            }
+            let HostState::Running(engine) = &mut h.state else {
+                return;
+            };
+            let mut submitted = 0u64;
+            loop {
+                let allowed = s.next < s.total
+                    && match w.load {
+                        Load::ClosedLoop { in_flight } => s.in_flight.len() < in_flight,
+                        Load::OpenLoop { .. } => s.next < s.due,
+                    };
+                if !allowed {
+                    break;
+                }
+                let payload = Bytes::from(make_payload(id, s.next, w.message_bytes));
+                let (len, hash) = (payload.len(), payload_hash(&payload));
+                match engine.submit(now, payload, w.qos) {
+                    Ok(msg) => {
+                        self.submissions.push(Submission {
+                            sender: id,
+                            counter: s.next,
+                            msg,
+                            at: now,
+                            len,
+                            hash,
+                        });
+                        s.in_flight.insert(msg);
+                        s.next += 1;
+                        submitted += 1;
+                        if !w.burst_submits {
+                            break;
+                        }
+                    }
+                    Err(e @ (SendError::WouldBlock | SendError::NotMember)) => {
+                        if e == SendError::WouldBlock {
+                            self.net.submit_would_block += 1;
+                        } else {
+                            self.net.submit_not_member += 1;
+                        }
+                        if !s.retry_pending {
+                            s.retry_pending = true;
+                            let at = now + w.retry_interval;
+                            self.order += 1;
+                            self.queue.push(Scheduled {
+                                at,
+                                order: self.order,
+                                item: Item::Retry { host },
+                            });
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        s.stopped = true;
+                        self.workload_errors.push(format!(
+                            "host {host}: submit of message {} failed: {e}",
+                            s.next
+                        ));
+                        break;
+                    }
+                }
+            }
+            if submitted == 0 {
+                return;
+            }
+            self.flush(host);
+            if self.livelock.is_some() {
+                return;
+            }
+        }
+    }
+
+    /// Whether the run is done: every change happened, every leave completed, every survivor is
+    /// a running member that submitted and completed everything, and every message delivered
+    /// anywhere in view `w` is delivered by every survivor whose first view is at most `w`.
+    fn quiescent(&self) -> bool {
+        if self.churn_pending > 0 || !self.workload_started {
+            return false;
+        }
+        let mut views = Vec::with_capacity(self.hosts.len());
+        for h in &self.hosts {
+            if h.rec.leave_requested_at.is_some() {
+                if !matches!(h.state, HostState::Left | HostState::Crashed) {
+                    return false;
+                }
+                continue;
+            }
+            if !h.planned_survivor || h.rec.started_at.is_none() {
+                continue;
+            }
+            if !matches!(h.state, HostState::Running(_)) {
+                return false;
+            }
+            let Some(v) = h.first_view else { return false };
+            views.push(v);
+            if let Some(s) = &h.sender {
+                if !s.stopped && (s.next < s.total || !s.in_flight.is_empty()) {
+                    return false;
+                }
+            }
+        }
+        views.sort_unstable();
+        let complete = self.tracks.values().all(|t| {
+            let required = views.partition_point(|v| *v <= t.max_view);
+            t.survivor_deliveries as usize >= required
+        });
+        complete
+            && self.submissions.iter().all(|s| {
+                !self.hosts[s.sender.0 as usize].planned_survivor
+                    || self.tracks.contains_key(&(s.sender, s.msg))
+            })
+    }
+
+    fn finish(self) -> Record {
+        let hosts = self
+            .hosts
+            .into_iter()
+            .map(|mut h| {
+                if let Some(e) = h.engine() {
+                    h.rec.counters = e.counters().clone();
+                }
+                h.rec
+            })
+            .collect();
+        Record {
+            seed: self.cfg.seed,
+            hosts,
+            submissions: self.submissions,
+            workload_start: self.cfg.workload.start,
+            heal_time: self.heal_time,
+            end_time: self.now,
+            quiesced: self.quiesced,
+            livelock: self.livelock,
+            workload_errors: self.workload_errors,
+            net: self.net,
+        }
+    }
+}
