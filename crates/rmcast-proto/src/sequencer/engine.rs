@@ -1278,8 +1278,12 @@ impl Sequencer {
             .iter()
             .filter(|m| m.id != self.me)
             .all(|m| m.expect > seq);
-        // Never before the successor has the handover: without it the group has no sequencer.
-        let successor_has_it = o.successor.is_none_or(has_it);
+        // Not before the successor has the handover: without it the group has no sequencer.
+        // A successor that says nothing for a second linger period is assumed to have it (it
+        // may have left in turn); recovering from one that has not is crash recovery.
+        let linger = Duration::from_millis(self.cfg.leave_linger_ms);
+        let successor_has_it =
+            o.successor.is_none_or(has_it) || self.now >= o.leave_deadline + linger;
         if successor_has_it && (others_have_it || self.now >= o.leave_deadline) {
             self.phase = Phase::Left;
             self.events.push_back(Event::Left);
@@ -1542,7 +1546,13 @@ impl Sequencer {
         at(self.sync_at());
         if let Some(o) = &self.ord {
             if o.leaving.is_some() {
-                at(Some(o.leave_deadline));
+                // Past the first deadline it waits for its successor, up to a second one.
+                let linger = Duration::from_millis(self.cfg.leave_linger_ms);
+                if o.leave_deadline > self.now {
+                    at(Some(o.leave_deadline));
+                } else if o.leave_deadline + linger > self.now {
+                    at(Some(o.leave_deadline + linger));
+                }
             }
             if let Some(d) = o
                 .members
@@ -1584,6 +1594,17 @@ impl Engine for Sequencer {
         self.counters.datagrams_received += 1;
         let from = header.sender;
         let seq_role = self.is_sequencer();
+        if let Some(o) = self.ord.as_mut() {
+            if let (Some(seq), Some(succ)) = (o.leaving, o.successor) {
+                let sequencing = matches!(header.ptype, ptype::ORDERED | ptype::ACCEPT | ptype::SYNC);
+                if from == succ && sequencing {
+                    // Our successor orders: it has delivered our leave.
+                    if let Some(m) = o.members.iter_mut().find(|m| m.id == succ) {
+                        m.expect = m.expect.max(seq + 1);
+                    }
+                }
+            }
+        }
         match body {
             Body::BcastReq {
                 bb,
@@ -1607,6 +1628,11 @@ impl Engine for Sequencer {
                 self.apply_state(from, s);
                 if self.phase == Phase::Member && !seq_role {
                     self.need_status = true;
+                }
+                if self.phase == Phase::Member && (seq_role || from != self.sequencer_hint) {
+                    // A departing sequencer asks who has its leave (its successor included):
+                    // answer it directly.
+                    self.farewell = Some(from);
                 }
             }
             Body::Status { expect, held_next } => {
