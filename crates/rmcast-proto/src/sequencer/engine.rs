@@ -678,7 +678,9 @@ impl Sequencer {
 
     /// Whether a new message may start: not while joins wait for half-ordered messages.
     fn may_start_message(&self) -> bool {
-        self.ord.as_ref().is_some_and(|o| o.pending_joins.is_empty())
+        self.ord
+            .as_ref()
+            .is_some_and(|o| o.pending_joins.is_empty())
     }
 
     /// Order waiting joins once no message is half ordered (a joiner could not reassemble it).
@@ -688,11 +690,14 @@ impl Sequencer {
             let Some(&id) = o.pending_joins.front() else {
                 return;
             };
-            if o.leaving.is_some() || o.members.iter().any(|m| m.mid_message) || !self.has_room()
-            {
+            if o.leaving.is_some() || o.members.iter().any(|m| m.mid_message) || !self.has_room() {
                 return;
             }
-            self.ord.as_mut().expect("sequencer").pending_joins.pop_front();
+            self.ord
+                .as_mut()
+                .expect("sequencer")
+                .pending_joins
+                .pop_front();
             if self.current_member_ids().len() >= self.cfg.max_members_effective() {
                 // Full: refused; the joiner keeps asking and gets in once someone leaves.
                 self.counters.backpressure_refusals += 1;
@@ -790,11 +795,8 @@ impl Sequencer {
         if o.members.len() != before && !o.waiting.is_empty() {
             // Requests of removed members can never be ordered.
             let members = &o.members;
-            o.waiting.retain(|(id, _), _| {
-                members
-                    .iter()
-                    .any(|m| m.id == *id && m.departed.is_none())
-            });
+            o.waiting
+                .retain(|(id, _), _| members.iter().any(|m| m.id == *id && m.departed.is_none()));
         }
         // The r-th highest holding point among the other members: r of them hold everything
         // below it. r is small, so keep the top r in a fixed array (no allocation per input).
@@ -1565,7 +1567,6 @@ impl Sequencer {
         }
         t
     }
-
 }
 
 impl Engine for Sequencer {
@@ -1596,7 +1597,8 @@ impl Engine for Sequencer {
         let seq_role = self.is_sequencer();
         if let Some(o) = self.ord.as_mut() {
             if let (Some(seq), Some(succ)) = (o.leaving, o.successor) {
-                let sequencing = matches!(header.ptype, ptype::ORDERED | ptype::ACCEPT | ptype::SYNC);
+                let sequencing =
+                    matches!(header.ptype, ptype::ORDERED | ptype::ACCEPT | ptype::SYNC);
                 if from == succ && sequencing {
                     // Our successor orders: it has delivered our leave.
                     if let Some(m) = o.members.iter_mut().find(|m| m.id == succ) {
