@@ -1274,19 +1274,15 @@ impl Sequencer {
         if self.next_deliver <= seq {
             return;
         }
-        let has_it = |id: NodeId| o.members.iter().any(|m| m.id == id && m.expect > seq);
-        let others_have_it = o
-            .members
-            .iter()
-            .filter(|m| m.id != self.me)
-            .all(|m| m.expect > seq);
-        // Not before the successor has the handover: without it the group has no sequencer.
-        // A successor that says nothing for a second linger period is assumed to have it (it
-        // may have left in turn); recovering from one that has not is crash recovery.
-        let linger = Duration::from_millis(self.cfg.leave_linger_ms);
-        let successor_has_it =
-            o.successor.is_none_or(has_it) || self.now >= o.leave_deadline + linger;
-        if successor_has_it && (others_have_it || self.now >= o.leave_deadline) {
+        // Once the successor has the handover it holds everything up to it and answers the
+        // others (they follow whoever orders the newest messages), so we may go. Without a
+        // successor that has it the group would have no sequencer: wait for it, up to the
+        // linger bound (it may have left in turn; one that never got the handover is a case
+        // for crash recovery).
+        let successor_has_it = o
+            .successor
+            .is_none_or(|id| o.members.iter().any(|m| m.id == id && m.expect > seq));
+        if successor_has_it || self.now >= o.leave_deadline {
             self.phase = Phase::Left;
             self.events.push_back(Event::Left);
         }
@@ -1547,14 +1543,8 @@ impl Sequencer {
         }
         at(self.sync_at());
         if let Some(o) = &self.ord {
-            if o.leaving.is_some() {
-                // Past the first deadline it waits for its successor, up to a second one.
-                let linger = Duration::from_millis(self.cfg.leave_linger_ms);
-                if o.leave_deadline > self.now {
-                    at(Some(o.leave_deadline));
-                } else if o.leave_deadline + linger > self.now {
-                    at(Some(o.leave_deadline + linger));
-                }
+            if o.leaving.is_some() && o.leave_deadline > self.now {
+                at(Some(o.leave_deadline));
             }
             if let Some(d) = o
                 .members

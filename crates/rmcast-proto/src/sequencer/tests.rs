@@ -371,3 +371,38 @@ fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     assert_eq!(net.deliveries(1).len(), before);
     assert_eq!(net.nodes[0].info().members.len(), 2);
 }
+
+#[test]
+fn everyone_leaves_at_once() {
+    for lossy in [false, true] {
+        let mut net = Net::new(3, cfg(0));
+        for i in 0..3 {
+            net.nodes[i]
+                .submit(net.now, Bytes::from(vec![i as u8]), Qos::default())
+                .unwrap();
+        }
+        if lossy {
+            net.drop = Box::new(|n| n % 4 == 1);
+        }
+        for i in [2, 0, 1] {
+            net.nodes[i].leave(net.now);
+        }
+        net.run(Duration::from_secs(12));
+        for i in 0..3 {
+            assert!(
+                matches!(net.events[i].last(), Some(Event::Left)),
+                "lossy={lossy} node {i}: {:?}",
+                &net.events[i][net.events[i].len().saturating_sub(3)..]
+            );
+            // A leaver delivers what is ordered before its leave, its own message included.
+            let d = net.deliveries(i);
+            assert!(
+                d.iter().any(|d| d.1 == NodeId(i as u32 + 1)),
+                "lossy={lossy} node {i}"
+            );
+            let d0 = net.deliveries(0);
+            let n = d.len().min(d0.len());
+            assert_eq!(d[..n], d0[..n], "same order");
+        }
+    }
+}
