@@ -145,6 +145,29 @@ fn every_member_sends_with_r3() {
     sweep_ok(&sc);
 }
 
+/// Large messages: every member multicasts 3000-byte messages (three fragments each, BB
+/// method) while members join and leave, so joins must fall between messages and fragments lost
+/// at some members must be fetched again; 10% loss and duplication, 5 ms of jitter.
+#[test]
+fn large_fragmented_messages_from_every_member_with_churn() {
+    let sc = Scenario {
+        members: 16,
+        loss: 0.1,
+        dup: 0.1,
+        reorder_ms: 5.0,
+        churn: 3,
+        partitions: 1,
+        pauses: 2,
+        senders: 16,
+        in_flight: 4,
+        messages: 20,
+        message_bytes: 3000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc);
+    assert!(total(&rep, |f| f.nacks) > 0);
+}
+
 #[test]
 fn a_seed_replays_bit_for_bit() {
     let sc = Scenario {
