@@ -124,6 +124,36 @@ pub enum Event {
     },
     /// This member left the group; the engine does nothing more.
     Left,
+    /// A member was found failed (it answered no probe, or a request, in time): the group is in
+    /// recovery mode until it is reset. Sends fail with [`SendError::GroupFailed`]; what was
+    /// already accepted is still delivered (seed 002 section 5.3).
+    Failed {
+        /// The member that did not answer (for a member: usually the sequencer).
+        suspect: NodeId,
+    },
+    /// A reset attempt found fewer reachable members than required; the group waits and the
+    /// engine tries again.
+    ResetFailed {
+        /// Members that answered the invitation, this one included.
+        reachable: usize,
+        /// Members required.
+        needed: usize,
+    },
+    /// The group was rebuilt by ResetGroup: it has a new incarnation and leaves out the members
+    /// that did not answer. Emitted in order, just before the [`Event::View`] of the new group;
+    /// sends work again from here on.
+    Reset {
+        /// The new incarnation.
+        incarnation: u32,
+        /// Members of the old view that the new group leaves out.
+        removed: Vec<NodeId>,
+    },
+    /// The group was rebuilt without this member (it was cut off or too slow to answer): it is
+    /// no longer a member and the engine does nothing more. The application may join again.
+    Expelled {
+        /// The incarnation of the group that left it out.
+        incarnation: u32,
+    },
 }
 
 /// Why `submit` refused a message. Nothing is ever dropped silently: the caller keeps the data.
@@ -137,6 +167,8 @@ pub enum SendError {
     NotMember,
     /// The engine does not offer the requested quality of service.
     Unsupported,
+    /// A member failed and the group is in recovery mode: nothing is sent until it is reset.
+    GroupFailed,
 }
 
 impl fmt::Display for SendError {
@@ -146,6 +178,7 @@ impl fmt::Display for SendError {
             SendError::TooLarge => "message larger than max_message_bytes",
             SendError::NotMember => "not a member of the group",
             SendError::Unsupported => "quality of service not supported by this engine",
+            SendError::GroupFailed => "a member failed: the group must be reset first",
         })
     }
 }
@@ -161,8 +194,12 @@ pub struct GroupInfo {
     pub view: u64,
     /// Members in rank order.
     pub members: Vec<NodeId>,
+    /// This member's rank (position in `members`), if it is a member.
+    pub rank: Option<usize>,
     /// The sequencer or coordinator.
     pub coordinator: Option<NodeId>,
+    /// Whether the group is in recovery mode (a failure was found and no reset completed yet).
+    pub recovering: bool,
     /// Resilience degree r.
     pub resilience: u8,
     /// Group incarnation (bumped by recovery).
@@ -207,6 +244,15 @@ pub struct Counters {
     pub submitted: u64,
     /// View changes installed.
     pub view_changes: u64,
+    /// Failure-detection datagrams sent (probes and their answers); background traffic that
+    /// depends on time, not on the number of messages.
+    pub probes_sent: u64,
+    /// Failures this member detected itself (a member that answered no probe in time).
+    pub failures_detected: u64,
+    /// Recovery datagrams sent (invitations, votes, results and their acknowledgements).
+    pub recovery_sent: u64,
+    /// Resets this member completed (new incarnations installed).
+    pub resets: u64,
 }
 
 /// A protocol engine driven by a simulator or a runtime.
@@ -244,4 +290,13 @@ pub trait Engine {
 
     /// Whether the application may submit now without getting [`SendError::WouldBlock`].
     fn can_submit(&self) -> bool;
+
+    /// Rebuild the group after a failure from the members that can still communicate
+    /// (Amoeba's ResetGroup): succeeds with an [`Event::Reset`] once a group of at least
+    /// `min_members` is formed, or reports [`Event::ResetFailed`] and keeps trying. Engines
+    /// without crash recovery answer [`SendError::Unsupported`].
+    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+        let _ = (now, min_members);
+        Err(SendError::Unsupported)
+    }
 }

@@ -153,7 +153,7 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
                 assert!(e.frag_count >= 1 && e.frag_index < e.frag_count);
                 assert!(e.has_payload || e.payload.is_empty());
                 assert!(within(datagram, e.payload));
-                if matches!(e.kind, EntryKind::Join | EntryKind::Leave) {
+                if matches!(e.kind, EntryKind::Join | EntryKind::Leave | EntryKind::Reset) {
                     // Views come from the wire too: decoding them must be total as well.
                     if let Ok((_, _, members)) = decode_view(e.payload) {
                         assert_eq!(e.payload.len(), 8 + 4 + 2 + 4 * members.len());
@@ -183,7 +183,22 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }
         Body::Retrans { from, to, .. } => assert!(from < to),
-        Body::Status { .. } | Body::JoinReq | Body::LeaveReq { .. } => {}
+        Body::Result {
+            seq, stable, view, ..
+        } => {
+            assert!(stable <= seq);
+            assert!(within(datagram, view));
+            let (_, _, members) = decode_view(view).expect("validated by decode");
+            assert_eq!(view.len(), 8 + 4 + 2 + 4 * members.len());
+        }
+        Body::Status { .. }
+        | Body::JoinReq
+        | Body::LeaveReq { .. }
+        | Body::AliveReq
+        | Body::Alive
+        | Body::ReformReq { .. }
+        | Body::Vote { .. }
+        | Body::ResultAck { .. } => {}
     }
 }
 
@@ -570,7 +585,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
         });
     let control = (
         header_strategy(&[0]),
-        0u8..6,
+        0u8..11,
         state_strategy(),
         edgy_u64(),
         edgy_u64(),
@@ -605,7 +620,32 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                     )
                 }
                 4 => (ptype::JOIN_REQ, Body::JoinReq),
-                _ => (ptype::LEAVE_REQ, Body::LeaveReq { expect: a }),
+                5 => (ptype::LEAVE_REQ, Body::LeaveReq { expect: a }),
+                6 => (ptype::ALIVE_REQ, Body::AliveReq),
+                7 => (ptype::ALIVE, Body::Alive),
+                8 => (
+                    ptype::REFORM_REQ,
+                    Body::ReformReq {
+                        held_next: a,
+                        target: b,
+                        suspect: NodeId(c as u32),
+                    },
+                ),
+                9 => (
+                    ptype::VOTE,
+                    Body::Vote {
+                        coordinator: NodeId(a as u32),
+                        coordinator_held: a,
+                        held_next: b,
+                        expect: c,
+                    },
+                ),
+                _ => (
+                    ptype::RESULT_ACK,
+                    Body::ResultAck {
+                        incarnation: b as u32,
+                    },
+                ),
             };
             header.ptype = t;
             Model::Control { header, body }
@@ -619,7 +659,7 @@ fn noise_strategy() -> impl Strategy<Value = Vec<u8>> {
     let pure = prop::collection::vec(any::<u8>(), 0..1600);
     let behind_header = (
         prop_oneof![4 => Just(EngineKind::Sequencer as u8), 1 => any::<u8>()],
-        prop_oneof![4 => 0u8..=10, 1 => any::<u8>()],
+        prop_oneof![4 => 0u8..=15, 1 => any::<u8>()],
         prop_oneof![3 => Just(0u8), 2 => Just(FLAG_AUTH), 1 => any::<u8>()],
         prop::collection::vec(any::<u8>(), 0..600),
     )

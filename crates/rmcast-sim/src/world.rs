@@ -704,6 +704,9 @@ impl<'a> World<'a> {
                 RecEvent::SendComplete { msg }
             }
             Event::Left => RecEvent::Left,
+            // Recorded in a later change.
+            Event::Failed { .. } | Event::ResetFailed { .. } | Event::Reset { .. } => return false,
+            Event::Expelled { .. } => RecEvent::Left,
         };
         let left = event == RecEvent::Left;
         h.rec.events.push(Recorded { at, event });

@@ -191,6 +191,8 @@ impl Engine for Flood {
             view: self.view,
             members: Vec::new(),
             coordinator: None,
+            rank: None,
+            recovering: false,
             resilience: 0,
             incarnation: 0,
             history_used: 0,

@@ -880,6 +880,13 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 g.finish(Ok(()));
                 break;
             }
+            // Crash recovery events: surfaced to the application in a later change.
+            Event::Failed { .. } | Event::ResetFailed { .. } | Event::Reset { .. } => {}
+            Event::Expelled { .. } => {
+                drop(permit);
+                g.finish(Ok(()));
+                break;
+            }
         }
     }
     progress

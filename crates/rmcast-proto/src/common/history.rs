@@ -101,6 +101,17 @@ impl<T> HistoryBuffer<T> {
         }
     }
 
+    /// Drop every entry at or above `from` (a recovery discards what the old order assigned
+    /// beyond the point the new group agreed on).
+    pub fn truncate(&mut self, from: u64) {
+        for seq in from.max(self.base)..self.limit() {
+            let i = self.slot(seq);
+            if self.slots[i].take().is_some() {
+                self.len -= 1;
+            }
+        }
+    }
+
     /// Purge every entry below `new_base` and move the window. A lower `new_base` is ignored.
     pub fn advance(&mut self, new_base: u64) {
         if new_base <= self.base {
@@ -141,6 +152,10 @@ mod tests {
         assert_eq!(h.insert(15, 'f'), Ok(true));
         assert_eq!(h.get(15), Some(&'f'));
         assert_eq!(h.get(13), Some(&'d'));
+        h.truncate(14);
+        assert_eq!(h.get(15), None);
+        assert_eq!(h.get(13), Some(&'d'));
+        assert_eq!(h.len(), 1);
         h.advance(100);
         assert!(h.is_empty());
         assert_eq!(h.base(), 100);

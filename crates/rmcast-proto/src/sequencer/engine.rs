@@ -6,7 +6,7 @@ use super::packet::{
     OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED,
     REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
-use crate::common::{CongestionWindow, HistoryBuffer, RttEstimator};
+use crate::common::{CongestionWindow, DetectorParams, FailureDetector, HistoryBuffer, RttEstimator};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
 };
@@ -14,6 +14,10 @@ use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
+
+#[path = "recovery.rs"]
+mod recovery;
+use recovery::{AwaitAcks, Control, Recovery, ResultRecord};
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
@@ -53,6 +57,24 @@ pub struct Config {
     pub leave_linger_ms: u64,
     /// Datagrams the sequencer sends at most to answer one retransmission request.
     pub max_retrans_datagrams: usize,
+    /// A peer not heard from this long is probed (BC_ALIVEREQ): the sequencer watches the
+    /// members, a member the sequencer. 0 turns failure detection off.
+    pub alive_interval_ms: u64,
+    /// Probes without an answer before the peer is declared failed (also: request timeouts
+    /// with nothing heard from the sequencer). More retries: fewer false suspicions of a slow
+    /// or paused member, slower detection of a crash.
+    pub alive_retries: u32,
+    /// Shortest wait for the answer to one probe (and one round of the recovery protocol); it
+    /// grows with the measured round-trip time. A crash is noticed about
+    /// `alive_interval_ms + alive_retries × alive_timeout_ms` after the member was last heard.
+    pub alive_timeout_ms: u64,
+    /// Reset the group automatically once a failure is found (the policy users of today's
+    /// group communication systems expect). Off: the application calls ResetGroup itself
+    /// ([`crate::Engine::reset`]), as in the paper.
+    pub auto_reset: bool,
+    /// Smallest group an automatic reset may form; 0 means a majority of the view before the
+    /// failure, so that of two sides of a partition at most one goes on.
+    pub min_members: usize,
 }
 
 impl Config {
@@ -76,6 +98,11 @@ impl Config {
             max_members: 256,
             leave_linger_ms: 5000,
             max_retrans_datagrams: 32,
+            alive_interval_ms: 300,
+            alive_retries: 4,
+            alive_timeout_ms: 100,
+            auto_reset: true,
+            min_members: 0,
         }
     }
 
@@ -97,6 +124,10 @@ impl Config {
         );
         assert!(self.history_capacity_msgs >= 16, "history too small");
         assert!(self.send_window_msgs >= 1 && self.max_pending_events >= 1);
+        assert!(
+            self.alive_interval_ms == 0 || (self.alive_retries >= 1 && self.alive_timeout_ms >= 1),
+            "failure detection needs at least one probe with a positive timeout"
+        );
     }
 }
 
@@ -168,8 +199,6 @@ struct Ordering {
     /// Ordering view: current members in rank order, and departed ones still lingering.
     members: Vec<MemberState>,
     view_id: u64,
-    /// Pending retransmissions: (to, from, until exclusive, datagrams sent for it).
-    retrans: VecDeque<(NodeId, u64, u64, usize)>,
     /// Members that sent a duplicate request and get a unicast of where the sequencer stands.
     nudge: VecDeque<NodeId>,
     /// Requests received ahead of their turn (history full, an earlier one lost, a join
@@ -258,6 +287,28 @@ pub struct Sequencer {
     recent_leaves: VecDeque<(NodeId, u64)>,
     /// Last protocol number delivered per sender: a new sequencer continues duplicate detection.
     last_delivered_pnum: HashMap<NodeId, u64>,
+    /// Pending retransmissions this member answers (the sequencer, or anyone during recovery):
+    /// (to, from, until exclusive, datagrams sent for it).
+    retrans: VecDeque<(NodeId, u64, u64, usize)>,
+    // Crash recovery (see `recovery`).
+    /// BC_ALIVEREQ / BC_ALIVE failure detection.
+    detector: FailureDetector,
+    /// What the detector's watch list was computed from.
+    detector_key: Option<(u64, Option<(u64, usize)>, NodeId, bool)>,
+    /// Request timeouts in a row with nothing heard from the sequencer.
+    silent_req_timeouts: u32,
+    /// Whether the sequencer was heard since the last request timeout.
+    heard_sequencer: bool,
+    /// Recovery mode: from a detected failure until the group is reset.
+    recovery: Option<Recovery>,
+    /// As coordinator of a reset: the members that have not acknowledged it yet.
+    awaiting: Option<AwaitAcks>,
+    /// The newest reset installed here.
+    last_result: Option<ResultRecord>,
+    /// A coordinator fetches what it lacks from this member.
+    repair_from: Option<NodeId>,
+    /// Small answers owed to single members.
+    control: Control,
     events: VecDeque<Event>,
     counters: Counters,
 }
@@ -315,6 +366,16 @@ impl Sequencer {
             last_delivered_pnum: HashMap::new(),
             join_seqs: HashMap::new(),
             recent_leaves: VecDeque::new(),
+            retrans: VecDeque::new(),
+            detector: FailureDetector::new(Self::detector_params(&cfg)),
+            detector_key: None,
+            silent_req_timeouts: 0,
+            heard_sequencer: false,
+            recovery: None,
+            awaiting: None,
+            last_result: None,
+            repair_from: None,
+            control: Control::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
             cfg,
@@ -329,7 +390,6 @@ impl Sequencer {
             bcast_next: 0,
             members: Vec::new(),
             view_id: 0,
-            retrans: VecDeque::new(),
             nudge: VecDeque::new(),
             pending_joins: VecDeque::new(),
             waiting: BTreeMap::new(),
@@ -434,10 +494,16 @@ impl Sequencer {
 
     // ----- sequencer role -------------------------------------------------------------------
 
-    /// Whether the sequencer may assign another sequence number: every member has room for it.
+    /// Whether the sequencer may assign another sequence number: every member has room for it,
+    /// and for one more entry (a reset that ends this order must fit at every member).
     fn has_room(&self) -> bool {
         let o = self.ord.as_ref().expect("sequencer");
-        o.leaving.is_none() && self.history.in_window(o.next_seq)
+        o.leaving.is_none() && self.history_has_slot(o.next_seq)
+    }
+
+    /// Whether `seq` and the slot after it fit in the history window.
+    fn history_has_slot(&self, seq: u64) -> bool {
+        self.history.in_window(seq + 1)
     }
 
     fn assign(&mut self, entry: Entry) -> u64 {
@@ -621,7 +687,8 @@ impl Sequencer {
             let Some(w) = o.waiting.get(&(id, next)) else {
                 return;
             };
-            if m.departed.is_some() || !self.history.in_window(o.next_seq) || o.leaving.is_some() {
+            if m.departed.is_some() || !self.history.in_window(o.next_seq + 1) || o.leaving.is_some()
+            {
                 o.sync_due = true;
                 return;
             }
@@ -716,7 +783,7 @@ impl Sequencer {
         match o.members[i].departed {
             Some((seq, _)) => self.queue_retrans(from, seq, seq + 1),
             None if o.leaving.is_none() => {
-                if self.history.in_window(o.next_seq) {
+                if self.history_has_slot(o.next_seq) {
                     self.order_leave(from);
                 } else {
                     self.counters.backpressure_refusals += 1;
@@ -727,20 +794,43 @@ impl Sequencer {
         }
     }
 
+    /// Queue a retransmission of `[from, until)` to `to`, of what this member holds (the
+    /// sequencer everything it ordered, any member during recovery its contiguous history).
     fn queue_retrans(&mut self, to: NodeId, from: u64, until: u64) {
         let base = self.history.base();
-        let o = self.ord.as_mut().expect("sequencer");
-        let until = until.min(o.next_seq);
+        let held = self.ord.as_ref().map_or(self.held_next, |o| o.next_seq);
+        let until = until.min(held);
         let from = from.max(base);
         if from >= until {
             return;
         }
-        if let Some(r) = o.retrans.iter_mut().find(|r| r.0 == to) {
+        if let Some(r) = self.retrans.iter_mut().find(|r| r.0 == to) {
             r.1 = r.1.min(from);
             r.2 = r.2.max(until);
-        } else if o.retrans.len() < MAX_RETRANS_QUEUE {
-            o.retrans.push_back((to, from, until, 0));
+        } else if self.retrans.len() < MAX_RETRANS_QUEUE {
+            self.retrans.push_back((to, from, until, 0));
         }
+    }
+
+    /// The next queued retransmission, written into `buf`.
+    fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        while let Some((to, from, until, sent)) = self.retrans.front().copied() {
+            let from = from.max(self.history.base());
+            let end = self.write_ordered(buf, from, until, true);
+            let max_sent = self.cfg.max_retrans_datagrams;
+            let r = self.retrans.front_mut().expect("front");
+            r.1 = end;
+            r.3 += 1;
+            // Bound the burst per request: the member asks again for what is still missing.
+            if end >= until || end == from || sent + 1 >= max_sent {
+                self.retrans.pop_front();
+            }
+            if end > from {
+                self.counters.retransmissions += end - from;
+                return Some(Destination::Peer(to));
+            }
+        }
+        None
     }
 
     /// Order own fragments locally (the sequencer needs no network to reach itself).
@@ -893,7 +983,13 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return;
         }
-        self.apply_state(from, state);
+        if self.recovering() {
+            // Only repairs arrive now, and only stability (a fact of the old order) is taken
+            // from them: acceptance stays where the old sequencer left it.
+            self.stable = self.stable.max(state.stable.min(self.next_deliver));
+        } else {
+            self.apply_state(from, state);
+        }
         self.purge();
         let held_before = self.held_next;
         for (i, e) in entries.enumerate() {
@@ -940,7 +1036,9 @@ impl Sequencer {
             self.seq_next_known = self.seq_next_known.max(seq + 1);
         }
         self.advance_held();
-        if self.held_next > held_before && self.ack_duty() {
+        if self.held_next > held_before && self.recovering() {
+            self.recovery_progress();
+        } else if self.held_next > held_before && self.ack_duty() {
             self.need_status = true;
         }
         if self.held_next > held_before && self.held_next < self.seq_next_known {
@@ -1013,12 +1111,24 @@ impl Sequencer {
         }
     }
 
-    fn check_gap(&mut self) {
+    /// Where NACKs go and up to where: the sequencer, or during recovery the coordinator (or,
+    /// for a coordinator, the best member).
+    fn repair_target(&self) -> Option<(NodeId, u64)> {
         if self.phase != Phase::Member || self.is_sequencer() {
+            return None;
+        }
+        if self.recovering() {
+            return self.recovery_repair();
+        }
+        Some((self.sequencer_hint, self.seq_next_known))
+    }
+
+    fn check_gap(&mut self) {
+        let Some((_, limit)) = self.repair_target() else {
             self.nack_deadline = None;
             return;
-        }
-        if self.held_next < self.seq_next_known {
+        };
+        if self.held_next < limit {
             if self.nack_deadline.is_none() {
                 // A short grace period lets reordered datagrams arrive before a NACK is sent.
                 self.nack_deadline = Some(self.now + self.repair_rto() / 4);
@@ -1049,7 +1159,9 @@ impl Sequencer {
             self.delivered_since_report += 1;
             match e.kind {
                 EntryKind::Data => self.deliver_data(seq, &e, payload),
-                EntryKind::Join | EntryKind::Leave => self.install_view(seq, &e, &payload),
+                EntryKind::Join | EntryKind::Leave | EntryKind::Reset => {
+                    self.install_view(seq, &e, &payload)
+                }
             }
         }
         if self.delivered_since_report >= self.cfg.state_interval_msgs && !self.is_sequencer() {
@@ -1113,16 +1225,42 @@ impl Sequencer {
             return;
         };
         let old_coordinator = self.view.coordinator;
-        // A member that joins starts its message numbers afresh.
-        self.last_delivered_pnum.remove(&e.sender);
-        if e.kind == EntryKind::Join {
-            self.join_seqs.insert(e.sender, seq);
-        } else {
-            self.join_seqs.remove(&e.sender);
-            if self.recent_leaves.len() >= MAX_RECENT_LEAVES {
-                self.recent_leaves.pop_front();
+        // Entries below the newest reset installed here belong to an order that has ended:
+        // they change the view, but not who orders.
+        let current = self.last_result.as_ref().is_none_or(|r| seq >= r.seq);
+        match e.kind {
+            EntryKind::Join => {
+                // A member that joins starts its message numbers afresh.
+                self.last_delivered_pnum.remove(&e.sender);
+                self.join_seqs.insert(e.sender, seq);
             }
-            self.recent_leaves.push_back((e.sender, seq));
+            EntryKind::Leave => {
+                self.last_delivered_pnum.remove(&e.sender);
+                self.join_seqs.remove(&e.sender);
+                if self.recent_leaves.len() >= MAX_RECENT_LEAVES {
+                    self.recent_leaves.pop_front();
+                }
+                self.recent_leaves.push_back((e.sender, seq));
+            }
+            EntryKind::Reset => {
+                let removed: Vec<NodeId> = self
+                    .view
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|m| !members.contains(m))
+                    .collect();
+                for m in &removed {
+                    // A removed member's half-delivered message never completes.
+                    self.reassembly.remove(m);
+                    self.join_seqs.remove(m);
+                }
+                self.events.push_back(Event::Reset {
+                    incarnation: e.pnum as u32,
+                    removed,
+                });
+            }
+            EntryKind::Data => unreachable!("views come from membership entries"),
         }
         self.view = View {
             id,
@@ -1146,6 +1284,10 @@ impl Sequencer {
             self.events.push_back(Event::Left);
             return;
         }
+        if !current || self.recovering() {
+            // The reset decides who orders next.
+            return;
+        }
         if e.kind == EntryKind::Leave
             && e.sender == old_coordinator
             && coordinator != old_coordinator
@@ -1156,7 +1298,7 @@ impl Sequencer {
         if coordinator != old_coordinator {
             self.sequencer_hint = coordinator;
         }
-        if coordinator == self.me && !self.is_sequencer() {
+        if coordinator == self.me && !self.is_sequencer() && self.awaiting.is_none() {
             self.become_sequencer(seq + 1);
         }
         if coordinator != old_coordinator && self.unsent > 0 {
@@ -1209,7 +1351,6 @@ impl Sequencer {
             bcast_next: next_seq,
             members,
             view_id: self.view.id,
-            retrans: VecDeque::new(),
             nudge: VecDeque::new(),
             pending_joins: VecDeque::new(),
             waiting: BTreeMap::new(),
@@ -1236,6 +1377,7 @@ impl Sequencer {
 
     /// Everything that follows an input: order, account, deliver, look for gaps.
     fn pump(&mut self) {
+        self.refresh_detector();
         if self.is_sequencer() && self.phase == Phase::Member {
             self.order_pending_joins();
             let members = self.ord.as_ref().map_or(0, |o| o.members.len());
@@ -1255,6 +1397,7 @@ impl Sequencer {
             self.finish_sequencer_leave();
         }
         self.check_gap();
+        self.refresh_detector();
     }
 
     /// A sequencer leaves once its own messages are ordered and there is room for the leave.
@@ -1265,7 +1408,7 @@ impl Sequencer {
             && self
                 .ord
                 .as_ref()
-                .is_some_and(|o| o.leaving.is_none() && self.history.in_window(o.next_seq))
+                .is_some_and(|o| o.leaving.is_none() && self.history_has_slot(o.next_seq))
     }
 
     fn finish_sequencer_leave(&mut self) {
@@ -1343,24 +1486,8 @@ impl Sequencer {
             return Some(Destination::Group);
         }
         self.ord.as_mut().expect("sequencer").bcast_next = from;
-        while let Some((to, from, until, sent)) =
-            self.ord.as_ref().and_then(|o| o.retrans.front().copied())
-        {
-            let from = from.max(self.history.base());
-            let end = self.write_ordered(buf, from, until, true);
-            let max_sent = self.cfg.max_retrans_datagrams;
-            let o = self.ord.as_mut().expect("sequencer");
-            let r = o.retrans.front_mut().expect("front");
-            r.1 = end;
-            r.3 += 1;
-            // Bound the burst per request: the member asks again for what is still missing.
-            if end >= until || end == from || sent + 1 >= max_sent {
-                o.retrans.pop_front();
-            }
-            if end > from {
-                self.counters.retransmissions += end - from;
-                return Some(Destination::Peer(to));
-            }
+        if let Some(dest) = self.transmit_retrans(buf) {
+            return Some(dest);
         }
         if let Some(to) = self.ord.as_mut().expect("sequencer").nudge.pop_front() {
             let header = self.header(ptype::ACCEPT);
@@ -1404,20 +1531,28 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return None;
         }
-        if self.need_nack && !self.is_sequencer() {
+        if self.need_nack {
             self.need_nack = false;
-            let header = self.header(ptype::RETRANS);
-            encode_control(
-                buf,
-                &header,
-                &Body::Retrans {
-                    from: self.held_next,
-                    to: self.seq_next_known,
-                    expect: self.next_deliver,
-                },
-            );
-            self.counters.nacks_sent += 1;
-            return Some(to);
+            if let Some((peer, limit)) = self.repair_target() {
+                if self.held_next < limit {
+                    let header = self.header(ptype::RETRANS);
+                    encode_control(
+                        buf,
+                        &header,
+                        &Body::Retrans {
+                            from: self.held_next,
+                            to: limit,
+                            expect: self.next_deliver,
+                        },
+                    );
+                    self.counters.nacks_sent += 1;
+                    return Some(Destination::Peer(peer));
+                }
+            }
+        }
+        if self.recovering() {
+            // Recovery mode: no requests, status reports or leaves until the reset.
+            return None;
         }
         if self.need_status && !self.is_sequencer() {
             self.need_status = false;
@@ -1542,6 +1677,8 @@ impl Sequencer {
             at(self.req_deadline);
         }
         at(self.sync_at());
+        at(self.detector.next_timeout());
+        at(self.recovery_deadline());
         if let Some(o) = &self.ord {
             if o.leaving.is_some() && o.leave_deadline > self.now {
                 at(Some(o.leave_deadline));
@@ -1575,15 +1712,54 @@ impl Engine for Sequencer {
                 return;
             }
         };
-        if header.group != self.cfg.group || header.incarnation != self.incarnation {
+        if header.group != self.cfg.group {
             self.counters.foreign_dropped += 1;
             return;
         }
         if header.sender == self.me {
             return; // our own multicast, looped back
         }
-        self.counters.datagrams_received += 1;
         let from = header.sender;
+        if let Body::Result {
+            incarnation,
+            seq,
+            stable,
+            view,
+        } = body
+        {
+            // A result names its incarnation itself: it reaches members of older ones.
+            self.counters.datagrams_received += 1;
+            self.detector.heard(from, now);
+            self.on_result(from, incarnation, seq, stable, view);
+            self.pump();
+            return;
+        }
+        if header.incarnation != self.incarnation {
+            self.counters.foreign_dropped += 1;
+            match self.phase {
+                // A joiner follows the newest incarnation it hears of.
+                Phase::Joining if header.incarnation > self.incarnation => {
+                    self.incarnation = header.incarnation;
+                }
+                // Joins are welcome from any incarnation.
+                Phase::Member if header.ptype == ptype::JOIN_REQ => {}
+                Phase::Member if header.incarnation > self.incarnation => {
+                    self.note_newer(from);
+                    return;
+                }
+                Phase::Member => {
+                    self.note_older(from, header.ptype);
+                    return;
+                }
+                _ => return,
+            }
+            self.counters.foreign_dropped -= 1;
+        }
+        self.counters.datagrams_received += 1;
+        self.detector.heard(from, now);
+        if from == self.sequencer_hint {
+            self.heard_sequencer = true;
+        }
         let seq_role = self.is_sequencer();
         if let Some(o) = self.ord.as_mut() {
             if let (Some(seq), Some(succ)) = (o.leaving, o.successor) {
@@ -1597,7 +1773,17 @@ impl Engine for Sequencer {
                 }
             }
         }
+        let recovering = self.recovering();
         match body {
+            // In recovery mode only what the recovery needs is taken (seed 002 section 4):
+            // repairs, invitations, votes; nothing that moves the old order.
+            Body::BcastReq { .. }
+            | Body::Accept(_)
+            | Body::Sync(_)
+            | Body::Status { .. }
+            | Body::LeaveReq { .. }
+                if recovering => {}
+            Body::JoinReq if recovering => {}
             Body::BcastReq {
                 bb,
                 expect,
@@ -1638,13 +1824,36 @@ impl Engine for Sequencer {
                 expect,
             } => {
                 self.counters.nacks_received += 1;
-                if let Some(i) = self.member_index(from) {
+                if recovering {
+                    if self.view.members.contains(&from) {
+                        self.queue_retrans(from, f, to);
+                    }
+                } else if let Some(i) = self.member_index(from) {
                     self.note_member_state(i, expect, 0);
                     self.queue_retrans(from, f, to);
                 }
             }
             Body::JoinReq => self.on_join_req(from),
             Body::LeaveReq { expect } => self.on_leave_req(from, expect),
+            Body::AliveReq => {
+                if self.phase == Phase::Member && self.view.members.contains(&from) {
+                    self.control.alive(from);
+                }
+            }
+            Body::Alive => {}
+            Body::ReformReq {
+                held_next,
+                target,
+                suspect,
+            } => self.on_reform_req(from, held_next, target, suspect),
+            Body::Vote {
+                coordinator,
+                coordinator_held,
+                held_next,
+                expect,
+            } => self.on_vote(from, coordinator, coordinator_held, held_next, expect),
+            Body::Result { .. } => unreachable!("handled above"),
+            Body::ResultAck { incarnation } => self.on_result_ack(from, incarnation),
         }
         self.pump();
     }
@@ -1656,6 +1865,19 @@ impl Engine for Sequencer {
         }
         if self.req_deadline.is_some_and(|d| now >= d) {
             self.req_deadline = None;
+            // A sender that hears nothing from the sequencer over its retries declares it
+            // failed (seed 002 section 5.2, SendToGroup).
+            if self.heard_sequencer {
+                self.silent_req_timeouts = 0;
+            } else {
+                self.silent_req_timeouts += 1;
+            }
+            self.heard_sequencer = false;
+            if self.cfg.alive_interval_ms > 0 && self.silent_req_timeouts > self.cfg.alive_retries
+            {
+                let suspect = self.sequencer_hint;
+                self.member_failed(suspect);
+            }
             self.rtt.on_timeout();
             self.cwnd.on_loss();
             self.rtt_probe = None;
@@ -1670,7 +1892,10 @@ impl Engine for Sequencer {
         let rto = self.repair_rto();
         if self.nack_deadline.is_some_and(|d| now >= d) {
             self.nack_deadline = None;
-            if self.held_next < self.seq_next_known {
+            if self
+                .repair_target()
+                .is_some_and(|(_, limit)| self.held_next < limit)
+            {
                 self.need_nack = true;
                 self.nack_deadline = Some(now + rto);
             }
@@ -1678,11 +1903,18 @@ impl Engine for Sequencer {
         if self.sync_at().is_some_and(|t| now >= t) {
             self.ord.as_mut().expect("sequencer").sync_due = true;
         }
+        if let Some(suspect) = self.detector.on_timeout(now) {
+            self.member_failed(suspect);
+        }
+        self.recovery_timeout(now);
         self.pump();
     }
 
     fn submit(&mut self, now: Time, payload: Bytes, _qos: Qos) -> Result<u64, SendError> {
         self.now = self.now.max(now);
+        if self.phase == Phase::Member && self.recovering() {
+            return Err(SendError::GroupFailed);
+        }
         if self.phase != Phase::Member
             || self.leave_requested
             || self.ord.as_ref().is_some_and(|o| o.leaving.is_some())
@@ -1753,6 +1985,22 @@ impl Engine for Sequencer {
         if self.phase == Phase::Left {
             return None;
         }
+        if let Some(dest) = self
+            .transmit_control(buf)
+            .or_else(|| self.transmit_recovery(buf))
+            .or_else(|| {
+                // Repairs this member serves during recovery.
+                if self.recovering() {
+                    self.transmit_retrans(buf)
+                } else {
+                    None
+                }
+            })
+        {
+            self.counters.datagrams_sent += 1;
+            self.counters.bytes_sent += buf.len() as u64;
+            return Some(dest);
+        }
         if self.sequencer_can_leave() {
             let me = self.me;
             self.leave_deadline = None;
@@ -1794,7 +2042,9 @@ impl Engine for Sequencer {
             me: self.me,
             view: self.view.id,
             members: self.view.members.clone(),
+            rank: self.view.members.iter().position(|m| *m == self.me),
             coordinator: (self.view.id > 0).then_some(self.view.coordinator),
+            recovering: self.recovering(),
             resilience: self.cfg.resilience,
             incarnation: self.incarnation,
             history_used: self.history.len(),
@@ -1806,8 +2056,16 @@ impl Engine for Sequencer {
         &self.counters
     }
 
+    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+        self.now = self.now.max(now);
+        let r = self.reset_group(min_members);
+        self.pump();
+        r
+    }
+
     fn can_submit(&self) -> bool {
         self.phase == Phase::Member
+            && !self.recovering()
             && !self.leave_requested
             && self.outq.len() < self.cfg.send_window_msgs
     }

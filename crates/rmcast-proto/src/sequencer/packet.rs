@@ -27,6 +27,18 @@ pub mod ptype {
     pub const JOIN_REQ: u8 = 8;
     /// BC_LEAVEREQ: a member asks to leave.
     pub const LEAVE_REQ: u8 = 9;
+    /// BC_ALIVEREQ: is the destination alive?
+    pub const ALIVE_REQ: u8 = 10;
+    /// BC_ALIVE: the answer to BC_ALIVEREQ.
+    pub const ALIVE: u8 = 11;
+    /// BC_REFORMREQ: a coordinator invites the members of the old group (recovery).
+    pub const REFORM_REQ: u8 = 12;
+    /// BC_VOTE: a member's vote for a coordinator, with the highest sequence number it holds.
+    pub const VOTE: u8 = 13;
+    /// BC_RESULT: the new group (incarnation, members, sequencer, where it starts).
+    pub const RESULT: u8 = 14;
+    /// BC_RESULTACK: a member installed the new group.
+    pub const RESULT_ACK: u8 = 15;
 }
 
 /// Kind of an ordered entry.
@@ -38,6 +50,9 @@ pub enum EntryKind {
     Join = 1,
     /// A member left: the body is the new view.
     Leave = 2,
+    /// The group was rebuilt after a failure (BC_RESULT stored in the history): the body is
+    /// the new view.
+    Reset = 3,
 }
 
 /// Bytes an ordered entry adds to its payload on the wire.
@@ -142,6 +157,46 @@ pub enum Body<'a> {
         /// Next sequence number to deliver.
         expect: u64,
     },
+    /// BC_ALIVEREQ.
+    AliveReq,
+    /// BC_ALIVE.
+    Alive,
+    /// BC_REFORMREQ: an invitation to the new group.
+    ReformReq {
+        /// The coordinator's own contiguous holding point (its vote).
+        held_next: u64,
+        /// Phase 2: every member must hold everything below this; 0 in phase 1.
+        target: u64,
+        /// The member whose failure started the recovery.
+        suspect: NodeId,
+    },
+    /// BC_VOTE.
+    Vote {
+        /// The coordinator voted for.
+        coordinator: NodeId,
+        /// That coordinator's holding point as it advertised it.
+        coordinator_held: u64,
+        /// The voter's contiguous holding point.
+        held_next: u64,
+        /// The voter's next sequence number to deliver.
+        expect: u64,
+    },
+    /// BC_RESULT.
+    Result {
+        /// The new incarnation.
+        incarnation: u32,
+        /// Sequence number of the reset entry; the new group holds everything below it.
+        seq: u64,
+        /// Every member of the new group delivered everything below this.
+        stable: u64,
+        /// The new view, encoded as in a membership entry (see [`decode_view`]).
+        view: &'a [u8],
+    },
+    /// BC_RESULTACK.
+    ResultAck {
+        /// The incarnation installed.
+        incarnation: u32,
+    },
 }
 
 /// Lazily decoded ordered entries.
@@ -186,6 +241,7 @@ fn read_ordered_entry<'a>(r: &mut Reader<'a>) -> Result<OrderedEntry<'a>, WireEr
         0 => EntryKind::Data,
         1 => EntryKind::Join,
         2 => EntryKind::Leave,
+        3 => EntryKind::Reset,
         _ => return Err(WireError::BadValue("entry kind")),
     };
     let has_payload = match r.u8()? {
@@ -302,6 +358,39 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
         }
         ptype::JOIN_REQ => Body::JoinReq,
         ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
+        ptype::ALIVE_REQ => Body::AliveReq,
+        ptype::ALIVE => Body::Alive,
+        ptype::REFORM_REQ => Body::ReformReq {
+            held_next: r.u64()?,
+            target: r.u64()?,
+            suspect: NodeId(r.u32()?),
+        },
+        ptype::VOTE => Body::Vote {
+            coordinator: NodeId(r.u32()?),
+            coordinator_held: r.u64()?,
+            held_next: r.u64()?,
+            expect: r.u64()?,
+        },
+        ptype::RESULT => {
+            let incarnation = r.u32()?;
+            let seq = r.u64()?;
+            let stable = r.u64()?;
+            if stable > seq {
+                return Err(WireError::BadValue("result stable"));
+            }
+            let len = r.u16()? as usize;
+            let view = r.bytes(len)?;
+            check_view(view)?;
+            Body::Result {
+                incarnation,
+                seq,
+                stable,
+                view,
+            }
+        }
+        ptype::RESULT_ACK => Body::ResultAck {
+            incarnation: r.u32()?,
+        },
         other => return Err(WireError::BadType(other)),
     };
     r.finish()?;
@@ -436,6 +525,41 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
         }
         Body::JoinReq => {}
         Body::LeaveReq { expect } => buf.put_u64(expect),
+        Body::AliveReq | Body::Alive => {}
+        Body::ReformReq {
+            held_next,
+            target,
+            suspect,
+        } => {
+            buf.put_u64(held_next);
+            buf.put_u64(target);
+            buf.put_u32(suspect.0);
+        }
+        Body::Vote {
+            coordinator,
+            coordinator_held,
+            held_next,
+            expect,
+        } => {
+            buf.put_u32(coordinator.0);
+            buf.put_u64(coordinator_held);
+            buf.put_u64(held_next);
+            buf.put_u64(expect);
+        }
+        Body::Result {
+            incarnation,
+            seq,
+            stable,
+            view,
+        } => {
+            assert!(view.len() <= u16::MAX as usize);
+            buf.put_u32(incarnation);
+            buf.put_u64(seq);
+            buf.put_u64(stable);
+            buf.put_u16(view.len() as u16);
+            buf.extend_from_slice(view);
+        }
+        Body::ResultAck { incarnation } => buf.put_u32(incarnation),
         Body::BcastReq { .. } | Body::Ordered { .. } => {
             unreachable!("entries are written with OrderedWriter / ReqWriter")
         }
@@ -450,6 +574,18 @@ pub fn encode_view(buf: &mut Vec<u8>, view_id: u64, sequencer: NodeId, members: 
     for m in members {
         buf.put_u32(m.0);
     }
+}
+
+/// Check that `payload` is a well-formed view without allocating.
+fn check_view(payload: &[u8]) -> Result<(), WireError> {
+    let mut r = Reader::new(payload);
+    r.u64()?;
+    r.u32()?;
+    let n = r.u16()? as usize;
+    if r.remaining() != n * 4 {
+        return Err(WireError::BadValue("view members"));
+    }
+    Ok(())
 }
 
 /// Decode a view payload. The member list is bounded by the payload's own length.
@@ -532,6 +668,8 @@ mod tests {
 
     #[test]
     fn req_and_control_roundtrip() {
+        let mut view = Vec::new();
+        encode_view(&mut view, 4, NodeId(2), &[NodeId(2), NodeId(3)]);
         let mut buf = Vec::new();
         let mut w = ReqWriter::new(&mut buf, &hdr(ptype::BCAST_REQ_BB), 4, 6);
         let e = ReqEntry {
@@ -566,6 +704,26 @@ mod tests {
             },
             Body::JoinReq,
             Body::LeaveReq { expect: 9 },
+            Body::AliveReq,
+            Body::Alive,
+            Body::ReformReq {
+                held_next: 7,
+                target: 9,
+                suspect: NodeId(3),
+            },
+            Body::Vote {
+                coordinator: NodeId(2),
+                coordinator_held: 8,
+                held_next: 7,
+                expect: 5,
+            },
+            Body::Result {
+                incarnation: 2,
+                seq: 40,
+                stable: 30,
+                view: &view,
+            },
+            Body::ResultAck { incarnation: 2 },
             Body::Sync(SeqState {
                 accepted_next: 2,
                 stable: 1,
@@ -577,10 +735,19 @@ mod tests {
                 Body::Retrans { .. } => ptype::RETRANS,
                 Body::JoinReq => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
+                Body::AliveReq => ptype::ALIVE_REQ,
+                Body::Alive => ptype::ALIVE,
+                Body::ReformReq { .. } => ptype::REFORM_REQ,
+                Body::Vote { .. } => ptype::VOTE,
+                Body::Result { .. } => ptype::RESULT,
+                Body::ResultAck { .. } => ptype::RESULT_ACK,
                 _ => ptype::SYNC,
             };
             encode_control(&mut buf, &hdr(t), &body);
             assert_eq!(decode(&buf).unwrap().1, body);
+            for n in 0..buf.len() {
+                assert!(decode(&buf[..n]).is_err());
+            }
         }
     }
 

@@ -17,6 +17,8 @@ struct Net {
     /// Drop the n-th datagram (counted from 0) when `drop(n)` says so.
     drop: Box<dyn FnMut(u64) -> bool>,
     count: u64,
+    /// Crashed nodes: they neither send nor receive nor fire timers.
+    down: Vec<bool>,
 }
 
 impl Net {
@@ -37,9 +39,14 @@ impl Net {
             sent_types: Vec::new(),
             drop: Box::new(|_| false),
             count: 0,
+            down: vec![false; n],
         };
         net.run(Duration::from_millis(500));
         net
+    }
+
+    fn is_down(&self, i: usize) -> bool {
+        self.down.get(i).copied().unwrap_or(false)
     }
 
     fn idx(&self, id: NodeId) -> usize {
@@ -50,6 +57,9 @@ impl Net {
         let mut buf = Vec::new();
         for _ in 0..10_000 {
             for i in 0..self.nodes.len() {
+                if self.is_down(i) {
+                    continue;
+                }
                 for _ in 0..100_000 {
                     let Some(dest) = self.nodes[i].poll_transmit(self.now, &mut buf) else {
                         break;
@@ -75,7 +85,7 @@ impl Net {
             }
             let from_id = self.nodes[from].node_id();
             for j in 0..self.nodes.len() {
-                if j != from && to.is_none_or(|t| t == j) {
+                if j != from && !self.is_down(j) && to.is_none_or(|t| t == j) {
                     self.nodes[j].handle_datagram(self.now, from_id, &d);
                 }
             }
@@ -89,9 +99,13 @@ impl Net {
         while self.now < end {
             self.flush();
             self.now = self.now + Duration::from_millis(1);
-            for n in &mut self.nodes {
-                if n.poll_timeout().is_some_and(|t| t <= self.now) {
-                    n.handle_timeout(self.now);
+            let now = self.now;
+            for (i, n) in self.nodes.iter_mut().enumerate() {
+                if self.down.get(i).copied().unwrap_or(false) {
+                    continue;
+                }
+                if n.poll_timeout().is_some_and(|t| t <= now) {
+                    n.handle_timeout(now);
                 }
             }
         }
@@ -405,4 +419,159 @@ fn everyone_leaves_at_once() {
             assert_eq!(d[..n], d0[..n], "same order");
         }
     }
+}
+
+// ----- crash recovery (seed 002 section 5.3) ------------------------------------------------
+
+fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events
+        .iter()
+        .map(|e| match e {
+            Event::Deliver(_) => "deliver",
+            Event::View(_) => "view",
+            Event::SendComplete { .. } => "complete",
+            Event::Left => "left",
+            Event::Failed { .. } => "failed",
+            Event::ResetFailed { .. } => "reset-failed",
+            Event::Reset { .. } => "reset",
+            Event::Expelled { .. } => "expelled",
+        })
+        .collect()
+}
+
+fn last_view(events: &[Event]) -> Option<&crate::engine::View> {
+    events.iter().rev().find_map(|e| match e {
+        Event::View(v) => Some(v),
+        _ => None,
+    })
+}
+
+/// With r = 1 the sequencer crashes with messages in flight: the survivors detect it, reset,
+/// agree on everything that completed, and go on under a new sequencer and incarnation.
+#[test]
+fn sequencer_crash_is_detected_and_the_group_resets() {
+    let mut net = Net::new(4, cfg(1));
+    for i in 0..20u32 {
+        let sender = 1 + (i as usize % 3);
+        let _ = net.nodes[sender].submit(net.now, Bytes::from(vec![i as u8; 10]), Qos::default());
+        net.run(Duration::from_millis(1));
+    }
+    // Crash the sequencer (node 1) with requests still in flight.
+    for i in 0..6u32 {
+        let _ = net.nodes[2].submit(net.now, Bytes::from(vec![100 + i as u8; 10]), Qos::default());
+    }
+    net.down[0] = true;
+    let crash_at = net.now;
+    net.run(Duration::from_secs(3));
+    for i in 1..4 {
+        let k = kinds(&net.events[i]);
+        assert!(k.contains(&"failed"), "node {i}: {k:?}");
+        assert!(k.contains(&"reset"), "node {i}: {k:?}");
+        let v = last_view(&net.events[i]).unwrap();
+        assert_eq!(v.members, vec![NodeId(2), NodeId(3), NodeId(4)]);
+        assert!(v.members.contains(&v.coordinator));
+        let info = net.nodes[i].info();
+        assert_eq!(info.incarnation, 1);
+        assert!(!info.recovering);
+        assert_eq!(info.rank, Some(i - 1));
+    }
+    // Same deliveries everywhere (total order), every completed send delivered.
+    let d1 = net.deliveries(1);
+    for i in 2..4 {
+        assert_eq!(net.deliveries(i), d1, "node {i} disagrees");
+    }
+    for i in 1..4 {
+        for e in &net.events[i] {
+            if let Event::SendComplete { msg } = e {
+                let me = net.nodes[i].node_id();
+                assert!(d1.iter().any(|d| d.1 == me && d.2 == *msg));
+            }
+        }
+    }
+    // The messages submitted during the crash were resent to the new sequencer and delivered.
+    assert!(d1.iter().filter(|d| d.1 == NodeId(3) && d.3[0] >= 100).count() == 6);
+    // The group works again.
+    let m = net.nodes[1].submit(net.now, Bytes::from_static(b"after"), Qos::default());
+    assert!(m.is_ok());
+    net.run(Duration::from_millis(200));
+    for i in 1..4 {
+        assert!(net.deliveries(i).iter().any(|d| &d.3[..] == b"after"));
+    }
+    // Detection and reset took well under the 3 s we gave it.
+    let reset_at = net.now;
+    assert!(reset_at > crash_at);
+}
+
+/// A member (not the sequencer) crashes: the sequencer notices it, and the reset leaves it out.
+#[test]
+fn member_crash_is_detected_by_the_sequencer() {
+    let mut net = Net::new(4, cfg(0));
+    net.down[3] = true;
+    let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"x"), Qos::default());
+    net.run(Duration::from_secs(3));
+    for i in 0..3 {
+        let k = kinds(&net.events[i]);
+        assert!(k.contains(&"reset"), "node {i}: {k:?}");
+        assert_eq!(
+            last_view(&net.events[i]).unwrap().members,
+            vec![NodeId(1), NodeId(2), NodeId(3)]
+        );
+    }
+    assert_eq!(net.nodes[0].counters().failures_detected, 1);
+    assert!(net.deliveries(2).iter().any(|d| &d.3[..] == b"x"));
+}
+
+/// Manual policy: sends fail in recovery mode until the application calls ResetGroup; with
+/// fewer reachable members than required, the reset fails and the group waits.
+#[test]
+fn manual_reset_and_min_members() {
+    let mut c = cfg(0);
+    c.auto_reset = false;
+    let mut net = Net::new(3, c);
+    net.down[0] = true;
+    net.run(Duration::from_secs(2));
+    for i in 1..3 {
+        let k = kinds(&net.events[i]);
+        assert!(k.contains(&"failed") && !k.contains(&"reset"), "{k:?}");
+        assert_eq!(
+            net.nodes[i].submit(net.now, Bytes::from_static(b"no"), Qos::default()),
+            Err(SendError::GroupFailed)
+        );
+        assert!(net.nodes[i].info().recovering);
+    }
+    // Asking for all three members cannot succeed: the reset fails and keeps waiting.
+    net.nodes[1].reset(net.now, 3).unwrap();
+    net.run(Duration::from_secs(2));
+    assert!(kinds(&net.events[1]).contains(&"reset-failed"));
+    assert!(!kinds(&net.events[1]).contains(&"reset"));
+    // Two will do.
+    net.nodes[2].reset(net.now, 2).unwrap();
+    net.nodes[1].reset(net.now, 2).unwrap();
+    net.run(Duration::from_secs(2));
+    for i in 1..3 {
+        assert!(kinds(&net.events[i]).contains(&"reset"), "{:?}", kinds(&net.events[i]));
+    }
+    assert!(net.nodes[2]
+        .submit(net.now, Bytes::from_static(b"yes"), Qos::default())
+        .is_ok());
+    net.run(Duration::from_millis(200));
+    assert!(net.deliveries(1).iter().any(|d| &d.3[..] == b"yes"));
+}
+
+/// A member cut off for longer than the failure timeout is left out of the new group; when it
+/// comes back it learns so from the newer incarnation and is expelled, without disturbing it.
+#[test]
+fn a_member_that_comes_back_is_expelled() {
+    let mut net = Net::new(4, cfg(0));
+    net.down[3] = true;
+    net.run(Duration::from_secs(3));
+    assert!(kinds(&net.events[0]).contains(&"reset"));
+    net.down[3] = false;
+    let before = net.deliveries(1).len();
+    let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"new"), Qos::default());
+    net.run(Duration::from_secs(3));
+    assert!(kinds(&net.events[3]).contains(&"expelled"), "{:?}", kinds(&net.events[3]));
+    assert_eq!(net.deliveries(1).len(), before + 1);
+    assert!(net.nodes.iter().take(3).any(|n| n.counters().foreign_dropped > 0));
+    assert_eq!(last_view(&net.events[1]).unwrap().members.len(), 3);
 }

@@ -390,6 +390,8 @@ impl Engine for Toy {
                 .as_ref()
                 .map_or_else(Vec::new, |v| v.members.clone()),
             coordinator: self.coordinator(),
+            rank: None,
+            recovering: false,
             resilience: 0,
             incarnation: 0,
             history_used: self.pending.len(),

@@ -1,0 +1,261 @@
+//! Failure detection by probing (seed 002 section 5.3: BC_ALIVEREQ / BC_ALIVE).
+//!
+//! A peer not heard from for `interval` is sent a probe; a peer that answers none of `retries`
+//! probes, each given `max(min_timeout, 2 × RTO)` to be answered, is declared failed. Anything
+//! heard from a peer counts as an answer, so a busy group sends no probes at all.
+//!
+//! The trade-off (seed 002: "if the number is too low, a kernel may decide that another member
+//! has failed while in reality [it] was just busy") is explicit: a peer is declared failed at the
+//! earliest `interval + retries × probe timeout` after it was last heard, so a member paused for
+//! less than that is never suspected, and a crash is noticed within about that time. The probe
+//! timeout follows round trips measured on first probes (Karn's rule), so a slow network widens
+//! it instead of producing false suspicions.
+
+use super::rtt::RttEstimator;
+use crate::engine::{NodeId, Time};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The parameters of a [`FailureDetector`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DetectorParams {
+    /// Silence after which a peer is probed.
+    pub interval: Duration,
+    /// Probes without an answer before the peer is declared failed (at least 1).
+    pub retries: u32,
+    /// Shortest wait for the answer to one probe.
+    pub min_timeout: Duration,
+}
+
+impl DetectorParams {
+    /// The longest a live peer that answers within `min_timeout` can stay silent, and about the
+    /// time it takes to notice a crash: `interval + retries × min_timeout`.
+    pub fn failure_timeout(&self) -> Duration {
+        self.interval + self.min_timeout * self.retries
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Watched {
+    id: NodeId,
+    last_heard: Time,
+    /// Probes sent since the peer was last heard.
+    probes: u32,
+    /// When the outstanding probe counts as unanswered.
+    deadline: Option<Time>,
+    /// When the first probe of this round went out (an RTT sample if it is answered).
+    first_probe_at: Option<Time>,
+}
+
+/// Watches a set of peers and says which to probe and which failed.
+#[derive(Clone, Debug)]
+pub struct FailureDetector {
+    params: DetectorParams,
+    peers: Vec<Watched>,
+    /// Probes due to be sent (each peer at most once).
+    due: VecDeque<NodeId>,
+    rtt: RttEstimator,
+}
+
+impl FailureDetector {
+    /// A detector that watches nobody yet.
+    pub fn new(params: DetectorParams) -> Self {
+        assert!(params.retries >= 1, "at least one probe before a failure");
+        FailureDetector {
+            params,
+            peers: Vec::new(),
+            due: VecDeque::new(),
+            rtt: RttEstimator::new(
+                params.min_timeout / 2,
+                Duration::from_micros(100),
+                params.interval.max(params.min_timeout) * 4,
+            ),
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> DetectorParams {
+        self.params
+    }
+
+    /// The wait for one probe's answer now: twice the probe RTO, at least `min_timeout`.
+    pub fn probe_timeout(&self) -> Duration {
+        (self.rtt.base_rto() * 2).max(self.params.min_timeout)
+    }
+
+    /// The time after which a silent peer is declared failed, with the current probe timeout.
+    pub fn failure_timeout(&self) -> Duration {
+        self.params.interval + self.probe_timeout() * self.params.retries
+    }
+
+    /// Watch exactly `ids` from now on. Peers already watched keep their state; new ones count
+    /// as heard `now`.
+    pub fn watch(&mut self, ids: impl IntoIterator<Item = NodeId>, now: Time) {
+        let mut next = Vec::with_capacity(self.peers.len());
+        for id in ids {
+            if next.iter().any(|w: &Watched| w.id == id) {
+                continue;
+            }
+            let w = match self.peers.iter().position(|w| w.id == id) {
+                Some(i) => self.peers.swap_remove(i),
+                None => Watched {
+                    id,
+                    last_heard: now,
+                    probes: 0,
+                    deadline: None,
+                    first_probe_at: None,
+                },
+            };
+            next.push(w);
+        }
+        self.peers = next;
+        let peers = &self.peers;
+        self.due.retain(|id| peers.iter().any(|w| w.id == *id));
+    }
+
+    /// Stop watching anyone.
+    pub fn clear(&mut self) {
+        self.peers.clear();
+        self.due.clear();
+    }
+
+    /// Whether `id` is watched.
+    pub fn watches(&self, id: NodeId) -> bool {
+        self.peers.iter().any(|w| w.id == id)
+    }
+
+    /// Something arrived from `id`: it is alive.
+    pub fn heard(&mut self, id: NodeId, now: Time) {
+        let Some(w) = self.peers.iter_mut().find(|w| w.id == id) else {
+            return;
+        };
+        if w.probes == 1 {
+            if let Some(at) = w.first_probe_at {
+                self.rtt.on_sample(now.saturating_since(at));
+            }
+        }
+        w.last_heard = w.last_heard.max(now);
+        w.probes = 0;
+        w.deadline = None;
+        w.first_probe_at = None;
+    }
+
+    /// Let due timers fire: queue probes, and return a peer that answered none of its probes
+    /// (it stays watched, and is returned again by later calls until it is heard or unwatched).
+    pub fn on_timeout(&mut self, now: Time) -> Option<NodeId> {
+        let timeout = self.probe_timeout();
+        let mut failed = None;
+        for w in &mut self.peers {
+            match w.deadline {
+                Some(d) if now >= d => {
+                    if w.probes >= self.params.retries {
+                        failed = failed.or(Some(w.id));
+                        continue;
+                    }
+                    w.probes += 1;
+                    w.deadline = Some(now + timeout);
+                }
+                None if now >= w.last_heard + self.params.interval => {
+                    w.probes = 1;
+                    w.first_probe_at = Some(now);
+                    w.deadline = Some(now + timeout);
+                }
+                _ => continue,
+            }
+            if !self.due.contains(&w.id) {
+                self.due.push_back(w.id);
+            }
+        }
+        failed
+    }
+
+    /// The next peer to send a probe to.
+    pub fn poll_probe(&mut self) -> Option<NodeId> {
+        self.due.pop_front()
+    }
+
+    /// When [`FailureDetector::on_timeout`] must next be called.
+    pub fn next_timeout(&self) -> Option<Time> {
+        self.peers
+            .iter()
+            .map(|w| {
+                w.deadline
+                    .unwrap_or(w.last_heard + self.params.interval)
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn det() -> FailureDetector {
+        FailureDetector::new(DetectorParams {
+            interval: Duration::from_millis(100),
+            retries: 3,
+            min_timeout: Duration::from_millis(50),
+        })
+    }
+
+    #[test]
+    fn silent_peer_is_probed_then_declared_failed() {
+        let mut d = det();
+        d.watch([NodeId(1), NodeId(2)], Time(0));
+        assert_eq!(d.next_timeout(), Some(Time(100 * MS)));
+        // Peer 2 keeps talking; peer 1 is silent.
+        d.heard(NodeId(2), Time(90 * MS));
+        assert_eq!(d.on_timeout(Time(100 * MS)), None);
+        assert_eq!(d.poll_probe(), Some(NodeId(1)));
+        assert_eq!(d.poll_probe(), None);
+        let mut t = 100 * MS;
+        for _ in 0..2 {
+            t += 50 * MS;
+            assert_eq!(d.on_timeout(Time(t)), None);
+            assert_eq!(d.poll_probe(), Some(NodeId(1)));
+        }
+        // Three probes unanswered: failed at 100 + 3 × 50 ms.
+        assert_eq!(d.on_timeout(Time(t + 49 * MS)), None);
+        assert_eq!(d.on_timeout(Time(t + 50 * MS)), Some(NodeId(1)));
+        assert_eq!(t + 50 * MS, 250 * MS);
+        assert_eq!(d.params().failure_timeout(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn an_answer_to_any_probe_clears_the_suspicion() {
+        let mut d = det();
+        d.watch([NodeId(1)], Time(0));
+        d.on_timeout(Time(100 * MS));
+        d.on_timeout(Time(150 * MS));
+        d.on_timeout(Time(200 * MS));
+        d.heard(NodeId(1), Time(210 * MS));
+        assert_eq!(d.on_timeout(Time(260 * MS)), None);
+        assert_eq!(d.next_timeout(), Some(Time(310 * MS)));
+    }
+
+    #[test]
+    fn watch_keeps_known_peers_and_drops_others() {
+        let mut d = det();
+        d.watch([NodeId(1), NodeId(2)], Time(0));
+        d.on_timeout(Time(100 * MS));
+        d.watch([NodeId(2), NodeId(3)], Time(120 * MS));
+        assert!(!d.watches(NodeId(1)));
+        // Peer 2 kept its outstanding probe; peer 3 starts fresh.
+        assert_eq!(d.poll_probe(), Some(NodeId(2)));
+        assert_eq!(d.poll_probe(), None);
+        assert_eq!(d.next_timeout(), Some(Time(150 * MS)));
+    }
+
+    #[test]
+    fn probe_timeout_follows_measured_round_trips() {
+        let mut d = det();
+        d.watch([NodeId(1)], Time(0));
+        d.on_timeout(Time(100 * MS));
+        // Answered 200 ms later: the first probe's RTT is a sample.
+        d.heard(NodeId(1), Time(300 * MS));
+        assert!(d.probe_timeout() >= Duration::from_millis(400));
+        assert!(d.failure_timeout() > d.params().failure_timeout());
+    }
+}

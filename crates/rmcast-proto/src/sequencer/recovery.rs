@@ -1,0 +1,955 @@
+//! Crash recovery (seed 002 sections 3, 4 and 5.3): failure detection, recovery mode, and
+//! ResetGroup by the invitation protocol.
+//!
+//! - **Detection.** The sequencer watches the members, a member watches the sequencer (a
+//!   [`FailureDetector`]: BC_ALIVEREQ / BC_ALIVE with bounded retries); a sender whose requests
+//!   go unanswered with nothing heard from the sequencer after `alive_retries` timeouts also
+//!   declares it failed.
+//! - **Recovery mode.** A member that found a failure, or was invited by a coordinator, stops
+//!   ordering and sending and ignores the old sequencer's acceptance: only what was accepted
+//!   before is delivered, so nothing a survivor delivers can be ordered differently later.
+//! - **Phase 1.** Every member that calls ResetGroup becomes a coordinator and multicasts
+//!   BC_REFORMREQ with its vote (the highest sequence number it holds contiguously); members
+//!   answer BC_VOTE; between coordinators the one with the higher vote (lower id on a tie) wins,
+//!   the other yields and votes for it. A coordinator stops inviting once every member of the
+//!   old view voted for it or stayed silent for `alive_retries` rounds.
+//! - **Phase 2.** With at least `min_members` (itself included) the coordinator sets the target
+//!   `T`, the highest vote: it fetches what it lacks from the best member, every member fetches
+//!   what it lacks from the coordinator, and once every member of the new group holds everything
+//!   below `T` it installs BC_RESULT (new incarnation, members, itself as sequencer) as the entry
+//!   at `T` and multicasts it. Members install it, acknowledge (BC_RESULTACK) and go back to
+//!   normal operation; the coordinator starts ordering only once all of them acknowledged.
+//! - **Crashes during recovery** restart it: a silent voter is dropped, a silent coordinator is
+//!   replaced by its voters, a member that never acknowledges the result makes the new group
+//!   recover in turn. Fewer than `min_members` reachable: [`Event::ResetFailed`] and the group
+//!   waits, inviting again.
+//! - **Incarnations.** Datagrams of an older incarnation are ignored; a member that sends one
+//!   (it was cut off) is answered with the newest BC_RESULT, which tells it whether it belongs to
+//!   the new group or was left out ([`Event::Expelled`]).
+//!
+//! Why this is safe: entries below `T` were all assigned by the old incarnation's one
+//! sequencer, so any member that holds one holds the same; every member of the new group holds
+//! all of them before anything new is ordered; and a completed send was held contiguously by
+//! `r + 1` members, so with at most `r` of them gone some voter holds it and `T` covers it.
+//!
+//! [`FailureDetector`]: crate::common::FailureDetector
+
+use super::*;
+
+/// A coordinator's record of one member's vote.
+#[derive(Clone, Debug)]
+pub(super) struct Voter {
+    id: NodeId,
+    held_next: u64,
+    expect: u64,
+    heard_at: Time,
+}
+
+/// What a coordinator knows.
+#[derive(Clone, Debug)]
+pub(super) struct Coord {
+    /// Invitation rounds sent in this attempt.
+    round: u32,
+    /// Members that voted for us (never ourselves).
+    voters: Vec<Voter>,
+    /// Members believed failed (not waited for in phase 1).
+    suspects: Vec<NodeId>,
+    /// Phase 2: every member of the new group must hold everything below this.
+    target: Option<u64>,
+}
+
+/// The part a member plays in a recovery.
+#[derive(Clone, Debug)]
+pub(super) enum Role {
+    /// In recovery mode; no reset called here and no invitation accepted yet.
+    Idle,
+    /// Voted for `coordinator`, waits for its result.
+    Participant {
+        coordinator: NodeId,
+        /// The coordinator's vote as it advertised it (to compare with other coordinators).
+        coordinator_held: u64,
+        /// Phase 2 target the coordinator announced (0: none yet).
+        target: u64,
+        /// When the coordinator was last heard.
+        heard_at: Time,
+    },
+    /// Invites the members of the old view.
+    Coordinator(Coord),
+}
+
+/// Recovery mode: from a detected failure (or an invitation) until a reset is installed.
+#[derive(Clone, Debug)]
+pub(super) struct Recovery {
+    /// The member whose failure started it.
+    suspect: NodeId,
+    /// The view before the failure: who is invited.
+    old_members: Vec<NodeId>,
+    /// Smallest group the reset may form.
+    min_members: usize,
+    role: Role,
+    /// When the next round is due (coordinator) or the coordinator counts as gone
+    /// (participant).
+    next_at: Option<Time>,
+    /// A vote is owed to the coordinator.
+    vote_due: bool,
+    /// An invitation is due (coordinator).
+    invite_due: bool,
+}
+
+/// The result of the newest reset this member took part in (BC_RESULT), kept to answer members
+/// of older incarnations.
+#[derive(Clone, Debug)]
+pub(super) struct ResultRecord {
+    pub(super) incarnation: u32,
+    pub(super) seq: u64,
+    pub(super) stable: u64,
+    pub(super) view: Bytes,
+}
+
+/// A coordinator waiting for every member of the new group to acknowledge the result.
+#[derive(Clone, Debug)]
+pub(super) struct AwaitAcks {
+    pending: Vec<NodeId>,
+    rounds: u32,
+    next_at: Time,
+}
+
+/// Whether coordinator `a` (with vote `a_held`) beats coordinator `b`.
+fn better(a_held: u64, a: NodeId, b_held: u64, b: NodeId) -> bool {
+    a_held > b_held || (a_held == b_held && a < b)
+}
+
+impl Sequencer {
+    /// Whether the group is in recovery mode here.
+    pub(super) fn recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    /// The detector's parameters from the configuration.
+    pub(super) fn detector_params(cfg: &Config) -> DetectorParams {
+        DetectorParams {
+            interval: Duration::from_millis(cfg.alive_interval_ms),
+            retries: cfg.alive_retries.max(1),
+            min_timeout: Duration::from_millis(cfg.alive_timeout_ms),
+        }
+    }
+
+    /// How long a round of the recovery protocol waits for answers.
+    fn round_timeout(&self) -> Duration {
+        self.detector.probe_timeout()
+    }
+
+    /// Silence after which a voter or a coordinator counts as gone during recovery.
+    fn recovery_silence(&self) -> Duration {
+        self.round_timeout() * (self.cfg.alive_retries.max(1) + 1)
+    }
+
+    /// Who the failure detector watches: the members (sequencer) or the sequencer (member);
+    /// nobody in recovery mode, where the protocol's own rounds detect silence.
+    pub(super) fn refresh_detector(&mut self) {
+        let key = (
+            self.view.id,
+            self.ord.as_ref().map(|o| (o.view_id, o.members.len())),
+            self.sequencer_hint,
+            self.phase == Phase::Member && self.recovery.is_none() && self.awaiting.is_none(),
+        );
+        if self.detector_key == Some(key) {
+            return;
+        }
+        self.detector_key = Some(key);
+        let now = self.now;
+        if !key.3 || self.cfg.alive_interval_ms == 0 {
+            self.detector.clear();
+        } else if let Some(o) = &self.ord {
+            let me = self.me;
+            let ids: Vec<NodeId> = o
+                .members
+                .iter()
+                .filter(|m| m.id != me && m.departed.is_none())
+                .map(|m| m.id)
+                .collect();
+            self.detector.watch(ids, now);
+        } else if self.sequencer_hint != self.me {
+            self.detector.watch([self.sequencer_hint], now);
+        } else {
+            self.detector.clear();
+        }
+    }
+
+    /// A failure was found here (probes unanswered): enter recovery mode and, with the
+    /// automatic policy, start a reset.
+    pub(super) fn member_failed(&mut self, suspect: NodeId) {
+        if self.phase != Phase::Member || self.recovery.is_some() {
+            return;
+        }
+        self.counters.failures_detected += 1;
+        self.enter_recovery(suspect);
+        if self.cfg.auto_reset {
+            self.start_coordinating();
+        }
+    }
+
+    /// Recovery mode: stop ordering and sending, freeze acceptance.
+    pub(super) fn enter_recovery(&mut self, suspect: NodeId) {
+        if self.phase != Phase::Member || self.recovery.is_some() {
+            return;
+        }
+        let old_members = self.view.members.clone();
+        let min_members = match self.cfg.min_members {
+            0 => old_members.len() / 2 + 1,
+            n => n,
+        };
+        self.recovery = Some(Recovery {
+            suspect,
+            old_members,
+            min_members,
+            role: Role::Idle,
+            next_at: None,
+            vote_due: false,
+            invite_due: false,
+        });
+        // The old order ends here: a sequencer stops ordering (its waiting requests are
+        // resent by their senders to whoever orders next).
+        self.ord = None;
+        self.awaiting = None;
+        self.retrans.clear();
+        self.need_nack = false;
+        self.need_status = false;
+        self.nack_deadline = None;
+        self.req_deadline = None;
+        self.rtt_probe = None;
+        self.refresh_detector();
+        self.events.push_back(Event::Failed { suspect });
+    }
+
+    /// ResetGroup: become a coordinator unless a coordinator already has our vote.
+    pub(super) fn reset_group(&mut self, min_members: usize) -> Result<(), SendError> {
+        if self.phase != Phase::Member {
+            return Err(SendError::NotMember);
+        }
+        if self.recovery.is_none() {
+            let suspect = self.sequencer_hint;
+            self.enter_recovery(suspect);
+        }
+        let r = self.recovery.as_mut().expect("in recovery");
+        if min_members > 0 {
+            r.min_members = min_members;
+        }
+        if matches!(r.role, Role::Idle) {
+            self.start_coordinating();
+        }
+        Ok(())
+    }
+
+    fn start_coordinating(&mut self) {
+        let now = self.now;
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        let mut suspects = vec![r.suspect];
+        if let Role::Participant { coordinator, .. } = r.role {
+            suspects.push(coordinator);
+        }
+        r.role = Role::Coordinator(Coord {
+            round: 0,
+            voters: Vec::new(),
+            suspects,
+            target: None,
+        });
+        r.next_at = Some(now);
+        r.vote_due = false;
+    }
+
+    /// Our vote: the highest sequence number we hold contiguously.
+    fn my_vote(&self) -> u64 {
+        self.held_next
+    }
+
+    /// Follow coordinator `c` (it beats whoever we followed or were).
+    fn follow(&mut self, c: NodeId, c_held: u64, target: u64) {
+        let now = self.now;
+        let silence = self.recovery_silence();
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        r.role = Role::Participant {
+            coordinator: c,
+            coordinator_held: c_held,
+            target,
+            heard_at: now,
+        };
+        r.vote_due = true;
+        r.invite_due = false;
+        r.next_at = Some(now + silence);
+        self.check_gap();
+    }
+
+    /// BC_REFORMREQ from `from`.
+    pub(super) fn on_reform_req(&mut self, from: NodeId, held: u64, target: u64, suspect: NodeId) {
+        if self.phase != Phase::Member {
+            return;
+        }
+        if self.recovery.is_none() {
+            self.enter_recovery(suspect);
+        }
+        let mine = self.my_vote();
+        let me = self.me;
+        let now = self.now;
+        let silence = self.recovery_silence();
+        let r = self.recovery.as_mut().expect("in recovery");
+        if !r.old_members.contains(&from) {
+            return;
+        }
+        enum Then {
+            Follow,
+            Redirect(NodeId, u64),
+            Repair,
+            Nothing,
+        }
+        let then = match &mut r.role {
+            Role::Idle => Then::Follow,
+            Role::Participant {
+                coordinator,
+                coordinator_held,
+                target: t,
+                heard_at,
+            } => {
+                if *coordinator == from {
+                    *coordinator_held = held;
+                    *heard_at = now;
+                    r.next_at = Some(now + silence);
+                    r.vote_due = true;
+                    let changed = *t != target;
+                    *t = target;
+                    if changed {
+                        Then::Repair
+                    } else {
+                        Then::Nothing
+                    }
+                } else if better(held, from, *coordinator_held, *coordinator) {
+                    Then::Follow
+                } else {
+                    // Tell the weaker coordinator whom we follow, so that it yields.
+                    Then::Redirect(*coordinator, *coordinator_held)
+                }
+            }
+            Role::Coordinator(c) => {
+                if !c.suspects.contains(&suspect) && suspect != me {
+                    c.suspects.push(suspect);
+                }
+                // A weaker coordinator yields to our own invitations.
+                if better(held, from, mine, me) {
+                    Then::Follow
+                } else {
+                    Then::Nothing
+                }
+            }
+        };
+        match then {
+            Then::Follow => self.follow(from, held, target),
+            Then::Redirect(c, c_held) => self.control.redirect(from, c, c_held),
+            Then::Repair => self.check_gap(),
+            Then::Nothing => {}
+        }
+    }
+
+    /// BC_VOTE from `from`: for us, or for a coordinator `cand` it thinks beats us.
+    pub(super) fn on_vote(
+        &mut self,
+        from: NodeId,
+        cand: NodeId,
+        cand_held: u64,
+        held: u64,
+        expect: u64,
+    ) {
+        let mine = self.my_vote();
+        let me = self.me;
+        let now = self.now;
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        if !r.old_members.contains(&from) {
+            return;
+        }
+        let follow = match &mut r.role {
+            Role::Coordinator(c) if cand == me => {
+                match c.voters.iter_mut().find(|v| v.id == from) {
+                    Some(v) => {
+                        v.held_next = v.held_next.max(held);
+                        v.expect = v.expect.max(expect);
+                        v.heard_at = now;
+                    }
+                    None => c.voters.push(Voter {
+                        id: from,
+                        held_next: held,
+                        expect,
+                        heard_at: now,
+                    }),
+                }
+                false
+            }
+            Role::Coordinator(_) => better(cand_held, cand, mine, me),
+            Role::Participant {
+                coordinator,
+                coordinator_held,
+                ..
+            } => *coordinator != cand && better(cand_held, cand, *coordinator_held, *coordinator),
+            Role::Idle => false,
+        };
+        if follow {
+            self.follow(cand, cand_held, 0);
+        } else if cand == me {
+            self.coordinate(false);
+        }
+    }
+
+    /// Timers of the recovery: invitation rounds, coordinator silence, result resends.
+    pub(super) fn recovery_timeout(&mut self, now: Time) {
+        if let Some(a) = &self.awaiting {
+            if now >= a.next_at {
+                self.result_round();
+            }
+        }
+        let Some(r) = &self.recovery else { return };
+        if !r.next_at.is_some_and(|t| now >= t) {
+            return;
+        }
+        match &r.role {
+            Role::Idle => {}
+            Role::Participant { .. } => {
+                // The coordinator went silent: recovery starts again, with us inviting.
+                self.start_coordinating();
+            }
+            Role::Coordinator(_) => self.coordinate(true),
+        }
+    }
+
+    /// When the recovery's timers are next due.
+    pub(super) fn recovery_deadline(&self) -> Option<Time> {
+        let a = self.awaiting.as_ref().map(|a| a.next_at);
+        let r = self.recovery.as_ref().and_then(|r| r.next_at);
+        match (a, r) {
+            (Some(a), Some(r)) => Some(a.min(r)),
+            (a, r) => a.or(r),
+        }
+    }
+
+    /// The coordinator's step: on a round timer (`tick`) or when a vote or repair arrived.
+    fn coordinate(&mut self, tick: bool) {
+        let now = self.now;
+        let round_timeout = self.round_timeout();
+        let silence = self.recovery_silence();
+        let retries = self.cfg.alive_retries.max(1);
+        let mine = self.my_vote();
+        let me = self.me;
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        let Role::Coordinator(c) = &mut r.role else {
+            return;
+        };
+        if c.target.is_none() {
+            // Phase 1: invite until every member of the old view answered or stayed silent.
+            let waiting_for = r
+                .old_members
+                .iter()
+                .filter(|m| **m != me && !c.suspects.contains(m))
+                .filter(|m| !c.voters.iter().any(|v| v.id == **m))
+                .count();
+            let done = c.round > retries || (c.round >= 1 && waiting_for == 0);
+            if !done {
+                if tick {
+                    c.round += 1;
+                    r.invite_due = true;
+                    r.next_at = Some(now + round_timeout);
+                }
+                return;
+            }
+            if c.voters.len() + 1 < r.min_members {
+                let (reachable, needed) = (c.voters.len() + 1, r.min_members);
+                // The group waits: a new attempt invites everyone again after a pause.
+                c.round = 0;
+                c.voters.clear();
+                r.next_at = Some(now + silence);
+                self.events
+                    .push_back(Event::ResetFailed { reachable, needed });
+                return;
+            }
+            c.target = Some(0);
+        }
+        // Phase 2. Voters that went silent crashed during recovery: recovery goes on without.
+        c.voters.retain(|v| now < v.heard_at + silence);
+        if c.voters.len() + 1 < r.min_members {
+            c.target = None;
+            c.round = retries + 1;
+            r.next_at = Some(now);
+            return;
+        }
+        let (best, target) = c
+            .voters
+            .iter()
+            .fold((me, mine), |(b, t), v| {
+                if v.held_next > t {
+                    (v.id, v.held_next)
+                } else {
+                    (b, t)
+                }
+            });
+        c.target = Some(target);
+        if tick {
+            r.invite_due = true;
+            r.next_at = Some(now + round_timeout);
+        }
+        if mine < target {
+            // Fetch what we lack from the best member first.
+            self.repair_from = Some(best);
+            self.check_gap();
+            return;
+        }
+        self.repair_from = None;
+        let voters: Vec<(NodeId, u64, u64)> = c
+            .voters
+            .iter()
+            .map(|v| (v.id, v.held_next, v.expect))
+            .collect();
+        let min_members = r.min_members;
+        let Some((view_id, members)) = self.view_at(target) else {
+            return;
+        };
+        let members: Vec<NodeId> = members
+            .into_iter()
+            .filter(|m| *m == me || voters.iter().any(|v| v.0 == *m))
+            .collect();
+        if !members.contains(&me) || members.len() < min_members {
+            return;
+        }
+        let all_hold = members
+            .iter()
+            .all(|m| *m == me || voters.iter().any(|v| v.0 == *m && v.1 >= target));
+        if !all_hold {
+            return;
+        }
+        // Every member of the new group holds everything below the target: commit.
+        let stable = voters
+            .iter()
+            .filter(|v| members.contains(&v.0))
+            .map(|v| v.2)
+            .fold(self.next_deliver, u64::min)
+            .max(self.stable);
+        let incarnation = self.incarnation.wrapping_add(1);
+        let mut view = Vec::with_capacity(14 + 4 * members.len());
+        encode_view(&mut view, view_id + 1, me, &members);
+        let result = ResultRecord {
+            incarnation,
+            seq: target,
+            stable,
+            view: Bytes::from(view),
+        };
+        let pending: Vec<NodeId> = members.iter().copied().filter(|m| *m != me).collect();
+        self.install_result(me, &result);
+        self.awaiting = Some(AwaitAcks {
+            pending,
+            rounds: 0,
+            next_at: now,
+        });
+        self.result_round();
+        if self.awaiting.as_ref().is_some_and(|a| a.pending.is_empty()) {
+            self.on_result_ack(me, self.incarnation);
+        }
+    }
+
+    /// The view in force just before `seq`, from our history: (view id, members).
+    fn view_at(&self, seq: u64) -> Option<(u64, Vec<NodeId>)> {
+        let mut view = (self.view.id, self.view.members.clone());
+        for s in self.next_deliver..seq {
+            let e = self.history.get(s)?;
+            if e.kind != EntryKind::Data {
+                let (id, _, members) = decode_view(e.payload.as_deref()?).ok()?;
+                view = (id, members);
+            }
+        }
+        Some(view)
+    }
+
+    /// One round of the result: multicast it to the members that did not acknowledge; after
+    /// `alive_retries` silent rounds the new group recovers in turn.
+    fn result_round(&mut self) {
+        let now = self.now;
+        let round_timeout = self.round_timeout();
+        let retries = self.cfg.alive_retries.max(1);
+        let Some(a) = self.awaiting.as_mut() else {
+            return;
+        };
+        if a.pending.is_empty() {
+            return;
+        }
+        if a.rounds > retries {
+            let suspect = a.pending[0];
+            self.awaiting = None;
+            self.member_failed(suspect);
+            return;
+        }
+        a.rounds += 1;
+        a.next_at = now + round_timeout;
+        self.control.result_multicast = true;
+    }
+
+    /// BC_RESULTACK from `from`.
+    pub(super) fn on_result_ack(&mut self, from: NodeId, incarnation: u32) {
+        if incarnation != self.incarnation {
+            return;
+        }
+        let Some(a) = self.awaiting.as_mut() else {
+            return;
+        };
+        a.pending.retain(|m| *m != from);
+        if !a.pending.is_empty() {
+            return;
+        }
+        // Everyone installed the new group: the reset entry is accepted here too, and
+        // delivering it makes us the sequencer.
+        self.awaiting = None;
+        self.control.result_multicast = false;
+        if let Some(res) = &self.last_result {
+            self.accepted_next = self.accepted_next.max(res.seq + 1);
+        }
+    }
+
+    /// BC_RESULT from `from`, in any incarnation.
+    pub(super) fn on_result(
+        &mut self,
+        from: NodeId,
+        incarnation: u32,
+        seq: u64,
+        stable: u64,
+        view: &[u8],
+    ) {
+        if self.phase != Phase::Member {
+            return;
+        }
+        let Ok((_, _, members)) = decode_view(view) else {
+            return;
+        };
+        let mine = members.contains(&self.me);
+        if incarnation <= self.incarnation {
+            if incarnation == self.incarnation && mine {
+                self.control.ack(from); // our acknowledgement was lost
+            }
+            return;
+        }
+        let res = ResultRecord {
+            incarnation,
+            seq,
+            stable,
+            view: Bytes::copy_from_slice(view),
+        };
+        if incarnation == self.incarnation.wrapping_add(1) && mine && self.held_next >= seq {
+            self.install_result(from, &res);
+            self.control.ack(from);
+            return;
+        }
+        if incarnation == self.incarnation.wrapping_add(1) {
+            // Left out of the next incarnation: what lies below its start is the agreed
+            // order, so deliver what we hold of it before going.
+            self.recovery = None;
+            self.ord = None;
+            self.history.truncate(seq);
+            self.accepted_next = seq;
+            self.deliver();
+        }
+        if self.phase == Phase::Member {
+            self.expel(incarnation);
+        }
+    }
+
+    /// Leave the group for good: it went on without us.
+    fn expel(&mut self, incarnation: u32) {
+        self.phase = Phase::Left;
+        self.recovery = None;
+        self.ord = None;
+        self.awaiting = None;
+        self.detector.clear();
+        self.events.push_back(Event::Expelled { incarnation });
+    }
+
+    /// Install a reset: the new incarnation, the reset entry at `res.seq`, nothing of the old
+    /// order beyond it. `coordinator` orders next.
+    pub(super) fn install_result(&mut self, coordinator: NodeId, res: &ResultRecord) {
+        let t = res.seq;
+        self.incarnation = res.incarnation;
+        self.recovery = None;
+        self.ord = None;
+        self.repair_from = None;
+        self.retrans.clear();
+        // Everyone in the new group delivered below `stable`, and holds the rest below `t`.
+        self.stable = self.stable.max(res.stable.min(self.next_deliver));
+        self.purge();
+        self.history.truncate(t);
+        let inserted = self.history.insert(
+            t,
+            Entry {
+                kind: EntryKind::Reset,
+                sender: coordinator,
+                // A reset entry's "protocol number" is the incarnation it starts.
+                pnum: res.incarnation as u64,
+                frag_index: 0,
+                frag_count: 1,
+                payload: Some(res.view.clone()),
+                bb: false,
+            },
+        );
+        debug_assert_eq!(inserted, Ok(true), "reset entry fits: the sequencer keeps a slot");
+        self.bb_missing.retain(|_, s| *s < t);
+        self.held_next = t + 1;
+        self.seq_next_known = t + 1;
+        // Members may deliver the reset at once; the coordinator waits for the acknowledgements.
+        self.accepted_next = if coordinator == self.me { t } else { t + 1 };
+        self.sequencer_hint = coordinator;
+        self.last_result = Some(res.clone());
+        self.counters.resets += 1;
+        // Own fragments the old order assigned at or beyond `t` are lost: send them again.
+        let me = self.me;
+        let mut own = self.last_delivered_pnum.get(&me).copied().unwrap_or(0);
+        for s in self.next_deliver..t {
+            if let Some(e) = self.history.get(s) {
+                if e.kind == EntryKind::Data && e.sender == me {
+                    own = own.max(e.pnum);
+                }
+            }
+        }
+        self.own_ordered = own;
+        self.unsent = self
+            .outq
+            .iter()
+            .position(|f| f.pnum > own)
+            .unwrap_or(self.outq.len());
+        self.req_deadline = None;
+        self.rtt_probe = None;
+        self.silent_req_timeouts = 0;
+        self.nack_deadline = None;
+        self.need_nack = false;
+        self.refresh_detector();
+    }
+
+    /// A datagram of a newer incarnation came from `from`: ask it what happened.
+    pub(super) fn note_newer(&mut self, from: NodeId) {
+        let now = self.now;
+        if self.phase != Phase::Member {
+            return;
+        }
+        if self
+            .control
+            .last_query
+            .is_some_and(|t| now < t + self.round_timeout())
+        {
+            return;
+        }
+        self.control.last_query = Some(now);
+        self.control.query_to = Some(from);
+    }
+
+    /// A datagram of an older incarnation came from `from`: if it asks to take part, tell it
+    /// how the group was rebuilt.
+    pub(super) fn note_older(&mut self, from: NodeId, ptype: u8) {
+        if matches!(ptype, ptype::REFORM_REQ | ptype::VOTE | ptype::ALIVE_REQ)
+            && self.last_result.is_some()
+        {
+            self.control.answer_stale(from);
+        }
+    }
+
+    /// Where NACKs go and up to where, in recovery mode: a participant repairs from its
+    /// coordinator up to the announced target, a coordinator from the best member.
+    pub(super) fn recovery_repair(&self) -> Option<(NodeId, u64)> {
+        let r = self.recovery.as_ref()?;
+        match &r.role {
+            Role::Participant {
+                coordinator,
+                target,
+                ..
+            } if *target > 0 => Some((*coordinator, *target)),
+            Role::Coordinator(Coord {
+                target: Some(t), ..
+            }) => self.repair_from.map(|b| (b, *t)),
+            _ => None,
+        }
+    }
+
+    /// Our holding point moved during recovery: tell the coordinator, or re-check as one.
+    pub(super) fn recovery_progress(&mut self) {
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        match &r.role {
+            Role::Participant { target, .. } if *target > 0 && self.held_next >= *target => {
+                r.vote_due = true;
+            }
+            Role::Coordinator(_) => self.coordinate(false),
+            _ => {}
+        }
+    }
+
+    /// The recovery's datagrams (after the control answers every member owes).
+    pub(super) fn transmit_recovery(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let held = self.held_next;
+        let expect = self.next_deliver;
+        let r = self.recovery.as_mut()?;
+        if r.invite_due {
+            r.invite_due = false;
+            let target = match &r.role {
+                Role::Coordinator(c) => c.target.unwrap_or(0),
+                _ => return None,
+            };
+            let suspect = r.suspect;
+            let header = self.header(ptype::REFORM_REQ);
+            encode_control(
+                buf,
+                &header,
+                &Body::ReformReq {
+                    held_next: held,
+                    target,
+                    suspect,
+                },
+            );
+            self.counters.recovery_sent += 1;
+            return Some(Destination::Group);
+        }
+        if r.vote_due {
+            r.vote_due = false;
+            let Role::Participant {
+                coordinator,
+                coordinator_held,
+                ..
+            } = r.role
+            else {
+                return None;
+            };
+            let header = self.header(ptype::VOTE);
+            encode_control(
+                buf,
+                &header,
+                &Body::Vote {
+                    coordinator,
+                    coordinator_held,
+                    held_next: held,
+                    expect,
+                },
+            );
+            self.counters.recovery_sent += 1;
+            return Some(Destination::Peer(coordinator));
+        }
+        None
+    }
+
+    /// Answers owed to single members (probes, stale members, acknowledgements, redirects) and
+    /// the result multicast.
+    pub(super) fn transmit_control(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        if let Some(to) = self.control.alive.pop_front() {
+            let header = self.header(ptype::ALIVE);
+            encode_control(buf, &header, &Body::Alive);
+            self.counters.probes_sent += 1;
+            return Some(Destination::Peer(to));
+        }
+        if let Some(to) = self.detector.poll_probe() {
+            let header = self.header(ptype::ALIVE_REQ);
+            encode_control(buf, &header, &Body::AliveReq);
+            self.counters.probes_sent += 1;
+            return Some(Destination::Peer(to));
+        }
+        let dest = if let Some(to) = self.control.acks.pop_front() {
+            let header = self.header(ptype::RESULT_ACK);
+            let body = Body::ResultAck {
+                incarnation: self.incarnation,
+            };
+            encode_control(buf, &header, &body);
+            Destination::Peer(to)
+        } else if let Some((to, c, c_held)) = self.control.redirects.pop_front() {
+            let header = self.header(ptype::VOTE);
+            let body = Body::Vote {
+                coordinator: c,
+                coordinator_held: c_held,
+                held_next: self.held_next,
+                expect: self.next_deliver,
+            };
+            encode_control(buf, &header, &body);
+            Destination::Peer(to)
+        } else if let Some(to) = self.control.query_to.take() {
+            // "What happened?": a vote in our incarnation, answered with the newest result.
+            let header = self.header(ptype::VOTE);
+            let body = Body::Vote {
+                coordinator: to,
+                coordinator_held: 0,
+                held_next: self.held_next,
+                expect: self.next_deliver,
+            };
+            encode_control(buf, &header, &body);
+            Destination::Peer(to)
+        } else if self.control.result_multicast || !self.control.results.is_empty() {
+            let to = match self.control.results.pop_front() {
+                Some(to) => Destination::Peer(to),
+                None => {
+                    self.control.result_multicast = false;
+                    Destination::Group
+                }
+            };
+            let res = self.last_result.as_ref()?;
+            let header = self.header(ptype::RESULT);
+            let body = Body::Result {
+                incarnation: res.incarnation,
+                seq: res.seq,
+                stable: res.stable,
+                view: &res.view,
+            };
+            encode_control(buf, &header, &body);
+            to
+        } else {
+            return None;
+        };
+        self.counters.recovery_sent += 1;
+        Some(dest)
+    }
+}
+
+/// Small answers owed to single members, each queue bounded.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Control {
+    /// BC_ALIVE owed.
+    alive: VecDeque<NodeId>,
+    /// BC_RESULTACK owed.
+    acks: VecDeque<NodeId>,
+    /// Weaker coordinators to tell whom we follow: (to, coordinator, its vote).
+    redirects: VecDeque<(NodeId, NodeId, u64)>,
+    /// Members of older incarnations owed the newest result.
+    results: VecDeque<NodeId>,
+    /// Multicast the result (coordinator, until acknowledged).
+    pub(super) result_multicast: bool,
+    /// A member of a newer incarnation to ask what happened, and when we last asked.
+    query_to: Option<NodeId>,
+    last_query: Option<Time>,
+}
+
+fn push_bounded<T: PartialEq>(q: &mut VecDeque<T>, x: T) {
+    if q.len() < MAX_RETRANS_QUEUE && !q.contains(&x) {
+        q.push_back(x);
+    }
+}
+
+impl Control {
+    pub(super) fn alive(&mut self, to: NodeId) {
+        push_bounded(&mut self.alive, to);
+    }
+
+    fn ack(&mut self, to: NodeId) {
+        push_bounded(&mut self.acks, to);
+    }
+
+    fn redirect(&mut self, to: NodeId, c: NodeId, c_held: u64) {
+        if !self.redirects.iter().any(|r| r.0 == to) {
+            push_bounded(&mut self.redirects, (to, c, c_held));
+        }
+    }
+
+    fn answer_stale(&mut self, to: NodeId) {
+        push_bounded(&mut self.results, to);
+    }
+}
