@@ -93,6 +93,18 @@ pub struct SimArgs {
     /// Window after the traffic starts in which faults and churn happen, in milliseconds.
     #[arg(long, default_value_t = 500)]
     pub fault_window_ms: u64,
+    /// Hosts that crash at random moments of the fault window (state lost for good).
+    #[arg(long, default_value_t = 0)]
+    pub crashes: u32,
+    /// The first crash is the sequencer's (host 0).
+    #[arg(long)]
+    pub crash_sequencer: bool,
+    /// Each further crash falls 500-900 ms after the one before: into the recovery from it.
+    #[arg(long)]
+    pub crash_in_recovery: bool,
+    /// Smallest group a reset may form (0: a majority of the view before the failure).
+    #[arg(long, default_value_t = 0)]
+    pub min_members: u32,
     /// Number of seeds to run (seeds 0..N).
     #[arg(long, default_value_t = 20)]
     pub seeds: u64,
@@ -137,6 +149,10 @@ impl SimArgs {
             pause_ms: self.pause_ms,
             rx_buffer: self.rx_buffer,
             fault_window_ms: self.fault_window_ms,
+            crashes: self.crashes,
+            crash_sequencer: self.crash_sequencer,
+            crash_in_recovery: self.crash_in_recovery,
+            min_members: self.min_members,
         }
     }
 }
@@ -220,6 +236,9 @@ fn print_schedule(sc: &Scenario, seed: u64) {
             p.duration.as_secs_f64() * 1e3
         );
     }
+    for c in &cfg.faults.crashes {
+        println!("  {:>9.3}  crash of host {}", ms(c.at), c.host);
+    }
 }
 
 fn sweep_with_progress(sc: &Scenario, seeds: &[u64], threads: usize) -> SweepReport {
@@ -261,11 +280,23 @@ fn print_verdicts(report: &SweepReport) {
 
 fn print_figures(f: &Figures, runs: usize) {
     println!("figures (mean over {runs} run(s))");
-    let rows: [(&str, String); 13] = [
+    let rows: [(&str, String); 19] = [
         ("messages submitted", f.messages.to_string()),
         (
             "datagrams per broadcast",
             format!("{:.3}", f.datagrams_per_broadcast),
+        ),
+        ("probe datagrams", f.probes.to_string()),
+        ("recovery datagrams", f.recovery_datagrams.to_string()),
+        ("crashes", f.crashes.to_string()),
+        ("expelled members", f.expelled.to_string()),
+        (
+            "crash to detection",
+            format!("{:.1} ms (runs with a crash)", f.detection_ms),
+        ),
+        (
+            "crash to reset everywhere",
+            format!("{:.1} ms (runs with a crash)", f.recovery_ms),
         ),
         ("latency p50", format!("{:.3} ms", f.latency_p50_ms)),
         ("latency p99", format!("{:.3} ms", f.latency_p99_ms)),

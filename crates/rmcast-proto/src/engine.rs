@@ -299,4 +299,9 @@ pub trait Engine {
         let _ = (now, min_members);
         Err(SendError::Unsupported)
     }
+
+    /// A one-line description of the engine's protocol state, for diagnosing a failed run.
+    fn describe(&self) -> String {
+        String::new()
+    }
 }

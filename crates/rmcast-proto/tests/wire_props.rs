@@ -629,6 +629,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         held_next: a,
                         target: b,
                         suspect: NodeId(c as u32),
+                        round: a as u32,
                     },
                 ),
                 9 => (
@@ -638,6 +639,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         coordinator_held: a,
                         held_next: b,
                         expect: c,
+                        round: c as u32,
                     },
                 ),
                 _ => (

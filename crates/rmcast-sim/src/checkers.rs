@@ -10,6 +10,12 @@
 //! after the member joined". Hosts that left are held to safety (integrity, order, virtual
 //! synchrony) but not to delivering what came after they left.
 //!
+//! Crashes and expulsions. A host that crashed or was expelled (the group was rebuilt without
+//! it) has *failed*. While at most r hosts failed (r the resilience degree of the run), every
+//! host, a failed one included, is held to one total order, FIFO and virtual synchrony with the
+//! survivors, and every completed send, a failed sender's included, must survive. Beyond r,
+//! those promises hold among the hosts that did not fail ([`Record::trusted_hosts`]).
+//!
 //! Violation lists are capped at [`MAX_VIOLATIONS`] per checker (the rest are counted), and are
 //! produced in a deterministic order so that a replayed seed prints the same report.
 
@@ -263,7 +269,8 @@ pub fn total_order(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let mut by_seq: BTreeMap<u64, (Ordered, NodeId)> = BTreeMap::new();
     let mut seq_of: BTreeMap<Key, (u64, NodeId)> = BTreeMap::new();
-    for h in &rec.hosts {
+    let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
+    for h in &hosts {
         let mut last: Option<u64> = None;
         for e in &h.events {
             let (item, seq) = match &e.event {
@@ -301,8 +308,7 @@ pub fn total_order(rec: &Record) -> Verdict {
     }
     // Pairwise order of common messages, independent of sequence numbers.
     let mut index: HashMap<Key, u32> = HashMap::new();
-    let orders: Vec<Vec<u32>> = rec
-        .hosts
+    let orders: Vec<Vec<u32>> = hosts
         .iter()
         .map(|h| {
             h.deliveries()
@@ -339,8 +345,8 @@ pub fn total_order(rec: &Record) -> Verdict {
                     if p < lp {
                         f.push(format!(
                             "hosts {} and {} deliver {} and {} in opposite orders",
-                            rec.hosts[a].id,
-                            rec.hosts[b].id,
+                            hosts[a].id,
+                            hosts[b].id,
                             key_str(&names[lm as usize]),
                             key_str(&names[m as usize])
                         ));
@@ -366,7 +372,8 @@ pub fn fifo(rec: &Record) -> Verdict {
         .collect();
     // Per sender: counter -> highest view it was delivered in (anywhere).
     let mut delivered_in: BTreeMap<NodeId, BTreeMap<u64, u64>> = BTreeMap::new();
-    for h in &rec.hosts {
+    let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
+    for h in &hosts {
         for (_, d) in h.deliveries() {
             if let Some(c) = counter_of.get(&(d.sender, d.msg)) {
                 let v = delivered_in
@@ -378,7 +385,7 @@ pub fn fifo(rec: &Record) -> Verdict {
             }
         }
     }
-    for h in &rec.hosts {
+    for h in &hosts {
         let v0 = h.first_view().unwrap_or(u64::MAX);
         let mut got: BTreeMap<NodeId, (u64, BTreeSet<u64>)> = BTreeMap::new();
         for (_, d) in h.deliveries() {
@@ -422,7 +429,7 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
     // (view, next view) -> what each host delivered in between.
     type Segments = BTreeMap<(u64, u64), Vec<(NodeId, BTreeSet<Key>)>>;
     let mut segments = Segments::new();
-    for h in &rec.hosts {
+    for h in rec.trusted_hosts() {
         let mut current: Option<u64> = None;
         let mut between: BTreeSet<Key> = BTreeSet::new();
         for e in &h.events {
@@ -492,15 +499,16 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
     f.verdict()
 }
 
-/// Resilience: a message whose send completed survives. With no crashes in a run this means it
-/// is delivered by every member at the end that was in its view; once engines recover from
-/// crashes, this checker will also allow for up to r crashed holders.
+/// Resilience: a message whose send completed survives any r failures (crashes, expulsions):
+/// it is delivered by every member at the end that was in its view, even when its sender and up
+/// to r - 1 other holders crashed. Beyond r failures only completed sends of hosts that did not
+/// fail are held to it.
 pub fn resilience(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
     let sets = delivered_sets(members.iter().copied());
-    let maxv = max_views(rec.hosts.iter());
-    for h in &rec.hosts {
+    let maxv = max_views(rec.trusted_hosts());
+    for h in rec.trusted_hosts() {
         for e in &h.events {
             let RecEvent::SendComplete { msg } = e.event else {
                 continue;
@@ -553,8 +561,11 @@ pub fn liveness(rec: &Record) -> Verdict {
         f.push(e.clone());
     }
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    if members.is_empty() && rec.hosts.iter().any(|h| h.expelled()) {
+        f.push("no member is left: every host that did not crash or leave was expelled".into());
+    }
     let sets = delivered_sets(members.iter().copied());
-    let maxv = max_views(rec.hosts.iter());
+    let maxv = max_views(rec.trusted_hosts());
     let mut submitted: BTreeMap<NodeId, u64> = BTreeMap::new();
     for s in &rec.submissions {
         *submitted.entry(s.sender).or_default() += 1;
@@ -567,7 +578,7 @@ pub fn liveness(rec: &Record) -> Verdict {
                 ms(h.started_at.unwrap_or_default())
             ));
         }
-        if h.leave_requested_at.is_some() && h.crashed_at.is_none() && !h.left() {
+        if h.leave_requested_at.is_some() && !h.failed() && !h.left() {
             f.push(format!("host {} was asked to leave but never left", h.id));
         }
         let n = submitted.get(&h.id).copied().unwrap_or(0);

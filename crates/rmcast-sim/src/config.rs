@@ -32,12 +32,28 @@ pub enum EngineChoice {
 }
 
 impl EngineChoice {
-    /// A factory for this engine in group `group`.
+    /// The resilience degree the engine promises.
+    pub fn resilience(&self) -> u8 {
+        match *self {
+            EngineChoice::Sequencer { resilience } => resilience,
+        }
+    }
+
+    /// A factory for this engine in group `group`, with engine defaults.
     pub fn factory(&self, group: u32) -> Box<Factory<'static>> {
+        self.factory_with(group, &Tuning::default())
+    }
+
+    /// A factory for this engine in group `group`, with `tuning` applied.
+    pub fn factory_with(&self, group: u32, tuning: &Tuning) -> Box<Factory<'static>> {
         match *self {
             EngineChoice::Sequencer { resilience } => {
                 let mut cfg = rmcast_proto::sequencer::Config::new(group);
                 cfg.resilience = resilience;
+                cfg.min_members = tuning.min_members;
+                if let Some(ms) = tuning.alive_interval_ms {
+                    cfg.alive_interval_ms = ms;
+                }
                 Box::new(move |me, now, role| -> Box<dyn Engine> {
                     use rmcast_proto::sequencer::Sequencer;
                     match role {
@@ -55,6 +71,15 @@ impl EngineChoice {
             EngineChoice::Sequencer { .. } => "sequencer",
         }
     }
+}
+
+/// Engine settings a run may change from the engines' defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// Smallest group a reset may form (0: a majority of the view before the failure).
+    pub min_members: usize,
+    /// Silence before a peer is probed, if not the default (0 turns failure detection off).
+    pub alive_interval_ms: Option<u64>,
 }
 
 /// Properties of one directed link (sender to receiver).
@@ -323,6 +348,8 @@ pub struct SimConfig {
     pub group: u32,
     /// The engine every host runs (ignored by [`crate::run_with`], which takes a factory).
     pub engine: EngineChoice,
+    /// Engine settings that differ from the defaults.
+    pub tuning: Tuning,
     /// The network.
     pub net: NetConfig,
     /// Faults.
@@ -343,6 +370,7 @@ impl Default for SimConfig {
             join_stagger: Duration::from_millis(1),
             group: 0x5349_4d31,
             engine: EngineChoice::Sequencer { resilience: 0 },
+            tuning: Tuning::default(),
             net: NetConfig::default(),
             faults: Faults::default(),
             workload: Workload::default(),
@@ -361,6 +389,11 @@ fn check_prob(what: &str, p: f64) -> Result<(), String> {
 }
 
 impl SimConfig {
+    /// The factory of the engine this run names, with its tuning.
+    pub fn factory(&self) -> Box<Factory<'static>> {
+        self.engine.factory_with(self.group, &self.tuning)
+    }
+
     /// Number of hosts the run may start: initial members and joiners.
     pub fn host_count(&self) -> usize {
         let joiners = self

@@ -17,10 +17,25 @@ pub struct Figures {
     pub messages: u64,
     /// Deliveries at all hosts.
     pub deliveries: u64,
-    /// Datagrams sent by all engines since the workload started.
+    /// Datagrams sent by all engines since the workload started, failure-detection probes
+    /// left out (they depend on time, not on the messages; see `probes`).
     pub datagrams: u64,
     /// `datagrams / messages`.
     pub datagrams_per_broadcast: f64,
+    /// Failure-detection datagrams (probes and answers) since the workload started.
+    pub probes: u64,
+    /// Recovery datagrams (invitations, votes, results, acknowledgements).
+    pub recovery_datagrams: u64,
+    /// Hosts that crashed.
+    pub crashes: u64,
+    /// Hosts expelled (left out of a rebuilt group).
+    pub expelled: u64,
+    /// From the first crash to the first failure found by a host that did not crash, in
+    /// milliseconds (0: no crash, or none found).
+    pub detection_ms: f64,
+    /// From the first crash until every member at the end installed a reset after it, in
+    /// milliseconds: detection plus ResetGroup (0: no crash, or no reset).
+    pub recovery_ms: f64,
     /// Median latency from submit to delivery at another member, in milliseconds.
     pub latency_p50_ms: f64,
     /// 99th percentile of that latency, in milliseconds.
@@ -72,7 +87,9 @@ pub fn figures(rec: &Record) -> Figures {
     };
     for h in &rec.hosts {
         let (end, start) = (&h.counters, &h.counters_at_workload_start);
-        f.datagrams += delta(end, start, |c| c.datagrams_sent);
+        f.probes += delta(end, start, |c| c.probes_sent);
+        f.recovery_datagrams += delta(end, start, |c| c.recovery_sent);
+        f.datagrams += delta(end, start, |c| c.datagrams_sent - c.probes_sent);
         f.retransmissions += delta(end, start, |c| c.retransmissions);
         f.nacks += delta(end, start, |c| c.nacks_sent);
     }
@@ -102,6 +119,7 @@ pub fn figures(rec: &Record) -> Figures {
             }
         }
     }
+    recovery_times(rec, &mut f);
     latencies.sort_unstable();
     f.latency_p50_ms = percentile(&latencies, 0.50);
     f.latency_p99_ms = percentile(&latencies, 0.99);
@@ -112,8 +130,52 @@ pub fn figures(rec: &Record) -> Figures {
     f
 }
 
+/// Detection and recovery times after the first crash.
+fn recovery_times(rec: &Record, f: &mut Figures) {
+    f.crashes = rec.hosts.iter().filter(|h| h.crashed_at.is_some()).count() as u64;
+    f.expelled = rec.hosts.iter().filter(|h| h.expelled()).count() as u64;
+    let Some(crash) = rec.hosts.iter().filter_map(|h| h.crashed_at).min() else {
+        return;
+    };
+    let after = |h: &crate::record::HostRecord, want: fn(&RecEvent) -> bool| {
+        h.events
+            .iter()
+            .find(|e| e.at >= crash && want(&e.event))
+            .map(|e| e.at)
+    };
+    let ms = |t: rmcast_proto::Time| t.0.saturating_sub(crash.0) as f64 / 1e6;
+    if let Some(t) = rec
+        .hosts
+        .iter()
+        .filter(|h| h.crashed_at.is_none())
+        .filter_map(|h| after(h, |e| matches!(e, RecEvent::Failed { .. })))
+        .min()
+    {
+        f.detection_ms = ms(t);
+    }
+    let resets: Option<Vec<_>> = rec
+        .members_at_end()
+        .map(|h| after(h, |e| matches!(e, RecEvent::Reset { .. })))
+        .collect();
+    if let Some(t) = resets.and_then(|v| v.into_iter().max()) {
+        f.recovery_ms = ms(t);
+    }
+}
+
 impl Figures {
-    /// The mean of every field over several runs (counts are rounded down).
+    /// The mean of `g` over the runs where it is not zero (detection and recovery times exist
+    /// only in runs with a crash).
+    pub fn mean_nonzero(all: &[Figures], g: fn(&Figures) -> f64) -> f64 {
+        let v: Vec<f64> = all.iter().map(g).filter(|x| *x > 0.0).collect();
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// The mean of every field over several runs (counts are rounded down; detection and
+    /// recovery times over the runs that had them).
     pub fn mean(all: &[Figures]) -> Figures {
         if all.is_empty() {
             return Figures::default();
@@ -126,6 +188,12 @@ impl Figures {
             deliveries: um(|f| f.deliveries),
             datagrams: um(|f| f.datagrams),
             datagrams_per_broadcast: fm(|f| f.datagrams_per_broadcast),
+            probes: um(|f| f.probes),
+            recovery_datagrams: um(|f| f.recovery_datagrams),
+            crashes: um(|f| f.crashes),
+            expelled: um(|f| f.expelled),
+            detection_ms: Figures::mean_nonzero(all, |f| f.detection_ms),
+            recovery_ms: Figures::mean_nonzero(all, |f| f.recovery_ms),
             latency_p50_ms: fm(|f| f.latency_p50_ms),
             latency_p99_ms: fm(|f| f.latency_p99_ms),
             throughput_msgs_per_s: fm(|f| f.throughput_msgs_per_s),

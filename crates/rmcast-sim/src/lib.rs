@@ -44,7 +44,7 @@ mod world;
 pub use checkers::{Verdict, Violation, CHECKERS};
 pub use config::{
     ChurnEvent, ChurnKind, Crash, EngineChoice, Factory, Faults, Limits, LinkParams, Load,
-    NetConfig, Partition, Pause, Role, SimConfig, Workload,
+    NetConfig, Partition, Pause, Role, SimConfig, Tuning, Workload,
 };
 pub use figures::Figures;
 pub use record::Record;
@@ -109,7 +109,7 @@ fn summarize(seed: u64, verdicts: &BTreeMap<&'static str, Verdict>) -> String {
 /// # Panics
 /// If the config is invalid (see [`SimConfig::validate`]).
 pub fn run(cfg: &SimConfig) -> Report {
-    let factory = cfg.engine.factory(cfg.group);
+    let factory = cfg.factory();
     run_with(cfg, &*factory)
 }
 
@@ -282,7 +282,7 @@ impl SweepReport {
 /// Runs `cfg` once per seed (the config's schedules stay the same; only the RNG changes).
 /// [`Scenario::sweep`] also redraws the fault schedule per seed.
 pub fn sweep(cfg: &SimConfig, seeds: impl IntoIterator<Item = u64>) -> SweepReport {
-    let factory = cfg.engine.factory(cfg.group);
+    let factory = cfg.factory();
     sweep_with(cfg, seeds, &*factory)
 }
 

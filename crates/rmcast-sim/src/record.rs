@@ -77,6 +77,30 @@ pub enum RecEvent {
     },
     /// The host left the group.
     Left,
+    /// A failure was found: recovery mode.
+    Failed {
+        /// Who was suspected.
+        suspect: NodeId,
+    },
+    /// A reset attempt found too few members.
+    ResetFailed {
+        /// Members that answered.
+        reachable: usize,
+        /// Members required.
+        needed: usize,
+    },
+    /// The group was rebuilt (just before the new view).
+    Reset {
+        /// The new incarnation.
+        incarnation: u32,
+        /// Members left out.
+        removed: Vec<NodeId>,
+    },
+    /// The host was left out of a rebuilt group; it does nothing more.
+    Expelled {
+        /// The incarnation that left it out.
+        incarnation: u32,
+    },
 }
 
 /// An event with the virtual time it was emitted at.
@@ -124,12 +148,30 @@ pub struct HostRecord {
     pub counters: Counters,
     /// Engine counters when the workload started (zero if the host was not running then).
     pub counters_at_workload_start: Counters,
+    /// The engine's own description of its state at the end ([`rmcast_proto::Engine::describe`]).
+    pub final_state: String,
 }
 
 impl HostRecord {
-    /// Started, never asked to leave, never crashed: the members the checkers hold to the end.
+    /// Started, never asked to leave, never crashed, never expelled: the members the checkers
+    /// hold to the end.
     pub fn stayed(&self) -> bool {
-        self.started_at.is_some() && self.leave_requested_at.is_none() && self.crashed_at.is_none()
+        self.started_at.is_some()
+            && self.leave_requested_at.is_none()
+            && self.crashed_at.is_none()
+            && !self.expelled()
+    }
+
+    /// Whether the group went on without this host: it crashed or was expelled.
+    pub fn failed(&self) -> bool {
+        self.crashed_at.is_some() || self.expelled()
+    }
+
+    /// Whether [`RecEvent::Expelled`] was recorded.
+    pub fn expelled(&self) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e.event, RecEvent::Expelled { .. }))
     }
 
     /// The id of the first view this host installed.
@@ -189,6 +231,8 @@ pub struct NetStats {
     /// Submissions refused with `NotMember` by a host that had a view and was not leaving
     /// (retried later).
     pub submit_not_member: u64,
+    /// Submissions refused with `GroupFailed` (recovery mode; retried later).
+    pub submit_group_failed: u64,
 }
 
 /// The full record of a run.
@@ -196,6 +240,8 @@ pub struct NetStats {
 pub struct Record {
     /// Seed of the run.
     pub seed: u64,
+    /// Resilience degree r the engines promised (0 for engines without one).
+    pub resilience: u8,
     /// Hosts by id (`hosts[i].id == NodeId(i)`).
     pub hosts: Vec<HostRecord>,
     /// Accepted submissions in order.
@@ -228,6 +274,25 @@ impl Record {
     /// Hosts that stayed to the end and installed a view.
     pub fn members_at_end(&self) -> impl Iterator<Item = &HostRecord> + '_ {
         self.hosts.iter().filter(|h| h.member_at_end())
+    }
+
+    /// Hosts the group went on without (crashed or expelled).
+    pub fn failures(&self) -> usize {
+        self.hosts.iter().filter(|h| h.failed()).count()
+    }
+
+    /// Whether the run stayed within the engine's promise: at most r hosts failed. Then every
+    /// host's deliveries, a failed one's included, must fit the survivors' order; beyond r
+    /// only the hosts that did not fail are held to it.
+    pub fn within_resilience(&self) -> bool {
+        self.failures() <= self.resilience as usize
+    }
+
+    /// The hosts whose deliveries every checker holds to one order: all of them within the
+    /// resilience degree, else those that did not fail.
+    pub fn trusted_hosts(&self) -> impl Iterator<Item = &HostRecord> + '_ {
+        let all = self.within_resilience();
+        self.hosts.iter().filter(move |h| all || !h.failed())
     }
 }
 

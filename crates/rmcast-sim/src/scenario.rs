@@ -13,8 +13,8 @@
 //! first, and may include host 0 (the sequencer hands its role over).
 
 use crate::config::{
-    ChurnEvent, ChurnKind, EngineChoice, Faults, LinkParams, Load, NetConfig, Partition, Pause,
-    SimConfig, Workload,
+    ChurnEvent, ChurnKind, Crash, EngineChoice, Faults, LinkParams, Load, NetConfig, Partition,
+    Pause, SimConfig, Tuning, Workload,
 };
 use crate::{run, RunSummary, SweepReport};
 use rand::seq::SliceRandom;
@@ -66,6 +66,17 @@ pub struct Scenario {
     pub rx_buffer: usize,
     /// Length of the window in which faults and churn happen, in milliseconds.
     pub fault_window_ms: u64,
+    /// Hosts that crash (state lost, for good) at random moments of the fault window, shifted by
+    /// 300 ms so that the group has formed.
+    pub crashes: u32,
+    /// The first crash is the sequencer's (host 0).
+    pub crash_sequencer: bool,
+    /// Every crash after the first falls 500 to 900 ms after the one before: around the time
+    /// the failure is detected and the group resets (defaults: about 700 ms), so into the
+    /// recovery.
+    pub crash_in_recovery: bool,
+    /// Smallest group a reset may form (0: a majority of the view before the failure).
+    pub min_members: u32,
 }
 
 impl Default for Scenario {
@@ -90,9 +101,17 @@ impl Default for Scenario {
             pause_ms: 200,
             rx_buffer: 64,
             fault_window_ms: 500,
+            crashes: 0,
+            crash_sequencer: false,
+            crash_in_recovery: false,
+            min_members: 0,
         }
     }
 }
+
+/// Crashes fall this long after the fault window opens, at the earliest (joins under loss take
+/// a few join retries of 100 ms).
+const CRASH_OFFSET: Duration = Duration::from_millis(300);
 
 /// Random stream for schedules, kept apart from the run's RNG.
 const SCHEDULE_STREAM: u64 = 0x5ce4_a210_d1ce_5eed;
@@ -184,6 +203,21 @@ impl Scenario {
         if self.rx_buffer == 0 {
             return Err("--rx-buffer must be at least 1".into());
         }
+        if self.crashes >= self.members {
+            return Err(format!(
+                "--crashes must be below --members ({}): someone must survive, got {}",
+                self.members, self.crashes
+            ));
+        }
+        if self.crash_sequencer && self.crashes == 0 {
+            return Err("--crash-sequencer needs --crashes 1 or more".into());
+        }
+        if self.min_members > self.members {
+            return Err(format!(
+                "--min-members must be at most --members ({}), got {}",
+                self.members, self.min_members
+            ));
+        }
         match self.engine {
             EngineChoice::Sequencer { resilience } if resilience > 32 => {
                 Err(format!("--resilience must be at most 32, got {resilience}"))
@@ -271,6 +305,29 @@ impl Scenario {
             });
         }
 
+        // Crashes: distinct initial members, the sequencer first if asked.
+        let mut crashes = Vec::new();
+        let mut victims: Vec<NodeId> = (0..n).map(NodeId).collect();
+        victims.shuffle(&mut rng);
+        if self.crash_sequencer {
+            victims.retain(|h| h.0 != 0);
+            victims.insert(0, NodeId(0));
+        }
+        let mut last: Option<Time> = None;
+        for host in victims.into_iter().take(self.crashes as usize) {
+            let at = match last {
+                Some(t) if self.crash_in_recovery => {
+                    t + Duration::from_micros(rng.gen_range(500_000..=900_000))
+                }
+                // Not before the group has formed: a joiner whose join is not through yet
+                // cannot vote, and a group that never had a majority cannot reset.
+                _ => at_in_window(&mut rng, 0) + CRASH_OFFSET,
+            };
+            last = Some(at);
+            crashes.push(Crash { host, at });
+        }
+        crashes.sort_by_key(|c| (c.at, c.host));
+
         let load = match self.rate {
             Some(r) => Load::OpenLoop {
                 interval: Duration::from_nanos((1e9 / r).round().max(1.0) as u64),
@@ -299,7 +356,7 @@ impl Scenario {
             faults: Faults {
                 partitions,
                 pauses,
-                crashes: Vec::new(),
+                crashes,
                 pause_buffer_datagrams: self.rx_buffer,
             },
             workload: Workload {
@@ -311,6 +368,10 @@ impl Scenario {
                 ..Workload::default()
             },
             churn,
+            tuning: Tuning {
+                min_members: self.min_members as usize,
+                ..Tuning::default()
+            },
             ..SimConfig::default()
         }
     }
@@ -349,6 +410,18 @@ impl Scenario {
             self.rx_buffer,
             self.fault_window_ms
         ));
+        if self.crashes > 0 {
+            s.push_str(&format!(" --crashes {}", self.crashes));
+        }
+        if self.crash_sequencer {
+            s.push_str(" --crash-sequencer");
+        }
+        if self.crash_in_recovery {
+            s.push_str(" --crash-in-recovery");
+        }
+        if self.min_members > 0 {
+            s.push_str(&format!(" --min-members {}", self.min_members));
+        }
         s
     }
 
@@ -365,7 +438,7 @@ impl Scenario {
     /// Runs one seed, a panic becoming a failed `panic` verdict.
     pub fn run_caught(&self, seed: u64) -> RunSummary {
         let cfg = self.config(seed);
-        let factory = cfg.engine.factory(cfg.group);
+        let factory = cfg.factory();
         RunSummary::run_caught(&cfg, &*factory)
     }
 

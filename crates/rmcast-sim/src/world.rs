@@ -704,11 +704,35 @@ impl<'a> World<'a> {
                 RecEvent::SendComplete { msg }
             }
             Event::Left => RecEvent::Left,
-            // Recorded in a later change.
-            Event::Failed { .. } | Event::ResetFailed { .. } | Event::Reset { .. } => return false,
-            Event::Expelled { .. } => RecEvent::Left,
+            Event::Failed { suspect } => RecEvent::Failed { suspect },
+            Event::ResetFailed { reachable, needed } => {
+                RecEvent::ResetFailed { reachable, needed }
+            }
+            Event::Reset {
+                incarnation,
+                removed,
+            } => RecEvent::Reset {
+                incarnation,
+                removed,
+            },
+            Event::Expelled { incarnation } => {
+                // The group went on without this host: it is no longer held to deliver
+                // anything, and what it delivered no longer counts towards quiescence.
+                if h.planned_survivor {
+                    h.planned_survivor = false;
+                    for k in &h.delivered {
+                        if let Some(t) = self.tracks.get_mut(k) {
+                            t.survivor_deliveries -= 1;
+                        }
+                    }
+                }
+                if let Some(s) = h.sender.as_mut() {
+                    s.stopped = true;
+                }
+                RecEvent::Expelled { incarnation }
+            }
         };
-        let left = event == RecEvent::Left;
+        let left = matches!(event, RecEvent::Left | RecEvent::Expelled { .. });
         h.rec.events.push(Recorded { at, event });
         left
     }
@@ -853,11 +877,15 @@ impl<'a> World<'a> {
                             break;
                         }
                     }
-                    Err(e @ (SendError::WouldBlock | SendError::NotMember)) => {
-                        if e == SendError::WouldBlock {
-                            self.net.submit_would_block += 1;
-                        } else {
-                            self.net.submit_not_member += 1;
+                    Err(
+                        e @ (SendError::WouldBlock
+                        | SendError::NotMember
+                        | SendError::GroupFailed),
+                    ) => {
+                        match e {
+                            SendError::WouldBlock => self.net.submit_would_block += 1,
+                            SendError::NotMember => self.net.submit_not_member += 1,
+                            _ => self.net.submit_group_failed += 1,
                         }
                         if !s.retry_pending {
                             s.retry_pending = true;
@@ -937,14 +965,16 @@ impl<'a> World<'a> {
             .hosts
             .into_iter()
             .map(|mut h| {
-                if let Some(e) = h.engine() {
-                    h.rec.counters = e.counters().clone();
+                if let Some((c, d)) = h.engine().map(|e| (e.counters().clone(), e.describe())) {
+                    h.rec.counters = c;
+                    h.rec.final_state = d;
                 }
                 h.rec
             })
             .collect();
         Record {
             seed: self.cfg.seed,
+            resilience: self.cfg.engine.resilience(),
             hosts,
             submissions: self.submissions,
             workload_start: self.cfg.workload.start,

@@ -299,6 +299,8 @@ pub struct Sequencer {
     silent_req_timeouts: u32,
     /// Whether the sequencer was heard since the last request timeout.
     heard_sequencer: bool,
+    /// When the sequencer was last heard.
+    last_heard_sequencer: Time,
     /// Recovery mode: from a detected failure until the group is reset.
     recovery: Option<Recovery>,
     /// As coordinator of a reset: the members that have not acknowledged it yet.
@@ -371,6 +373,7 @@ impl Sequencer {
             detector_key: None,
             silent_req_timeouts: 0,
             heard_sequencer: false,
+            last_heard_sequencer: now,
             recovery: None,
             awaiting: None,
             last_result: None,
@@ -1667,9 +1670,10 @@ impl Sequencer {
         };
         at(self.join_deadline);
         at(self.nack_deadline);
-        // The leave timer only runs while the leave can go out; otherwise an input unblocks it.
+        // The leave timer only runs while the leave can go out; otherwise an input unblocks it
+        // (in recovery mode, the reset).
         if (self.is_sequencer() && self.sequencer_can_leave())
-            || (!self.is_sequencer() && self.outq.is_empty())
+            || (!self.is_sequencer() && self.outq.is_empty() && !self.recovering())
         {
             at(self.leave_deadline);
         }
@@ -1759,6 +1763,7 @@ impl Engine for Sequencer {
         self.detector.heard(from, now);
         if from == self.sequencer_hint {
             self.heard_sequencer = true;
+            self.last_heard_sequencer = now;
         }
         let seq_role = self.is_sequencer();
         if let Some(o) = self.ord.as_mut() {
@@ -1845,13 +1850,15 @@ impl Engine for Sequencer {
                 held_next,
                 target,
                 suspect,
-            } => self.on_reform_req(from, held_next, target, suspect),
+                round,
+            } => self.on_reform_req(from, held_next, target, suspect, round),
             Body::Vote {
                 coordinator,
                 coordinator_held,
                 held_next,
                 expect,
-            } => self.on_vote(from, coordinator, coordinator_held, held_next, expect),
+                round,
+            } => self.on_vote(from, coordinator, coordinator_held, held_next, expect, round),
             Body::Result { .. } => unreachable!("handled above"),
             Body::ResultAck { incarnation } => self.on_result_ack(from, incarnation),
         }
@@ -1873,7 +1880,12 @@ impl Engine for Sequencer {
                 self.silent_req_timeouts += 1;
             }
             self.heard_sequencer = false;
-            if self.cfg.alive_interval_ms > 0 && self.silent_req_timeouts > self.cfg.alive_retries
+            // Never sooner than the probes would: a paused sequencer is not declared dead by
+            // the backed-off retries of an impatient sender.
+            let silent_for = now.saturating_since(self.last_heard_sequencer);
+            if self.cfg.alive_interval_ms > 0
+                && self.silent_req_timeouts > self.cfg.alive_retries
+                && silent_for >= self.detector.failure_timeout()
             {
                 let suspect = self.sequencer_hint;
                 self.member_failed(suspect);
@@ -2054,6 +2066,32 @@ impl Engine for Sequencer {
 
     fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "phase {:?} inc {} view {} {:?} seq {:?} hint {} deliver {} held {} accepted {} \
+             known {} stable {} base {} outq {} unsent {} own_ordered {} recovery {:?} \
+             awaiting {:?} repair {:?}",
+            self.phase,
+            self.incarnation,
+            self.view.id,
+            self.view.members,
+            self.ord.as_ref().map(|o| o.next_seq),
+            self.sequencer_hint,
+            self.next_deliver,
+            self.held_next,
+            self.accepted_next,
+            self.seq_next_known,
+            self.stable,
+            self.history.base(),
+            self.outq.len(),
+            self.unsent,
+            self.own_ordered,
+            self.recovery,
+            self.awaiting,
+            self.repair_target(),
+        )
     }
 
     fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {

@@ -169,6 +169,8 @@ pub enum Body<'a> {
         target: u64,
         /// The member whose failure started the recovery.
         suspect: NodeId,
+        /// The invitation round (a vote names the round it answers).
+        round: u32,
     },
     /// BC_VOTE.
     Vote {
@@ -180,6 +182,8 @@ pub enum Body<'a> {
         held_next: u64,
         /// The voter's next sequence number to deliver.
         expect: u64,
+        /// The invitation round this vote answers (0 when it answers none).
+        round: u32,
     },
     /// BC_RESULT.
     Result {
@@ -364,12 +368,14 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             held_next: r.u64()?,
             target: r.u64()?,
             suspect: NodeId(r.u32()?),
+            round: r.u32()?,
         },
         ptype::VOTE => Body::Vote {
             coordinator: NodeId(r.u32()?),
             coordinator_held: r.u64()?,
             held_next: r.u64()?,
             expect: r.u64()?,
+            round: r.u32()?,
         },
         ptype::RESULT => {
             let incarnation = r.u32()?;
@@ -530,21 +536,25 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             held_next,
             target,
             suspect,
+            round,
         } => {
             buf.put_u64(held_next);
             buf.put_u64(target);
             buf.put_u32(suspect.0);
+            buf.put_u32(round);
         }
         Body::Vote {
             coordinator,
             coordinator_held,
             held_next,
             expect,
+            round,
         } => {
             buf.put_u32(coordinator.0);
             buf.put_u64(coordinator_held);
             buf.put_u64(held_next);
             buf.put_u64(expect);
+            buf.put_u32(round);
         }
         Body::Result {
             incarnation,
@@ -710,12 +720,14 @@ mod tests {
                 held_next: 7,
                 target: 9,
                 suspect: NodeId(3),
+                round: 4,
             },
             Body::Vote {
                 coordinator: NodeId(2),
                 coordinator_held: 8,
                 held_next: 7,
                 expect: 5,
+                round: 4,
             },
             Body::Result {
                 incarnation: 2,

@@ -43,6 +43,8 @@ pub(super) struct Voter {
     held_next: u64,
     expect: u64,
     heard_at: Time,
+    /// The newest invitation round it answered.
+    round: u32,
 }
 
 /// What a coordinator knows.
@@ -72,6 +74,8 @@ pub(super) enum Role {
         target: u64,
         /// When the coordinator was last heard.
         heard_at: Time,
+        /// The newest invitation round heard from it.
+        round: u32,
     },
     /// Invites the members of the old view.
     Coordinator(Coord),
@@ -194,6 +198,14 @@ impl Sequencer {
         if self.phase != Phase::Member || self.recovery.is_some() {
             return;
         }
+        if !self.view.members.contains(&self.me) {
+            // A departing sequencer that lingers after its leave was delivered: the group's
+            // recovery is no longer its business.
+            self.phase = Phase::Left;
+            self.ord = None;
+            self.events.push_back(Event::Left);
+            return;
+        }
         let old_members = self.view.members.clone();
         let min_members = match self.cfg.min_members {
             0 => old_members.len() / 2 + 1,
@@ -218,6 +230,12 @@ impl Sequencer {
         self.nack_deadline = None;
         self.req_deadline = None;
         self.rtt_probe = None;
+        if self.cfg.auto_reset {
+            let silence = self.recovery_silence();
+            if let Some(r) = self.recovery.as_mut() {
+                r.next_at = Some(self.now + silence);
+            }
+        }
         self.refresh_detector();
         self.events.push_back(Event::Failed { suspect });
     }
@@ -266,17 +284,24 @@ impl Sequencer {
     }
 
     /// Follow coordinator `c` (it beats whoever we followed or were).
-    fn follow(&mut self, c: NodeId, c_held: u64, target: u64) {
+    fn follow(&mut self, c: NodeId, c_held: u64, target: u64, round: u32) {
         let now = self.now;
         let silence = self.recovery_silence();
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
+        if let Role::Coordinator(co) = &r.role {
+            // Yielding: our voters follow the winner too (they would not switch on their own).
+            for v in &co.voters {
+                self.control.redirect(v.id, c, c_held);
+            }
+        }
         r.role = Role::Participant {
             coordinator: c,
             coordinator_held: c_held,
             target,
             heard_at: now,
+            round,
         };
         r.vote_due = true;
         r.invite_due = false;
@@ -285,8 +310,20 @@ impl Sequencer {
     }
 
     /// BC_REFORMREQ from `from`.
-    pub(super) fn on_reform_req(&mut self, from: NodeId, held: u64, target: u64, suspect: NodeId) {
-        if self.phase != Phase::Member {
+    ///
+    /// Who follows whom: an idle member follows the first coordinator that invites it; a
+    /// coordinator yields to a better one it hears itself; a participant stays with its
+    /// coordinator until that one yields (and tells it) or goes silent. So a vote counted by a
+    /// coordinator is never counted by another at the same time.
+    pub(super) fn on_reform_req(
+        &mut self,
+        from: NodeId,
+        held: u64,
+        target: u64,
+        suspect: NodeId,
+        round: u32,
+    ) {
+        if self.phase != Phase::Member || !self.view.members.contains(&from) {
             return;
         }
         if self.recovery.is_none() {
@@ -296,64 +333,50 @@ impl Sequencer {
         let me = self.me;
         let now = self.now;
         let silence = self.recovery_silence();
-        let r = self.recovery.as_mut().expect("in recovery");
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
         if !r.old_members.contains(&from) {
             return;
         }
-        enum Then {
-            Follow,
-            Redirect(NodeId, u64),
-            Repair,
-            Nothing,
-        }
-        let then = match &mut r.role {
-            Role::Idle => Then::Follow,
+        let mut repair = false;
+        let follow = match &mut r.role {
+            Role::Idle => true,
             Role::Participant {
                 coordinator,
                 coordinator_held,
                 target: t,
                 heard_at,
+                round: rd,
             } => {
                 if *coordinator == from {
                     *coordinator_held = held;
                     *heard_at = now;
+                    *rd = (*rd).max(round);
                     r.next_at = Some(now + silence);
                     r.vote_due = true;
-                    let changed = *t != target;
+                    repair = *t != target;
                     *t = target;
-                    if changed {
-                        Then::Repair
-                    } else {
-                        Then::Nothing
-                    }
-                } else if better(held, from, *coordinator_held, *coordinator) {
-                    Then::Follow
-                } else {
-                    // Tell the weaker coordinator whom we follow, so that it yields.
-                    Then::Redirect(*coordinator, *coordinator_held)
                 }
+                false
             }
             Role::Coordinator(c) => {
                 if !c.suspects.contains(&suspect) && suspect != me {
                     c.suspects.push(suspect);
                 }
-                // A weaker coordinator yields to our own invitations.
-                if better(held, from, mine, me) {
-                    Then::Follow
-                } else {
-                    Then::Nothing
-                }
+                // A weaker coordinator yields to our own invitations in turn.
+                better(held, from, mine, me)
             }
         };
-        match then {
-            Then::Follow => self.follow(from, held, target),
-            Then::Redirect(c, c_held) => self.control.redirect(from, c, c_held),
-            Then::Repair => self.check_gap(),
-            Then::Nothing => {}
+        if follow {
+            self.follow(from, held, target, round);
+        } else if repair {
+            self.check_gap();
         }
     }
 
-    /// BC_VOTE from `from`: for us, or for a coordinator `cand` it thinks beats us.
+    /// BC_VOTE from `from`: for us; or, from the coordinator we follow, naming the coordinator
+    /// it yielded to.
     pub(super) fn on_vote(
         &mut self,
         from: NodeId,
@@ -361,8 +384,8 @@ impl Sequencer {
         cand_held: u64,
         held: u64,
         expect: u64,
+        round: u32,
     ) {
-        let mine = self.my_vote();
         let me = self.me;
         let now = self.now;
         let Some(r) = self.recovery.as_mut() else {
@@ -371,35 +394,33 @@ impl Sequencer {
         if !r.old_members.contains(&from) {
             return;
         }
-        let follow = match &mut r.role {
+        match &mut r.role {
             Role::Coordinator(c) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
                     Some(v) => {
                         v.held_next = v.held_next.max(held);
                         v.expect = v.expect.max(expect);
                         v.heard_at = now;
+                        v.round = v.round.max(round);
                     }
                     None => c.voters.push(Voter {
                         id: from,
                         held_next: held,
                         expect,
                         heard_at: now,
+                        round,
                     }),
                 }
-                false
+                self.coordinate(false);
             }
-            Role::Coordinator(_) => better(cand_held, cand, mine, me),
-            Role::Participant {
-                coordinator,
-                coordinator_held,
-                ..
-            } => *coordinator != cand && better(cand_held, cand, *coordinator_held, *coordinator),
-            Role::Idle => false,
-        };
-        if follow {
-            self.follow(cand, cand_held, 0);
-        } else if cand == me {
-            self.coordinate(false);
+            Role::Participant { coordinator, .. } if *coordinator == from && cand == me => {
+                // Our coordinator hands the recovery over to us.
+                self.start_coordinating();
+            }
+            Role::Participant { coordinator, .. } if *coordinator == from && cand != from => {
+                self.follow(cand, cand_held, 0, 0);
+            }
+            _ => {}
         }
     }
 
@@ -415,6 +436,9 @@ impl Sequencer {
             return;
         }
         match &r.role {
+            // Invited by a coordinator that stayed silent: with the automatic policy, invite
+            // in turn.
+            Role::Idle if self.cfg.auto_reset => self.start_coordinating(),
             Role::Idle => {}
             Role::Participant { .. } => {
                 // The coordinator went silent: recovery starts again, with us inviting.
@@ -507,9 +531,14 @@ impl Sequencer {
             return;
         }
         self.repair_from = None;
+        // Only votes answering this round or the one before count towards the commit: a
+        // participant that answered them heard us within two rounds, and leaves us only after
+        // `alive_retries + 1` silent rounds, so it cannot be counted by another coordinator now.
+        let fresh = c.round.saturating_sub(1);
         let voters: Vec<(NodeId, u64, u64)> = c
             .voters
             .iter()
+            .filter(|v| v.round >= fresh)
             .map(|v| (v.id, v.held_next, v.expect))
             .collect();
         let min_members = r.min_members;
@@ -520,7 +549,18 @@ impl Sequencer {
             .into_iter()
             .filter(|m| *m == me || voters.iter().any(|v| v.0 == *m))
             .collect();
-        if !members.contains(&me) || members.len() < min_members {
+        if !members.contains(&me) {
+            // Our own leave is ordered below the target: the member of the new group that
+            // ranks first takes over as coordinator (we tell it, and our voters follow it).
+            if let Some(&(next, held, _)) = members
+                .first()
+                .and_then(|m| voters.iter().find(|v| v.0 == *m))
+            {
+                self.follow(next, held, target, 0);
+            }
+            return;
+        }
+        if members.len() < min_members {
             return;
         }
         let all_hold = members
@@ -796,8 +836,8 @@ impl Sequencer {
         let r = self.recovery.as_mut()?;
         if r.invite_due {
             r.invite_due = false;
-            let target = match &r.role {
-                Role::Coordinator(c) => c.target.unwrap_or(0),
+            let (target, round) = match &r.role {
+                Role::Coordinator(c) => (c.target.unwrap_or(0), c.round),
                 _ => return None,
             };
             let suspect = r.suspect;
@@ -809,6 +849,7 @@ impl Sequencer {
                     held_next: held,
                     target,
                     suspect,
+                    round,
                 },
             );
             self.counters.recovery_sent += 1;
@@ -819,6 +860,7 @@ impl Sequencer {
             let Role::Participant {
                 coordinator,
                 coordinator_held,
+                round,
                 ..
             } = r.role
             else {
@@ -833,6 +875,7 @@ impl Sequencer {
                     coordinator_held,
                     held_next: held,
                     expect,
+                    round,
                 },
             );
             self.counters.recovery_sent += 1;
@@ -870,6 +913,7 @@ impl Sequencer {
                 coordinator_held: c_held,
                 held_next: self.held_next,
                 expect: self.next_deliver,
+                round: 0,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
@@ -881,6 +925,7 @@ impl Sequencer {
                 coordinator_held: 0,
                 held_next: self.held_next,
                 expect: self.next_deliver,
+                round: 0,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
@@ -917,7 +962,7 @@ pub(super) struct Control {
     alive: VecDeque<NodeId>,
     /// BC_RESULTACK owed.
     acks: VecDeque<NodeId>,
-    /// Weaker coordinators to tell whom we follow: (to, coordinator, its vote).
+    /// Our voters, told whom we yielded to: (to, coordinator, its vote).
     redirects: VecDeque<(NodeId, NodeId, u64)>,
     /// Members of older incarnations owed the newest result.
     results: VecDeque<NodeId>,
