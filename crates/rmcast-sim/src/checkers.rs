@@ -917,6 +917,60 @@ mod tests {
         );
     }
 
+    /// Host 1 crashes after completing 1#4 (seq 8): within r = 1 the survivors must deliver it;
+    /// with r = 0 (one failure beyond r) a crashed sender's completions carry no promise.
+    #[test]
+    fn resilience_holds_crashed_senders_to_their_completions_within_r() {
+        let mut rec = good();
+        rec.resilience = 1;
+        rec.hosts[1].crashed_at = Some(Time(1 << 29));
+        for h in [0, 2] {
+            let i = position(&rec, h, 1, 4);
+            rec.hosts[h].events.remove(i);
+        }
+        fails(
+            resilience(&rec),
+            "completed send 1#4 (view 2) lost at member 0",
+        );
+        rec.resilience = 0;
+        assert_eq!(resilience(&rec), Ok(()));
+    }
+
+    /// A host that crashed delivered a message at a sequence number the survivors use for
+    /// another: a violation within r, not beyond it (the survivors never had it).
+    #[test]
+    fn total_order_includes_failed_hosts_only_within_r() {
+        let mut rec = good();
+        rec.resilience = 1;
+        rec.hosts[2].crashed_at = Some(Time(1 << 29));
+        if let RecEvent::Deliver(d) = &mut rec.hosts[2].events.last_mut().unwrap().event {
+            *d = match deliver(8, 2, 3, 2) {
+                RecEvent::Deliver(d) => d,
+                _ => unreachable!(),
+            };
+        }
+        fails(total_order(&rec), "seq 8 is message 1#4 at host 0");
+        // An expelled host counts as failed too: two failures are beyond r = 1.
+        rec.hosts[0].events.push(Recorded {
+            at: Time(1 << 30),
+            event: RecEvent::Expelled { incarnation: 1 },
+        });
+        assert!(!rec.within_resilience());
+        assert_eq!(total_order(&rec), Ok(()));
+    }
+
+    #[test]
+    fn liveness_requires_someone_to_survive_expulsions() {
+        let mut rec = good();
+        for h in &mut rec.hosts {
+            h.events.push(Recorded {
+                at: Time(1 << 30),
+                event: RecEvent::Expelled { incarnation: 1 },
+            });
+        }
+        fails(liveness(&rec), "no member is left");
+    }
+
     #[test]
     fn livelock_reports_the_bound() {
         let mut rec = good();

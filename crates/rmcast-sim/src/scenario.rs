@@ -66,8 +66,8 @@ pub struct Scenario {
     pub rx_buffer: usize,
     /// Length of the window in which faults and churn happen, in milliseconds.
     pub fault_window_ms: u64,
-    /// Hosts that crash (state lost, for good) at random moments of the fault window, shifted by
-    /// 300 ms so that the group has formed.
+    /// Hosts that crash (state lost, for good) at random moments of the fault window. In runs
+    /// with crashes every fault is shifted by 300 ms, so that the group has formed.
     pub crashes: u32,
     /// The first crash is the sequencer's (host 0).
     pub crash_sequencer: bool,
@@ -109,8 +109,8 @@ impl Default for Scenario {
     }
 }
 
-/// Crashes fall this long after the fault window opens, at the earliest (joins under loss take
-/// a few join retries of 100 ms).
+/// In runs with crashes, faults fall this long after the fault window opens, at the earliest
+/// (joins under loss take a few join retries of 100 ms).
 const CRASH_OFFSET: Duration = Duration::from_millis(300);
 
 /// Random stream for schedules, kept apart from the run's RNG.
@@ -249,6 +249,13 @@ impl Scenario {
         };
         let senders = self.sender_ids();
         let hosts = n + self.churn;
+        // With crashes, faults wait until the group has formed: a joiner cut off from its join
+        // cannot vote, and a group that lost a majority before it formed cannot reset.
+        let fault_offset = if self.crashes > 0 {
+            CRASH_OFFSET
+        } else {
+            Duration::ZERO
+        };
 
         let mut churn = Vec::new();
         for j in 0..self.churn {
@@ -281,7 +288,7 @@ impl Scenario {
         let mut partitions = Vec::new();
         for _ in 0..self.partitions {
             let len_us = rng.gen_range(self.partition_ms * 500..=self.partition_ms * 1000);
-            let begin = at_in_window(&mut rng, len_us);
+            let begin = at_in_window(&mut rng, len_us) + fault_offset;
             let mut ids: Vec<NodeId> = (0..hosts).map(NodeId).collect();
             ids.shuffle(&mut rng);
             let k = rng.gen_range(1..=(hosts as usize / 2).max(1));
@@ -297,7 +304,7 @@ impl Scenario {
         for _ in 0..self.pauses {
             let host = NodeId(rng.gen_range(0..hosts));
             let len_us = rng.gen_range(self.pause_ms * 500..=self.pause_ms * 1000);
-            let at = at_in_window(&mut rng, 0);
+            let at = at_in_window(&mut rng, 0) + fault_offset;
             pauses.push(Pause {
                 host,
                 at,
@@ -321,7 +328,7 @@ impl Scenario {
                 }
                 // Not before the group has formed: a joiner whose join is not through yet
                 // cannot vote, and a group that never had a majority cannot reset.
-                _ => at_in_window(&mut rng, 0) + CRASH_OFFSET,
+                _ => at_in_window(&mut rng, 0) + fault_offset,
             };
             last = Some(at);
             crashes.push(Crash { host, at });

@@ -949,7 +949,12 @@ impl<'a> World<'a> {
             }
         }
         views.sort_unstable();
-        let complete = self.tracks.values().all(|t| {
+        let complete = self.tracks.iter().all(|((sender, _), t)| {
+            // A message that only hosts the group went on without delivered, from a sender
+            // that is gone too, is nobody's to deliver any more (more than r failed).
+            if t.survivor_deliveries == 0 && !self.hosts[sender.0 as usize].planned_survivor {
+                return true;
+            }
             let required = views.partition_point(|v| *v <= t.max_view);
             t.survivor_deliveries as usize >= required
         });

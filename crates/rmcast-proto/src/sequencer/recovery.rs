@@ -198,7 +198,7 @@ impl Sequencer {
         if self.phase != Phase::Member || self.recovery.is_some() {
             return;
         }
-        if !self.view.members.contains(&self.me) {
+        if self.view.id > 0 && !self.view.members.contains(&self.me) {
             // A departing sequencer that lingers after its leave was delivered: the group's
             // recovery is no longer its business.
             self.phase = Phase::Left;
@@ -206,7 +206,9 @@ impl Sequencer {
             self.events.push_back(Event::Left);
             return;
         }
-        let old_members = self.view.members.clone();
+        // The newest membership we hold (a joiner may hold its join without having delivered
+        // it yet): everyone in it is invited.
+        let old_members = self.known_members();
         let min_members = match self.cfg.min_members {
             0 => old_members.len() / 2 + 1,
             n => n,
@@ -323,7 +325,9 @@ impl Sequencer {
         suspect: NodeId,
         round: u32,
     ) {
-        if self.phase != Phase::Member || !self.view.members.contains(&from) {
+        if self.phase != Phase::Member
+            || !(self.view.members.contains(&from) || self.known_members().contains(&from))
+        {
             return;
         }
         if self.recovery.is_none() {
@@ -596,6 +600,12 @@ impl Sequencer {
         if self.awaiting.as_ref().is_some_and(|a| a.pending.is_empty()) {
             self.on_result_ack(me, self.incarnation);
         }
+    }
+
+    /// The members of the newest view we hold, delivered or not.
+    fn known_members(&self) -> Vec<NodeId> {
+        self.view_at(self.held_next)
+            .map_or_else(|| self.view.members.clone(), |v| v.1)
     }
 
     /// The view in force just before `seq`, from our history: (view id, members).
