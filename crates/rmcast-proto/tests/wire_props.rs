@@ -153,7 +153,10 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
                 assert!(e.frag_count >= 1 && e.frag_index < e.frag_count);
                 assert!(e.has_payload || e.payload.is_empty());
                 assert!(within(datagram, e.payload));
-                if matches!(e.kind, EntryKind::Join | EntryKind::Leave | EntryKind::Reset) {
+                if matches!(
+                    e.kind,
+                    EntryKind::Join | EntryKind::Leave | EntryKind::Reset
+                ) {
                     // Views come from the wire too: decoding them must be total as well.
                     if let Ok((_, _, members)) = decode_view(e.payload) {
                         assert_eq!(e.payload.len(), 8 + 4 + 2 + 4 * members.len());
@@ -646,6 +649,8 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                     ptype::RESULT_ACK,
                     Body::ResultAck {
                         incarnation: b as u32,
+                        last_pnum: a,
+                        mid_message: c % 2 == 0,
                     },
                 ),
             };

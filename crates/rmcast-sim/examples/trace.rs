@@ -37,6 +37,17 @@ fn main() {
         pause_ms: get("--pause-ms", 200.0) as u64,
         fault_window_ms: get("--fault-window-ms", 1000.0) as u64,
         min_members: get("--min-members", 0.0) as u32,
+        message_bytes: get("--message-bytes", 64.0) as usize,
+        latency_ms: get("--latency", 1.0),
+        in_flight: get("--in-flight", 4.0) as u32,
+        rate: args
+            .iter()
+            .position(|a| a == "--rate")
+            .map(|i| args[i + 1].parse().unwrap()),
+        bandwidth_mbps: args
+            .iter()
+            .position(|a| a == "--bandwidth-mbps")
+            .map(|i| args[i + 1].parse().unwrap()),
         rx_buffer: get("--rx-buffer", 64.0) as usize,
         ..Scenario::default()
     };

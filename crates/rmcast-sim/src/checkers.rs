@@ -564,6 +564,22 @@ pub fn liveness(rec: &Record) -> Verdict {
     if members.is_empty() && rec.hosts.iter().any(|h| h.expelled()) {
         f.push("no member is left: every host that did not crash or leave was expelled".into());
     }
+    let crashed: BTreeSet<NodeId> = rec
+        .hosts
+        .iter()
+        .filter(|h| h.crashed_at.is_some())
+        .map(|h| h.id)
+        .collect();
+    for m in &members {
+        if let Some(v) = m.last_view() {
+            for c in v.members.iter().filter(|c| crashed.contains(c)) {
+                f.push(format!(
+                    "member {} still has crashed host {c} in its last view {}",
+                    m.id, v.id
+                ));
+            }
+        }
+    }
     let sets = delivered_sets(members.iter().copied());
     let maxv = max_views(rec.trusted_hosts());
     let mut submitted: BTreeMap<NodeId, u64> = BTreeMap::new();
@@ -943,7 +959,8 @@ mod tests {
         let mut rec = good();
         rec.resilience = 1;
         rec.hosts[2].crashed_at = Some(Time(1 << 29));
-        if let RecEvent::Deliver(d) = &mut rec.hosts[2].events.last_mut().unwrap().event {
+        let i = position(&rec, 2, 1, 4);
+        if let RecEvent::Deliver(d) = &mut rec.hosts[2].events[i].event {
             *d = match deliver(8, 2, 3, 2) {
                 RecEvent::Deliver(d) => d,
                 _ => unreachable!(),
@@ -957,6 +974,16 @@ mod tests {
         });
         assert!(!rec.within_resilience());
         assert_eq!(total_order(&rec), Ok(()));
+    }
+
+    #[test]
+    fn liveness_requires_crashed_hosts_to_leave_the_view() {
+        let mut rec = good();
+        rec.hosts[2].crashed_at = Some(Time(1 << 29));
+        fails(
+            liveness(&rec),
+            "member 0 still has crashed host 2 in its last view 2",
+        );
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub struct Figures {
     pub crashes: u64,
     /// Hosts expelled (left out of a rebuilt group).
     pub expelled: u64,
+    /// Resets the group went through: the newest incarnation the members at the end reached.
+    pub resets: u64,
+    /// Reset attempts that found too few members (the group waited).
+    pub resets_failed: u64,
     /// From the first crash to the first failure found by a host that did not crash, in
     /// milliseconds (0: no crash, or none found).
     pub detection_ms: f64,
@@ -134,6 +138,22 @@ pub fn figures(rec: &Record) -> Figures {
 fn recovery_times(rec: &Record, f: &mut Figures) {
     f.crashes = rec.hosts.iter().filter(|h| h.crashed_at.is_some()).count() as u64;
     f.expelled = rec.hosts.iter().filter(|h| h.expelled()).count() as u64;
+    f.resets_failed = rec
+        .hosts
+        .iter()
+        .flat_map(|h| &h.events)
+        .filter(|e| matches!(e.event, RecEvent::ResetFailed { .. }))
+        .count() as u64;
+    f.resets = rec
+        .members_at_end()
+        .flat_map(|h| &h.events)
+        .filter(|e| matches!(e.event, RecEvent::Reset { .. }))
+        .map(|e| match &e.event {
+            RecEvent::Reset { incarnation, .. } => *incarnation as u64,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
     let Some(crash) = rec.hosts.iter().filter_map(|h| h.crashed_at).min() else {
         return;
     };
@@ -192,6 +212,8 @@ impl Figures {
             recovery_datagrams: um(|f| f.recovery_datagrams),
             crashes: um(|f| f.crashes),
             expelled: um(|f| f.expelled),
+            resets: um(|f| f.resets),
+            resets_failed: um(|f| f.resets_failed),
             detection_ms: Figures::mean_nonzero(all, |f| f.detection_ms),
             recovery_ms: Figures::mean_nonzero(all, |f| f.recovery_ms),
             latency_p50_ms: fm(|f| f.latency_p50_ms),

@@ -174,6 +174,14 @@ impl HostRecord {
             .any(|e| matches!(e.event, RecEvent::Expelled { .. }))
     }
 
+    /// The last view this host installed.
+    pub fn last_view(&self) -> Option<&View> {
+        self.events.iter().rev().find_map(|e| match &e.event {
+            RecEvent::View(v) => Some(v),
+            _ => None,
+        })
+    }
+
     /// The id of the first view this host installed.
     pub fn first_view(&self) -> Option<u64> {
         self.events.iter().find_map(|e| match &e.event {

@@ -705,9 +705,7 @@ impl<'a> World<'a> {
             }
             Event::Left => RecEvent::Left,
             Event::Failed { suspect } => RecEvent::Failed { suspect },
-            Event::ResetFailed { reachable, needed } => {
-                RecEvent::ResetFailed { reachable, needed }
-            }
+            Event::ResetFailed { reachable, needed } => RecEvent::ResetFailed { reachable, needed },
             Event::Reset {
                 incarnation,
                 removed,
@@ -878,9 +876,7 @@ impl<'a> World<'a> {
                         }
                     }
                     Err(
-                        e @ (SendError::WouldBlock
-                        | SendError::NotMember
-                        | SendError::GroupFailed),
+                        e @ (SendError::WouldBlock | SendError::NotMember | SendError::GroupFailed),
                     ) => {
                         match e {
                             SendError::WouldBlock => self.net.submit_would_block += 1,
@@ -942,6 +938,16 @@ impl<'a> World<'a> {
             }
             let Some(v) = h.first_view else { return false };
             views.push(v);
+            // Crashed members are eventually removed from the view.
+            if h.rec.last_view().is_some_and(|v| {
+                v.members.iter().any(|m| {
+                    self.hosts
+                        .get(m.0 as usize)
+                        .is_some_and(|x| x.rec.crashed_at.is_some())
+                })
+            }) {
+                return false;
+            }
             if let Some(s) = &h.sender {
                 if !s.stopped && (s.next < s.total || !s.in_flight.is_empty()) {
                     return false;

@@ -178,10 +178,7 @@ impl FailureDetector {
     pub fn next_timeout(&self) -> Option<Time> {
         self.peers
             .iter()
-            .map(|w| {
-                w.deadline
-                    .unwrap_or(w.last_heard + self.params.interval)
-            })
+            .map(|w| w.deadline.unwrap_or(w.last_heard + self.params.interval))
             .min()
     }
 }

@@ -6,7 +6,9 @@ use super::packet::{
     OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED,
     REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
-use crate::common::{CongestionWindow, DetectorParams, FailureDetector, HistoryBuffer, RttEstimator};
+use crate::common::{
+    CongestionWindow, DetectorParams, FailureDetector, HistoryBuffer, RttEstimator,
+};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
 };
@@ -309,6 +311,9 @@ pub struct Sequencer {
     last_result: Option<ResultRecord>,
     /// A coordinator fetches what it lacks from this member.
     repair_from: Option<NodeId>,
+    /// As the new sequencer after a reset: where each member's stream of requests stands, as
+    /// its acknowledgement said: (member, last protocol number ordered, mid-message).
+    reset_streams: Vec<(NodeId, u64, bool)>,
     /// Small answers owed to single members.
     control: Control,
     events: VecDeque<Event>,
@@ -378,6 +383,7 @@ impl Sequencer {
             awaiting: None,
             last_result: None,
             repair_from: None,
+            reset_streams: Vec::new(),
             control: Control::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
@@ -690,7 +696,9 @@ impl Sequencer {
             let Some(w) = o.waiting.get(&(id, next)) else {
                 return;
             };
-            if m.departed.is_some() || !self.history.in_window(o.next_seq + 1) || o.leaving.is_some()
+            if m.departed.is_some()
+                || !self.history.in_window(o.next_seq + 1)
+                || o.leaving.is_some()
             {
                 o.sync_due = true;
                 return;
@@ -1326,9 +1334,19 @@ impl Sequencer {
                 id,
                 expect: if id == self.me { next_seq } else { floor },
                 held_next: if id == self.me { next_seq } else { floor },
-                last_pnum: self.last_delivered_pnum.get(&id).copied().unwrap_or(0),
+                last_pnum: self
+                    .reset_streams
+                    .iter()
+                    .find(|s| s.0 == id)
+                    .map(|s| s.1)
+                    .or_else(|| self.last_delivered_pnum.get(&id).copied())
+                    .unwrap_or(0),
                 join_seq: self.join_seqs.get(&id).copied().unwrap_or(floor),
-                mid_message: self.reassembly.contains_key(&id),
+                mid_message: self
+                    .reset_streams
+                    .iter()
+                    .find(|s| s.0 == id)
+                    .map_or_else(|| self.reassembly.contains_key(&id), |s| s.2),
                 departed: None,
             })
             .collect::<Vec<_>>();
@@ -1830,7 +1848,7 @@ impl Engine for Sequencer {
             } => {
                 self.counters.nacks_received += 1;
                 if recovering {
-                    if self.view.members.contains(&from) {
+                    if self.recovery_invites(from) {
                         self.queue_retrans(from, f, to);
                     }
                 } else if let Some(i) = self.member_index(from) {
@@ -1858,9 +1876,20 @@ impl Engine for Sequencer {
                 held_next,
                 expect,
                 round,
-            } => self.on_vote(from, coordinator, coordinator_held, held_next, expect, round),
+            } => self.on_vote(
+                from,
+                coordinator,
+                coordinator_held,
+                held_next,
+                expect,
+                round,
+            ),
             Body::Result { .. } => unreachable!("handled above"),
-            Body::ResultAck { incarnation } => self.on_result_ack(from, incarnation),
+            Body::ResultAck {
+                incarnation,
+                last_pnum,
+                mid_message,
+            } => self.on_result_ack(from, incarnation, last_pnum, mid_message),
         }
         self.pump();
     }

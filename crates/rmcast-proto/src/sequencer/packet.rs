@@ -200,6 +200,11 @@ pub enum Body<'a> {
     ResultAck {
         /// The incarnation installed.
         incarnation: u32,
+        /// The member's last protocol number ordered below the reset: the new sequencer
+        /// continues its duplicate detection from there.
+        last_pnum: u64,
+        /// The member's next fragment continues a message begun below the reset.
+        mid_message: bool,
     },
 }
 
@@ -396,6 +401,12 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
         }
         ptype::RESULT_ACK => Body::ResultAck {
             incarnation: r.u32()?,
+            last_pnum: r.u64()?,
+            mid_message: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::BadValue("result ack flags")),
+            },
         },
         other => return Err(WireError::BadType(other)),
     };
@@ -569,7 +580,15 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u16(view.len() as u16);
             buf.extend_from_slice(view);
         }
-        Body::ResultAck { incarnation } => buf.put_u32(incarnation),
+        Body::ResultAck {
+            incarnation,
+            last_pnum,
+            mid_message,
+        } => {
+            buf.put_u32(incarnation);
+            buf.put_u64(last_pnum);
+            buf.push(mid_message as u8);
+        }
         Body::BcastReq { .. } | Body::Ordered { .. } => {
             unreachable!("entries are written with OrderedWriter / ReqWriter")
         }
@@ -735,7 +754,11 @@ mod tests {
                 stable: 30,
                 view: &view,
             },
-            Body::ResultAck { incarnation: 2 },
+            Body::ResultAck {
+                incarnation: 2,
+                last_pnum: 77,
+                mid_message: true,
+            },
             Body::Sync(SeqState {
                 accepted_next: 2,
                 stable: 1,

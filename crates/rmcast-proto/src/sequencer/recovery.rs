@@ -280,6 +280,13 @@ impl Sequencer {
         r.vote_due = false;
     }
 
+    /// Whether `id` takes part in the recovery (it was in the newest view we hold).
+    pub(super) fn recovery_invites(&self, id: NodeId) -> bool {
+        self.recovery
+            .as_ref()
+            .is_some_and(|r| r.old_members.contains(&id))
+    }
+
     /// Our vote: the highest sequence number we hold contiguously.
     fn my_vote(&self) -> u64 {
         self.held_next
@@ -344,6 +351,7 @@ impl Sequencer {
             return;
         }
         let mut repair = false;
+        let mut forward = None;
         let follow = match &mut r.role {
             Role::Idle => true,
             Role::Participant {
@@ -361,6 +369,10 @@ impl Sequencer {
                     r.vote_due = true;
                     repair = *t != target;
                     *t = target;
+                } else if better(held, from, *coordinator_held, *coordinator) {
+                    // Tell our coordinator of the better one: if it already yielded to it (and
+                    // its word to us was lost), it tells us again whom to follow.
+                    forward = Some(*coordinator);
                 }
                 false
             }
@@ -376,6 +388,9 @@ impl Sequencer {
             self.follow(from, held, target, round);
         } else if repair {
             self.check_gap();
+        }
+        if let Some(c) = forward {
+            self.control.redirect(c, from, held);
         }
     }
 
@@ -423,6 +438,16 @@ impl Sequencer {
             }
             Role::Participant { coordinator, .. } if *coordinator == from && cand != from => {
                 self.follow(cand, cand_held, 0, 0);
+            }
+            Role::Participant {
+                coordinator,
+                coordinator_held,
+                ..
+            } if *coordinator != from && cand != me => {
+                // A member that followed us tells us of another coordinator: we follow
+                // someone else now, so should it.
+                let (c, c_held) = (*coordinator, *coordinator_held);
+                self.control.redirect(from, c, c_held);
             }
             _ => {}
         }
@@ -513,16 +538,13 @@ impl Sequencer {
             r.next_at = Some(now);
             return;
         }
-        let (best, target) = c
-            .voters
-            .iter()
-            .fold((me, mine), |(b, t), v| {
-                if v.held_next > t {
-                    (v.id, v.held_next)
-                } else {
-                    (b, t)
-                }
-            });
+        let (best, target) = c.voters.iter().fold((me, mine), |(b, t), v| {
+            if v.held_next > t {
+                (v.id, v.held_next)
+            } else {
+                (b, t)
+            }
+        });
         c.target = Some(target);
         if tick {
             r.invite_due = true;
@@ -538,11 +560,15 @@ impl Sequencer {
         // Only votes answering this round or the one before count towards the commit: a
         // participant that answered them heard us within two rounds, and leaves us only after
         // `alive_retries + 1` silent rounds, so it cannot be counted by another coordinator now.
+        // A voter whose newest vote is older is waited for (its vote may have been lost),
+        // until it has been silent for long enough to be dropped above.
         let fresh = c.round.saturating_sub(1);
+        if c.voters.iter().any(|v| v.round < fresh) {
+            return;
+        }
         let voters: Vec<(NodeId, u64, u64)> = c
             .voters
             .iter()
-            .filter(|v| v.round >= fresh)
             .map(|v| (v.id, v.held_next, v.expect))
             .collect();
         let min_members = r.min_members;
@@ -597,9 +623,9 @@ impl Sequencer {
             next_at: now,
         });
         self.result_round();
-        if self.awaiting.as_ref().is_some_and(|a| a.pending.is_empty()) {
-            self.on_result_ack(me, self.incarnation);
-        }
+        let (last_pnum, mid) = self.own_stream();
+        self.awaiting.as_mut().expect("just set").pending.push(me);
+        self.on_result_ack(me, self.incarnation, last_pnum, mid);
     }
 
     /// The members of the newest view we hold, delivered or not.
@@ -645,14 +671,24 @@ impl Sequencer {
     }
 
     /// BC_RESULTACK from `from`.
-    pub(super) fn on_result_ack(&mut self, from: NodeId, incarnation: u32) {
+    pub(super) fn on_result_ack(
+        &mut self,
+        from: NodeId,
+        incarnation: u32,
+        last_pnum: u64,
+        mid_message: bool,
+    ) {
         if incarnation != self.incarnation {
             return;
         }
         let Some(a) = self.awaiting.as_mut() else {
             return;
         };
+        if !a.pending.contains(&from) {
+            return;
+        }
         a.pending.retain(|m| *m != from);
+        self.reset_streams.push((from, last_pnum, mid_message));
         if !a.pending.is_empty() {
             return;
         }
@@ -712,6 +748,17 @@ impl Sequencer {
         }
     }
 
+    /// Where our own stream of requests stands after a reset: the last protocol number ordered
+    /// below it, and whether the next fragment continues a message begun there.
+    fn own_stream(&self) -> (u64, bool) {
+        let mid = self
+            .outq
+            .iter()
+            .find(|f| f.pnum > self.own_ordered)
+            .is_some_and(|f| f.frag_index > 0);
+        (self.own_ordered, mid)
+    }
+
     /// Leave the group for good: it went on without us.
     fn expel(&mut self, incarnation: u32) {
         self.phase = Phase::Left;
@@ -731,6 +778,7 @@ impl Sequencer {
         self.ord = None;
         self.repair_from = None;
         self.retrans.clear();
+        self.reset_streams.clear();
         // Everyone in the new group delivered below `stable`, and holds the rest below `t`.
         self.stable = self.stable.max(res.stable.min(self.next_deliver));
         self.purge();
@@ -748,7 +796,11 @@ impl Sequencer {
                 bb: false,
             },
         );
-        debug_assert_eq!(inserted, Ok(true), "reset entry fits: the sequencer keeps a slot");
+        debug_assert_eq!(
+            inserted,
+            Ok(true),
+            "reset entry fits: the sequencer keeps a slot"
+        );
         self.bb_missing.retain(|_, s| *s < t);
         self.held_next = t + 1;
         self.seq_next_known = t + 1;
@@ -911,8 +963,11 @@ impl Sequencer {
         }
         let dest = if let Some(to) = self.control.acks.pop_front() {
             let header = self.header(ptype::RESULT_ACK);
+            let (last_pnum, mid_message) = self.own_stream();
             let body = Body::ResultAck {
                 incarnation: self.incarnation,
+                last_pnum,
+                mid_message,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
@@ -972,7 +1027,8 @@ pub(super) struct Control {
     alive: VecDeque<NodeId>,
     /// BC_RESULTACK owed.
     acks: VecDeque<NodeId>,
-    /// Our voters, told whom we yielded to: (to, coordinator, its vote).
+    /// Whom to follow, told to members that followed us, or a better coordinator told to the
+    /// one we follow: (to, coordinator, its vote).
     redirects: VecDeque<(NodeId, NodeId, u64)>,
     /// Members of older incarnations owed the newest result.
     results: VecDeque<NodeId>,

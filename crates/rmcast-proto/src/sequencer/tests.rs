@@ -458,7 +458,11 @@ fn sequencer_crash_is_detected_and_the_group_resets() {
     }
     // Crash the sequencer (node 1) with requests still in flight.
     for i in 0..6u32 {
-        let _ = net.nodes[2].submit(net.now, Bytes::from(vec![100 + i as u8; 10]), Qos::default());
+        let _ = net.nodes[2].submit(
+            net.now,
+            Bytes::from(vec![100 + i as u8; 10]),
+            Qos::default(),
+        );
     }
     net.down[0] = true;
     let crash_at = net.now;
@@ -489,7 +493,12 @@ fn sequencer_crash_is_detected_and_the_group_resets() {
         }
     }
     // The messages submitted during the crash were resent to the new sequencer and delivered.
-    assert!(d1.iter().filter(|d| d.1 == NodeId(3) && d.3[0] >= 100).count() == 6);
+    assert!(
+        d1.iter()
+            .filter(|d| d.1 == NodeId(3) && d.3[0] >= 100)
+            .count()
+            == 6
+    );
     // The group works again.
     let m = net.nodes[1].submit(net.now, Bytes::from_static(b"after"), Qos::default());
     assert!(m.is_ok());
@@ -549,7 +558,11 @@ fn manual_reset_and_min_members() {
     net.nodes[1].reset(net.now, 2).unwrap();
     net.run(Duration::from_secs(2));
     for i in 1..3 {
-        assert!(kinds(&net.events[i]).contains(&"reset"), "{:?}", kinds(&net.events[i]));
+        assert!(
+            kinds(&net.events[i]).contains(&"reset"),
+            "{:?}",
+            kinds(&net.events[i])
+        );
     }
     assert!(net.nodes[2]
         .submit(net.now, Bytes::from_static(b"yes"), Qos::default())
@@ -570,8 +583,16 @@ fn a_member_that_comes_back_is_expelled() {
     let before = net.deliveries(1).len();
     let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"new"), Qos::default());
     net.run(Duration::from_secs(3));
-    assert!(kinds(&net.events[3]).contains(&"expelled"), "{:?}", kinds(&net.events[3]));
+    assert!(
+        kinds(&net.events[3]).contains(&"expelled"),
+        "{:?}",
+        kinds(&net.events[3])
+    );
     assert_eq!(net.deliveries(1).len(), before + 1);
-    assert!(net.nodes.iter().take(3).any(|n| n.counters().foreign_dropped > 0));
+    assert!(net
+        .nodes
+        .iter()
+        .take(3)
+        .any(|n| n.counters().foreign_dropped > 0));
     assert_eq!(last_view(&net.events[1]).unwrap().members.len(), 3);
 }

@@ -1,0 +1,233 @@
+//! The sequencer engine under crashes (seed 002 sections 3, 4 and 5.3): seed sweeps in which
+//! members and the sequencer crash at random moments under traffic from many senders, crashes
+//! fall into the recovery from earlier ones, members pause for longer than the failure timeout
+//! (and are left out), and partitions last long enough that only a side with a majority may go
+//! on; all with loss, duplication and reordering. Every checker must pass on every seed,
+//! resilience included: with at most r failures (crashes and expulsions) every completed send
+//! survives, in one total order at every member, the failed ones included. 1,050 seeds in all.
+//!
+//! A failure prints the failing seeds, what the checkers said, and the `rmcast sim ... --seed N`
+//! command that replays each one.
+
+use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
+
+fn sweep_ok(sc: &Scenario, seeds: u64) -> SweepReport {
+    sc.validate().expect("valid scenario");
+    let rep = sc.sweep(0..seeds);
+    assert!(
+        rep.passed(),
+        "failing seeds {:?}\n{}",
+        rep.failing_seeds(),
+        rep.failure_summary(5)
+    );
+    assert_eq!(rep.runs.len(), seeds as usize);
+    rep
+}
+
+fn figures(rep: &SweepReport) -> impl Iterator<Item = &Figures> {
+    rep.runs.iter().map(|r| &r.figures)
+}
+
+fn total(rep: &SweepReport, f: fn(&Figures) -> u64) -> u64 {
+    figures(rep).map(f).sum()
+}
+
+/// Seeds whose failures (crashes plus expulsions) stayed within r: there the checkers hold
+/// every host, the failed ones included, to the survivors' order and every completed send to
+/// survive. Most seeds of a crash sweep must be such, or the sweep proves little.
+fn within_r(rep: &SweepReport, r: u64) -> usize {
+    figures(rep).filter(|f| f.crashes + f.expelled <= r).count()
+}
+
+/// The sequencer crashes under traffic from every member, r = 1, with 10% loss: the survivors
+/// detect it, reset, and deliver every completed send in one order.
+#[test]
+fn sequencer_crash_with_loss_duplication_and_reordering() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 1 },
+        members: 6,
+        senders: 6,
+        messages: 60,
+        loss: 0.1,
+        dup: 0.05,
+        reorder_ms: 2.0,
+        crashes: 1,
+        crash_sequencer: true,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 200);
+    // Every seed crashed the sequencer and went through at least one reset.
+    assert!(figures(&rep).all(|f| f.crashes == 1 && f.resets >= 1 && f.recovery_ms > 0.0));
+    assert!(within_r(&rep, 1) >= 190);
+}
+
+/// r = 2: the sequencer crashes, a second member crashes 0.5 to 0.9 s later, while the first
+/// failure is being detected or the group reset; members join and leave meanwhile.
+#[test]
+fn second_crash_during_recovery_with_churn() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 2 },
+        members: 8,
+        senders: 8,
+        messages: 40,
+        loss: 0.1,
+        dup: 0.05,
+        reorder_ms: 2.0,
+        churn: 2,
+        crashes: 2,
+        crash_sequencer: true,
+        crash_in_recovery: true,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 200);
+    // A crash of a host that already left (or was expelled) is a no-op, so a few seeds crash
+    // fewer than two.
+    // A crash of a member whose leave was already ordered needs no reset either.
+    assert!(figures(&rep).filter(|f| f.resets >= 1).count() >= 180);
+    assert!(total(&rep, |f| f.crashes) >= 300);
+    assert!(within_r(&rep, 2) >= 190);
+}
+
+/// r = 3: three crashes in a row, the sequencer first, plus a partition of up to 1.5 s and a
+/// pause of up to 1 s (both longer than the failure timeout).
+#[test]
+fn three_crashes_with_a_long_partition_and_a_long_pause() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 3 },
+        members: 10,
+        senders: 5,
+        messages: 40,
+        loss: 0.05,
+        dup: 0.05,
+        reorder_ms: 2.0,
+        crashes: 3,
+        crash_sequencer: true,
+        crash_in_recovery: true,
+        partitions: 1,
+        partition_ms: 1500,
+        pauses: 1,
+        pause_ms: 1000,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 150);
+    assert!(total(&rep, |f| f.drops_partition) > 0);
+    assert!(total(&rep, |f| f.crashes) >= 420);
+}
+
+/// Members asleep for up to 1.5 s (the failure timeout is about 0.7 s) with an 8-datagram
+/// receive buffer, and the sequencer crashing: sleepers are left out of the new group and, when
+/// they wake, learn it from the newer incarnation and are expelled without disturbing it.
+#[test]
+fn members_paused_past_the_failure_timeout_are_expelled() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 1 },
+        members: 6,
+        senders: 6,
+        messages: 60,
+        loss: 0.05,
+        crashes: 1,
+        crash_sequencer: true,
+        pauses: 2,
+        pause_ms: 1500,
+        rx_buffer: 8,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 150);
+    assert!(
+        total(&rep, |f| f.expelled) > 0,
+        "no pause outlasted the timeout"
+    );
+    assert!(total(&rep, |f| f.drops_pause_overflow) > 0);
+}
+
+/// Two partitions of up to 2 s, two crashes, joins and leaves: a side without a majority of
+/// the old view fails to reset and waits (`ResetFailed`), the majority goes on, and after the
+/// partition heals the minority is expelled or, if nobody went on, everyone resets together.
+#[test]
+fn long_partitions_only_a_majority_goes_on() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 2 },
+        members: 9,
+        senders: 3,
+        messages: 60,
+        loss: 0.05,
+        reorder_ms: 3.0,
+        churn: 2,
+        crashes: 2,
+        partitions: 2,
+        partition_ms: 2000,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 150);
+    assert!(
+        total(&rep, |f| f.resets_failed) > 0,
+        "no minority ever waited"
+    );
+    assert!(total(&rep, |f| f.resets) > 0);
+}
+
+/// An explicit minimum: 2 of 4 members may go on (r = 1, the sequencer crashes).
+#[test]
+fn explicit_minimum_group_size() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 1 },
+        members: 4,
+        senders: 4,
+        messages: 60,
+        loss: 0.1,
+        crashes: 1,
+        crash_sequencer: true,
+        min_members: 2,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 100);
+    assert!(figures(&rep).all(|f| f.resets >= 1));
+}
+
+/// Large messages (three fragments each, BB method) from every member when the sequencer
+/// crashes: a message cut by the crash is finished under the new sequencer or not at all.
+#[test]
+fn fragmented_messages_across_a_sequencer_crash() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 1 },
+        members: 8,
+        senders: 8,
+        messages: 15,
+        message_bytes: 3000,
+        loss: 0.05,
+        dup: 0.05,
+        reorder_ms: 2.0,
+        crashes: 1,
+        crash_sequencer: true,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 100);
+    assert!(figures(&rep).all(|f| f.resets >= 1));
+}
+
+/// The same seed replays bit for bit, crashes and recovery included.
+#[test]
+fn a_crash_seed_replays_bit_for_bit() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 2 },
+        members: 7,
+        senders: 4,
+        messages: 30,
+        loss: 0.1,
+        crashes: 2,
+        crash_sequencer: true,
+        crash_in_recovery: true,
+        fault_window_ms: 1000,
+        ..Scenario::default()
+    };
+    let a = sc.run(5);
+    assert_eq!(a.record, sc.run(5).record);
+    assert!(a.figures.resets >= 1);
+}
