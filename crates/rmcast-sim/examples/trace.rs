@@ -49,7 +49,6 @@ fn main() {
             .position(|a| a == "--bandwidth-mbps")
             .map(|i| args[i + 1].parse().unwrap()),
         rx_buffer: get("--rx-buffer", 64.0) as usize,
-        ..Scenario::default()
     };
     if let Some(i) = args.iter().position(|a| a == "--seeds") {
         let n: u64 = args[i + 1].parse().unwrap();

@@ -10,8 +10,8 @@
 //! after the member joined". Hosts that left are held to safety (integrity, order, virtual
 //! synchrony) but not to delivering what came after they left.
 //!
-//! Crashes and expulsions. A host that crashed or was expelled (the group was rebuilt without
-//! it) has *failed*. While at most r hosts failed (r the resilience degree of the run), every
+//! Crashes and expulsions. A host that crashed, was expelled, or that a reset removed (the
+//! group was rebuilt without it) has *failed*. While at most r hosts failed (r the resilience degree of the run), every
 //! host, a failed one included, is held to one total order, FIFO and virtual synchrony with the
 //! survivors, and every completed send, a failed sender's included, must survive. Beyond r,
 //! those promises hold among the hosts that did not fail ([`Record::trusted_hosts`]).

@@ -284,9 +284,28 @@ impl Record {
         self.hosts.iter().filter(|h| h.member_at_end())
     }
 
-    /// Hosts the group went on without (crashed or expelled).
+    /// Hosts the group went on without: crashed, expelled, or removed by a reset.
     pub fn failures(&self) -> usize {
-        self.hosts.iter().filter(|h| h.failed()).count()
+        let removed = self.removed_by_resets();
+        self.hosts
+            .iter()
+            .filter(|h| h.failed() || removed.contains(&h.id))
+            .count()
+    }
+
+    /// Hosts that a member at the end saw removed by a reset: the group went on without them
+    /// even if they believe they left in good order (a departing sequencer on the losing side
+    /// of a partition).
+    pub fn removed_by_resets(&self) -> std::collections::BTreeSet<NodeId> {
+        self.members_at_end()
+            .flat_map(|h| &h.events)
+            .filter_map(|e| match &e.event {
+                RecEvent::Reset { removed, .. } => Some(removed),
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// Whether the run stayed within the engine's promise: at most r hosts failed. Then every
@@ -300,7 +319,14 @@ impl Record {
     /// resilience degree, else those that did not fail.
     pub fn trusted_hosts(&self) -> impl Iterator<Item = &HostRecord> + '_ {
         let all = self.within_resilience();
-        self.hosts.iter().filter(move |h| all || !h.failed())
+        let removed = if all {
+            Default::default()
+        } else {
+            self.removed_by_resets()
+        };
+        self.hosts
+            .iter()
+            .filter(move |h| all || !(h.failed() || removed.contains(&h.id)))
     }
 }
 

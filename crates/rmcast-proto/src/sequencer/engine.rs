@@ -221,6 +221,10 @@ struct Ordering {
     leave_deadline: Time,
 }
 
+/// What the failure detector's watch list depends on: the view, the ordering view (id and
+/// size), the sequencer, and whether detection runs (a member in normal operation).
+type DetectorKey = (u64, Option<(u64, usize)>, NodeId, bool);
+
 /// Leaves remembered for a sequencer handover.
 const MAX_RECENT_LEAVES: usize = 64;
 
@@ -296,7 +300,7 @@ pub struct Sequencer {
     /// BC_ALIVEREQ / BC_ALIVE failure detection.
     detector: FailureDetector,
     /// What the detector's watch list was computed from.
-    detector_key: Option<(u64, Option<(u64, usize)>, NodeId, bool)>,
+    detector_key: Option<DetectorKey>,
     /// Request timeouts in a row with nothing heard from the sequencer.
     silent_req_timeouts: u32,
     /// Whether the sequencer was heard since the last request timeout.

@@ -461,7 +461,7 @@ impl Sequencer {
             }
         }
         let Some(r) = &self.recovery else { return };
-        if !r.next_at.is_some_and(|t| now >= t) {
+        if r.next_at.is_none_or(|t| now < t) {
             return;
         }
         match &r.role {
