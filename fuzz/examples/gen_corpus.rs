@@ -112,6 +112,8 @@ fn main() -> std::io::Result<()> {
         out.push((name, buf.clone()));
     }
 
+    let mut view = Vec::new();
+    encode_view(&mut view, 5, NodeId(2), &[NodeId(2), NodeId(3)]);
     let controls = [
         ("seed-accept", ptype::ACCEPT, Body::Accept(state)),
         ("seed-sync", ptype::SYNC, Body::Sync(state)),
@@ -137,6 +139,48 @@ fn main() -> std::io::Result<()> {
             "seed-leave-req",
             ptype::LEAVE_REQ,
             Body::LeaveReq { expect: 12 },
+        ),
+        ("seed-alive-req", ptype::ALIVE_REQ, Body::AliveReq),
+        ("seed-alive", ptype::ALIVE, Body::Alive),
+        (
+            "seed-reform-req",
+            ptype::REFORM_REQ,
+            Body::ReformReq {
+                held_next: 12,
+                target: 12,
+                suspect: NodeId(1),
+                round: 2,
+            },
+        ),
+        (
+            "seed-vote",
+            ptype::VOTE,
+            Body::Vote {
+                coordinator: NodeId(2),
+                coordinator_held: 12,
+                held_next: 11,
+                expect: 10,
+                round: 2,
+            },
+        ),
+        (
+            "seed-result",
+            ptype::RESULT,
+            Body::Result {
+                incarnation: 1,
+                seq: 12,
+                stable: 10,
+                view: &view,
+            },
+        ),
+        (
+            "seed-result-ack",
+            ptype::RESULT_ACK,
+            Body::ResultAck {
+                incarnation: 1,
+                last_pnum: 8,
+                mid_message: false,
+            },
         ),
     ];
     for (name, t, body) in controls {

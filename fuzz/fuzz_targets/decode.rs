@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
             for e in entries {
                 assert!(e.frag_index < e.frag_count);
                 assert!(e.has_payload || e.payload.is_empty());
-                if matches!(e.kind, EntryKind::Join | EntryKind::Leave) {
+                if matches!(e.kind, EntryKind::Join | EntryKind::Leave | EntryKind::Reset) {
                     if let Ok((_, _, members)) = decode_view(e.payload) {
                         assert_eq!(e.payload.len(), 14 + 4 * members.len());
                     }
@@ -41,7 +41,21 @@ fuzz_target!(|data: &[u8]| {
         Body::Accept(s) | Body::Sync(s) => {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }
-        Body::Status { .. } | Body::JoinReq | Body::LeaveReq { .. } => {}
+        Body::Result {
+            seq, stable, view, ..
+        } => {
+            assert!(stable <= seq);
+            let (_, _, members) = decode_view(view).expect("checked by decode");
+            assert_eq!(view.len(), 14 + 4 * members.len());
+        }
+        Body::Status { .. }
+        | Body::JoinReq
+        | Body::LeaveReq { .. }
+        | Body::AliveReq
+        | Body::Alive
+        | Body::ReformReq { .. }
+        | Body::Vote { .. }
+        | Body::ResultAck { .. } => {}
     }
     // Views are also decoded from arbitrary bytes on their own.
     let _ = decode_view(data);
