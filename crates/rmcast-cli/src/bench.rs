@@ -865,9 +865,12 @@ fn run_workers_in(
                 .args(["--max-datagram-bytes", &cfg.max_datagram_bytes.to_string()])
                 .args(["--timeout-ms", &worker_timeout.as_millis().to_string()]);
         },
-        |waited| match expected_time {
-            Some(d) => pb.set_position(waited.min(d).as_millis() as u64),
-            None => pb.tick(),
+        |waited, _| {
+            match expected_time {
+                Some(d) => pb.set_position(waited.min(d).as_millis() as u64),
+                None => pb.tick(),
+            }
+            Ok(())
         },
     );
     pb.finish_and_clear();

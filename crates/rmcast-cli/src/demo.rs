@@ -7,9 +7,22 @@
 //! demo then checks the logs with [`rmcast::log::verify_logs`] (same messages, same total order
 //! at every member) and prints a summary table.
 //!
+//! With `--kill-sequencer` it is a crash test instead (seed 002 section 5.3): four members
+//! (resilience 1) stream messages at `--rate` each; after `--kill-after-ms` the demo kills the
+//! sequencer's process with SIGKILL; the survivors notice, reset the group without it and go
+//! on; `--run-after-ms` after the last of them reset, the demo stops the stream. It then checks
+//! the logs (the killed member's, cut short, included): one total order, and every completed
+//! send, the killed member's too, delivered by every survivor. It prints the stream rate, the
+//! moment of the crash, the recovery time at each survivor (from the kill to its `reset` log
+//! line, by the logs' wall-clock times) and the messages before and after, and leaves
+//! `crash.json` (who was killed, when) beside the logs for other checkers.
+//!
 //! Every child ends by itself (its own timeout); should one overrun the demo's deadline anyway,
 //! the demo kills it, by its own handle and no other process.
 
+mod crash;
+
+use crate::member::RecoveryArgs;
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, WorkerOutcome, WorkerSpec, WorkerStderr,
 };
@@ -23,18 +36,19 @@ use std::time::{Duration, Instant};
 /// Arguments of `rmcast demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Member processes to start.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
-    pub members: u32,
-    /// Messages each member sends.
-    #[arg(long, default_value_t = 2000)]
+    /// Member processes to start [default: 3; 4 with --kill-sequencer].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub members: Option<u32>,
+    /// Messages each member sends (not with --kill-sequencer, which streams for a time).
+    #[arg(long, default_value_t = 2000, conflicts_with = "kill_sequencer")]
     pub messages: u64,
     /// Bytes per message (at least 20: sender, counter and send time travel in each).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(crate::worker::PAYLOAD_HEADER_BYTES as u64..=1 << 20))]
     pub size: u64,
-    /// Resilience degree r of the sequencer (at most members - 1).
-    #[arg(long, default_value_t = 0)]
-    pub resilience: u8,
+    /// Resilience degree r of the sequencer, at most members - 1 [default: 0; 1 with
+    /// --kill-sequencer].
+    #[arg(long)]
+    pub resilience: Option<u8>,
     /// Largest datagram the engine writes (up to 65507 on loopback).
     #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES)]
     pub max_datagram_bytes: usize,
@@ -44,39 +58,54 @@ pub struct DemoArgs {
     /// Keep the members' logs in this directory (default: a temporary one, removed on success).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+    /// Crash test: stream from every member, kill the sequencer's process with SIGKILL, and
+    /// check that the survivors reset the group and lose no completed message.
+    #[arg(long)]
+    pub kill_sequencer: bool,
+    /// Messages per second each member streams (--kill-sequencer).
+    #[arg(long, default_value_t = 500, requires = "kill_sequencer",
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub rate: u64,
+    /// How long the stream runs before the kill, in milliseconds (--kill-sequencer).
+    #[arg(long, default_value_t = 2000, requires = "kill_sequencer",
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub kill_after_ms: u64,
+    /// How long the stream goes on after the last survivor reset, in milliseconds
+    /// (--kill-sequencer).
+    #[arg(long, default_value_t = 2000, requires = "kill_sequencer",
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub run_after_ms: u64,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
 }
 
 /// Run `rmcast demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    if args.resilience as u32 >= args.members {
+    let members = args
+        .members
+        .unwrap_or(if args.kill_sequencer { 4 } else { 3 });
+    let resilience = args.resilience.unwrap_or(u8::from(args.kill_sequencer));
+    if resilience as u32 >= members {
         bail!(
-            "--resilience {} needs at least {} members",
-            args.resilience,
-            args.resilience as u32 + 1
+            "--resilience {resilience} needs at least {} members",
+            resilience as u32 + 1
         );
     }
-    let group = fresh_group_name("rmcast-demo");
-    let (dir, temp_dir) = match &args.log_dir {
-        Some(d) => (d.clone(), false),
-        None => (std::env::temp_dir().join(&group), true),
-    };
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let (addr, port) = rmcast_proto::common::multicast_endpoint(&group);
+    if args.kill_sequencer {
+        return crash::run(&args, members, resilience);
+    }
     println!(
-        "rmcast demo: {} member processes, {} messages of {} bytes each, sequencer engine (resilience {})",
-        args.members, args.messages, args.size, args.resilience
+        "rmcast demo: {members} member processes, {} messages of {} bytes each, sequencer engine (resilience {resilience})",
+        args.messages, args.size
     );
-    println!(
-        "group {group} on {}.{}.{}.{}:{port} (loopback, TTL 0)",
-        addr[0], addr[1], addr[2], addr[3]
-    );
+    let (group, dir, temp_dir) = prepare(args.log_dir.as_deref())?;
 
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = WorkerSpec {
         noun: "member",
         group: &group,
-        members: args.members as usize,
+        members: members as usize,
         dir: &dir,
         stderr: WorkerStderr::Inherit,
         deadline: start + Duration::from_secs(args.timeout_secs),
@@ -84,16 +113,17 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     };
     let outcomes = spec.run(
         |index, cmd| {
-            cmd.args(["--resilience", &args.resilience.to_string()])
+            cmd.args(["--resilience", &resilience.to_string()])
                 .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
                 .args(["--count", &args.messages.to_string()])
                 .args(["--size", &args.size.to_string()])
-                .args(["--members", &args.members.to_string()])
+                .args(["--members", &members.to_string()])
                 .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
+                .args(args.recovery.to_args())
                 .arg("--log")
                 .arg(log_path(&dir, index));
         },
-        |_| {},
+        |_, _| Ok(()),
     )?;
     let wall = start.elapsed();
 
@@ -142,7 +172,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         None
     };
 
-    print_table(&args, &outcomes, wall);
+    print_table(&args, members, &outcomes, wall);
     for f in &failures {
         eprintln!("FAILED: {f}");
     }
@@ -164,11 +194,28 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A fresh group name, the directory for the logs (and whether it is a temporary one, to
+/// remove after a success), and a line saying where the group's traffic goes.
+fn prepare(log_dir: Option<&Path>) -> anyhow::Result<(String, PathBuf, bool)> {
+    let group = fresh_group_name("rmcast-demo");
+    let (dir, temp_dir) = match log_dir {
+        Some(d) => (d.to_path_buf(), false),
+        None => (std::env::temp_dir().join(&group), true),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (addr, port) = rmcast_proto::common::multicast_endpoint(&group);
+    println!(
+        "group {group} on {}.{}.{}.{}:{port} (loopback, TTL 0)",
+        addr[0], addr[1], addr[2], addr[3]
+    );
+    Ok((group, dir, temp_dir))
+}
+
 fn log_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("member-{index}.jsonl"))
 }
 
-fn print_table(args: &DemoArgs, outcomes: &[WorkerOutcome], wall: Duration) {
+fn print_table(args: &DemoArgs, members: u32, outcomes: &[WorkerOutcome], wall: Duration) {
     println!();
     println!(
         "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>8}",
@@ -203,7 +250,7 @@ fn print_table(args: &DemoArgs, outcomes: &[WorkerOutcome], wall: Duration) {
             None => println!("{index:>6} {:>10}", "-"),
         }
     }
-    let sent_total = args.messages * args.members as u64;
+    let sent_total = args.messages * members as u64;
     let median = |v: &mut Vec<f64>| -> f64 {
         if v.is_empty() {
             return 0.0;
@@ -214,7 +261,7 @@ fn print_table(args: &DemoArgs, outcomes: &[WorkerOutcome], wall: Duration) {
     println!();
     println!(
         "members {}  messages {}  msgs/s per member {:.0}  MB/s per member {:.2}  latency p50 {:.0} µs (median)  p99 {:.0} µs (worst)",
-        args.members,
+        members,
         sent_total,
         median(&mut rates),
         median(&mut mbs),

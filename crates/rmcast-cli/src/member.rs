@@ -1,6 +1,9 @@
 //! `rmcast member`: a chat-style group member. Lines read from stdin are sent to the group (one
-//! message per line); deliveries are printed as `<sender>: <text>` and view changes as
-//! `* view ...` lines. When stdin closes, the member leaves the group cleanly and exits.
+//! message per line); deliveries are printed as `<sender>: <text>`, view changes as
+//! `* view ...` lines and crash recovery as `* failed ...`, `* reset ...`, `* reset failed ...`
+//! and `* expelled ...` lines. With `--manual-reset`, the line `/reset` rebuilds the group
+//! after a failure (ResetGroup) instead of being sent. When stdin closes, the member leaves the
+//! group cleanly and exits.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
@@ -9,6 +12,7 @@ use clap::{Args, ValueEnum};
 use rmcast::log::LogWriter;
 use rmcast::{
     EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
+    RecoveryPolicy,
 };
 use std::io::{BufRead, Write};
 use std::net::SocketAddrV4;
@@ -62,6 +66,63 @@ pub struct GroupArgs {
     /// How long a join waits to be admitted, in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub join_timeout_ms: u64,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
+}
+
+/// The sequencer's failure detection and reset policy (seed 002 section 5.3). Every member of
+/// a group should use the same values.
+#[derive(Args, Debug, Clone)]
+pub struct RecoveryArgs {
+    /// Do not reset the group automatically after a failure: it stays in recovery mode (sends
+    /// fail) until the application resets it (`rmcast member`: type `/reset`; demo and bench
+    /// workers reset as soon as they see the failure).
+    #[arg(long)]
+    pub manual_reset: bool,
+    /// Smallest group a reset may form, this member included; 0: a majority of the view
+    /// before the failure.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
+    pub min_members: u16,
+    /// Probe a peer not heard from for this many milliseconds; 0 turns failure detection off.
+    #[arg(long, default_value_t = RecoveryPolicy::default().alive_interval_ms,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub alive_interval_ms: u64,
+    /// Unanswered probes before a peer counts as failed.
+    #[arg(long, default_value_t = RecoveryPolicy::default().alive_retries,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub alive_retries: u32,
+    /// Shortest wait for the answer to one probe, in milliseconds (it grows with the measured
+    /// round-trip time).
+    #[arg(long, default_value_t = RecoveryPolicy::default().alive_timeout_ms,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub alive_timeout_ms: u64,
+}
+
+impl RecoveryArgs {
+    /// The policy these flags describe.
+    pub fn policy(&self) -> RecoveryPolicy {
+        RecoveryPolicy {
+            alive_interval_ms: self.alive_interval_ms,
+            alive_retries: self.alive_retries,
+            alive_timeout_ms: self.alive_timeout_ms,
+            auto_reset: !self.manual_reset,
+            min_members: self.min_members as usize,
+        }
+    }
+
+    /// The flags that give `policy` to a child process (`rmcast worker`).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = vec![
+            format!("--min-members={}", self.min_members),
+            format!("--alive-interval-ms={}", self.alive_interval_ms),
+            format!("--alive-retries={}", self.alive_retries),
+            format!("--alive-timeout-ms={}", self.alive_timeout_ms),
+        ];
+        if self.manual_reset {
+            a.push("--manual-reset".into());
+        }
+        a
+    }
 }
 
 impl GroupArgs {
@@ -81,6 +142,7 @@ impl GroupArgs {
         group.engine = match self.engine {
             EngineName::Sequencer => EngineChoice::Sequencer {
                 resilience: self.resilience,
+                recovery: self.recovery.policy(),
             },
         };
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
@@ -104,9 +166,11 @@ impl GroupArgs {
         Ok((node, group))
     }
 
-    /// Start a node and enter the group.
-    pub fn open(&self) -> anyhow::Result<(Node, rmcast::Group)> {
-        let (node_cfg, group_cfg) = self.configs()?;
+    /// Start a node and enter the group; `completion_events`: see
+    /// [`GroupConfig::completion_events`] (wanted by whoever logs completions).
+    pub fn open(&self, completion_events: bool) -> anyhow::Result<(Node, rmcast::Group)> {
+        let (node_cfg, mut group_cfg) = self.configs()?;
+        group_cfg.completion_events = completion_events;
         let node = Node::new(node_cfg).context("starting the node")?;
         let group = node
             .open_group(group_cfg)
@@ -127,7 +191,8 @@ pub struct MemberArgs {
 
 /// Run `rmcast member`.
 pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
-    let (node, mut group) = args.group.open()?;
+    // Completions are worth logging (the log checker uses them), and only then worth having.
+    let (node, mut group) = args.group.open(args.log.is_some())?;
     let me = node.id();
     let mut log = match &args.log {
         Some(p) => {
@@ -144,6 +209,11 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             (None, peers) => format!("unicast to {} peers", peers.len()),
         }
     );
+    let manual_reset = args.group.recovery.manual_reset;
+    let min_members = args.group.recovery.min_members as usize;
+    if manual_reset {
+        eprintln!("manual reset: after a failure, type /reset to rebuild the group");
+    }
 
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.
@@ -158,10 +228,21 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     break;
                 }
             };
+            if manual_reset && line.trim() == "/reset" {
+                // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
+                match sender.reset(min_members) {
+                    Ok(()) => eprintln!("rmcast: reset started"),
+                    Err(e) => eprintln!("rmcast: reset refused: {e}"),
+                }
+                continue;
+            }
             match sender.send(line) {
                 Ok(_) => {}
-                // One refused message (too large, say) does not end the session.
-                Err(e @ rmcast::Error::Send(_)) => eprintln!("rmcast: not sent: {e}"),
+                // One refused message (too large, or sent in recovery mode) does not end the
+                // session; the person sees why and may type it again.
+                Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
+                    eprintln!("rmcast: not sent: {e}")
+                }
                 Err(e) => return Err(e).context("sending"),
             }
         }
@@ -171,15 +252,14 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     });
 
     let stdout = std::io::stdout();
-    // `recv` returns None once the leave completed and every event before it was read.
+    let mut expelled = false;
+    // `recv` returns None once the leave (or an expulsion) completed and every event before it
+    // was read.
     while let Some(ev) = group.recv() {
         let mut out = stdout.lock();
         match &ev {
             GroupEvent::Deliver(d) => {
                 writeln!(out, "{}: {}", d.sender, String::from_utf8_lossy(&d.payload))?;
-                if let Some(l) = log.as_mut() {
-                    l.deliver(d)?;
-                }
             }
             GroupEvent::View(v) => {
                 let members: Vec<String> = v.members.iter().map(|m| m.to_string()).collect();
@@ -198,24 +278,59 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     "* view {}: members {members} (sequencer {}){note}",
                     v.id, v.coordinator
                 )?;
-                if let Some(l) = log.as_mut() {
-                    l.view(v)?;
-                }
+            }
+            GroupEvent::SendComplete { .. } => {}
+            GroupEvent::Failed { suspect } => writeln!(
+                out,
+                "* failed: member {suspect} does not answer; recovery mode, sends refused until the reset{}",
+                if manual_reset { " (type /reset)" } else { "" }
+            )?,
+            GroupEvent::ResetFailed { reachable, needed } => writeln!(
+                out,
+                "* reset failed: {reachable} of {needed} members reachable; trying again"
+            )?,
+            GroupEvent::Reset {
+                incarnation,
+                removed,
+            } => {
+                let removed: Vec<String> = removed.iter().map(|m| m.to_string()).collect();
+                writeln!(
+                    out,
+                    "* reset: incarnation {incarnation}, removed {}",
+                    if removed.is_empty() {
+                        "nobody".to_string()
+                    } else {
+                        removed.join(", ")
+                    }
+                )?;
+            }
+            GroupEvent::Expelled { incarnation } => {
+                expelled = true;
+                writeln!(
+                    out,
+                    "* expelled: the group went on without this member (incarnation {incarnation})"
+                )?;
             }
         }
         out.flush()?;
-        // Flushed per event: a person may read the log while the member runs, and a killed
-        // member keeps what it delivered.
         if let Some(l) = log.as_mut() {
+            l.event(&ev)?;
+            // Flushed per event: a person may read the log while the member runs, and a
+            // killed member keeps what it delivered.
             l.flush()?;
         }
+    }
+    if let Some(mut l) = log {
+        l.flush()?;
+    }
+    if expelled {
+        // The stdin thread may wait for a line forever; the process ends without it.
+        eprintln!("member {me} was expelled from the group");
+        return Ok(ExitCode::FAILURE);
     }
     let result = input
         .join()
         .map_err(|_| anyhow::anyhow!("stdin thread panicked"))?;
-    if let Some(mut l) = log {
-        l.flush()?;
-    }
     result?;
     eprintln!("member {me} left the group");
     Ok(ExitCode::SUCCESS)

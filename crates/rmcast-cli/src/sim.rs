@@ -120,6 +120,10 @@ pub struct SimArgs {
     /// Failing seeds to print in detail.
     #[arg(long, default_value_t = 10)]
     pub show_failures: usize,
+    /// With --seed: also print what every host went through (views, failures found, resets,
+    /// expulsions, leaves, crashes) and each engine's state at the end.
+    #[arg(long, requires = "seed")]
+    pub trace: bool,
 }
 
 impl SimArgs {
@@ -182,6 +186,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     );
     if let [seed] = seeds[..] {
         print_schedule(&sc, seed);
+        if args.trace {
+            print_trace(&sc.run(seed).record);
+        }
     }
     let report = sweep_with_progress(&sc, &seeds, threads);
     print_verdicts(&report);
@@ -203,6 +210,39 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report.failure_summary(args.show_failures));
     }
     Ok(ExitCode::from(1))
+}
+
+/// Per host: everything but deliveries and completions (counted), and the engine's state.
+fn print_trace(rec: &rmcast_sim::Record) {
+    use rmcast_sim::record::RecEvent;
+    let ms = |t: rmcast_proto::Time| t.0 as f64 / 1e6;
+    for h in &rec.hosts {
+        let at = |t: Option<rmcast_proto::Time>| t.map_or("-".into(), |t| format!("{:.3}", ms(t)));
+        println!(
+            "host {}: started {} crashed {} asked to leave {}",
+            h.id,
+            at(h.started_at),
+            at(h.crashed_at),
+            at(h.leave_requested_at)
+        );
+        let mut delivered = 0;
+        for e in &h.events {
+            match &e.event {
+                RecEvent::Deliver(_) => delivered += 1,
+                RecEvent::SendComplete { .. } => {}
+                RecEvent::View(v) => println!(
+                    "  {:>10.3}  [{delivered} delivered] view {} {:?} sequencer {} (seq {})",
+                    ms(e.at),
+                    v.id,
+                    v.members.iter().map(|m| m.0).collect::<Vec<_>>(),
+                    v.coordinator,
+                    v.seq
+                ),
+                other => println!("  {:>10.3}  [{delivered} delivered] {other:?}", ms(e.at)),
+            }
+        }
+        println!("  {delivered} delivered; at the end: {}", h.final_state);
+    }
 }
 
 /// What the seed drew: who joins and leaves when, partitions, pauses.

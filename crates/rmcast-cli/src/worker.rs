@@ -1,13 +1,30 @@
 //! `rmcast worker` (hidden): one measured group member, spawned by `rmcast demo` and
 //! `rmcast bench` as a separate process.
 //!
-//! It enters the group, waits until the view has `--members` members, sends `--count` messages
-//! of `--size` bytes as fast as back-pressure allows while receiving, and waits until it has
-//! delivered `--expect` data messages (or `--timeout-ms` passes). Then comes an in-band barrier:
-//! each worker sends one *done* message and waits for the done messages of all members, so that
-//! nobody leaves while others may still need it. Finally it leaves, writes `--log`, and prints
-//! one JSON line of [`WorkerStats`] on stdout. Exit status 0 only if everything was delivered
-//! and the leave was clean.
+//! It enters the group, waits until the view has `--members` members, then sends while
+//! receiving, in one of two ways:
+//!
+//! - **count**: `--count` messages of `--size` bytes, as fast as back-pressure allows (or at
+//!   `--rate`), until it has delivered `--expect` data messages (or `--timeout-ms` passes);
+//! - **stream** (`--stop-file F`): a steady stream at `--rate` messages per second until the
+//!   file `F` appears. The number of messages is not known beforehand, and members may crash
+//!   meanwhile (`rmcast demo --kill-sequencer`): the barrier below tells when everything sent
+//!   has arrived.
+//!
+//! Then comes an in-band barrier: each worker sends one *done* message and waits for the done
+//! messages of every member of its current view, so that nobody leaves while others may still
+//! need it. Done messages are ordered after their senders' data messages, so once they are all
+//! in, so is everything the members of the view sent. Finally it leaves, and prints one JSON
+//! line of [`WorkerStats`] on stdout. Exit status 0 only if everything was delivered and the
+//! leave was clean.
+//!
+//! Crash recovery: in recovery mode sends are refused (the message is kept and sent again after
+//! the reset); with `--manual-reset` the worker itself calls ResetGroup when it sees the
+//! failure. An expelled worker stops and fails.
+//!
+//! `--log` gets every event (deliveries, views, completions, failures, resets), flushed at least
+//! every [`LOG_FLUSH_INTERVAL`] while events come, so that a worker killed with SIGKILL leaves
+//! nearly all of what it saw.
 //!
 //! Payload layout ([`PAYLOAD_HEADER_BYTES`] bytes, big-endian, then filler): sender id (u32),
 //! message counter (u64, [`DONE_COUNTER`] for the done message), send time in ns since the UNIX
@@ -30,34 +47,51 @@ pub const PAYLOAD_HEADER_BYTES: usize = 20;
 pub const DONE_COUNTER: u64 = u64::MAX;
 /// Longest a worker spends after `--timeout-ms`: the barrier, the leave and the last events.
 pub const WORKER_WIND_DOWN: Duration = Duration::from_secs(BARRIER_MIN_S + LEAVE_S + DRAIN_S);
+/// The log is flushed at most this long after an event, while events come. Per event would be
+/// a system call per message; this bounds what a killed worker's log misses.
+pub const LOG_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 /// The barrier gets at least this long, even after a timeout.
 const BARRIER_MIN_S: u64 = 2;
 /// Bound of the leave.
 const LEAVE_S: u64 = 4;
 /// Bound of the wait for the last events after the leave.
 const DRAIN_S: u64 = 1;
+/// Latency samples kept at most (128 MiB): a stream has no count to bound them by.
+const MAX_LATENCY_SAMPLES: usize = 1 << 24;
+/// How often a streaming worker looks for its stop file.
+const STOP_FILE_POLL: Duration = Duration::from_millis(10);
+/// A paced stream that fell this far behind (recovery mode, back-pressure) starts again from
+/// now rather than bursting to catch up.
+const PACE_SLACK: Duration = Duration::from_millis(50);
 
 /// Arguments of `rmcast worker`.
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     #[command(flatten)]
     pub group: GroupArgs,
-    /// Messages this worker sends.
+    /// Messages this worker sends (ignored with --stop-file).
     #[arg(long, default_value_t = 1000)]
     pub count: u64,
     /// Bytes per message (at least 20: sender, counter and send time).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(PAYLOAD_HEADER_BYTES as u64..=16 << 20))]
     pub size: u64,
+    /// Messages per second this worker sends; 0: as fast as back-pressure allows.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub rate: u64,
+    /// Stream (at --rate) until this file exists, instead of sending --count messages.
+    #[arg(long, requires = "rate")]
+    pub stop_file: Option<PathBuf>,
     /// Wait for a view of this many members before sending.
     #[arg(long, default_value_t = 1)]
     pub members: usize,
-    /// Data messages to deliver before finishing (default: members × count).
-    #[arg(long)]
+    /// Data messages to deliver before finishing (default: members × count; not with
+    /// --stop-file).
+    #[arg(long, conflicts_with = "stop_file")]
     pub expect: Option<u64>,
     /// Give up after this long, in milliseconds (the leave has its own few seconds after).
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
-    /// Write the delivery log (JSON lines) here.
+    /// Write the event log (JSON lines) here.
     #[arg(long)]
     pub log: Option<PathBuf>,
     /// Create this file once the worker is in the group (for whoever starts the others).
@@ -69,21 +103,32 @@ pub struct WorkerArgs {
 struct Tally {
     me: u32,
     log: Option<LogWriter>,
-    members_now: usize,
+    last_flush: Instant,
+    /// Members of the current view.
+    view: Vec<u32>,
     delivered: u64,
     bytes: u64,
     done_from: HashSet<u32>,
     latencies_ns: Vec<u64>,
     last_delivery: Option<Instant>,
+    completions: u64,
+    failures: u64,
+    resets: u64,
+    reset_failures: u64,
+    expelled: bool,
+    /// Call ResetGroup when a failure is seen (`--manual-reset`).
+    manual_reset: bool,
+    min_members: usize,
+    reset_due: bool,
 }
 
 impl Tally {
     fn record(&mut self, ev: GroupEvent) -> anyhow::Result<()> {
+        if let Some(l) = self.log.as_mut() {
+            l.event(&ev)?;
+        }
         match ev {
             GroupEvent::Deliver(d) => {
-                if let Some(l) = self.log.as_mut() {
-                    l.deliver(&d)?;
-                }
                 let p = &d.payload;
                 if p.len() < PAYLOAD_HEADER_BYTES {
                     bail!("foreign message of {} bytes from {}", p.len(), d.sender);
@@ -96,16 +141,53 @@ impl Tally {
                 } else {
                     self.delivered += 1;
                     self.bytes += p.len() as u64;
-                    self.latencies_ns
-                        .push(wall_clock_ns().saturating_sub(sent_ns));
+                    if self.latencies_ns.len() < MAX_LATENCY_SAMPLES {
+                        self.latencies_ns
+                            .push(wall_clock_ns().saturating_sub(sent_ns));
+                    }
                     self.last_delivery = Some(Instant::now());
                 }
             }
-            GroupEvent::View(v) => {
-                if let Some(l) = self.log.as_mut() {
-                    l.view(&v)?;
-                }
-                self.members_now = v.members.len();
+            GroupEvent::View(v) => self.view = v.members.iter().map(|m| m.0).collect(),
+            GroupEvent::SendComplete { .. } => self.completions += 1,
+            GroupEvent::Failed { suspect } => {
+                self.failures += 1;
+                eprintln!("worker {}: member {suspect} failed", self.me);
+                self.reset_due = self.manual_reset;
+            }
+            GroupEvent::ResetFailed { reachable, needed } => {
+                self.reset_failures += 1;
+                eprintln!(
+                    "worker {}: reset failed ({reachable} of {needed} members)",
+                    self.me
+                );
+            }
+            GroupEvent::Reset {
+                incarnation,
+                removed,
+            } => {
+                self.resets += 1;
+                eprintln!(
+                    "worker {}: group reset to incarnation {incarnation} without {removed:?}",
+                    self.me
+                );
+            }
+            GroupEvent::Expelled { incarnation } => {
+                self.expelled = true;
+                eprintln!(
+                    "worker {}: expelled by the reset to incarnation {incarnation}",
+                    self.me
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_if_due(&mut self) -> anyhow::Result<()> {
+        if let Some(l) = self.log.as_mut() {
+            if self.last_flush.elapsed() >= LOG_FLUSH_INTERVAL {
+                l.flush().context("writing the log")?;
+                self.last_flush = Instant::now();
             }
         }
         Ok(())
@@ -113,23 +195,47 @@ impl Tally {
 
     /// Take every event already queued.
     fn drain(&mut self, g: &mut Group) -> anyhow::Result<()> {
-        while let Some(ev) = g.try_recv().context("receiving")? {
-            self.record(ev)?;
+        loop {
+            match g.try_recv() {
+                Ok(Some(ev)) => self.record(ev)?,
+                // Nothing queued (in recovery mode or not).
+                Ok(None) | Err(Error::MemberFailed { .. }) => break,
+                Err(Error::Closed) if self.expelled => break,
+                Err(e) => return Err(e).context("receiving"),
+            }
         }
-        Ok(())
+        self.after_events(g)
     }
 
-    /// Wait for one event until `deadline`; false if none came.
+    /// Wait for one event until `deadline` (at most 100 ms); false if none came.
     fn wait(&mut self, g: &mut Group, deadline: Instant) -> anyhow::Result<bool> {
         let left = deadline.saturating_duration_since(Instant::now());
-        match g.recv_timeout(left.min(Duration::from_millis(100))) {
+        let got = match g.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(ev) => {
                 self.record(ev)?;
-                Ok(true)
+                true
             }
-            Err(Error::Timeout) => Ok(false),
-            Err(e) => Err(e).context("receiving"),
+            Err(Error::Timeout | Error::MemberFailed { .. }) => false,
+            Err(Error::Closed) if self.expelled => false,
+            Err(e) => return Err(e).context("receiving"),
+        };
+        self.after_events(g)?;
+        Ok(got)
+    }
+
+    fn after_events(&mut self, g: &Group) -> anyhow::Result<()> {
+        if std::mem::take(&mut self.reset_due) {
+            // The application's half of the manual policy: ResetGroup.
+            if let Err(e) = g.reset(self.min_members) {
+                eprintln!("worker {}: reset refused: {e}", self.me);
+            }
         }
+        self.flush_if_due()
+    }
+
+    /// Every member of the current view sent its done message.
+    fn barrier_complete(&self) -> bool {
+        !self.view.is_empty() && self.view.iter().all(|m| self.done_from.contains(m))
     }
 }
 
@@ -157,7 +263,10 @@ fn percentile_us(sorted_ns: &[u64], q: f64) -> f64 {
 pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(args.timeout_ms);
-    let (node, mut group) = args.group.open()?;
+    if args.stop_file.is_some() && args.rate == 0 {
+        bail!("--stop-file needs a --rate of at least 1 message per second");
+    }
+    let (node, mut group) = args.group.open(args.log.is_some())?;
     let me = node.id().0;
     if let Some(f) = &args.ready_file {
         std::fs::write(f, format!("{me}\n")).with_context(|| format!("writing {}", f.display()))?;
@@ -168,54 +277,110 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let expected = args.expect.unwrap_or(args.members as u64 * args.count);
+    let stream = args.stop_file.is_some();
+    if stream && args.rate == 0 {
+        bail!("--stop-file needs a --rate of at least 1 message per second");
+    }
+    let expected = if stream {
+        0
+    } else {
+        args.expect.unwrap_or(args.members as u64 * args.count)
+    };
     let mut t = Tally {
         me,
         log,
-        members_now: 0,
+        last_flush: Instant::now(),
+        view: Vec::new(),
         delivered: 0,
         bytes: 0,
         done_from: HashSet::new(),
-        latencies_ns: Vec::with_capacity(expected.min(1 << 24) as usize),
+        latencies_ns: Vec::with_capacity((expected as usize).min(MAX_LATENCY_SAMPLES)),
         last_delivery: None,
+        completions: 0,
+        failures: 0,
+        resets: 0,
+        reset_failures: 0,
+        expelled: false,
+        manual_reset: args.group.recovery.manual_reset,
+        min_members: args.group.recovery.min_members as usize,
+        reset_due: false,
     };
 
     // 1. Everyone in: a message sent before the last member joined would not reach it.
-    while t.members_now < args.members && Instant::now() < deadline {
+    while t.view.len() < args.members && Instant::now() < deadline && !t.expelled {
         t.wait(&mut group, deadline)?;
     }
-    if t.members_now < args.members {
+    if t.view.len() < args.members {
         eprintln!(
             "worker {me}: only {} of {} members joined in time",
-            t.members_now, args.members
+            t.view.len(),
+            args.members
         );
     }
 
-    // 2. Send as fast as back-pressure allows, receiving all along.
+    // 2. Send (as fast as back-pressure allows, or paced), receiving all along.
     let size = args.size as usize;
+    let interval = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
     let send_start = Instant::now();
+    let mut next_at = send_start;
+    let mut stop_checked = send_start;
+    let mut stopped = false;
     let mut sent = 0u64;
+    let mut recovery_refusals = 0u64;
     let mut next: Option<bytes::Bytes> = None;
-    while (sent < args.count || t.delivered < expected) && Instant::now() < deadline {
-        if sent < args.count {
-            let p = next.take().unwrap_or_else(|| payload(me, sent, size));
-            match group.try_send(p) {
-                Ok(()) => sent += 1,
-                Err(TrySendError::Full(p)) => {
-                    // Keep the message (its time stamp counts the wait, as a sender's would)
-                    // and receive while the group works through its backlog.
-                    next = Some(p);
-                    t.wait(&mut group, deadline)?;
-                }
-                Err(TrySendError::Closed(_)) => bail!("the group closed while sending"),
-            }
-            t.drain(&mut group)?;
-        } else {
-            t.wait(&mut group, deadline)?;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || t.expelled {
+            break;
         }
+        if let Some(f) = args.stop_file.as_ref().filter(|_| !stopped) {
+            if now.duration_since(stop_checked) >= STOP_FILE_POLL {
+                stop_checked = now;
+                stopped = f.exists();
+            }
+        }
+        let more = if stream { !stopped } else { sent < args.count };
+        if !more {
+            if stream || t.delivered >= expected {
+                break;
+            }
+            t.wait(&mut group, deadline)?;
+            continue;
+        }
+        if interval.is_some() && now < next_at {
+            t.wait(&mut group, next_at.min(deadline))?;
+            continue;
+        }
+        let p = next.take().unwrap_or_else(|| payload(me, sent, size));
+        match group.try_send(p) {
+            Ok(()) => {
+                sent += 1;
+                if let Some(iv) = interval {
+                    next_at += iv;
+                    if next_at + PACE_SLACK < now {
+                        next_at = now;
+                    }
+                }
+            }
+            Err(TrySendError::Full(p)) => {
+                // Keep the message (its time stamp counts the wait, as a sender's would)
+                // and receive while the group works through its backlog.
+                next = Some(p);
+                t.wait(&mut group, deadline)?;
+            }
+            Err(TrySendError::MemberFailed { payload, .. }) => {
+                // Recovery mode: the same message goes again after the reset.
+                recovery_refusals += 1;
+                next = Some(payload);
+                t.wait(&mut group, deadline)?;
+            }
+            Err(TrySendError::Closed(_)) if t.expelled => break,
+            Err(TrySendError::Closed(_)) => bail!("the group closed while sending"),
+        }
+        t.drain(&mut group)?;
     }
-    let complete = t.delivered >= expected;
-    if !complete {
+    let complete = !t.expelled && (stream || t.delivered >= expected);
+    if !complete && !t.expelled {
         eprintln!(
             "worker {me}: delivered {} of {expected} messages before the timeout (sent {sent} of {})",
             t.delivered, args.count
@@ -227,39 +392,44 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let barrier_deadline = deadline.max(Instant::now() + Duration::from_secs(BARRIER_MIN_S));
     let done = payload(me, DONE_COUNTER, PAYLOAD_HEADER_BYTES);
     let mut done_sent = false;
-    while t.done_from.len() < args.members && Instant::now() < barrier_deadline {
+    while !t.barrier_complete() && Instant::now() < barrier_deadline && !t.expelled {
         if !done_sent {
             match group.try_send(done.clone()) {
                 Ok(()) => done_sent = true,
-                Err(TrySendError::Full(_)) => {}
+                // Back-pressure or recovery mode: again after the next event.
+                Err(TrySendError::Full(_) | TrySendError::MemberFailed { .. }) => {}
+                Err(TrySendError::Closed(_)) if t.expelled => break,
                 Err(TrySendError::Closed(_)) => bail!("the group closed before the barrier"),
             }
         }
         t.wait(&mut group, barrier_deadline)?;
     }
-    let barrier = t.done_from.len() >= args.members;
-    if !barrier {
+    let barrier = t.barrier_complete();
+    if !barrier && !t.expelled {
         eprintln!(
-            "worker {me}: barrier incomplete ({} of {} members done)",
-            t.done_from.len(),
-            args.members
+            "worker {me}: barrier incomplete (done: {:?}, view: {:?})",
+            t.done_from, t.view
         );
     }
 
     // 4. Counters, then leave, taking the last events until the group closes.
     let counters = group.counters().unwrap_or_default();
     let node_counters = node.counters();
-    let left_cleanly = match group.leave_timeout(Duration::from_secs(LEAVE_S)) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("worker {me}: leave failed: {e}");
-            false
-        }
-    };
+    let left_cleanly = !t.expelled
+        && match group.leave_timeout(Duration::from_secs(LEAVE_S)) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("worker {me}: leave failed: {e}");
+                false
+            }
+        };
     let drain_deadline = Instant::now() + Duration::from_secs(DRAIN_S);
-    while let Ok(ev) = group.recv_timeout(drain_deadline.saturating_duration_since(Instant::now()))
-    {
-        t.record(ev)?;
+    loop {
+        match group.recv_timeout(drain_deadline.saturating_duration_since(Instant::now())) {
+            Ok(ev) => t.record(ev)?,
+            Err(Error::MemberFailed { .. }) if Instant::now() < drain_deadline => {}
+            Err(_) => break,
+        }
     }
     if let Some(l) = t.log.as_mut() {
         l.flush().context("writing the log")?;
@@ -276,7 +446,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         member: t.me,
         sent,
         delivered: t.delivered,
-        expected,
+        expected: if stream { t.delivered } else { expected },
         complete,
         barrier,
         left_cleanly,
@@ -295,6 +465,12 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         node_datagrams_sent: node_counters.datagrams_sent,
         node_send_deferred: node_counters.send_deferred,
         node_send_errors: node_counters.send_errors,
+        completions: t.completions,
+        failures: t.failures,
+        reset_failures: t.reset_failures,
+        resets: t.resets,
+        recovery_refusals,
+        expelled: t.expelled,
     };
     println!("{}", serde_json::to_string(&stats)?);
     Ok(if complete && barrier && left_cleanly {

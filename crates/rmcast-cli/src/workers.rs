@@ -4,7 +4,9 @@
 //! [`WorkerSpec::run`] starts worker 1 of this very executable with `--create`, waits until its
 //! ready file shows it is in the group, starts the others with `--join`, then waits for every
 //! child until a deadline. Whatever overruns is killed, by its own handle and no other process.
-//! Finally each worker's stdout is read for its one JSON line of [`WorkerStats`].
+//! Meanwhile the caller may crash a worker on purpose ([`Running::kill`], SIGKILL), which is how
+//! `rmcast demo --kill-sequencer` tests crash recovery. Finally each worker's stdout is read for
+//! its one JSON line of [`WorkerStats`].
 //!
 //! [`WorkerStats`] is defined here, the one place both sides of that line (the worker printing
 //! it, the commands reading it) take it from.
@@ -67,6 +69,24 @@ pub struct WorkerStats {
     pub node_send_deferred: u64,
     /// Sends that failed.
     pub node_send_errors: u64,
+    /// Own messages whose send completed.
+    #[serde(default)]
+    pub completions: u64,
+    /// Failures seen (recovery mode entered).
+    #[serde(default)]
+    pub failures: u64,
+    /// Reset attempts that found too few members.
+    #[serde(default)]
+    pub reset_failures: u64,
+    /// Resets completed (new incarnations).
+    #[serde(default)]
+    pub resets: u64,
+    /// Sends refused in recovery mode (and sent again after the reset).
+    #[serde(default)]
+    pub recovery_refusals: u64,
+    /// Whether a reset left this worker out of the group.
+    #[serde(default)]
+    pub expelled: bool,
 }
 
 impl WorkerStats {
@@ -132,6 +152,8 @@ pub struct WorkerOutcome {
     pub status: Option<ExitStatus>,
     /// Whether it overran the deadline and was killed.
     pub killed: bool,
+    /// Whether the caller crashed it on purpose ([`Running::kill`]).
+    pub crashed: bool,
     /// Its stats line, if it printed one.
     pub stats: Option<WorkerStats>,
     stderr_path: Option<PathBuf>,
@@ -166,6 +188,38 @@ struct Worker {
     stderr_path: Option<PathBuf>,
     status: Option<ExitStatus>,
     killed: bool,
+    crashed: bool,
+}
+
+/// The workers while [`WorkerSpec::run`] waits for them, as its `tick` sees them.
+pub struct Running<'a>(&'a mut [Worker]);
+
+impl Running<'_> {
+    /// Crash worker `index` (1-based): SIGKILL (`kill -9`, which is what [`Child::kill`] sends
+    /// on Unix), by its own handle. It gets no chance to leave or to flush anything.
+    pub fn kill(&mut self, index: usize) -> Result<()> {
+        let w = self
+            .0
+            .iter_mut()
+            .find(|w| w.index == index)
+            .with_context(|| format!("no worker {index}"))?;
+        if w.status.is_some() {
+            bail!("worker {index} has already exited");
+        }
+        w.child
+            .kill()
+            .with_context(|| format!("killing worker {index}"))?;
+        w.crashed = true;
+        Ok(())
+    }
+
+    /// The process id of worker `index`, while it runs.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.0
+            .iter()
+            .find(|w| w.index == index && w.status.is_none())
+            .map(|w| w.child.id())
+    }
 }
 
 /// The started workers. Dropping it kills (by handle) and reaps whatever still runs, so that an
@@ -185,16 +239,18 @@ impl WorkerSpec<'_> {
     /// Start the workers, wait for them and collect their outcomes, in index order.
     ///
     /// `args(index, cmd)` adds each worker's own arguments to `rmcast worker --group G --id I
-    /// --create|--join --ready-file F`. `tick(waited)` is called at every look while waiting
-    /// (for progress). Should starting fail, whatever did start is killed at once and the error
-    /// returned.
+    /// --create|--join --ready-file F`. `tick(waited, running)` is called at every look while
+    /// waiting (for progress, or to crash a worker); an error it returns ends the run, killing
+    /// whatever still runs. Should starting fail, whatever did start is killed at once and the
+    /// error returned.
     pub fn run(
         &self,
         args: impl Fn(usize, &mut Command),
-        mut tick: impl FnMut(Duration),
+        mut tick: impl FnMut(Duration, &mut Running<'_>) -> Result<()>,
     ) -> Result<Vec<WorkerOutcome>> {
         let mut set = WorkerSet(Vec::new());
         let started = self.start(&mut set, &args);
+        let mut ticked = Ok(());
         let t0 = Instant::now();
         loop {
             let mut running = 0;
@@ -207,7 +263,7 @@ impl WorkerSpec<'_> {
             if running == 0 {
                 break;
             }
-            if started.is_err() || Instant::now() >= self.deadline {
+            if started.is_err() || ticked.is_err() || Instant::now() >= self.deadline {
                 for w in set.0.iter_mut().filter(|w| w.status.is_none()) {
                     let _ = w.child.kill();
                     w.status = w.child.wait().ok();
@@ -215,10 +271,11 @@ impl WorkerSpec<'_> {
                 }
                 break;
             }
-            tick(t0.elapsed());
+            ticked = tick(t0.elapsed(), &mut Running(&mut set.0));
             thread::sleep(self.poll);
         }
         started?;
+        ticked?;
 
         let mut outcomes = Vec::new();
         for w in &mut set.0 {
@@ -230,6 +287,7 @@ impl WorkerSpec<'_> {
                 index: w.index,
                 status: w.status,
                 killed: w.killed,
+                crashed: w.crashed,
                 stats: WorkerStats::from_output(&out),
                 stderr_path: w.stderr_path.clone(),
             });
@@ -273,6 +331,7 @@ impl WorkerSpec<'_> {
                 stderr_path,
                 status: None,
                 killed: false,
+                crashed: false,
             });
             if index == 1 {
                 // The others join a group that exists: wait until the creator is in it.

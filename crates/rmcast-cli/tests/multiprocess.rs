@@ -1,8 +1,9 @@
 //! Real multi-process runs over loopback multicast: `rmcast member` processes fed through stdin,
-//! and `rmcast demo`. Every wait has a deadline and every child is killed (by its own handle) if
-//! a test fails, so these tests end by themselves.
+//! and `rmcast demo`, plain and with a sequencer killed by SIGKILL. Every wait has a deadline and
+//! every child is killed (by its own handle) if a test fails, so these tests end by themselves.
 
 use rmcast::log::{read_log, verify_logs, LogRecord};
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -33,16 +34,14 @@ struct Member {
 
 impl Member {
     fn start(id: u32, group: &str, mode: &str, log: &PathBuf) -> Member {
+        Member::start_with(id, group, mode, log, &[])
+    }
+
+    fn start_with(id: u32, group: &str, mode: &str, log: &PathBuf, extra: &[&str]) -> Member {
         let mut child = Command::new(EXE)
-            .args([
-                "member",
-                "--group",
-                group,
-                "--id",
-                &id.to_string(),
-                mode,
-                "--log",
-            ])
+            .args(["member", "--group", group, "--id", &id.to_string(), mode])
+            .args(extra)
+            .arg("--log")
             .arg(log)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -201,6 +200,17 @@ fn three_member_processes_deliver_the_same_order() {
 #[test]
 fn member_rejects_bad_arguments() {
     for args in [
+        vec!["member", "--group", "g", "--alive-retries", "0"],
+        vec!["member", "--group", "g", "--alive-timeout-ms", "0"],
+        vec!["member", "--group", "g", "--alive-interval-ms", "soon"],
+        vec!["member", "--group", "g", "--min-members", "300"],
+        vec!["member", "--group", "g", "--min-members", "-1"],
+        vec!["demo", "--kill-sequencer", "--members", "2"],
+        vec!["demo", "--kill-sequencer", "--resilience", "0"],
+        vec!["demo", "--kill-sequencer", "--alive-interval-ms", "0"],
+        vec!["demo", "--kill-sequencer", "--min-members", "4"],
+        vec!["demo", "--kill-sequencer", "--messages", "10"],
+        vec!["demo", "--rate", "100"],
         vec!["member", "--group", "g", "--engine", "ring"],
         vec!["member", "--group", "g", "--create", "--join"],
         vec!["member", "--group", "g", "--addr", "127.0.0.1:4000"],
@@ -265,4 +275,242 @@ fn demo_verifies_total_order() {
         out.contains("total order verified across 3 processes"),
         "{out}"
     );
+}
+
+/// Run `rmcast <args>` to the end (bounded by `limit`), returning its stdout.
+fn run_to_end(args: &[&str], limit: Duration) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rmcast {args:?} did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, reader.join().unwrap())
+}
+
+/// A field of a flat JSON object, as a number.
+fn json_u64(v: &serde_json::Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+/// The headline test of crash recovery: four member processes with resilience 1 stream
+/// messages; the sequencer's process is killed with SIGKILL (by `rmcast demo --kill-sequencer`,
+/// which starts and drives the workers); the three survivors reset the group by themselves and
+/// go on. Then the logs, read here independently of the demo, must show one total order, a
+/// reset that removed exactly the killed member, messages from every survivor after it, and
+/// every completed send, the killed member's included, delivered by all three survivors.
+#[test]
+fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
+    let dir = scratch("kill");
+    let (status, out) = run_to_end(
+        &[
+            "demo",
+            "--kill-sequencer",
+            "--rate",
+            "400",
+            "--kill-after-ms",
+            "1500",
+            "--run-after-ms",
+            "1500",
+            "--timeout-secs",
+            "25",
+            "--log-dir",
+            dir.to_str().unwrap(),
+        ],
+        Duration::from_secs(40),
+    );
+    assert!(status.success(), "demo failed ({status}):\n{out}");
+    assert!(out.contains("verdict: PASSED"), "{out}");
+
+    // What the demo says it did ...
+    let crash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("crash.json")).unwrap()).unwrap();
+    let killed = json_u64(&crash, "member") as u32;
+    let kill_ns = json_u64(&crash, "t_ns");
+    // ... and what the members' logs say happened.
+    let logs: Vec<Vec<LogRecord>> = (1..=4)
+        .map(|i| read_log(dir.join(format!("member-{i}.jsonl"))).unwrap())
+        .collect();
+    let report = verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    assert_eq!(report.resets, 1, "{report}");
+    let survivors: Vec<&Vec<LogRecord>> = logs
+        .iter()
+        .filter(|l| l.first().is_some_and(|r| r.member() != killed))
+        .collect();
+    assert_eq!(survivors.len(), 3);
+    let survivor_ids: HashSet<u32> = survivors.iter().map(|l| l[0].member()).collect();
+
+    // Every completed send, of any member, the killed one included.
+    let completed: Vec<(u32, u64)> = logs
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            LogRecord::Complete { member, msg, .. } => Some((*member, *msg)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        completed.iter().any(|c| c.0 == killed),
+        "the killed member logged no completed send"
+    );
+    let mut orders = Vec::new();
+    for log in &survivors {
+        let me = log[0].member();
+        let reset_at = log
+            .iter()
+            .position(|r| matches!(r, LogRecord::Reset { .. }))
+            .unwrap_or_else(|| panic!("member {me} never reset"));
+        let LogRecord::Reset { removed, t_ns, .. } = &log[reset_at] else {
+            unreachable!()
+        };
+        assert_eq!(removed, &[killed], "member {me}");
+        eprintln!(
+            "member {me}: recovery time {:.1} ms (from the kill to its reset line)",
+            (*t_ns as f64 - kill_ns as f64) / 1e6
+        );
+        // It went on: messages from every survivor after the reset, and own sends that
+        // completed in the new group.
+        let after = &log[reset_at..];
+        let senders: HashSet<u32> = after
+            .iter()
+            .filter_map(|r| match r {
+                LogRecord::Deliver { sender, .. } => Some(*sender),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            survivor_ids.is_subset(&senders),
+            "member {me} heard only {senders:?} after the reset"
+        );
+        assert!(
+            after
+                .iter()
+                .any(|r| matches!(r, LogRecord::Complete { .. })),
+            "member {me} completed no send after the reset"
+        );
+        // Every completed send delivered here.
+        let delivered: HashMap<(u32, u64), u64> = log
+            .iter()
+            .filter_map(|r| match r {
+                LogRecord::Deliver {
+                    sender, msg, seq, ..
+                } => Some(((*sender, *msg), *seq)),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<_> = completed
+            .iter()
+            .filter(|c| !delivered.contains_key(c))
+            .take(5)
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "member {me} lacks completed {missing:?}"
+        );
+        // Its whole order, to compare: the survivors all joined before the first message.
+        orders.push(
+            log.iter()
+                .filter_map(|r| match r {
+                    LogRecord::Deliver {
+                        seq,
+                        sender,
+                        msg,
+                        hash,
+                        ..
+                    } => Some((*seq, *sender, *msg, hash.clone())),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(!orders[0].is_empty());
+    assert_eq!(orders[0], orders[1], "survivors disagree on the order");
+    assert_eq!(orders[0], orders[2], "survivors disagree on the order");
+    eprintln!(
+        "{} completed sends ({} by the killed member) delivered by all 3 survivors in one order of {} messages",
+        completed.len(),
+        completed.iter().filter(|c| c.0 == killed).count(),
+        orders[0].len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rmcast member --manual-reset`: after the sequencer's process is killed, the survivors say
+/// so and wait; `/reset` typed at one of them rebuilds the group, and chat goes on.
+#[test]
+fn member_manual_reset_after_kill() {
+    let dir = scratch("manual");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let policy = ["--manual-reset", "--resilience", "1"];
+    let mut members = vec![Member::start_with(1, &group, "--create", &log(1), &policy)];
+    members[0].wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    for id in [2, 3] {
+        members.push(Member::start_with(id, &group, "--join", &log(id), &policy));
+    }
+    for m in &mut members {
+        m.wait_for("a view of three members", t, |s| {
+            s.iter().any(|l| view_size(l) == 3)
+        });
+    }
+    // Member 1 created the group, so it is the sequencer: SIGKILL it.
+    members[0].child.kill().unwrap();
+    members[0].child.wait().unwrap();
+    for m in &mut members[1..] {
+        m.wait_for("the failure", t, |s| {
+            s.iter().any(|l| l.starts_with("* failed: member 1 "))
+        });
+    }
+    // Nobody resets by themselves under the manual policy: sends are refused meanwhile (the
+    // refusal goes to stderr), and the line typed next rebuilds the group.
+    let stdin = members[1].stdin.as_mut().unwrap();
+    writeln!(stdin, "/reset").unwrap();
+    stdin.flush().unwrap();
+    for m in &mut members[1..] {
+        m.wait_for("the reset", t, |s| {
+            s.iter()
+                .any(|l| l.starts_with("* reset: incarnation 1, removed 1"))
+        });
+    }
+    // Typed once the reset shows at member 2, so it is sent in the new group.
+    let stdin = members[1].stdin.as_mut().unwrap();
+    writeln!(stdin, "after the reset").unwrap();
+    stdin.flush().unwrap();
+    for m in &mut members[1..] {
+        m.wait_for("a line sent after the reset", t, |s| {
+            s.iter().any(|l| l == "2: after the reset")
+        });
+    }
+    for m in &mut members[1..] {
+        let status = m.finish(t);
+        assert!(status.success(), "member {} exited with {status}", m.id);
+    }
+    let logs: Vec<Vec<LogRecord>> = (1..=3).map(|i| read_log(log(i)).unwrap()).collect();
+    let report = verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    assert_eq!(report.resets, 1);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -103,6 +103,73 @@ pub trait EngineFactory: Send + Sync {
     ) -> Box<dyn Engine>;
 }
 
+/// How a sequencer group notices a crashed member and rebuilds itself (seed 002 section 5.3).
+///
+/// The defaults are the engine's ([`sequencer::Config::new`]): a peer silent for 300 ms is
+/// probed, four probes of at least 100 ms each go unanswered before it counts as failed (so a
+/// crash is noticed about 0.7 s after the member was last heard), and the group then resets
+/// itself automatically once a majority of the old view can form the new group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryPolicy {
+    /// A peer not heard from this long is probed; 0 turns failure detection off (a crashed
+    /// member then stalls the group until the application calls
+    /// [`crate::GroupSender::reset`]).
+    pub alive_interval_ms: u64,
+    /// Unanswered probes before the peer counts as failed. More: fewer false suspicions of a
+    /// slow or paused member, slower detection of a crash.
+    pub alive_retries: u32,
+    /// Shortest wait for the answer to one probe (and one round of the reset protocol); it
+    /// grows with the measured round-trip time.
+    pub alive_timeout_ms: u64,
+    /// Reset the group automatically once a failure is found. Off: the group stays in
+    /// recovery mode (sends fail with [`crate::Error::MemberFailed`]) until the application
+    /// calls [`crate::GroupSender::reset`], as in the paper.
+    pub auto_reset: bool,
+    /// Smallest group an automatic reset may form, this member included; 0 means a majority
+    /// of the view before the failure, so that of two sides of a partition at most one goes on.
+    pub min_members: usize,
+}
+
+impl Default for RecoveryPolicy {
+    fn default() -> Self {
+        RecoveryPolicy::of(&sequencer::Config::new(0))
+    }
+}
+
+impl RecoveryPolicy {
+    /// The policy part of a sequencer configuration.
+    pub fn of(cfg: &sequencer::Config) -> Self {
+        RecoveryPolicy {
+            alive_interval_ms: cfg.alive_interval_ms,
+            alive_retries: cfg.alive_retries,
+            alive_timeout_ms: cfg.alive_timeout_ms,
+            auto_reset: cfg.auto_reset,
+            min_members: cfg.min_members,
+        }
+    }
+
+    /// Write the policy into a sequencer configuration.
+    pub fn apply(&self, cfg: &mut sequencer::Config) {
+        cfg.alive_interval_ms = self.alive_interval_ms;
+        cfg.alive_retries = self.alive_retries;
+        cfg.alive_timeout_ms = self.alive_timeout_ms;
+        cfg.auto_reset = self.auto_reset;
+        cfg.min_members = self.min_members;
+    }
+
+    /// Check the values the engine would refuse (it asserts, and an assertion on the I/O
+    /// thread would take the whole node down).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.alive_interval_ms > 0 && self.alive_retries == 0 {
+            return Err("alive_retries must be at least 1 while failure detection is on".into());
+        }
+        if self.alive_interval_ms > 0 && self.alive_timeout_ms == 0 {
+            return Err("alive_timeout_ms must be at least 1 while failure detection is on".into());
+        }
+        Ok(())
+    }
+}
+
 /// The protocol a group runs. Every member of a group must make the same choice.
 #[derive(Clone)]
 pub enum EngineChoice {
@@ -111,6 +178,8 @@ pub enum EngineChoice {
     Sequencer {
         /// Resilience degree r.
         resilience: u8,
+        /// Failure detection and reset policy.
+        recovery: RecoveryPolicy,
     },
     /// The sequencer with every parameter given (`group` and `max_datagram_bytes` are still
     /// taken from the [`GroupConfig`]).
@@ -121,16 +190,20 @@ pub enum EngineChoice {
 
 impl Default for EngineChoice {
     fn default() -> Self {
-        EngineChoice::Sequencer { resilience: 0 }
+        EngineChoice::sequencer(0)
     }
 }
 
 impl fmt::Debug for EngineChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EngineChoice::Sequencer { resilience } => f
+            EngineChoice::Sequencer {
+                resilience,
+                recovery,
+            } => f
                 .debug_struct("Sequencer")
                 .field("resilience", resilience)
+                .field("recovery", recovery)
                 .finish(),
             EngineChoice::SequencerWith(cfg) => f.debug_tuple("SequencerWith").field(cfg).finish(),
             EngineChoice::Custom(factory) => {
@@ -141,6 +214,14 @@ impl fmt::Debug for EngineChoice {
 }
 
 impl EngineChoice {
+    /// The sequencer with resilience degree `resilience` and the default [`RecoveryPolicy`].
+    pub fn sequencer(resilience: u8) -> Self {
+        EngineChoice::Sequencer {
+            resilience,
+            recovery: RecoveryPolicy::default(),
+        }
+    }
+
     /// Short name of the protocol ("sequencer", or the factory's name).
     pub fn kind(&self) -> &str {
         match self {
@@ -152,7 +233,7 @@ impl EngineChoice {
     /// The resilience degree the engine promises.
     pub fn resilience(&self) -> u8 {
         match self {
-            EngineChoice::Sequencer { resilience } => *resilience,
+            EngineChoice::Sequencer { resilience, .. } => *resilience,
             EngineChoice::SequencerWith(cfg) => cfg.resilience,
             EngineChoice::Custom(factory) => factory.resilience(),
         }
@@ -179,9 +260,13 @@ impl EngineChoice {
             }
         };
         match self {
-            EngineChoice::Sequencer { resilience } => {
+            EngineChoice::Sequencer {
+                resilience,
+                recovery,
+            } => {
                 let mut cfg = sequencer::Config::new(group);
                 cfg.resilience = *resilience;
+                recovery.apply(&mut cfg);
                 seq(seq_cfg(cfg))
             }
             EngineChoice::SequencerWith(cfg) => seq(seq_cfg(cfg.clone())),
@@ -219,6 +304,13 @@ pub struct GroupConfig {
     /// Messages queued between the application and the engine. When full, `send` blocks and
     /// `try_send` hands the message back.
     pub send_queue_capacity: usize,
+    /// Report the completion of every own message as [`crate::GroupEvent::SendComplete`], in
+    /// order with the deliveries (off by default: a caller of [`crate::GroupSender::send`] is
+    /// told anyway, and the events would only fill the queue). Turn it on to learn which
+    /// messages sent with [`crate::GroupSender::try_send`] or
+    /// [`crate::GroupSender::send_nowait`] are stable, e.g. to log completions for
+    /// [`crate::log::verify_logs`].
+    pub completion_events: bool,
 }
 
 impl GroupConfig {
@@ -236,6 +328,7 @@ impl GroupConfig {
             leave_timeout: Duration::from_secs(5),
             event_queue_capacity: 4096,
             send_queue_capacity: 1024,
+            completion_events: false,
         }
     }
 
@@ -284,6 +377,20 @@ impl GroupConfig {
         }
         if self.event_queue_capacity == 0 || self.send_queue_capacity == 0 {
             return Err("queue capacities must be at least 1".into());
+        }
+        match &self.engine {
+            EngineChoice::Sequencer { recovery, .. } => recovery.validate()?,
+            EngineChoice::SequencerWith(cfg) => {
+                RecoveryPolicy::of(cfg).validate()?;
+                // The engine asserts these too; refused here, they cannot panic the I/O thread.
+                if cfg.history_capacity_msgs < 16 {
+                    return Err("history_capacity_msgs must be at least 16".into());
+                }
+                if cfg.send_window_msgs == 0 || cfg.max_pending_events == 0 {
+                    return Err("send_window_msgs and max_pending_events must be at least 1".into());
+                }
+            }
+            EngineChoice::Custom(_) => {}
         }
         match &self.addr {
             GroupAddr::Multicast(a) if !a.ip().is_multicast() => {

@@ -1,7 +1,7 @@
 //! Errors of the public API.
 
 use bytes::Bytes;
-use rmcast_proto::SendError;
+use rmcast_proto::{NodeId, SendError};
 use std::fmt;
 
 /// Why an operation on a node or group failed.
@@ -28,6 +28,22 @@ pub enum Error {
     /// A call did not finish before its deadline.
     #[error("timed out")]
     Timeout,
+    /// A member failed and the group is in recovery mode (seed 002 section 5.3): sends fail and
+    /// receives with nothing to deliver report this until the group is reset, automatically
+    /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::GroupEvent::Reset`].
+    #[error("member {suspect} failed: the group is in recovery mode until it is reset")]
+    MemberFailed {
+        /// The member that stopped answering (for most members: the sequencer).
+        suspect: NodeId,
+    },
+    /// This member was left out of the group when it was reset (it was cut off or too slow to
+    /// answer); the group is closed here, and a message that had not completed may or may not
+    /// have reached the others. Join again to take part.
+    #[error("this member was left out of the group by reset (incarnation {incarnation})")]
+    Expelled {
+        /// The incarnation of the group that left this member out.
+        incarnation: u32,
+    },
 }
 
 /// Why [`crate::GroupSender::try_send`] did not take a message; the message is handed back.
@@ -37,13 +53,23 @@ pub enum TrySendError {
     Full(Bytes),
     /// The group was left or the node shut down.
     Closed(Bytes),
+    /// A member failed and the group is in recovery mode: retry after
+    /// [`crate::GroupEvent::Reset`] (see [`Error::MemberFailed`]).
+    MemberFailed {
+        /// The member that stopped answering.
+        suspect: NodeId,
+        /// The message that was not sent.
+        payload: Bytes,
+    },
 }
 
 impl TrySendError {
     /// The message that was not sent.
     pub fn into_inner(self) -> Bytes {
         match self {
-            TrySendError::Full(b) | TrySendError::Closed(b) => b,
+            TrySendError::Full(b)
+            | TrySendError::Closed(b)
+            | TrySendError::MemberFailed { payload: b, .. } => b,
         }
     }
 }
@@ -53,6 +79,11 @@ impl fmt::Debug for TrySendError {
         match self {
             TrySendError::Full(b) => write!(f, "Full({} bytes)", b.len()),
             TrySendError::Closed(b) => write!(f, "Closed({} bytes)", b.len()),
+            TrySendError::MemberFailed { suspect, payload } => write!(
+                f,
+                "MemberFailed {{ suspect: {suspect}, payload: {} bytes }}",
+                payload.len()
+            ),
         }
     }
 }
@@ -62,6 +93,10 @@ impl fmt::Display for TrySendError {
         match self {
             TrySendError::Full(_) => f.write_str("send queue full, try again later"),
             TrySendError::Closed(_) => f.write_str("the group is closed"),
+            TrySendError::MemberFailed { suspect, .. } => write!(
+                f,
+                "member {suspect} failed: the group is in recovery mode until it is reset"
+            ),
         }
     }
 }

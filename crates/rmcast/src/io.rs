@@ -248,6 +248,8 @@ struct GroupState {
     max_datagram_bytes: usize,
     qos: Qos,
     leave_timeout: Duration,
+    /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
+    completion_events: bool,
     engine: Box<dyn Engine>,
     phase: Phase,
     /// The multicast socket and whether it may still hold unread datagrams.
@@ -306,7 +308,36 @@ impl GroupState {
         if let Some(r) = self.open_reply.take() {
             let _ = r.send(Err(Error::Closed));
         }
+        self.shared.set_recovering(None);
         self.done = true;
+    }
+
+    /// The group went on without this member: tell whoever waits why, then close.
+    fn expelled(&mut self, incarnation: u32) {
+        warn!(group = %self.name, incarnation, "left out of the group by a reset");
+        for (_, d) in self.completions.drain() {
+            let _ = d.send(Err(Error::Expelled { incarnation }));
+        }
+        // Messages not yet in the engine will never be sent: their senders are told why (the
+        // queue is closed first, so that this ends).
+        self.ops.close();
+        let queued = std::iter::from_fn(|| self.ops.try_recv().ok());
+        for op in self.held.take().into_iter().chain(queued) {
+            match op {
+                Op::Send { done: Some(d), .. } => {
+                    let _ = d.send(Err(Error::Expelled { incarnation }));
+                }
+                Op::Send { done: None, .. } => {}
+                Op::Leave { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+        if let Some(r) = self.leaving.as_mut().and_then(|l| l.reply.take()) {
+            // Out of the group is what the leave wanted.
+            let _ = r.send(Ok(()));
+        }
+        self.finish(Ok(()));
     }
 }
 
@@ -447,6 +478,21 @@ impl IoLoop {
                         .map(|g| (g.engine.info(), g.engine.counters().clone()));
                     let _ = reply.try_send(r);
                 }
+                Command::Reset {
+                    key,
+                    min_members,
+                    reply,
+                } => {
+                    let r = match self.groups.iter_mut().find(|g| g.key == key && !g.done) {
+                        Some(g) if matches!(g.phase, Phase::Member) => {
+                            info!(group = %g.name, min_members, "reset requested");
+                            g.engine.reset(now, min_members).map_err(Error::Send)
+                        }
+                        Some(_) => Err(Error::Send(SendError::NotMember)),
+                        None => Err(Error::Closed),
+                    };
+                    let _ = reply.try_send(r);
+                }
                 Command::Shutdown => {
                     let deadline = now + SHUTDOWN_LINGER;
                     self.shutdown = Some(deadline);
@@ -536,6 +582,7 @@ impl IoLoop {
             max_datagram_bytes: cfg.max_datagram_bytes,
             qos: cfg.qos,
             leave_timeout: cfg.leave_timeout,
+            completion_events: cfg.completion_events,
             engine,
             phase,
             mcast,
@@ -796,7 +843,10 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                             g.completions.insert(msg, d);
                         }
                     }
-                    Err(SendError::WouldBlock) => {
+                    // Recovery mode: messages queued before the failure was known wait for
+                    // the reset (`can_submit` keeps them out; this covers an engine that only
+                    // says so on submit). Nothing is dropped.
+                    Err(SendError::WouldBlock | SendError::GroupFailed) => {
                         g.held = Some(Op::Send { payload, done });
                         break;
                     }
@@ -825,6 +875,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
 /// Move the engine's events to the application while the event queue has room.
 fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut progress = false;
+    let mut expelled = None;
     for _ in 0..EVENTS_BUDGET {
         // Reserve room before taking an event out of the engine: an event, once taken, has
         // nowhere else to go.
@@ -873,6 +924,9 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 if let Some(d) = g.completions.remove(&msg) {
                     let _ = d.send(Ok(msg));
                 }
+                if let (Some(p), true) = (permit, g.completion_events) {
+                    p.send(GroupEvent::SendComplete { msg });
+                }
             }
             Event::Left => {
                 drop(permit);
@@ -880,14 +934,48 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 g.finish(Ok(()));
                 break;
             }
-            // Crash recovery events: surfaced to the application in a later change.
-            Event::Failed { .. } | Event::ResetFailed { .. } | Event::Reset { .. } => {}
-            Event::Expelled { .. } => {
-                drop(permit);
-                g.finish(Ok(()));
+            Event::Failed { suspect } => {
+                warn!(group = %g.name, %suspect, "member failed: recovery mode");
+                // Before the event is queued, so that an application that has seen it finds
+                // sends refused.
+                g.shared.set_recovering(Some(suspect));
+                if let Some(p) = permit {
+                    p.send(GroupEvent::Failed { suspect });
+                }
+            }
+            Event::ResetFailed { reachable, needed } => {
+                warn!(group = %g.name, reachable, needed, "reset failed: too few members");
+                if let Some(p) = permit {
+                    p.send(GroupEvent::ResetFailed { reachable, needed });
+                }
+            }
+            Event::Reset {
+                incarnation,
+                removed,
+            } => {
+                info!(group = %g.name, incarnation, ?removed, "group reset");
+                if let Some(p) = permit {
+                    p.send(GroupEvent::Reset {
+                        incarnation,
+                        removed,
+                    });
+                }
+                // After the event is queued: a receive that finds the queue empty while the
+                // flag is still up would report recovery mode, which is still true then.
+                g.shared.set_recovering(None);
+            }
+            Event::Expelled { incarnation } => {
+                if let Some(p) = permit {
+                    p.send(GroupEvent::Expelled { incarnation });
+                }
+                // After the loop: the permit still borrows the queue here.
+                expelled = Some(incarnation);
                 break;
             }
         }
+    }
+    if let Some(incarnation) = expelled {
+        g.expelled(incarnation);
     }
     progress
 }

@@ -26,6 +26,43 @@ pub enum GroupEvent {
     Deliver(Delivery),
     /// A new membership view (also the first view after create or join).
     View(View),
+    /// An own message is stable with the group's resilience (its send completed). Only with
+    /// [`GroupConfig::completion_events`]; comes in order with the deliveries, in the view in
+    /// which the message is delivered.
+    SendComplete {
+        /// The message number, as in [`Delivery::msg`] of its delivery.
+        msg: u64,
+    },
+    /// A member stopped answering: the group is in recovery mode until it is reset. Sends fail
+    /// with [`Error::MemberFailed`] meanwhile; what the engine already accepted is still
+    /// delivered. With the automatic policy ([`crate::RecoveryPolicy::auto_reset`]) the reset
+    /// is under way; otherwise call [`GroupSender::reset`].
+    Failed {
+        /// The member that did not answer (for most members: the sequencer).
+        suspect: NodeId,
+    },
+    /// A reset found too few members to form a group; the group stays in recovery mode and
+    /// the engine keeps trying.
+    ResetFailed {
+        /// Members that answered, this one included.
+        reachable: usize,
+        /// Members required.
+        needed: usize,
+    },
+    /// The group was rebuilt (ResetGroup): a new incarnation without the members that did not
+    /// answer. The [`GroupEvent::View`] of the new group follows at once; sends work again.
+    Reset {
+        /// The new incarnation.
+        incarnation: u32,
+        /// Members of the old view that the new group leaves out.
+        removed: Vec<NodeId>,
+    },
+    /// The group was rebuilt without this member. Terminal, like the end of a leave: the
+    /// receive calls report the end after this event, and sends fail.
+    Expelled {
+        /// The incarnation of the group that left this member out.
+        incarnation: u32,
+    },
 }
 
 /// Operations that must stay in order with the messages sent before them, so they share the
@@ -50,6 +87,12 @@ pub(crate) enum Command {
         key: u64,
         reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
     },
+    /// ResetGroup on the group's engine.
+    Reset {
+        key: u64,
+        min_members: usize,
+        reply: std_mpsc::SyncSender<Result<(), Error>>,
+    },
     Shutdown,
 }
 
@@ -71,6 +114,35 @@ pub(crate) struct GroupShared {
     /// Set by the I/O thread when the event queue was full and it stopped taking events from the
     /// engine; the next receive wakes it.
     pub events_stalled: AtomicBool,
+    /// Recovery mode as the application is told it: [`RECOVERING`] plus the suspect's id from
+    /// the moment the I/O thread queues [`GroupEvent::Failed`] until it queues the
+    /// [`GroupEvent::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
+    /// reads the flag and the suspect together.
+    pub recovering: AtomicU64,
+}
+
+/// Bit of [`GroupShared::recovering`] that says recovery mode is on (node ids are 32 bits).
+pub(crate) const RECOVERING: u64 = 1 << 32;
+
+impl GroupShared {
+    /// The suspect, while the group is in recovery mode.
+    pub fn suspect(&self) -> Option<NodeId> {
+        let v = self.recovering.load(Ordering::Acquire);
+        (v & RECOVERING != 0).then_some(NodeId(v as u32))
+    }
+
+    /// Recovery mode on (`Some(suspect)`) or off.
+    pub fn set_recovering(&self, suspect: Option<NodeId>) {
+        let v = suspect.map_or(0, |s| RECOVERING | u64::from(s.0));
+        self.recovering.store(v, Ordering::Release);
+    }
+
+    fn member_failed(&self) -> Result<(), Error> {
+        match self.suspect() {
+            Some(suspect) => Err(Error::MemberFailed { suspect }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// State shared by the I/O thread and the node's handles.
@@ -351,7 +423,13 @@ impl GroupSender {
     /// ([`rmcast_proto::Event::SendComplete`]); returns the message number the engine gave it.
     /// Blocks while the send queue is full. Receive events on another thread meanwhile: when the
     /// event queue is full the engine stops, and so does this call.
+    ///
+    /// In recovery mode (after [`GroupEvent::Failed`], until [`GroupEvent::Reset`]) the call
+    /// fails at once with [`Error::MemberFailed`]. A message queued before the failure was
+    /// known is kept: it goes out after the reset, and this call waits for it meanwhile. Should
+    /// this member be left out of the new group, the call fails with [`Error::Expelled`].
     pub fn send(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        self.inner.shared.member_failed()?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Send {
             payload: payload.into(),
@@ -368,6 +446,7 @@ impl GroupSender {
 
     /// Async [`GroupSender::send`]: any executor will do.
     pub async fn send_async(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        self.inner.shared.member_failed()?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Send {
             payload: payload.into(),
@@ -381,10 +460,16 @@ impl GroupSender {
     /// Queue a message without blocking and without waiting for it to complete. On
     /// back-pressure the message is handed back in [`TrySendError::Full`]: nothing is lost.
     /// Should the engine refuse a queued message (too large, say), the refusal is logged and
-    /// counted in [`NodeCounters::submit_refused`].
+    /// counted in [`NodeCounters::submit_refused`]. In recovery mode the message is handed
+    /// back in [`TrySendError::MemberFailed`]; one queued before the failure was known goes out
+    /// after the reset.
     pub fn try_send(&self, payload: impl Into<Bytes>) -> Result<(), TrySendError> {
+        let payload = payload.into();
+        if let Some(suspect) = self.inner.shared.suspect() {
+            return Err(TrySendError::MemberFailed { suspect, payload });
+        }
         let op = Op::Send {
-            payload: payload.into(),
+            payload,
             done: None,
         };
         match self.inner.ops.try_send(op) {
@@ -399,8 +484,11 @@ impl GroupSender {
 
     /// Queue a message, blocking only while the send queue is full; does not wait for the
     /// message to complete. The fast way to stream messages from one thread while another
-    /// receives.
+    /// receives. In recovery mode it fails with [`Error::MemberFailed`] (keep a clone of the
+    /// payload, which is cheap, to send it again after the reset); a message queued before the
+    /// failure was known goes out after the reset.
     pub fn send_nowait(&self, payload: impl Into<Bytes>) -> Result<(), Error> {
+        self.inner.shared.member_failed()?;
         let op = Op::Send {
             payload: payload.into(),
             done: None,
@@ -447,9 +535,37 @@ impl GroupSender {
         rx.await.map_err(|_| Error::Closed)?
     }
 
-    /// The group as this member sees it: members, sequencer, resilience, history use.
+    /// The group as this member sees it (Amoeba's GetInfoGroup): members, this member's id
+    /// and rank, the sequencer, the incarnation, whether it is in recovery mode, the resilience
+    /// degree and the use of the history buffer. Taken from the engine itself, so it may be a
+    /// step ahead of the events not yet received.
     pub fn info(&self) -> Result<GroupInfo, Error> {
         self.query().map(|(info, _)| info)
+    }
+
+    /// Rebuild the group after a failure from the members that can still communicate
+    /// (Amoeba's ResetGroup), with at least `min_members` members, this one included (0: the
+    /// policy's [`crate::RecoveryPolicy::min_members`], by default a majority of the view before
+    /// the failure). Not in recovery mode, the call starts it, as a member that suspects a
+    /// failure itself would.
+    ///
+    /// Returns once the reset has started; the outcome comes as events:
+    /// [`GroupEvent::Reset`] and the new view when the group is formed, or
+    /// [`GroupEvent::ResetFailed`] while too few members answer (the engine keeps trying), or
+    /// [`GroupEvent::Expelled`] if another member formed the group without this one. Engines
+    /// without crash recovery refuse with [`Error::Send`]`(`[`rmcast_proto::SendError::Unsupported`]`)`.
+    pub fn reset(&self, min_members: usize) -> Result<(), Error> {
+        let (tx, rx) = std_mpsc::sync_channel(1);
+        self.inner.node.command(Command::Reset {
+            key: self.inner.key,
+            min_members,
+            reply: tx,
+        })?;
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(r) => r,
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+        }
     }
 
     /// The engine's counters (datagrams, retransmissions, NACKs, deliveries, ...).
@@ -517,6 +633,7 @@ impl GroupSender {
     }
 }
 
+/// The payload of an op the send queue handed back (a send, since only sends are tried).
 fn op_payload(op: Op) -> Bytes {
     match op {
         Op::Send { payload, .. } => payload,
@@ -544,8 +661,9 @@ impl Group {
         self.sender.clone()
     }
 
-    /// The next event, blocking until there is one; `None` once the group is closed (left or
-    /// the node shut down) and every event before has been read.
+    /// The next event, blocking until there is one; `None` once the group is closed (left,
+    /// expelled, or the node shut down) and every event before has been read. Recovery mode
+    /// shows as [`GroupEvent::Failed`]; the call then blocks until the reset's events come.
     pub fn recv(&mut self) -> Option<GroupEvent> {
         let ev = match self.events.try_recv() {
             Ok(ev) => Some(ev),
@@ -559,14 +677,20 @@ impl Group {
     }
 
     /// The next event, waiting at most `timeout`: [`Error::Timeout`] when none came,
-    /// [`Error::Closed`] when the group is closed and drained.
+    /// [`Error::Closed`] when the group is closed and drained. When none came and the group is
+    /// in recovery mode, [`Error::MemberFailed`] instead of [`Error::Timeout`] (as the paper's
+    /// ReceiveFromGroup fails until the reset); the call still waits the whole `timeout`
+    /// first, so that a receive loop does not spin while the group recovers.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<GroupEvent, Error> {
         let ev = match self.events.try_recv() {
             Ok(ev) => Ok(ev),
             Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
             Err(mpsc::error::TryRecvError::Empty) => {
                 match block_on(self.events.recv(), Some(Instant::now() + timeout)) {
-                    None => Err(Error::Timeout),
+                    None => Err(match self.sender.inner.shared.suspect() {
+                        Some(suspect) => Error::MemberFailed { suspect },
+                        None => Error::Timeout,
+                    }),
                     Some(None) => Err(Error::Closed),
                     Some(Some(ev)) => Ok(ev),
                 }
@@ -576,12 +700,15 @@ impl Group {
         ev
     }
 
-    /// The next event if one is waiting: `Ok(None)` when none is, [`Error::Closed`] when the
-    /// group is closed and drained.
+    /// The next event if one is waiting: `Ok(None)` when none is, [`Error::MemberFailed`]
+    /// when none is and the group is in recovery mode, [`Error::Closed`] when the group is
+    /// closed and drained.
     pub fn try_recv(&mut self) -> Result<Option<GroupEvent>, Error> {
         let ev = match self.events.try_recv() {
             Ok(ev) => Ok(Some(ev)),
-            Err(mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                self.sender.inner.shared.member_failed().map(|()| None)
+            }
             Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
         };
         self.received(matches!(ev, Ok(Some(_))));

@@ -195,4 +195,67 @@ fn bad_configurations_are_refused() {
     assert!(matches!(n.open_group(c), Err(Error::Config(_))));
     let c = cfg("x", &toy(), OpenMode::Create).addr(GroupAddr::Unicast(vec![]));
     assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+    // Failure detection with no probe, or probes without a timeout, would assert in the
+    // engine on the I/O thread: refused up front.
+    for (retries, timeout_ms) in [(0, 100), (4, 0)] {
+        let mut engine = EngineChoice::sequencer(1);
+        if let EngineChoice::Sequencer { recovery, .. } = &mut engine {
+            recovery.alive_retries = retries;
+            recovery.alive_timeout_ms = timeout_ms;
+        }
+        let c = cfg("x", &engine, OpenMode::Create);
+        assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+    }
+    // Detection off needs neither.
+    let mut policy = rmcast::RecoveryPolicy {
+        alive_interval_ms: 0,
+        ..Default::default()
+    };
+    policy.alive_retries = 0;
+    let engine = EngineChoice::Sequencer {
+        resilience: 0,
+        recovery: policy,
+    };
+    let g = n
+        .open_group(cfg(&unique_name("nodetect"), &engine, OpenMode::Create))
+        .unwrap();
+    g.leave().unwrap();
+}
+
+#[test]
+fn completion_events_come_in_order_and_reset_needs_an_engine_that_recovers() {
+    let n = node(701);
+    let mut c = cfg(&unique_name("complete"), &toy(), OpenMode::Create);
+    c.completion_events = true;
+    let mut g = n.open_group(c).unwrap();
+    let mut seen = Seen::default();
+    recv_until(&mut g, &mut seen, Duration::from_secs(5), view_has(1));
+    for k in 0..5 {
+        g.try_send(format!("m{k}")).unwrap();
+    }
+    recv_until(&mut g, &mut seen, Duration::from_secs(5), |s| {
+        s.deliveries.len() == 5 && s.other.len() == 5
+    });
+    // Each completion names a delivered message (the toy completes after delivering).
+    let done: Vec<u64> = seen
+        .other
+        .iter()
+        .map(|e| match e {
+            GroupEvent::SendComplete { msg } => *msg,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    let delivered: Vec<u64> = seen.deliveries.iter().map(|d| d.msg).collect();
+    assert_eq!(done, delivered);
+    let report = rmcast::log::verify_logs(&[seen.records()]).unwrap();
+    assert_eq!(report.completions, 5);
+    // The toy has no crash recovery.
+    assert!(matches!(
+        g.reset(0),
+        Err(Error::Send(rmcast_proto::SendError::Unsupported))
+    ));
+    let info = g.info().unwrap();
+    assert!(!info.recovering);
+    g.leave().unwrap();
+    assert!(matches!(g.reset(0), Err(Error::Closed)));
 }

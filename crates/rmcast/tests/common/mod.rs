@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod crash;
 pub mod toy;
 
 use rmcast::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
@@ -47,27 +48,34 @@ pub fn cfg(name: &str, engine: &EngineChoice, mode: OpenMode) -> GroupConfig {
 pub struct Seen {
     pub deliveries: Vec<rmcast::Delivery>,
     pub views: Vec<rmcast::View>,
-    pub log: Vec<u8>,
+    /// Every other event (completions, failures, resets, expulsion), in order.
+    pub other: Vec<GroupEvent>,
+    /// The member's log; kept across events, since it remembers the current view.
+    writer: Option<LogWriter<Vec<u8>>>,
 }
 
 impl Seen {
     pub fn record(&mut self, me: NodeId, ev: GroupEvent) {
-        let mut w = LogWriter::new(std::mem::take(&mut self.log), me.0);
+        let mut w = self
+            .writer
+            .take()
+            .unwrap_or_else(|| LogWriter::new(Vec::new(), me.0));
+        w.event(&ev).unwrap();
         match ev {
-            GroupEvent::Deliver(d) => {
-                w.deliver(&d).unwrap();
-                self.deliveries.push(d);
-            }
-            GroupEvent::View(v) => {
-                w.view(&v).unwrap();
-                self.views.push(v);
-            }
+            GroupEvent::Deliver(d) => self.deliveries.push(d),
+            GroupEvent::View(v) => self.views.push(v),
+            other => self.other.push(other),
         }
-        self.log = w.into_inner();
+        self.writer = Some(w);
+    }
+
+    /// The log lines written so far.
+    pub fn log(&self) -> &[u8] {
+        self.writer.as_ref().map_or(&[], |w| w.get_ref())
     }
 
     pub fn records(&self) -> Vec<LogRecord> {
-        rmcast::log::parse_log(&self.log[..]).unwrap()
+        rmcast::log::parse_log(self.log()).unwrap()
     }
 }
 
@@ -87,7 +95,8 @@ pub fn recv_until(g: &mut Group, seen: &mut Seen, timeout: Duration, done: impl 
         );
         match g.recv_timeout(left) {
             Ok(ev) => seen.record(g.me(), ev),
-            Err(rmcast::Error::Timeout) => {}
+            // Nothing came while the group is in recovery mode: a timeout too.
+            Err(rmcast::Error::Timeout | rmcast::Error::MemberFailed { .. }) => {}
             Err(e) => panic!("receive failed: {e}"),
         }
     }
