@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use rmcast::log::LogWriter;
 use rmcast::{
-    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
+    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
     RecoveryPolicy,
 };
 use std::io::{BufRead, Write};
@@ -280,19 +280,19 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 )?;
             }
             GroupEvent::SendComplete { .. } => {}
-            GroupEvent::Failed { suspect } => writeln!(
+            GroupEvent::Recovery(Recovery::Failed { suspect }) => writeln!(
                 out,
                 "* failed: member {suspect} does not answer; recovery mode, sends refused until the reset{}",
                 if manual_reset { " (type /reset)" } else { "" }
             )?,
-            GroupEvent::ResetFailed { reachable, needed } => writeln!(
+            GroupEvent::Recovery(Recovery::ResetFailed { reachable, needed }) => writeln!(
                 out,
                 "* reset failed: {reachable} of {needed} members reachable; trying again"
             )?,
-            GroupEvent::Reset {
+            GroupEvent::Recovery(Recovery::Reset {
                 incarnation,
                 removed,
-            } => {
+            }) => {
                 let removed: Vec<String> = removed.iter().map(|m| m.to_string()).collect();
                 writeln!(
                     out,
@@ -304,7 +304,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     }
                 )?;
             }
-            GroupEvent::Expelled { incarnation } => {
+            GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
                 expelled = true;
                 writeln!(
                     out,

@@ -238,6 +238,9 @@ fn print_trace(rec: &rmcast_sim::Record) {
                     v.coordinator,
                     v.seq
                 ),
+                RecEvent::Recovery(r) => {
+                    println!("  {:>10.3}  [{delivered} delivered] {r:?}", ms(e.at))
+                }
                 other => println!("  {:>10.3}  [{delivered} delivered] {other:?}", ms(e.at)),
             }
         }

@@ -35,7 +35,7 @@ use crate::workers::WorkerStats;
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::log::{wall_clock_ns, LogWriter};
-use rmcast::{Error, Group, GroupEvent, TrySendError};
+use rmcast::{Error, Group, GroupEvent, Recovery, TrySendError};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -150,29 +150,29 @@ impl Tally {
             }
             GroupEvent::View(v) => self.view = v.members.iter().map(|m| m.0).collect(),
             GroupEvent::SendComplete { .. } => self.completions += 1,
-            GroupEvent::Failed { suspect } => {
+            GroupEvent::Recovery(Recovery::Failed { suspect }) => {
                 self.failures += 1;
                 eprintln!("worker {}: member {suspect} failed", self.me);
                 self.reset_due = self.manual_reset;
             }
-            GroupEvent::ResetFailed { reachable, needed } => {
+            GroupEvent::Recovery(Recovery::ResetFailed { reachable, needed }) => {
                 self.reset_failures += 1;
                 eprintln!(
                     "worker {}: reset failed ({reachable} of {needed} members)",
                     self.me
                 );
             }
-            GroupEvent::Reset {
+            GroupEvent::Recovery(Recovery::Reset {
                 incarnation,
                 removed,
-            } => {
+            }) => {
                 self.resets += 1;
                 eprintln!(
                     "worker {}: group reset to incarnation {incarnation} without {removed:?}",
                     self.me
                 );
             }
-            GroupEvent::Expelled { incarnation } => {
+            GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
                 self.expelled = true;
                 eprintln!(
                     "worker {}: expelled by the reset to incarnation {incarnation}",

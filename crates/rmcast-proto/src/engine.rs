@@ -124,15 +124,26 @@ pub enum Event {
     },
     /// This member left the group; the engine does nothing more.
     Left,
+    /// Crash recovery: a member failed, the group was reset, or this member was left out
+    /// (seed 002 section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
+    Recovery(Recovery),
+}
+
+/// What happens to a group when members crash (seed 002 section 5.3): a failure is found, the
+/// group is in recovery mode, and ResetGroup rebuilds it without the members that did not answer.
+/// Engines emit it inside [`Event::Recovery`]; the simulator records it and the runtime hands it
+/// to the application unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recovery {
     /// A member was found failed (it answered no probe, or a request, in time): the group is in
-    /// recovery mode until it is reset. Sends fail with [`SendError::GroupFailed`]; what was
-    /// already accepted is still delivered (seed 002 section 5.3).
+    /// recovery mode until it is reset. Sends fail meanwhile (the engine's `submit` with
+    /// [`SendError::GroupFailed`]); what was already accepted is still delivered.
     Failed {
         /// The member that did not answer (for a member: usually the sequencer).
         suspect: NodeId,
     },
-    /// A reset attempt found fewer reachable members than required; the group waits and the
-    /// engine tries again.
+    /// A reset attempt found fewer reachable members than required; the group stays in recovery
+    /// mode, waits and the engine tries again.
     ResetFailed {
         /// Members that answered the invitation, this one included.
         reachable: usize,
@@ -140,8 +151,8 @@ pub enum Event {
         needed: usize,
     },
     /// The group was rebuilt by ResetGroup: it has a new incarnation and leaves out the members
-    /// that did not answer. Emitted in order, just before the [`Event::View`] of the new group;
-    /// sends work again from here on.
+    /// that did not answer. Comes in order, just before the view of the new group; sends work
+    /// again from here on.
     Reset {
         /// The new incarnation.
         incarnation: u32,
@@ -149,7 +160,7 @@ pub enum Event {
         removed: Vec<NodeId>,
     },
     /// The group was rebuilt without this member (it was cut off or too slow to answer): it is
-    /// no longer a member and the engine does nothing more. The application may join again.
+    /// no longer a member and its engine does nothing more. The application may join again.
     Expelled {
         /// The incarnation of the group that left it out.
         incarnation: u32,
@@ -292,8 +303,8 @@ pub trait Engine {
     fn can_submit(&self) -> bool;
 
     /// Rebuild the group after a failure from the members that can still communicate
-    /// (Amoeba's ResetGroup): succeeds with an [`Event::Reset`] once a group of at least
-    /// `min_members` is formed, or reports [`Event::ResetFailed`] and keeps trying. Engines
+    /// (Amoeba's ResetGroup): succeeds with a [`Recovery::Reset`] once a group of at least
+    /// `min_members` is formed, or reports [`Recovery::ResetFailed`] and keeps trying. Engines
     /// without crash recovery answer [`SendError::Unsupported`].
     fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
         let _ = (now, min_members);

@@ -12,5 +12,6 @@ pub mod sequencer;
 pub mod wire;
 
 pub use engine::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError,
+    Time, View,
 };

@@ -661,7 +661,7 @@ mod tests {
 
     use super::*;
     use crate::record::{make_payload, payload_hash, DeliveryRec, Recorded, Submission};
-    use rmcast_proto::{Time, View};
+    use rmcast_proto::{Recovery, Time, View};
 
     fn view(id: u64, seq: u64, members: &[u32]) -> View {
         View {
@@ -970,7 +970,7 @@ mod tests {
         // An expelled host counts as failed too: two failures are beyond r = 1.
         rec.hosts[0].events.push(Recorded {
             at: Time(1 << 30),
-            event: RecEvent::Expelled { incarnation: 1 },
+            event: RecEvent::Recovery(Recovery::Expelled { incarnation: 1 }),
         });
         assert!(!rec.within_resilience());
         assert_eq!(total_order(&rec), Ok(()));
@@ -992,7 +992,7 @@ mod tests {
         for h in &mut rec.hosts {
             h.events.push(Recorded {
                 at: Time(1 << 30),
-                event: RecEvent::Expelled { incarnation: 1 },
+                event: RecEvent::Recovery(Recovery::Expelled { incarnation: 1 }),
             });
         }
         fails(liveness(&rec), "no member is left");

@@ -7,7 +7,7 @@
 //! out). Network drops are the simulator's own counts.
 
 use crate::record::{RecEvent, Record};
-use rmcast_proto::Counters;
+use rmcast_proto::{Counters, Recovery};
 use std::collections::{HashMap, HashSet};
 
 /// Figures of one run (or the mean over a sweep, see [`Figures::mean`]).
@@ -142,25 +142,25 @@ fn recovery_times(rec: &Record, f: &mut Figures) {
         .hosts
         .iter()
         .flat_map(|h| &h.events)
-        .filter(|e| matches!(e.event, RecEvent::ResetFailed { .. }))
+        .filter(|e| matches!(e.event, RecEvent::Recovery(Recovery::ResetFailed { .. })))
         .count() as u64;
     f.resets = rec
         .members_at_end()
         .flat_map(|h| &h.events)
-        .filter(|e| matches!(e.event, RecEvent::Reset { .. }))
-        .map(|e| match &e.event {
-            RecEvent::Reset { incarnation, .. } => *incarnation as u64,
-            _ => 0,
+        .filter_map(|e| match &e.event {
+            RecEvent::Recovery(Recovery::Reset { incarnation, .. }) => Some(*incarnation as u64),
+            _ => None,
         })
         .max()
         .unwrap_or(0);
     let Some(crash) = rec.hosts.iter().filter_map(|h| h.crashed_at).min() else {
         return;
     };
-    let after = |h: &crate::record::HostRecord, want: fn(&RecEvent) -> bool| {
+    // When a host first saw a recovery event of some kind after the crash.
+    let after = |h: &crate::record::HostRecord, want: fn(&Recovery) -> bool| {
         h.events
             .iter()
-            .find(|e| e.at >= crash && want(&e.event))
+            .find(|e| e.at >= crash && matches!(&e.event, RecEvent::Recovery(r) if want(r)))
             .map(|e| e.at)
     };
     let ms = |t: rmcast_proto::Time| t.0.saturating_sub(crash.0) as f64 / 1e6;
@@ -168,14 +168,14 @@ fn recovery_times(rec: &Record, f: &mut Figures) {
         .hosts
         .iter()
         .filter(|h| h.crashed_at.is_none())
-        .filter_map(|h| after(h, |e| matches!(e, RecEvent::Failed { .. })))
+        .filter_map(|h| after(h, |r| matches!(r, Recovery::Failed { .. })))
         .min()
     {
         f.detection_ms = ms(t);
     }
     let resets: Option<Vec<_>> = rec
         .members_at_end()
-        .map(|h| after(h, |e| matches!(e, RecEvent::Reset { .. })))
+        .map(|h| after(h, |r| matches!(r, Recovery::Reset { .. })))
         .collect();
     if let Some(t) = resets.and_then(|v| v.into_iter().max()) {
         f.recovery_ms = ms(t);

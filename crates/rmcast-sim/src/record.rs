@@ -4,7 +4,7 @@
 //! Records are plain data with `PartialEq`, so a test can show that one seed reproduces a run bit
 //! for bit, and a checker test can doctor a record to show that the checker catches a violation.
 
-use rmcast_proto::{Counters, NodeId, Time, View};
+use rmcast_proto::{Counters, NodeId, Recovery, Time, View};
 use std::collections::BTreeMap;
 
 /// Bytes at the front of every workload payload: the sender (u32 LE) and its counter (u64 LE).
@@ -77,30 +77,9 @@ pub enum RecEvent {
     },
     /// The host left the group.
     Left,
-    /// A failure was found: recovery mode.
-    Failed {
-        /// Who was suspected.
-        suspect: NodeId,
-    },
-    /// A reset attempt found too few members.
-    ResetFailed {
-        /// Members that answered.
-        reachable: usize,
-        /// Members required.
-        needed: usize,
-    },
-    /// The group was rebuilt (just before the new view).
-    Reset {
-        /// The new incarnation.
-        incarnation: u32,
-        /// Members left out.
-        removed: Vec<NodeId>,
-    },
-    /// The host was left out of a rebuilt group; it does nothing more.
-    Expelled {
-        /// The incarnation that left it out.
-        incarnation: u32,
-    },
+    /// Crash recovery, as the engine reported it. [`Recovery::Expelled`] ends the host's part
+    /// in the run like [`RecEvent::Left`]: it is no longer held to deliver anything.
+    Recovery(Recovery),
 }
 
 /// An event with the virtual time it was emitted at.
@@ -167,11 +146,11 @@ impl HostRecord {
         self.crashed_at.is_some() || self.expelled()
     }
 
-    /// Whether [`RecEvent::Expelled`] was recorded.
+    /// Whether [`Recovery::Expelled`] was recorded.
     pub fn expelled(&self) -> bool {
         self.events
             .iter()
-            .any(|e| matches!(e.event, RecEvent::Expelled { .. }))
+            .any(|e| matches!(e.event, RecEvent::Recovery(Recovery::Expelled { .. })))
     }
 
     /// The last view this host installed.
@@ -300,7 +279,7 @@ impl Record {
         self.members_at_end()
             .flat_map(|h| &h.events)
             .filter_map(|e| match &e.event {
-                RecEvent::Reset { removed, .. } => Some(removed),
+                RecEvent::Recovery(Recovery::Reset { removed, .. }) => Some(removed),
                 _ => None,
             })
             .flatten()

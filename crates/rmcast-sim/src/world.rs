@@ -20,7 +20,7 @@ use crate::record::{
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rmcast_proto::{Destination, Engine, Event, NodeId, SendError, Time};
+use rmcast_proto::{Destination, Engine, Event, NodeId, Recovery, SendError, Time};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -667,7 +667,8 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Records one engine event; returns whether it was [`Event::Left`].
+    /// Records one engine event; returns whether the host is out of the group ([`Event::Left`] or
+    /// [`Recovery::Expelled`]).
     fn on_event(&mut self, host: usize, ev: Event) -> bool {
         let at = self.now;
         let h = &mut self.hosts[host];
@@ -704,33 +705,29 @@ impl<'a> World<'a> {
                 RecEvent::SendComplete { msg }
             }
             Event::Left => RecEvent::Left,
-            Event::Failed { suspect } => RecEvent::Failed { suspect },
-            Event::ResetFailed { reachable, needed } => RecEvent::ResetFailed { reachable, needed },
-            Event::Reset {
-                incarnation,
-                removed,
-            } => RecEvent::Reset {
-                incarnation,
-                removed,
-            },
-            Event::Expelled { incarnation } => {
-                // The group went on without this host: it is no longer held to deliver
-                // anything, and what it delivered no longer counts towards quiescence.
-                if h.planned_survivor {
-                    h.planned_survivor = false;
-                    for k in &h.delivered {
-                        if let Some(t) = self.tracks.get_mut(k) {
-                            t.survivor_deliveries -= 1;
+            Event::Recovery(r) => {
+                if let Recovery::Expelled { .. } = r {
+                    // The group went on without this host: it is no longer held to deliver
+                    // anything, and what it delivered no longer counts towards quiescence.
+                    if h.planned_survivor {
+                        h.planned_survivor = false;
+                        for k in &h.delivered {
+                            if let Some(t) = self.tracks.get_mut(k) {
+                                t.survivor_deliveries -= 1;
+                            }
                         }
                     }
+                    if let Some(s) = h.sender.as_mut() {
+                        s.stopped = true;
+                    }
                 }
-                if let Some(s) = h.sender.as_mut() {
-                    s.stopped = true;
-                }
-                RecEvent::Expelled { incarnation }
+                RecEvent::Recovery(r)
             }
         };
-        let left = matches!(event, RecEvent::Left | RecEvent::Expelled { .. });
+        let left = matches!(
+            event,
+            RecEvent::Left | RecEvent::Recovery(Recovery::Expelled { .. })
+        );
         h.rec.events.push(Recorded { at, event });
         left
     }

@@ -30,7 +30,7 @@ pub enum Error {
     Timeout,
     /// A member failed and the group is in recovery mode (seed 002 section 5.3): sends fail and
     /// receives with nothing to deliver report this until the group is reset, automatically
-    /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::GroupEvent::Reset`].
+    /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::Recovery::Reset`].
     #[error("member {suspect} failed: the group is in recovery mode until it is reset")]
     MemberFailed {
         /// The member that stopped answering (for most members: the sequencer).
@@ -54,7 +54,7 @@ pub enum TrySendError {
     /// The group was left or the node shut down.
     Closed(Bytes),
     /// A member failed and the group is in recovery mode: retry after
-    /// [`crate::GroupEvent::Reset`] (see [`Error::MemberFailed`]).
+    /// [`crate::Recovery::Reset`] (see [`Error::MemberFailed`]).
     MemberFailed {
         /// The member that stopped answering.
         suspect: NodeId,

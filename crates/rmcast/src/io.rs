@@ -14,7 +14,7 @@ use crate::net;
 use crate::node::{
     AtomicNodeCounters, Command, GroupEvent, GroupShared, NodeShared, Op, OpenRequest,
 };
-use rmcast_proto::{wire, Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use rmcast_proto::{wire, Destination, Engine, Event, NodeId, Qos, Recovery, SendError, Time};
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -934,43 +934,37 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 g.finish(Ok(()));
                 break;
             }
-            Event::Failed { suspect } => {
-                warn!(group = %g.name, %suspect, "member failed: recovery mode");
-                // Before the event is queued, so that an application that has seen it finds
-                // sends refused.
-                g.shared.set_recovering(Some(suspect));
-                if let Some(p) = permit {
-                    p.send(GroupEvent::Failed { suspect });
-                }
-            }
-            Event::ResetFailed { reachable, needed } => {
-                warn!(group = %g.name, reachable, needed, "reset failed: too few members");
-                if let Some(p) = permit {
-                    p.send(GroupEvent::ResetFailed { reachable, needed });
-                }
-            }
-            Event::Reset {
-                incarnation,
-                removed,
-            } => {
-                info!(group = %g.name, incarnation, ?removed, "group reset");
-                if let Some(p) = permit {
-                    p.send(GroupEvent::Reset {
+            Event::Recovery(r) => {
+                match &r {
+                    Recovery::Failed { suspect } => {
+                        warn!(group = %g.name, %suspect, "member failed: recovery mode");
+                        // Before the event is queued, so that an application that has seen it
+                        // finds sends refused.
+                        g.shared.set_recovering(Some(*suspect));
+                    }
+                    Recovery::ResetFailed { reachable, needed } => {
+                        warn!(group = %g.name, reachable, needed, "reset failed: too few members");
+                    }
+                    Recovery::Reset {
                         incarnation,
                         removed,
-                    });
+                    } => info!(group = %g.name, incarnation, ?removed, "group reset"),
+                    Recovery::Expelled { incarnation } => expelled = Some(*incarnation),
                 }
-                // After the event is queued: a receive that finds the queue empty while the
-                // flag is still up would report recovery mode, which is still true then.
-                g.shared.set_recovering(None);
-            }
-            Event::Expelled { incarnation } => {
+                let reset = matches!(r, Recovery::Reset { .. });
+                if reset {
+                    // Before the event is queued, so that an application that has seen it can
+                    // send at once (the event promises it). A receive in between finds nothing
+                    // queued and no recovery mode: it reports an empty queue, also true.
+                    g.shared.set_recovering(None);
+                }
                 if let Some(p) = permit {
-                    p.send(GroupEvent::Expelled { incarnation });
+                    p.send(GroupEvent::Recovery(r));
                 }
-                // After the loop: the permit still borrows the queue here.
-                expelled = Some(incarnation);
-                break;
+                if expelled.is_some() {
+                    // After the loop: the permit still borrows the queue here.
+                    break;
+                }
             }
         }
     }

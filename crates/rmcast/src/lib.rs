@@ -18,9 +18,9 @@
 //! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
 //!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
 //!   [`Node::counters`];
-//! * crash recovery (seed 002 section 5.3): [`GroupEvent::Failed`], [`GroupEvent::Reset`] and
-//!   friends in the event stream, [`GroupSender::reset`] (ResetGroup) and the
-//!   [`RecoveryPolicy`] of the sequencer.
+//! * crash recovery (seed 002 section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],
+//!   [`Recovery::Reset`] and friends) in the event stream, [`GroupSender::reset`] (ResetGroup)
+//!   and the [`RecoveryPolicy`] of the sequencer.
 //!
 //! ```no_run
 //! use rmcast::{GroupConfig, GroupEvent, Node, NodeConfig};
@@ -54,14 +54,14 @@
 //!
 //! **Crashes.** A sequencer group notices a member that stopped answering (probes, see
 //! [`RecoveryPolicy`]) and enters *recovery mode*: the application receives
-//! [`GroupEvent::Failed`], sends issued from then on fail with [`Error::MemberFailed`]
+//! [`Recovery::Failed`], sends issued from then on fail with [`Error::MemberFailed`]
 //! ([`TrySendError::MemberFailed`] hands the message back), and [`Group::try_recv`] and
 //! [`Group::recv_timeout`] report [`Error::MemberFailed`] instead of "nothing yet". Messages
 //! the engine already took are kept and delivered; messages queued before the failure was known
 //! wait in the send queue and go out after the reset, so nothing is dropped. The group is rebuilt
 //! from the members that can still communicate, automatically or by [`GroupSender::reset`]; the
-//! application receives [`GroupEvent::Reset`] and then the new [`GroupEvent::View`], after which
-//! sends work again. A member that the new group left out receives [`GroupEvent::Expelled`], and
+//! application receives [`Recovery::Reset`] and then the new [`GroupEvent::View`], after which
+//! sends work again. A member that the new group left out receives [`Recovery::Expelled`], and
 //! its group is closed.
 //!
 //! [`log`] writes and verifies the `--log` JSON lines of DESIGN section 5.
@@ -82,4 +82,4 @@ pub use config::{
 };
 pub use error::{Error, TrySendError};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
-pub use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Qos, View};
+pub use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Qos, Recovery, View};

@@ -26,7 +26,7 @@
 
 use crate::GroupEvent;
 use rmcast_proto::common::payload_hash;
-use rmcast_proto::{Delivery, NodeId, View};
+use rmcast_proto::{Delivery, NodeId, Recovery, View};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -253,21 +253,28 @@ impl<W: Write> LogWriter<W> {
 
     /// Record any group event with a given time stamp.
     pub fn event_at(&mut self, ev: &GroupEvent, t_ns: u64) -> io::Result<()> {
-        let (member, view) = (self.member, self.view);
         match ev {
             GroupEvent::Deliver(d) => self.deliver_at(d, t_ns),
             GroupEvent::View(v) => self.view_at(v, t_ns),
             GroupEvent::SendComplete { msg } => self.complete_at(*msg, t_ns),
-            GroupEvent::Failed { suspect } => writeln!(
+            GroupEvent::Recovery(r) => self.recovery_at(r, t_ns),
+        }
+    }
+
+    /// One crash-recovery record: kind `failed`, `reset_failed`, `reset` or `expelled`.
+    fn recovery_at(&mut self, r: &Recovery, t_ns: u64) -> io::Result<()> {
+        let (member, view) = (self.member, self.view);
+        match r {
+            Recovery::Failed { suspect } => writeln!(
                 self.out,
                 r#"{{"kind":"failed","member":{member},"view":{view},"suspect":{},"t_ns":{t_ns}}}"#,
                 suspect.0
             ),
-            GroupEvent::ResetFailed { reachable, needed } => writeln!(
+            Recovery::ResetFailed { reachable, needed } => writeln!(
                 self.out,
                 r#"{{"kind":"reset_failed","member":{member},"view":{view},"reachable":{reachable},"needed":{needed},"t_ns":{t_ns}}}"#
             ),
-            GroupEvent::Reset {
+            Recovery::Reset {
                 incarnation,
                 removed,
             } => {
@@ -278,7 +285,7 @@ impl<W: Write> LogWriter<W> {
                 self.write_ids(removed)?;
                 writeln!(self.out, r#","t_ns":{t_ns}}}"#)
             }
-            GroupEvent::Expelled { incarnation } => writeln!(
+            Recovery::Expelled { incarnation } => writeln!(
                 self.out,
                 r#"{{"kind":"expelled","member":{member},"view":{view},"incarnation":{incarnation},"t_ns":{t_ns}}}"#
             ),
@@ -981,16 +988,16 @@ mod tests {
         w.view_at(&view(4, &[1, 2, 3]), 1).unwrap();
         let evs = [
             GroupEvent::SendComplete { msg: 9 },
-            GroupEvent::Failed { suspect: NodeId(1) },
-            GroupEvent::ResetFailed {
+            GroupEvent::Recovery(Recovery::Failed { suspect: NodeId(1) }),
+            GroupEvent::Recovery(Recovery::ResetFailed {
                 reachable: 1,
                 needed: 2,
-            },
-            GroupEvent::Reset {
+            }),
+            GroupEvent::Recovery(Recovery::Reset {
                 incarnation: 1,
                 removed: vec![NodeId(1)],
-            },
-            GroupEvent::Expelled { incarnation: 2 },
+            }),
+            GroupEvent::Recovery(Recovery::Expelled { incarnation: 2 }),
         ];
         for (i, ev) in evs.iter().enumerate() {
             w.event_at(ev, 10 + i as u64).unwrap();
@@ -1070,16 +1077,13 @@ mod tests {
                 }
                 w.deliver_at(d, 2).unwrap();
             }
-            w.event_at(&GroupEvent::Failed { suspect: NodeId(1) }, 3)
-                .unwrap();
-            w.event_at(
-                &GroupEvent::Reset {
-                    incarnation: 1,
-                    removed: vec![NodeId(1)],
-                },
-                4,
-            )
-            .unwrap();
+            let failed = Recovery::Failed { suspect: NodeId(1) };
+            w.event_at(&GroupEvent::Recovery(failed), 3).unwrap();
+            let reset = Recovery::Reset {
+                incarnation: 1,
+                removed: vec![NodeId(1)],
+            };
+            w.event_at(&GroupEvent::Recovery(reset), 4).unwrap();
             w.view_at(&v3, 4).unwrap();
             for d in &after {
                 if d.sender.0 == m {

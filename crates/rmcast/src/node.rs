@@ -10,7 +10,7 @@ use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
 use crate::{io, net};
 use bytes::Bytes;
-use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, View};
+use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Recovery, View};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,36 +33,15 @@ pub enum GroupEvent {
         /// The message number, as in [`Delivery::msg`] of its delivery.
         msg: u64,
     },
-    /// A member stopped answering: the group is in recovery mode until it is reset. Sends fail
-    /// with [`Error::MemberFailed`] meanwhile; what the engine already accepted is still
-    /// delivered. With the automatic policy ([`crate::RecoveryPolicy::auto_reset`]) the reset
-    /// is under way; otherwise call [`GroupSender::reset`].
-    Failed {
-        /// The member that did not answer (for most members: the sequencer).
-        suspect: NodeId,
-    },
-    /// A reset found too few members to form a group; the group stays in recovery mode and
-    /// the engine keeps trying.
-    ResetFailed {
-        /// Members that answered, this one included.
-        reachable: usize,
-        /// Members required.
-        needed: usize,
-    },
-    /// The group was rebuilt (ResetGroup): a new incarnation without the members that did not
-    /// answer. The [`GroupEvent::View`] of the new group follows at once; sends work again.
-    Reset {
-        /// The new incarnation.
-        incarnation: u32,
-        /// Members of the old view that the new group leaves out.
-        removed: Vec<NodeId>,
-    },
-    /// The group was rebuilt without this member. Terminal, like the end of a leave: the
-    /// receive calls report the end after this event, and sends fail.
-    Expelled {
-        /// The incarnation of the group that left this member out.
-        incarnation: u32,
-    },
+    /// Crash recovery (seed 002 section 5.3), as the engine reported it. From
+    /// [`Recovery::Failed`] until [`Recovery::Reset`] the group is in recovery mode: sends fail
+    /// with [`Error::MemberFailed`] ([`TrySendError::MemberFailed`] hands the message back),
+    /// and [`Group::try_recv`] and [`Group::recv_timeout`] report it instead of "nothing yet";
+    /// what the engine already accepted is still delivered. With the automatic policy
+    /// ([`crate::RecoveryPolicy::auto_reset`]) the reset is under way; otherwise call
+    /// [`GroupSender::reset`]. [`Recovery::Expelled`] is terminal, like the end of a leave: the
+    /// group is closed after it, the receive calls report the end, and sends fail.
+    Recovery(Recovery),
 }
 
 /// Operations that must stay in order with the messages sent before them, so they share the
@@ -115,8 +94,8 @@ pub(crate) struct GroupShared {
     /// engine; the next receive wakes it.
     pub events_stalled: AtomicBool,
     /// Recovery mode as the application is told it: [`RECOVERING`] plus the suspect's id from
-    /// the moment the I/O thread queues [`GroupEvent::Failed`] until it queues the
-    /// [`GroupEvent::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
+    /// the moment the I/O thread queues [`Recovery::Failed`] until it queues the
+    /// [`Recovery::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
     /// reads the flag and the suspect together.
     pub recovering: AtomicU64,
 }
@@ -424,7 +403,7 @@ impl GroupSender {
     /// Blocks while the send queue is full. Receive events on another thread meanwhile: when the
     /// event queue is full the engine stops, and so does this call.
     ///
-    /// In recovery mode (after [`GroupEvent::Failed`], until [`GroupEvent::Reset`]) the call
+    /// In recovery mode (after [`Recovery::Failed`], until [`Recovery::Reset`]) the call
     /// fails at once with [`Error::MemberFailed`]. A message queued before the failure was
     /// known is kept: it goes out after the reset, and this call waits for it meanwhile. Should
     /// this member be left out of the new group, the call fails with [`Error::Expelled`].
@@ -550,9 +529,9 @@ impl GroupSender {
     /// failure itself would.
     ///
     /// Returns once the reset has started; the outcome comes as events:
-    /// [`GroupEvent::Reset`] and the new view when the group is formed, or
-    /// [`GroupEvent::ResetFailed`] while too few members answer (the engine keeps trying), or
-    /// [`GroupEvent::Expelled`] if another member formed the group without this one. Engines
+    /// [`Recovery::Reset`] and the new view when the group is formed, or
+    /// [`Recovery::ResetFailed`] while too few members answer (the engine keeps trying), or
+    /// [`Recovery::Expelled`] if another member formed the group without this one. Engines
     /// without crash recovery refuse with [`Error::Send`]`(`[`rmcast_proto::SendError::Unsupported`]`)`.
     pub fn reset(&self, min_members: usize) -> Result<(), Error> {
         let (tx, rx) = std_mpsc::sync_channel(1);
@@ -663,7 +642,7 @@ impl Group {
 
     /// The next event, blocking until there is one; `None` once the group is closed (left,
     /// expelled, or the node shut down) and every event before has been read. Recovery mode
-    /// shows as [`GroupEvent::Failed`]; the call then blocks until the reset's events come.
+    /// shows as [`Recovery::Failed`]; the call then blocks until the reset's events come.
     pub fn recv(&mut self) -> Option<GroupEvent> {
         let ev = match self.events.try_recv() {
             Ok(ev) => Some(ev),

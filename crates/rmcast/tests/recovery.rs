@@ -9,7 +9,9 @@ mod common;
 use common::crash::CrashFactory;
 use common::*;
 use rmcast::log::verify_logs;
-use rmcast::{EngineChoice, Error, Group, GroupEvent, Node, NodeId, OpenMode, TrySendError};
+use rmcast::{
+    EngineChoice, Error, Group, GroupEvent, Node, NodeId, OpenMode, Recovery, TrySendError,
+};
 use rmcast_proto::sequencer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,17 +79,15 @@ impl Trio {
 }
 
 fn has_reset(s: &Seen) -> bool {
-    s.other
-        .iter()
-        .any(|e| matches!(e, GroupEvent::Reset { .. }))
+    recovery_events(s).any(|r| matches!(r, Recovery::Reset { .. }))
 }
 
-/// The recovery events a member saw, without completions.
-fn recovery_events(s: &Seen) -> Vec<&GroupEvent> {
-    s.other
-        .iter()
-        .filter(|e| !matches!(e, GroupEvent::SendComplete { .. }))
-        .collect()
+/// The recovery events a member saw, in order.
+fn recovery_events(s: &Seen) -> impl Iterator<Item = &Recovery> {
+    s.other.iter().filter_map(|e| match e {
+        GroupEvent::Recovery(r) => Some(r),
+        _ => None,
+    })
 }
 
 #[test]
@@ -108,10 +108,18 @@ fn crashed_sequencer_is_replaced_automatically() {
             crash_at.elapsed()
         );
         // Failed, then Reset, then the new view (the view is last in `views`).
-        let evs = recovery_events(s);
-        assert!(
-            matches!(evs[..], [GroupEvent::Failed { suspect: NodeId(11) }, GroupEvent::Reset { incarnation: 1, ref removed }] if removed == &[NodeId(11)]),
-            "{evs:?}"
+        let evs: Vec<Recovery> = recovery_events(s).cloned().collect();
+        assert_eq!(
+            evs,
+            [
+                Recovery::Failed {
+                    suspect: NodeId(11)
+                },
+                Recovery::Reset {
+                    incarnation: 1,
+                    removed: vec![NodeId(11)]
+                },
+            ]
         );
         let info = g.info().unwrap();
         assert_eq!(info.incarnation, 1);
@@ -151,9 +159,7 @@ fn manual_reset_refuses_sends_until_the_application_resets() {
     for i in 1..3 {
         let (g, s) = (&mut t.groups[i], &mut t.seen[i]);
         recv_until(g, s, RECOVERY_BOUND, |s| {
-            s.other
-                .iter()
-                .any(|e| matches!(e, GroupEvent::Failed { .. }))
+            recovery_events(s).any(|r| matches!(r, Recovery::Failed { .. }))
         });
     }
     let g = &mut t.groups[1];
@@ -247,9 +253,9 @@ fn a_member_cut_off_is_expelled_and_its_group_closes() {
             has_reset(s) && s.views.last().is_some_and(|v| v.members.len() == 2)
         });
         assert!(
-            s.other.iter().any(|e| matches!(
-                e,
-                GroupEvent::Reset { removed, .. } if removed == &[NodeId(13)]
+            recovery_events(s).any(|r| matches!(
+                r,
+                Recovery::Reset { removed, .. } if removed == &[NodeId(13)]
             )),
             "{:?}",
             s.other
@@ -258,10 +264,10 @@ fn a_member_cut_off_is_expelled_and_its_group_closes() {
     // ... while it, alone, cannot (it needs two of three).
     let (g, s) = (&mut t.groups[2], &mut t.seen[2]);
     recv_until(g, s, RECOVERY_BOUND, |s| {
-        s.other.iter().any(|e| {
+        recovery_events(s).any(|r| {
             matches!(
-                e,
-                GroupEvent::ResetFailed {
+                r,
+                Recovery::ResetFailed {
                     reachable: 1,
                     needed: 2
                 }
@@ -283,7 +289,7 @@ fn a_member_cut_off_is_expelled_and_its_group_closes() {
     assert!(
         matches!(
             s.other.last(),
-            Some(GroupEvent::Expelled { incarnation: 1 })
+            Some(GroupEvent::Recovery(Recovery::Expelled { incarnation: 1 }))
         ),
         "{:?}",
         s.other

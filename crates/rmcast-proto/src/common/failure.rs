@@ -5,7 +5,7 @@
 //! heard from a peer counts as an answer, so a busy group sends no probes at all.
 //!
 //! The trade-off (seed 002: "if the number is too low, a kernel may decide that another member
-//! has failed while in reality [it] was just busy") is explicit: a peer is declared failed at the
+//! has failed while in reality the other group member was just busy") is explicit: a peer is declared failed at the
 //! earliest `interval + retries × probe timeout` after it was last heard, so a member paused for
 //! less than that is never suspected, and a crash is noticed within about that time. The probe
 //! timeout follows round trips measured on first probes (Karn's rule), so a slow network widens

@@ -10,7 +10,8 @@ use crate::common::{
     CongestionWindow, DetectorParams, FailureDetector, HistoryBuffer, RttEstimator,
 };
 use crate::engine::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError,
+    Time, View,
 };
 use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 #[path = "recovery.rs"]
 mod recovery;
-use recovery::{AwaitAcks, Control, Recovery, ResultRecord};
+use recovery::{AwaitAcks, Control, RecoveryMode, ResultRecord};
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
@@ -308,7 +309,7 @@ pub struct Sequencer {
     /// When the sequencer was last heard.
     last_heard_sequencer: Time,
     /// Recovery mode: from a detected failure until the group is reset.
-    recovery: Option<Recovery>,
+    recovery: Option<RecoveryMode>,
     /// As coordinator of a reset: the members that have not acknowledged it yet.
     awaiting: Option<AwaitAcks>,
     /// The newest reset installed here.
@@ -1270,10 +1271,10 @@ impl Sequencer {
                     self.reassembly.remove(m);
                     self.join_seqs.remove(m);
                 }
-                self.events.push_back(Event::Reset {
+                self.events.push_back(Event::Recovery(Recovery::Reset {
                     incarnation: e.pnum as u32,
                     removed,
-                });
+                }));
             }
             EntryKind::Data => unreachable!("views come from membership entries"),
         }

@@ -21,11 +21,11 @@
 //!   normal operation; the coordinator starts ordering only once all of them acknowledged.
 //! - **Crashes during recovery** restart it: a silent voter is dropped, a silent coordinator is
 //!   replaced by its voters, a member that never acknowledges the result makes the new group
-//!   recover in turn. Fewer than `min_members` reachable: [`Event::ResetFailed`] and the group
+//!   recover in turn. Fewer than `min_members` reachable: [`Recovery::ResetFailed`] and the group
 //!   waits, inviting again.
 //! - **Incarnations.** Datagrams of an older incarnation are ignored; a member that sends one
 //!   (it was cut off) is answered with the newest BC_RESULT, which tells it whether it belongs to
-//!   the new group or was left out ([`Event::Expelled`]).
+//!   the new group or was left out ([`Recovery::Expelled`]).
 //!
 //! Why this is safe: entries below `T` were all assigned by the old incarnation's one
 //! sequencer, so any member that holds one holds the same; every member of the new group holds
@@ -83,7 +83,7 @@ pub(super) enum Role {
 
 /// Recovery mode: from a detected failure (or an invitation) until a reset is installed.
 #[derive(Clone, Debug)]
-pub(super) struct Recovery {
+pub(super) struct RecoveryMode {
     /// The member whose failure started it.
     suspect: NodeId,
     /// The view before the failure: who is invited.
@@ -213,7 +213,7 @@ impl Sequencer {
             0 => old_members.len() / 2 + 1,
             n => n,
         };
-        self.recovery = Some(Recovery {
+        self.recovery = Some(RecoveryMode {
             suspect,
             old_members,
             min_members,
@@ -239,7 +239,8 @@ impl Sequencer {
             }
         }
         self.refresh_detector();
-        self.events.push_back(Event::Failed { suspect });
+        self.events
+            .push_back(Event::Recovery(Recovery::Failed { suspect }));
     }
 
     /// ResetGroup: become a coordinator unless a coordinator already has our vote.
@@ -525,7 +526,7 @@ impl Sequencer {
                 c.voters.clear();
                 r.next_at = Some(now + silence);
                 self.events
-                    .push_back(Event::ResetFailed { reachable, needed });
+                    .push_back(Event::Recovery(Recovery::ResetFailed { reachable, needed }));
                 return;
             }
             c.target = Some(0);
@@ -766,7 +767,8 @@ impl Sequencer {
         self.ord = None;
         self.awaiting = None;
         self.detector.clear();
-        self.events.push_back(Event::Expelled { incarnation });
+        self.events
+            .push_back(Event::Recovery(Recovery::Expelled { incarnation }));
     }
 
     /// Install a reset: the new incarnation, the reset entry at `res.seq`, nothing of the old

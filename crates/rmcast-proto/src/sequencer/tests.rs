@@ -3,7 +3,7 @@
 
 use super::packet::{self, ptype};
 use super::{Config, Sequencer};
-use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use crate::engine::{Destination, Engine, Event, NodeId, Qos, Recovery, SendError, Time};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -431,10 +431,10 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::View(_) => "view",
             Event::SendComplete { .. } => "complete",
             Event::Left => "left",
-            Event::Failed { .. } => "failed",
-            Event::ResetFailed { .. } => "reset-failed",
-            Event::Reset { .. } => "reset",
-            Event::Expelled { .. } => "expelled",
+            Event::Recovery(Recovery::Failed { .. }) => "failed",
+            Event::Recovery(Recovery::ResetFailed { .. }) => "reset-failed",
+            Event::Recovery(Recovery::Reset { .. }) => "reset",
+            Event::Recovery(Recovery::Expelled { .. }) => "expelled",
         })
         .collect()
 }
