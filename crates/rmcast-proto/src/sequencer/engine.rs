@@ -1723,6 +1723,31 @@ impl Sequencer {
     }
 }
 
+impl Sequencer {
+    /// Whether a datagram of another incarnation is taken anyway: a joiner follows the newest
+    /// incarnation it hears of, and joins are welcome from any. Other ones are dropped; a newer
+    /// one makes us ask what happened, an older one's sender may be told (see `recovery`).
+    fn accept_incarnation(&mut self, header: &Header) -> bool {
+        let newer = header.incarnation > self.incarnation;
+        match self.phase {
+            Phase::Joining if newer => {
+                self.incarnation = header.incarnation;
+                true
+            }
+            Phase::Member if header.ptype == ptype::JOIN_REQ => true,
+            Phase::Member if newer => {
+                self.note_newer(header.sender);
+                false
+            }
+            Phase::Member => {
+                self.note_older(header.sender, header.ptype);
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
 impl Engine for Sequencer {
     fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
         self.now = self.now.max(now);
@@ -1761,26 +1786,9 @@ impl Engine for Sequencer {
             self.pump();
             return;
         }
-        if header.incarnation != self.incarnation {
+        if header.incarnation != self.incarnation && !self.accept_incarnation(&header) {
             self.counters.foreign_dropped += 1;
-            match self.phase {
-                // A joiner follows the newest incarnation it hears of.
-                Phase::Joining if header.incarnation > self.incarnation => {
-                    self.incarnation = header.incarnation;
-                }
-                // Joins are welcome from any incarnation.
-                Phase::Member if header.ptype == ptype::JOIN_REQ => {}
-                Phase::Member if header.incarnation > self.incarnation => {
-                    self.note_newer(from);
-                    return;
-                }
-                Phase::Member => {
-                    self.note_older(from, header.ptype);
-                    return;
-                }
-                _ => return,
-            }
-            self.counters.foreign_dropped -= 1;
+            return;
         }
         self.counters.datagrams_received += 1;
         self.detector.heard(from, now);

@@ -898,12 +898,12 @@ impl Sequencer {
         let held = self.held_next;
         let expect = self.next_deliver;
         let r = self.recovery.as_mut()?;
-        if r.invite_due {
-            r.invite_due = false;
-            let (target, round) = match &r.role {
-                Role::Coordinator(c) => (c.target.unwrap_or(0), c.round),
-                _ => return None,
-            };
+        let invite = match &r.role {
+            Role::Coordinator(c) if r.invite_due => Some((c.target.unwrap_or(0), c.round)),
+            _ => None,
+        };
+        r.invite_due = false;
+        if let Some((target, round)) = invite {
             let suspect = r.suspect;
             let header = self.header(ptype::REFORM_REQ);
             encode_control(
