@@ -28,7 +28,7 @@ use crate::workers::{
 };
 use anyhow::{bail, Context};
 use clap::Args;
-use rmcast::log::{read_log, verify_logs};
+use rmcast::log::{read_log, verify_logs, LogRecord, VerifyReport};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -145,32 +145,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 
     // The independent check: the logs alone must show one total order.
-    let mut logs = Vec::new();
-    for w in &outcomes {
-        match read_log(log_path(&dir, w.index)) {
-            Ok(l) => logs.push(l),
-            Err(e) => failures.push(format!("member {}: {e}", w.index)),
-        }
-    }
-    let report = if logs.len() == outcomes.len() {
-        match verify_logs(&logs) {
-            Ok(r) => Some(r),
-            Err(violations) => {
-                for v in violations.iter().take(10) {
-                    failures.push(format!("log check: {v}"));
-                }
-                if violations.len() > 10 {
-                    failures.push(format!(
-                        "log check: {} more violations",
-                        violations.len() - 10
-                    ));
-                }
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let (_, report) = check_logs(&dir, &outcomes, &mut failures);
 
     print_table(&args, members, &outcomes, wall);
     for f in &failures {
@@ -192,6 +167,41 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Read every member's `--log` file and verify them together. Returns the logs read and the
+/// verifier's report; what went wrong (unreadable logs, violations) goes to `failures`.
+fn check_logs(
+    dir: &Path,
+    outcomes: &[WorkerOutcome],
+    failures: &mut Vec<String>,
+) -> (Vec<Vec<LogRecord>>, Option<VerifyReport>) {
+    let mut logs = Vec::new();
+    for w in outcomes {
+        match read_log(log_path(dir, w.index)) {
+            Ok(l) => logs.push(l),
+            Err(e) => failures.push(format!("member {}: {e}", w.index)),
+        }
+    }
+    if logs.len() != outcomes.len() {
+        return (logs, None);
+    }
+    let report = match verify_logs(&logs) {
+        Ok(r) => Some(r),
+        Err(violations) => {
+            for v in violations.iter().take(10) {
+                failures.push(format!("log check: {v}"));
+            }
+            if violations.len() > 10 {
+                failures.push(format!(
+                    "log check: {} more violations",
+                    violations.len() - 10
+                ));
+            }
+            None
+        }
+    };
+    (logs, report)
 }
 
 /// A fresh group name, the directory for the logs (and whether it is a temporary one, to

@@ -235,8 +235,9 @@ fn member_rejects_bad_arguments() {
 
 #[test]
 fn demo_verifies_total_order() {
-    let mut child = Command::new(EXE)
-        .args([
+    // The demo bounds itself at 30 s; a little more before calling it hung.
+    let (status, out) = run_to_end(
+        &[
             "demo",
             "--members",
             "3",
@@ -244,32 +245,9 @@ fn demo_verifies_total_order() {
             "300",
             "--timeout-secs",
             "30",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
-        s
-    });
-    // The demo bounds itself at 30 s; a little more before calling it hung.
-    let deadline = Instant::now() + Duration::from_secs(45);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("rmcast demo did not finish in time");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = reader.join().unwrap();
+        ],
+        Duration::from_secs(45),
+    );
     assert!(status.success(), "demo failed ({status}):\n{out}");
     assert!(
         out.contains("total order verified across 3 processes"),

@@ -3,10 +3,10 @@
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
 
-use super::{log_path, prepare, DemoArgs};
+use super::{check_logs, log_path, prepare, DemoArgs};
 use crate::workers::{killed, worker_timeout, Running, WorkerOutcome, WorkerSpec, WorkerStderr};
 use anyhow::Context;
-use rmcast::log::{parse_log, read_log, verify_logs, wall_clock_ns, LogRecord, VerifyReport};
+use rmcast::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs::File;
@@ -407,31 +407,10 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     }
 
     // The independent check, from the logs alone.
-    let mut logs: Vec<Vec<LogRecord>> = Vec::new();
-    for w in &outcomes {
-        match read_log(log_path(&dir, w.index)) {
-            Ok(l) => logs.push(l),
-            Err(e) => failures.push(format!("member {}: {e}", w.index)),
-        }
-    }
+    let (logs, report) = check_logs(&dir, &outcomes, &mut failures);
     if logs.len() != outcomes.len() {
         return finish(&failures, None, &dir, temp_dir);
     }
-    let report = match verify_logs(&logs) {
-        Ok(r) => Some(r),
-        Err(violations) => {
-            for v in violations.iter().take(10) {
-                failures.push(format!("log check: {v}"));
-            }
-            if violations.len() > 10 {
-                failures.push(format!(
-                    "log check: {} more violations",
-                    violations.len() - 10
-                ));
-            }
-            None
-        }
-    };
     let runs: Vec<MemberRun> = logs.iter().map(|l| analyse(l, &crash)).collect();
     let killed_index = crash.member as usize - 1;
     let survivors: Vec<usize> = (0..runs.len()).filter(|i| *i != killed_index).collect();
