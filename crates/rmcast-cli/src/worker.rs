@@ -30,6 +30,18 @@
 //! message counter (u64, [`DONE_COUNTER`] for the done message), send time in ns since the UNIX
 //! epoch (u64). Workers on one host share the clock, so latency is receive time minus send time.
 
+
+/// Print one line to stderr in a single write: the workers of a demo share the terminal, and
+/// `eprintln!` may write a line in pieces that interleave with another process's.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut line = format!($($t)*);
+        line.push('\n');
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }};
+}
+
 use crate::member::GroupArgs;
 use crate::workers::WorkerStats;
 use anyhow::{bail, Context};
@@ -152,12 +164,12 @@ impl Tally {
             GroupEvent::SendComplete { .. } => self.completions += 1,
             GroupEvent::Recovery(Recovery::Failed { suspect }) => {
                 self.failures += 1;
-                eprintln!("worker {}: member {suspect} failed", self.me);
+                say!("worker {}: member {suspect} failed", self.me);
                 self.reset_due = self.manual_reset;
             }
             GroupEvent::Recovery(Recovery::ResetFailed { reachable, needed }) => {
                 self.reset_failures += 1;
-                eprintln!(
+                say!(
                     "worker {}: reset failed ({reachable} of {needed} members)",
                     self.me
                 );
@@ -167,14 +179,14 @@ impl Tally {
                 removed,
             }) => {
                 self.resets += 1;
-                eprintln!(
+                say!(
                     "worker {}: group reset to incarnation {incarnation} without {removed:?}",
                     self.me
                 );
             }
             GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
                 self.expelled = true;
-                eprintln!(
+                say!(
                     "worker {}: expelled by the reset to incarnation {incarnation}",
                     self.me
                 );
@@ -227,7 +239,7 @@ impl Tally {
         if std::mem::take(&mut self.reset_due) {
             // The application's half of the manual policy: ResetGroup.
             if let Err(e) = g.reset(self.min_members) {
-                eprintln!("worker {}: reset refused: {e}", self.me);
+                say!("worker {}: reset refused: {e}", self.me);
             }
         }
         self.flush_if_due()
@@ -311,7 +323,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         t.wait(&mut group, deadline)?;
     }
     if t.view.len() < args.members {
-        eprintln!(
+        say!(
             "worker {me}: only {} of {} members joined in time",
             t.view.len(),
             args.members
@@ -381,7 +393,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     let complete = !t.expelled && (stream || t.delivered >= expected);
     if !complete && !t.expelled {
-        eprintln!(
+        say!(
             "worker {me}: delivered {} of {expected} messages before the timeout (sent {sent} of {})",
             t.delivered, args.count
         );
@@ -406,7 +418,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     let barrier = t.barrier_complete();
     if !barrier && !t.expelled {
-        eprintln!(
+        say!(
             "worker {me}: barrier incomplete (done: {:?}, view: {:?})",
             t.done_from, t.view
         );
@@ -419,7 +431,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         && match group.leave_timeout(Duration::from_secs(LEAVE_S)) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("worker {me}: leave failed: {e}");
+                say!("worker {me}: leave failed: {e}");
                 false
             }
         };
