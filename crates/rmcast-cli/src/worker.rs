@@ -30,7 +30,6 @@
 //! message counter (u64, [`DONE_COUNTER`] for the done message), send time in ns since the UNIX
 //! epoch (u64). Workers on one host share the clock, so latency is receive time minus send time.
 
-
 /// Print one line to stderr in a single write: the workers of a demo share the terminal, and
 /// `eprintln!` may write a line in pieces that interleave with another process's.
 macro_rules! say {
@@ -420,7 +419,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if !barrier && !t.expelled {
         say!(
             "worker {me}: barrier incomplete (done: {:?}, view: {:?})",
-            t.done_from, t.view
+            t.done_from,
+            t.view
         );
     }
 
