@@ -20,7 +20,7 @@
 //! produced in a deterministic order so that a replayed seed prints the same report.
 
 use crate::record::{HostRecord, RecEvent, Record};
-use rmcast_proto::NodeId;
+use rmcast_proto::{NodeId, Recovery};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -561,6 +561,32 @@ pub fn liveness(rec: &Record) -> Verdict {
         f.push(e.clone());
     }
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    // A group with fewer members left than a reset requires waits, as its policy says: name
+    // that first, the other violations follow from it. Per member: `None` if it is not in
+    // recovery mode at the end, else the most members a failed reset of it required.
+    let waiting = |h: &HostRecord| {
+        let mut needed = 0;
+        for e in h.events.iter().rev() {
+            match &e.event {
+                RecEvent::Recovery(Recovery::ResetFailed { needed: n, .. }) => {
+                    needed = needed.max(*n)
+                }
+                RecEvent::Recovery(Recovery::Failed { .. }) => return Some(needed),
+                RecEvent::Recovery(_) | RecEvent::View(_) => return None,
+                _ => {}
+            }
+        }
+        None
+    };
+    let waits: Option<Vec<usize>> = members.iter().map(|m| waiting(m)).collect();
+    if let Some(needed) = waits.and_then(|w| w.into_iter().max()) {
+        if !members.is_empty() && members.len() < needed {
+            f.push(format!(
+                "the group waits by its policy: {} member(s) left, a reset needs {needed}",
+                members.len()
+            ));
+        }
+    }
     if members.is_empty() && rec.hosts.iter().any(|h| h.expelled()) {
         f.push("no member is left: every host that did not crash or leave was expelled".into());
     }
@@ -974,6 +1000,45 @@ mod tests {
         });
         assert!(!rec.within_resilience());
         assert_eq!(total_order(&rec), Ok(()));
+    }
+
+    #[test]
+    fn a_host_that_ended_in_a_view_the_survivors_never_had_failed() {
+        let mut rec = good();
+        assert!(rec.failed_hosts().is_empty());
+        // Host 2 left in a view 3 that the members at the end never installed: it went on,
+        // and left, on the losing side of a partition.
+        rec.hosts[2].leave_requested_at = Some(Time(1 << 29));
+        for event in [RecEvent::View(view(3, 9, &[0, 1])), RecEvent::Left] {
+            rec.hosts[2].events.push(Recorded {
+                at: Time(1 << 30),
+                event,
+            });
+        }
+        assert_eq!(rec.failed_hosts(), [NodeId(2)].into());
+    }
+
+    #[test]
+    fn liveness_names_a_group_that_waits_by_its_policy() {
+        let mut rec = good();
+        for h in &mut rec.hosts {
+            for event in [
+                RecEvent::Recovery(Recovery::Failed { suspect: NodeId(9) }),
+                RecEvent::Recovery(Recovery::ResetFailed {
+                    reachable: 3,
+                    needed: 4,
+                }),
+            ] {
+                h.events.push(Recorded {
+                    at: Time(1 << 30),
+                    event,
+                });
+            }
+        }
+        fails(
+            liveness(&rec),
+            "the group waits by its policy: 3 member(s) left",
+        );
     }
 
     #[test]

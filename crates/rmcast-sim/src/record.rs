@@ -5,7 +5,7 @@
 //! for bit, and a checker test can doctor a record to show that the checker catches a violation.
 
 use rmcast_proto::{Counters, NodeId, Recovery, Time, View};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Bytes at the front of every workload payload: the sender (u32 LE) and its counter (u64 LE).
 pub const PAYLOAD_HEADER_BYTES: usize = 12;
@@ -263,19 +263,38 @@ impl Record {
         self.hosts.iter().filter(|h| h.member_at_end())
     }
 
-    /// Hosts the group went on without: crashed, expelled, or removed by a reset.
+    /// Hosts the group went on without: crashed, expelled, removed by a reset, or that ended
+    /// in a view no member at the end ever installed (they went on, or left, on the losing side
+    /// of a partition: a departing sequencer there, a member that joined there).
+    pub fn failed_hosts(&self) -> BTreeSet<NodeId> {
+        let mut failed: BTreeSet<NodeId> = self.removed_by_resets();
+        let views: BTreeSet<(u64, &[NodeId])> = self
+            .members_at_end()
+            .flat_map(|h| &h.events)
+            .filter_map(|e| match &e.event {
+                RecEvent::View(v) => Some((v.id, &v.members[..])),
+                _ => None,
+            })
+            .collect();
+        for h in &self.hosts {
+            let diverged = !views.is_empty()
+                && h.last_view()
+                    .is_some_and(|v| !views.contains(&(v.id, &v.members[..])));
+            if h.failed() || diverged {
+                failed.insert(h.id);
+            }
+        }
+        failed
+    }
+
+    /// How many hosts failed (see [`Record::failed_hosts`]).
     pub fn failures(&self) -> usize {
-        let removed = self.removed_by_resets();
-        self.hosts
-            .iter()
-            .filter(|h| h.failed() || removed.contains(&h.id))
-            .count()
+        self.failed_hosts().len()
     }
 
     /// Hosts that a member at the end saw removed by a reset: the group went on without them
-    /// even if they believe they left in good order (a departing sequencer on the losing side
-    /// of a partition).
-    pub fn removed_by_resets(&self) -> std::collections::BTreeSet<NodeId> {
+    /// even if they believe they left in good order.
+    pub fn removed_by_resets(&self) -> BTreeSet<NodeId> {
         self.members_at_end()
             .flat_map(|h| &h.events)
             .filter_map(|e| match &e.event {
@@ -297,15 +316,11 @@ impl Record {
     /// The hosts whose deliveries every checker holds to one order: all of them within the
     /// resilience degree, else those that did not fail.
     pub fn trusted_hosts(&self) -> impl Iterator<Item = &HostRecord> + '_ {
-        let all = self.within_resilience();
-        let removed = if all {
-            Default::default()
-        } else {
-            self.removed_by_resets()
-        };
+        let failed = self.failed_hosts();
+        let all = failed.len() <= self.resilience as usize;
         self.hosts
             .iter()
-            .filter(move |h| all || !(h.failed() || removed.contains(&h.id)))
+            .filter(move |h| all || !failed.contains(&h.id))
     }
 }
 

@@ -930,7 +930,11 @@ impl<'a> World<'a> {
             if !h.planned_survivor || h.rec.started_at.is_none() {
                 continue;
             }
-            if !matches!(h.state, HostState::Running(_)) {
+            let HostState::Running(engine) = &h.state else {
+                return false;
+            };
+            // A member in recovery mode has not settled: it is reset or expelled yet.
+            if engine.info().recovering {
                 return false;
             }
             let Some(v) = h.first_view else { return false };

@@ -281,11 +281,13 @@ impl Sequencer {
         r.vote_due = false;
     }
 
-    /// Whether `id` takes part in the recovery (it was in the newest view we hold).
+    /// Whether `id` takes part in the recovery: it was in the newest view we held when the
+    /// recovery began, or is in the newest we hold now (repairs may have brought a join).
     pub(super) fn recovery_invites(&self, id: NodeId) -> bool {
-        self.recovery
-            .as_ref()
-            .is_some_and(|r| r.old_members.contains(&id))
+        match &self.recovery {
+            Some(r) => r.old_members.contains(&id) || self.known_members().contains(&id),
+            None => false,
+        }
     }
 
     /// Our vote: the highest sequence number we hold contiguously.
@@ -345,12 +347,12 @@ impl Sequencer {
         let me = self.me;
         let now = self.now;
         let silence = self.recovery_silence();
+        if !self.recovery_invites(from) {
+            return;
+        }
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
-        if !r.old_members.contains(&from) {
-            return;
-        }
         let mut repair = false;
         let mut forward = None;
         let follow = match &mut r.role {
@@ -408,12 +410,12 @@ impl Sequencer {
     ) {
         let me = self.me;
         let now = self.now;
+        if !self.recovery_invites(from) {
+            return;
+        }
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
-        if !r.old_members.contains(&from) {
-            return;
-        }
         match &mut r.role {
             Role::Coordinator(c) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
@@ -520,13 +522,8 @@ impl Sequencer {
                 return;
             }
             if c.voters.len() + 1 < r.min_members {
-                let (reachable, needed) = (c.voters.len() + 1, r.min_members);
-                // The group waits: a new attempt invites everyone again after a pause.
-                c.round = 0;
-                c.voters.clear();
-                r.next_at = Some(now + silence);
-                self.events
-                    .push_back(Event::Recovery(Recovery::ResetFailed { reachable, needed }));
+                let reachable = c.voters.len() + 1;
+                self.fail_attempt(reachable);
                 return;
             }
             c.target = Some(0);
@@ -592,6 +589,10 @@ impl Sequencer {
             return;
         }
         if members.len() < min_members {
+            // Fewer members than required once the joins and leaves below the target are
+            // counted: this attempt fails; the next one invites everyone again.
+            let reachable = members.len();
+            self.fail_attempt(reachable);
             return;
         }
         let all_hold = members
@@ -633,6 +634,25 @@ impl Sequencer {
     fn known_members(&self) -> Vec<NodeId> {
         self.view_at(self.held_next)
             .map_or_else(|| self.view.members.clone(), |v| v.1)
+    }
+
+    /// This reset attempt found only `reachable` members: the group waits, and a new attempt
+    /// invites everyone again after a pause.
+    fn fail_attempt(&mut self, reachable: usize) {
+        let next = self.now + self.recovery_silence();
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        let Role::Coordinator(c) = &mut r.role else {
+            return;
+        };
+        c.round = 0;
+        c.voters.clear();
+        c.target = None;
+        r.next_at = Some(next);
+        let needed = r.min_members;
+        self.events
+            .push_back(Event::Recovery(Recovery::ResetFailed { reachable, needed }));
     }
 
     /// The view in force just before `seq`, from our history: (view id, members).
