@@ -5,7 +5,7 @@
 //! `cargo run --example gen_corpus` from `fuzz/` rewrites `fuzz/corpus/decode/seed-*`.
 
 use rmcast_proto::sequencer::packet::{
-    encode_control, encode_view, ptype, Body, EntryKind, OrderedEntry, OrderedWriter, ReqEntry,
+    encode_control, encode_view, ptype, Body, VoteKind, EntryKind, OrderedEntry, OrderedWriter, ReqEntry,
     ReqWriter, SeqState,
 };
 use rmcast_proto::wire::{EngineKind, Header, FLAG_AUTH, HEADER_LEN};
@@ -161,6 +161,7 @@ fn main() -> std::io::Result<()> {
                 held_next: 11,
                 expect: 10,
                 round: 2,
+                kind: VoteKind::Vote,
             },
         ),
         (

@@ -244,7 +244,18 @@ fn print_trace(rec: &rmcast_sim::Record) {
                 other => println!("  {:>10.3}  [{delivered} delivered] {other:?}", ms(e.at)),
             }
         }
-        println!("  {delivered} delivered; at the end: {}", h.final_state);
+        let c = &h.counters;
+        println!(
+            "  {delivered} delivered; datagrams sent {} received {}, NACKs {}, retransmissions \
+             {}, probes {}, recovery {}",
+            c.datagrams_sent,
+            c.datagrams_received,
+            c.nacks_sent,
+            c.retransmissions,
+            c.probes_sent,
+            c.recovery_sent
+        );
+        println!("  at the end: {}", h.final_state);
     }
 }
 

@@ -19,7 +19,7 @@
 use proptest::prelude::*;
 use rmcast_proto::sequencer::packet::{
     self, decode_view, encode_control, encode_view, ptype, Body, EntryKind, OrderedEntry,
-    OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_FIXED, REQ_FIXED,
+    OrderedWriter, ReqEntry, ReqWriter, SeqState, VoteKind, ORDERED_FIXED, REQ_FIXED,
 };
 use rmcast_proto::wire::{
     self, Auth, EngineKind, Header, WireError, AUTH_BLOCK_LEN, AUTH_TAG_LEN, FLAG_AUTH, HEADER_LEN,
@@ -643,6 +643,8 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         held_next: b,
                         expect: c,
                         round: c as u32,
+                        kind: [VoteKind::Vote, VoteKind::Forward, VoteKind::Redirect]
+                            [(a % 3) as usize],
                     },
                 ),
                 _ => (

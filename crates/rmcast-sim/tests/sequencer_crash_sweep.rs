@@ -4,7 +4,7 @@
 //! (and are left out), and partitions last long enough that only a side with a majority may go
 //! on; all with loss, duplication and reordering. Every checker must pass on every seed,
 //! resilience included: with at most r failures (crashes and expulsions) every completed send
-//! survives, in one total order at every member, the failed ones included. 2,100 seeds in all.
+//! survives, in one total order at every member, the failed ones included. 2,200 seeds in all.
 //!
 //! A failure prints the failing seeds, what the checkers said, and the `rmcast sim ... --seed N`
 //! command that replays each one.
@@ -209,6 +209,36 @@ fn fragmented_messages_across_a_sequencer_crash() {
     };
     let rep = sweep_ok(&sc, 200);
     assert!(figures(&rep).all(|f| f.resets >= 1));
+}
+
+/// Everything at once, with large messages: two partitions of up to 1.5 s (a side with
+/// r + 1 members and the sequencer may keep ordering in the old incarnation while the majority
+/// resets), a pause of up to 2 s, two crashes, a join, one message in flight per sender. This
+/// is the configuration that once made two members bounce word of a better coordinator back and
+/// forth without end (the livelock checker caught it).
+#[test]
+fn large_messages_partitions_pause_and_crashes() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 2 },
+        members: 10,
+        senders: 8,
+        messages: 80,
+        message_bytes: 3000,
+        loss: 0.02,
+        dup: 0.05,
+        reorder_ms: 1.0,
+        churn: 1,
+        partitions: 2,
+        partition_ms: 1500,
+        pauses: 1,
+        pause_ms: 2000,
+        crashes: 2,
+        in_flight: 1,
+        fault_window_ms: 2000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 100);
+    assert!(total(&rep, |f| f.resets) > 0);
 }
 
 /// The same seed replays bit for bit, crashes and recovery included.

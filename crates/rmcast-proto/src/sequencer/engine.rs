@@ -1889,8 +1889,10 @@ impl Engine for Sequencer {
                 held_next,
                 expect,
                 round,
+                kind,
             } => self.on_vote(
                 from,
+                kind,
                 coordinator,
                 coordinator_held,
                 held_next,

@@ -55,6 +55,17 @@ pub enum EntryKind {
     Reset = 3,
 }
 
+/// What a BC_VOTE datagram says.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum VoteKind {
+    /// A vote for `coordinator` (or, in an older incarnation, "what happened?").
+    Vote = 0,
+    /// To the coordinator the sender follows: `coordinator` is a better one.
+    Forward = 1,
+    /// From a coordinator that yielded, to a member that followed it: follow `coordinator`.
+    Redirect = 2,
+}
+
 /// Bytes an ordered entry adds to its payload on the wire.
 pub const ORDERED_ENTRY_OVERHEAD: usize = 1 + 1 + 4 + 8 + 2 + 2 + 2;
 /// Bytes a request entry adds to its payload on the wire.
@@ -184,6 +195,8 @@ pub enum Body<'a> {
         expect: u64,
         /// The invitation round this vote answers (0 when it answers none).
         round: u32,
+        /// A vote, or word of a better coordinator.
+        kind: VoteKind,
     },
     /// BC_RESULT.
     Result {
@@ -381,6 +394,12 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             held_next: r.u64()?,
             expect: r.u64()?,
             round: r.u32()?,
+            kind: match r.u8()? {
+                0 => VoteKind::Vote,
+                1 => VoteKind::Forward,
+                2 => VoteKind::Redirect,
+                _ => return Err(WireError::BadValue("vote kind")),
+            },
         },
         ptype::RESULT => {
             let incarnation = r.u32()?;
@@ -560,12 +579,14 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             held_next,
             expect,
             round,
+            kind,
         } => {
             buf.put_u32(coordinator.0);
             buf.put_u64(coordinator_held);
             buf.put_u64(held_next);
             buf.put_u64(expect);
             buf.put_u32(round);
+            buf.push(kind as u8);
         }
         Body::Result {
             incarnation,
@@ -747,6 +768,7 @@ mod tests {
                 held_next: 7,
                 expect: 5,
                 round: 4,
+                kind: VoteKind::Forward,
             },
             Body::Result {
                 incarnation: 2,

@@ -35,6 +35,7 @@
 //! [`FailureDetector`]: crate::common::FailureDetector
 
 use super::*;
+use crate::sequencer::packet::VoteKind;
 
 /// A coordinator's record of one member's vote.
 #[derive(Clone, Debug)]
@@ -393,15 +394,18 @@ impl Sequencer {
             self.check_gap();
         }
         if let Some(c) = forward {
-            self.control.redirect(c, from, held);
+            self.control.forward(c, from, held);
         }
     }
 
-    /// BC_VOTE from `from`: for us; or, from the coordinator we follow, naming the coordinator
-    /// it yielded to.
+    /// BC_VOTE from `from`: a vote for us; word from a member that follows us of a better
+    /// coordinator (`Forward`); or word from the coordinator we follow that it yielded to
+    /// `cand` (`Redirect`), which is never answered, so that no two members bounce words.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_vote(
         &mut self,
         from: NodeId,
+        kind: VoteKind,
         cand: NodeId,
         cand_held: u64,
         held: u64,
@@ -416,8 +420,8 @@ impl Sequencer {
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
-        match &mut r.role {
-            Role::Coordinator(c) if cand == me => {
+        match (kind, &mut r.role) {
+            (VoteKind::Vote, Role::Coordinator(c)) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
                     Some(v) => {
                         v.held_next = v.held_next.max(held);
@@ -435,18 +439,22 @@ impl Sequencer {
                 }
                 self.coordinate(false);
             }
-            Role::Participant { coordinator, .. } if *coordinator == from && cand == me => {
-                // Our coordinator hands the recovery over to us.
-                self.start_coordinating();
+            (VoteKind::Redirect, Role::Participant { coordinator, .. }) if *coordinator == from => {
+                if cand == me {
+                    // Our coordinator hands the recovery over to us.
+                    self.start_coordinating();
+                } else {
+                    self.follow(cand, cand_held, 0, 0);
+                }
             }
-            Role::Participant { coordinator, .. } if *coordinator == from && cand != from => {
-                self.follow(cand, cand_held, 0, 0);
-            }
-            Role::Participant {
-                coordinator,
-                coordinator_held,
-                ..
-            } if *coordinator != from && cand != me => {
+            (
+                VoteKind::Forward,
+                Role::Participant {
+                    coordinator,
+                    coordinator_held,
+                    ..
+                },
+            ) if *coordinator != from => {
                 // A member that followed us tells us of another coordinator: we follow
                 // someone else now, so should it.
                 let (c, c_held) = (*coordinator, *coordinator_held);
@@ -960,6 +968,7 @@ impl Sequencer {
                     held_next: held,
                     expect,
                     round,
+                    kind: VoteKind::Vote,
                 },
             );
             self.counters.recovery_sent += 1;
@@ -993,7 +1002,7 @@ impl Sequencer {
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
-        } else if let Some((to, c, c_held)) = self.control.redirects.pop_front() {
+        } else if let Some((to, kind, c, c_held)) = self.control.redirects.pop_front() {
             let header = self.header(ptype::VOTE);
             let body = Body::Vote {
                 coordinator: c,
@@ -1001,6 +1010,7 @@ impl Sequencer {
                 held_next: self.held_next,
                 expect: self.next_deliver,
                 round: 0,
+                kind,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
@@ -1013,6 +1023,7 @@ impl Sequencer {
                 held_next: self.held_next,
                 expect: self.next_deliver,
                 round: 0,
+                kind: VoteKind::Vote,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
@@ -1051,7 +1062,7 @@ pub(super) struct Control {
     acks: VecDeque<NodeId>,
     /// Whom to follow, told to members that followed us, or a better coordinator told to the
     /// one we follow: (to, coordinator, its vote).
-    redirects: VecDeque<(NodeId, NodeId, u64)>,
+    redirects: VecDeque<(NodeId, VoteKind, NodeId, u64)>,
     /// Members of older incarnations owed the newest result.
     results: VecDeque<NodeId>,
     /// Multicast the result (coordinator, until acknowledged).
@@ -1077,8 +1088,18 @@ impl Control {
     }
 
     fn redirect(&mut self, to: NodeId, c: NodeId, c_held: u64) {
-        if !self.redirects.iter().any(|r| r.0 == to) {
-            push_bounded(&mut self.redirects, (to, c, c_held));
+        self.word(to, VoteKind::Redirect, c, c_held);
+    }
+
+    fn forward(&mut self, to: NodeId, c: NodeId, c_held: u64) {
+        self.word(to, VoteKind::Forward, c, c_held);
+    }
+
+    /// One word per destination is enough: the newest replaces an older one.
+    fn word(&mut self, to: NodeId, kind: VoteKind, c: NodeId, c_held: u64) {
+        match self.redirects.iter_mut().find(|r| r.0 == to) {
+            Some(r) => *r = (to, kind, c, c_held),
+            None => push_bounded(&mut self.redirects, (to, kind, c, c_held)),
         }
     }
 
