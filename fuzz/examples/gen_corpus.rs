@@ -171,6 +171,7 @@ fn main() -> std::io::Result<()> {
                 incarnation: 1,
                 seq: 12,
                 stable: 10,
+                settled: false,
                 view: &view,
             },
         ),

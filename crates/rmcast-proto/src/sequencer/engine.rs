@@ -1776,13 +1776,14 @@ impl Engine for Sequencer {
             incarnation,
             seq,
             stable,
+            settled,
             view,
         } = body
         {
             // A result names its incarnation itself: it reaches members of older ones.
             self.counters.datagrams_received += 1;
             self.detector.heard(from, now);
-            self.on_result(from, incarnation, seq, stable, view);
+            self.on_result(from, incarnation, seq, stable, settled, view);
             self.pump();
             return;
         }

@@ -206,6 +206,9 @@ pub enum Body<'a> {
         seq: u64,
         /// Every member of the new group delivered everything below this.
         stable: u64,
+        /// The new group has a running sequencer (every member acknowledged); false while its
+        /// coordinator still waits for acknowledgements.
+        settled: bool,
         /// The new view, encoded as in a membership entry (see [`decode_view`]).
         view: &'a [u8],
     },
@@ -408,6 +411,11 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             if stable > seq {
                 return Err(WireError::BadValue("result stable"));
             }
+            let settled = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::BadValue("result flags")),
+            };
             let len = r.u16()? as usize;
             let view = r.bytes(len)?;
             check_view(view)?;
@@ -415,6 +423,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
                 incarnation,
                 seq,
                 stable,
+                settled,
                 view,
             }
         }
@@ -592,12 +601,14 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             incarnation,
             seq,
             stable,
+            settled,
             view,
         } => {
             assert!(view.len() <= u16::MAX as usize);
             buf.put_u32(incarnation);
             buf.put_u64(seq);
             buf.put_u64(stable);
+            buf.push(settled as u8);
             buf.put_u16(view.len() as u16);
             buf.extend_from_slice(view);
         }
@@ -774,6 +785,7 @@ mod tests {
                 incarnation: 2,
                 seq: 40,
                 stable: 30,
+                settled: true,
                 view: &view,
             },
             Body::ResultAck {

@@ -265,6 +265,16 @@ impl Sequencer {
 
     fn start_coordinating(&mut self) {
         let now = self.now;
+        if !self.known_members().contains(&self.me) {
+            // Our own leave is ordered: the new group will not have us, so we do not build it;
+            // we vote when invited, and go if nobody invites us for a while.
+            let silence = self.recovery_silence();
+            if let Some(r) = self.recovery.as_mut() {
+                r.role = Role::Idle;
+                r.next_at = Some(now + silence);
+            }
+            return;
+        }
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
@@ -282,11 +292,17 @@ impl Sequencer {
         r.vote_due = false;
     }
 
-    /// Whether `id` takes part in the recovery: it was in the newest view we held when the
-    /// recovery began, or is in the newest we hold now (repairs may have brought a join).
+    /// Whether `id` takes part in the recovery: it is in the view we delivered last, or was in
+    /// the newest we held when the recovery began, or is in the newest we hold now (repairs may
+    /// have brought a join). A member whose leave is ordered still votes: it may hold what
+    /// others lack, and the reset delivers its leave to it.
     pub(super) fn recovery_invites(&self, id: NodeId) -> bool {
         match &self.recovery {
-            Some(r) => r.old_members.contains(&id) || self.known_members().contains(&id),
+            Some(r) => {
+                self.view.members.contains(&id)
+                    || r.old_members.contains(&id)
+                    || self.known_members().contains(&id)
+            }
             None => false,
         }
     }
@@ -336,9 +352,15 @@ impl Sequencer {
         suspect: NodeId,
         round: u32,
     ) {
-        if self.phase != Phase::Member
-            || !(self.view.members.contains(&from) || self.known_members().contains(&from))
-        {
+        if self.phase != Phase::Member {
+            return;
+        }
+        if !(self.view.members.contains(&from) || self.known_members().contains(&from)) {
+            if self.recovery.is_none() && self.awaiting.is_none() && self.last_result.is_some() {
+                // A member of a reset of our incarnation that never completed (its result
+                // reached only some members) invites: tell it which group went on.
+                self.control.answer_stale(from);
+            }
             return;
         }
         if self.recovery.is_none() {
@@ -478,6 +500,14 @@ impl Sequencer {
         match &r.role {
             // Invited by a coordinator that stayed silent: with the automatic policy, invite
             // in turn.
+            Role::Idle if !self.known_members().contains(&self.me) => {
+                // Our leave was ordered and nobody needs us for the reset: the group goes on
+                // without us, which is what we asked for.
+                self.recovery = None;
+                self.phase = Phase::Left;
+                self.detector.clear();
+                self.events.push_back(Event::Left);
+            }
             Role::Idle if self.cfg.auto_reset => self.start_coordinating(),
             Role::Idle => {}
             Role::Participant { .. } => {
@@ -737,6 +767,7 @@ impl Sequencer {
         incarnation: u32,
         seq: u64,
         stable: u64,
+        settled: bool,
         view: &[u8],
     ) {
         if self.phase != Phase::Member {
@@ -746,10 +777,22 @@ impl Sequencer {
             return;
         };
         let mine = members.contains(&self.me);
-        if incarnation <= self.incarnation {
-            if incarnation == self.incarnation && mine {
+        if incarnation == self.incarnation {
+            let same = self
+                .last_result
+                .as_ref()
+                .is_some_and(|r| r.seq == seq && r.view[..] == *view);
+            if same && mine {
                 self.control.ack(from); // our acknowledgement was lost
+            } else if !same && settled && (self.recovering() || self.awaiting.is_some()) {
+                // Two resets of the same group were installed on the two sides of a partition
+                // (a result that reached only some of its members); the other one has a
+                // running sequencer, ours never ordered anything: ours lost.
+                self.expel(incarnation);
             }
+            return;
+        }
+        if incarnation < self.incarnation {
             return;
         }
         let res = ResultRecord {
@@ -1035,12 +1078,14 @@ impl Sequencer {
                     Destination::Group
                 }
             };
+            let settled = self.recovery.is_none() && self.awaiting.is_none();
             let res = self.last_result.as_ref()?;
             let header = self.header(ptype::RESULT);
             let body = Body::Result {
                 incarnation: res.incarnation,
                 seq: res.seq,
                 stable: res.stable,
+                settled,
                 view: &res.view,
             };
             encode_control(buf, &header, &body);
