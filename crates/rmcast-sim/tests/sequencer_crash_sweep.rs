@@ -4,7 +4,7 @@
 //! (and are left out), and partitions last long enough that only a side with a majority may go
 //! on; all with loss, duplication and reordering. Every checker must pass on every seed,
 //! resilience included: with at most r failures (crashes and expulsions) every completed send
-//! survives, in one total order at every member, the failed ones included. 2,200 seeds in all.
+//! survives, in one total order at every member, the failed ones included. 2,400 seeds in all.
 //!
 //! A failure prints the failing seeds, what the checkers said, and the `rmcast sim ... --seed N`
 //! command that replays each one.
@@ -235,6 +235,55 @@ fn large_messages_partitions_pause_and_crashes() {
         crashes: 2,
         in_flight: 1,
         fault_window_ms: 2000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 100);
+    assert!(total(&rep, |f| f.resets) > 0);
+}
+
+/// Twelve members, two partitions of up to 0.8 s over 2 s and a crash: a coordinator's result
+/// may reach only the members on its side of a partition, and the other side then builds its
+/// own group of the same incarnation. The group that settles (every member acknowledged) wins;
+/// members of the other give way when the partition heals.
+#[test]
+fn a_result_cut_by_a_partition() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 1 },
+        members: 12,
+        senders: 10,
+        messages: 40,
+        message_bytes: 700,
+        dup: 0.05,
+        reorder_ms: 5.0,
+        partitions: 2,
+        partition_ms: 800,
+        crashes: 1,
+        fault_window_ms: 2000,
+        ..Scenario::default()
+    };
+    let rep = sweep_ok(&sc, 100);
+    assert!(total(&rep, |f| f.resets) > 0);
+}
+
+/// The sequencer asks to leave while two long partitions and a crash make the group reset:
+/// a member whose leave is ordered votes but does not coordinate, and goes.
+#[test]
+fn the_sequencer_leaves_during_a_reset() {
+    let sc = Scenario {
+        engine: EngineChoice::Sequencer { resilience: 2 },
+        members: 11,
+        senders: 10,
+        messages: 40,
+        message_bytes: 700,
+        dup: 0.05,
+        reorder_ms: 5.0,
+        churn: 1,
+        partitions: 2,
+        partition_ms: 2500,
+        pauses: 2,
+        rx_buffer: 8,
+        crashes: 1,
+        in_flight: 16,
         ..Scenario::default()
     };
     let rep = sweep_ok(&sc, 100);
