@@ -75,8 +75,9 @@ pub struct Config {
     /// group communication systems expect). Off: the application calls ResetGroup itself
     /// ([`crate::Engine::reset`]), as in the paper.
     pub auto_reset: bool,
-    /// Smallest group an automatic reset may form; 0 means a majority of the view before the
-    /// failure, so that of two sides of a partition at most one goes on.
+    /// Smallest group an automatic reset may form; 0 means a majority of the view the reset
+    /// replaces (members whose leave was ordered do not count), so that of two sides of a
+    /// partition at most one goes on.
     pub min_members: usize,
 }
 

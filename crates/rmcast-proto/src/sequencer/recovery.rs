@@ -13,8 +13,8 @@
 //!   answer BC_VOTE; between coordinators the one with the higher vote (lower id on a tie) wins,
 //!   the other yields and votes for it. A coordinator stops inviting once every member of the
 //!   old view voted for it or stayed silent for `alive_retries` rounds.
-//! - **Phase 2.** With at least `min_members` (itself included) the coordinator sets the target
-//!   `T`, the highest vote: it fetches what it lacks from the best member, every member fetches
+//! - **Phase 2.** With at least `min_members` (itself included; by default a majority of the
+//!   view the reset replaces) the coordinator sets the target `T`, the highest vote: it fetches what it lacks from the best member, every member fetches
 //!   what it lacks from the coordinator, and once every member of the new group holds everything
 //!   below `T` it installs BC_RESULT (new incarnation, members, itself as sequencer) as the entry
 //!   at `T` and multicasts it. Members install it, acknowledge (BC_RESULTACK) and go back to
@@ -89,8 +89,9 @@ pub(super) struct RecoveryMode {
     suspect: NodeId,
     /// The view before the failure: who is invited.
     old_members: Vec<NodeId>,
-    /// Smallest group the reset may form.
-    min_members: usize,
+    /// Smallest group the reset may form; `None`: a majority of the view it replaces (the
+    /// newest view below the target, so that members whose leave is ordered do not count).
+    min_members: Option<usize>,
     role: Role,
     /// When the next round is due (coordinator) or the coordinator counts as gone
     /// (participant).
@@ -210,10 +211,7 @@ impl Sequencer {
         // The newest membership we hold (a joiner may hold its join without having delivered
         // it yet): everyone in it is invited.
         let old_members = self.known_members();
-        let min_members = match self.cfg.min_members {
-            0 => old_members.len() / 2 + 1,
-            n => n,
-        };
+        let min_members = (self.cfg.min_members > 0).then_some(self.cfg.min_members);
         self.recovery = Some(RecoveryMode {
             suspect,
             old_members,
@@ -255,7 +253,7 @@ impl Sequencer {
         }
         let r = self.recovery.as_mut().expect("in recovery");
         if min_members > 0 {
-            r.min_members = min_members;
+            r.min_members = Some(min_members);
         }
         if matches!(r.role, Role::Idle) {
             self.start_coordinating();
@@ -536,6 +534,8 @@ impl Sequencer {
         let retries = self.cfg.alive_retries.max(1);
         let mine = self.my_vote();
         let me = self.me;
+        // Members of the newest view we hold: a majority of them is needed by default.
+        let known = self.known_members().len();
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
@@ -559,16 +559,17 @@ impl Sequencer {
                 }
                 return;
             }
-            if c.voters.len() + 1 < r.min_members {
+            let needed = r.min_members.unwrap_or(known / 2 + 1);
+            if c.voters.len() + 1 < needed {
                 let reachable = c.voters.len() + 1;
-                self.fail_attempt(reachable);
+                self.fail_attempt(reachable, needed);
                 return;
             }
             c.target = Some(0);
         }
         // Phase 2. Voters that went silent crashed during recovery: recovery goes on without.
         c.voters.retain(|v| now < v.heard_at + silence);
-        if c.voters.len() + 1 < r.min_members {
+        if c.voters.len() + 1 < r.min_members.unwrap_or(known / 2 + 1) {
             c.target = None;
             c.round = retries + 1;
             r.next_at = Some(now);
@@ -607,10 +608,11 @@ impl Sequencer {
             .iter()
             .map(|v| (v.id, v.held_next, v.expect))
             .collect();
-        let min_members = r.min_members;
+        let explicit_min = r.min_members;
         let Some((view_id, members)) = self.view_at(target) else {
             return;
         };
+        let needed = explicit_min.unwrap_or(members.len() / 2 + 1);
         let members: Vec<NodeId> = members
             .into_iter()
             .filter(|m| *m == me || voters.iter().any(|v| v.0 == *m))
@@ -626,11 +628,11 @@ impl Sequencer {
             }
             return;
         }
-        if members.len() < min_members {
+        if members.len() < needed {
             // Fewer members than required once the joins and leaves below the target are
             // counted: this attempt fails; the next one invites everyone again.
             let reachable = members.len();
-            self.fail_attempt(reachable);
+            self.fail_attempt(reachable, needed);
             return;
         }
         let all_hold = members
@@ -676,7 +678,7 @@ impl Sequencer {
 
     /// This reset attempt found only `reachable` members: the group waits, and a new attempt
     /// invites everyone again after a pause.
-    fn fail_attempt(&mut self, reachable: usize) {
+    fn fail_attempt(&mut self, reachable: usize, needed: usize) {
         let next = self.now + self.recovery_silence();
         let Some(r) = self.recovery.as_mut() else {
             return;
@@ -688,7 +690,6 @@ impl Sequencer {
         c.voters.clear();
         c.target = None;
         r.next_at = Some(next);
-        let needed = r.min_members;
         self.events
             .push_back(Event::Recovery(Recovery::ResetFailed { reachable, needed }));
     }
