@@ -135,13 +135,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     for w in &outcomes {
-        match (&w.status, &w.stats) {
-            (Some(s), _) if !s.success() => {
-                failures.push(format!("member {} exited with {s}", w.index))
-            }
-            (_, None) => failures.push(format!("member {} printed no statistics", w.index)),
-            _ => {}
-        }
+        check_exit(w, &mut failures);
     }
 
     // The independent check: the logs alone must show one total order.
@@ -166,6 +160,17 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             eprintln!("logs kept in {}", dir.display());
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// A member that exited with an error or printed no statistics is a failure of the demo.
+fn check_exit(w: &WorkerOutcome, failures: &mut Vec<String>) {
+    match (&w.status, &w.stats) {
+        (Some(s), _) if !s.success() => {
+            failures.push(format!("member {} exited with {s}", w.index))
+        }
+        (_, None) => failures.push(format!("member {} printed no statistics", w.index)),
+        _ => {}
     }
 }
 

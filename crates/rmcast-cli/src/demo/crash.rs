@@ -3,7 +3,7 @@
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
 
-use super::{check_logs, log_path, prepare, DemoArgs};
+use super::{check_exit, check_logs, log_path, prepare, DemoArgs};
 use crate::workers::{killed, worker_timeout, Running, WorkerOutcome, WorkerSpec, WorkerStderr};
 use anyhow::Context;
 use rmcast::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
@@ -397,13 +397,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
             }
             continue;
         }
-        match (&w.status, &w.stats) {
-            (Some(s), _) if !s.success() => {
-                failures.push(format!("member {} exited with {s}", w.index))
-            }
-            (_, None) => failures.push(format!("member {} printed no statistics", w.index)),
-            _ => {}
-        }
+        check_exit(w, &mut failures);
     }
 
     // The independent check, from the logs alone.
