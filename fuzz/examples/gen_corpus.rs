@@ -150,6 +150,7 @@ fn main() -> std::io::Result<()> {
                 target: 12,
                 suspect: NodeId(1),
                 round: 2,
+                interval_ms: 100,
             },
         ),
         (

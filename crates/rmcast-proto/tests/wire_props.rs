@@ -633,6 +633,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         target: b,
                         suspect: NodeId(c as u32),
                         round: a as u32,
+                        interval_ms: b as u32,
                     },
                 ),
                 9 => (

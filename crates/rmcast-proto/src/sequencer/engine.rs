@@ -1884,7 +1884,8 @@ impl Engine for Sequencer {
                 target,
                 suspect,
                 round,
-            } => self.on_reform_req(from, held_next, target, suspect, round),
+                interval_ms,
+            } => self.on_reform_req(from, held_next, target, suspect, round, interval_ms),
             Body::Vote {
                 coordinator,
                 coordinator_held,

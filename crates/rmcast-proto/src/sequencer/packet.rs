@@ -182,6 +182,9 @@ pub enum Body<'a> {
         suspect: NodeId,
         /// The invitation round (a vote names the round it answers).
         round: u32,
+        /// Milliseconds between the coordinator's rounds: its participants wait a number of
+        /// these, not of their own, before they count it as gone.
+        interval_ms: u32,
     },
     /// BC_VOTE.
     Vote {
@@ -390,6 +393,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             target: r.u64()?,
             suspect: NodeId(r.u32()?),
             round: r.u32()?,
+            interval_ms: r.u32()?,
         },
         ptype::VOTE => Body::Vote {
             coordinator: NodeId(r.u32()?),
@@ -576,11 +580,13 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             target,
             suspect,
             round,
+            interval_ms,
         } => {
             buf.put_u64(held_next);
             buf.put_u64(target);
             buf.put_u32(suspect.0);
             buf.put_u32(round);
+            buf.put_u32(interval_ms);
         }
         Body::Vote {
             coordinator,
@@ -772,6 +778,7 @@ mod tests {
                 target: 9,
                 suspect: NodeId(3),
                 round: 4,
+                interval_ms: 100,
             },
             Body::Vote {
                 coordinator: NodeId(2),

@@ -150,6 +150,16 @@ impl Sequencer {
         self.round_timeout() * (self.cfg.alive_retries.max(1) + 1)
     }
 
+    /// Silence after which a participant counts its coordinator as gone: as many of the
+    /// coordinator's rounds (`interval_ms`, as it announced them) as a coordinator waits of its
+    /// own, and never fewer than of ours. A coordinator counts only votes of its last two
+    /// rounds, so a participant it counts has not left it for another.
+    fn coordinator_silence(&self, interval_ms: u32) -> Duration {
+        let rounds = self.cfg.alive_retries.max(1) + 1;
+        self.recovery_silence()
+            .max(Duration::from_millis(interval_ms.into()) * rounds)
+    }
+
     /// Who the failure detector watches: the members (sequencer) or the sequencer (member);
     /// nobody in recovery mode, where the protocol's own rounds detect silence.
     pub(super) fn refresh_detector(&mut self) {
@@ -311,9 +321,9 @@ impl Sequencer {
     }
 
     /// Follow coordinator `c` (it beats whoever we followed or were).
-    fn follow(&mut self, c: NodeId, c_held: u64, target: u64, round: u32) {
+    fn follow(&mut self, c: NodeId, c_held: u64, target: u64, round: u32, interval_ms: u32) {
         let now = self.now;
-        let silence = self.recovery_silence();
+        let silence = self.coordinator_silence(interval_ms);
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
@@ -349,6 +359,7 @@ impl Sequencer {
         target: u64,
         suspect: NodeId,
         round: u32,
+        interval_ms: u32,
     ) {
         if self.phase != Phase::Member {
             return;
@@ -367,7 +378,7 @@ impl Sequencer {
         let mine = self.my_vote();
         let me = self.me;
         let now = self.now;
-        let silence = self.recovery_silence();
+        let silence = self.coordinator_silence(interval_ms);
         if !self.recovery_invites(from) {
             return;
         }
@@ -409,7 +420,7 @@ impl Sequencer {
             }
         };
         if follow {
-            self.follow(from, held, target, round);
+            self.follow(from, held, target, round, interval_ms);
         } else if repair {
             self.check_gap();
         }
@@ -464,7 +475,7 @@ impl Sequencer {
                     // Our coordinator hands the recovery over to us.
                     self.start_coordinating();
                 } else {
-                    self.follow(cand, cand_held, 0, 0);
+                    self.follow(cand, cand_held, 0, 0, 0);
                 }
             }
             (
@@ -624,7 +635,7 @@ impl Sequencer {
                 .first()
                 .and_then(|m| voters.iter().find(|v| v.0 == *m))
             {
-                self.follow(next, held, target, 0);
+                self.follow(next, held, target, 0, 0);
             }
             return;
         }
@@ -969,6 +980,7 @@ impl Sequencer {
     pub(super) fn transmit_recovery(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let held = self.held_next;
         let expect = self.next_deliver;
+        let interval = self.round_timeout();
         let r = self.recovery.as_mut()?;
         let invite = match &r.role {
             Role::Coordinator(c) if r.invite_due => Some((c.target.unwrap_or(0), c.round)),
@@ -977,6 +989,7 @@ impl Sequencer {
         r.invite_due = false;
         if let Some((target, round)) = invite {
             let suspect = r.suspect;
+            let interval_ms = u32::try_from(interval.as_millis()).unwrap_or(u32::MAX);
             let header = self.header(ptype::REFORM_REQ);
             encode_control(
                 buf,
@@ -986,6 +999,7 @@ impl Sequencer {
                     target,
                     suspect,
                     round,
+                    interval_ms,
                 },
             );
             self.counters.recovery_sent += 1;
