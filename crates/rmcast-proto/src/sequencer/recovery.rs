@@ -9,23 +9,30 @@
 //!   ordering and sending and ignores the old sequencer's acceptance: only what was accepted
 //!   before is delivered, so nothing a survivor delivers can be ordered differently later.
 //! - **Phase 1.** Every member that calls ResetGroup becomes a coordinator and multicasts
-//!   BC_REFORMREQ with its vote (the highest sequence number it holds contiguously); members
-//!   answer BC_VOTE; between coordinators the one with the higher vote (lower id on a tie) wins,
-//!   the other yields and votes for it. A coordinator stops inviting once every member of the
-//!   old view voted for it or stayed silent for `alive_retries` rounds.
+//!   BC_REFORMREQ with its vote (the highest sequence number it holds contiguously), its round
+//!   and its round interval; members answer BC_VOTE. Between coordinators the one with the
+//!   higher vote (lower id on a tie) wins: the other yields, votes for it and redirects its
+//!   voters to it. A participant stays with its coordinator until told otherwise or until that
+//!   one is silent for `alive_retries + 1` of its rounds, and a coordinator counts only votes of
+//!   its last two rounds, so no vote counts for two coordinators. A coordinator stops inviting
+//!   once every member of the old view voted for it or stayed silent for `alive_retries` rounds.
 //! - **Phase 2.** With at least `min_members` (itself included; by default a majority of the
-//!   view the reset replaces) the coordinator sets the target `T`, the highest vote: it fetches what it lacks from the best member, every member fetches
-//!   what it lacks from the coordinator, and once every member of the new group holds everything
-//!   below `T` it installs BC_RESULT (new incarnation, members, itself as sequencer) as the entry
-//!   at `T` and multicasts it. Members install it, acknowledge (BC_RESULTACK) and go back to
-//!   normal operation; the coordinator starts ordering only once all of them acknowledged.
+//!   view the reset replaces) the coordinator sets the target `T`, the highest vote: it fetches
+//!   what it lacks from the best member, every member fetches what it lacks from the
+//!   coordinator, and once every member of the new group holds everything below `T` it installs
+//!   BC_RESULT (new incarnation, members, itself as sequencer) as the entry at `T` and multicasts
+//!   it. Members install it, acknowledge (BC_RESULTACK, with where their request stream stands)
+//!   and go back to normal operation; the coordinator starts ordering only once all of them
+//!   acknowledged (the group is then *settled*).
 //! - **Crashes during recovery** restart it: a silent voter is dropped, a silent coordinator is
 //!   replaced by its voters, a member that never acknowledges the result makes the new group
 //!   recover in turn. Fewer than `min_members` reachable: [`Recovery::ResetFailed`] and the group
-//!   waits, inviting again.
+//!   waits, inviting again. A member whose leave is ordered votes but does not coordinate.
 //! - **Incarnations.** Datagrams of an older incarnation are ignored; a member that sends one
 //!   (it was cut off) is answered with the newest BC_RESULT, which tells it whether it belongs to
-//!   the new group or was left out ([`Recovery::Expelled`]).
+//!   the new group or was left out ([`Recovery::Expelled`]). A result that reached only part of
+//!   its members (a partition cut it) may leave them in a second group of the same incarnation
+//!   that never settles: when they hear from the settled one, they give way.
 //!
 //! Why this is safe: entries below `T` were all assigned by the old incarnation's one
 //! sequencer, so any member that holds one holds the same; every member of the new group holds
