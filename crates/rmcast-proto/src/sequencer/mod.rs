@@ -1,4 +1,4 @@
-//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, sections 4, 5.1 and 5.2).
+//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, sections 3, 4 and 5).
 //!
 //! **Guarantees.** Every member delivers the same messages in the same total order, assigned by
 //! one member, the *sequencer*; a message is delivered once, and only if it was sent; messages of
@@ -17,7 +17,11 @@
 //! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
 //! While the history is full, senders wait: nothing is ever dropped.
 //!
-//! Crash recovery (section 5.3) is not part of this engine yet.
+//! **Crashes** (sections 3, 4 and 5.3, in `recovery.rs`): members and the sequencer
+//! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup
+//! (by hand, or automatically) rebuilds it by the invitation protocol with a new incarnation and
+//! a new sequencer. With resilience degree `r`, every message whose send completed is delivered,
+//! in one order, by every member that survives any `r` failures, the sequencer included.
 //!
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
