@@ -609,6 +609,24 @@ pub fn liveness(rec: &Record) -> Verdict {
             }
         }
     }
+    // Members at the end agree on where the group stands (views that name their members).
+    if let Some(first) = members
+        .first()
+        .and_then(|m| m.last_view())
+        .filter(|v| !v.members.is_empty())
+    {
+        for m in &members[1..] {
+            if let Some(v) = m
+                .last_view()
+                .filter(|v| v.id != first.id || v.members != first.members)
+            {
+                f.push(format!(
+                    "members end in different views: {} in view {} {:?}, {} in view {} {:?}",
+                    members[0].id, first.id, first.members, m.id, v.id, v.members
+                ));
+            }
+        }
+    }
     let sets = delivered_sets(members.iter().copied());
     let maxv = max_views(rec.trusted_hosts());
     let mut submitted: BTreeMap<NodeId, u64> = BTreeMap::new();
@@ -1019,6 +1037,16 @@ mod tests {
             });
         }
         assert_eq!(rec.failed_hosts(), [NodeId(2)].into());
+    }
+
+    #[test]
+    fn liveness_requires_members_to_end_in_one_view() {
+        let mut rec = good();
+        rec.hosts[2].events.push(Recorded {
+            at: Time(1 << 30),
+            event: RecEvent::View(view(3, 9, &[0, 2])),
+        });
+        fails(liveness(&rec), "members end in different views");
     }
 
     #[test]

@@ -955,6 +955,20 @@ impl<'a> World<'a> {
                 }
             }
         }
+        // The members agree on where the group stands: one last view (a member cut off in an
+        // older incarnation has not settled yet, it is expelled or rejoins the others' view).
+        // Only views that name their members say where a group stands.
+        let mut last = self
+            .hosts
+            .iter()
+            .filter(|h| h.planned_survivor && h.rec.started_at.is_some())
+            .filter_map(|h| h.rec.last_view().filter(|v| !v.members.is_empty()))
+            .map(|v| (v.id, &v.members));
+        if let Some(first) = last.next() {
+            if last.any(|v| v != first) {
+                return false;
+            }
+        }
         views.sort_unstable();
         let complete = self.tracks.iter().all(|((sender, _), t)| {
             // A message that only hosts the group went on without delivered, from a sender
