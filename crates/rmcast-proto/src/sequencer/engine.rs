@@ -931,10 +931,53 @@ impl Sequencer {
             }
         }
         let need = r.min(others);
+        let accepted = self.accepted_next;
+        let vouching = |m: &&MemberState| m.id != me && m.departed.is_none();
         let accept_point = if need == 0 {
             o.next_seq
-        } else {
+        } else if o
+            .members
+            .iter()
+            .filter(vouching)
+            .all(|m| m.join_seq <= accepted)
+        {
             top[need - 1].min(o.next_seq)
+        } else {
+            // A member that joined beyond the acceptance point holds nothing below its join:
+            // walk the acceptance point forward while enough members hold each sequence number
+            // (a member holds `[join_seq, held_next)`). Only while a join is unaccepted; each
+            // step passes a join or a holding point, so at most two per member.
+            let mut p = accepted;
+            for _ in 0..=2 * o.members.len() {
+                if p >= o.next_seq {
+                    break;
+                }
+                let holders = o.members.iter().filter(vouching);
+                // Entries ordered while the group was smaller need only as many holders as
+                // there were members then.
+                let eligible = holders.clone().filter(|m| m.join_seq <= p).count();
+                let count = holders
+                    .clone()
+                    .filter(|m| m.join_seq <= p && p < m.held_next)
+                    .count();
+                if count < need.min(eligible) {
+                    break;
+                }
+                let next = holders
+                    .map(|m| {
+                        if m.join_seq > p {
+                            m.join_seq
+                        } else if m.held_next > p {
+                            m.held_next
+                        } else {
+                            u64::MAX
+                        }
+                    })
+                    .min()
+                    .unwrap_or(u64::MAX);
+                p = next.min(o.next_seq);
+            }
+            p
         };
         if accept_point > self.accepted_next {
             self.accepted_next = accept_point;
