@@ -102,15 +102,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
-    let spec = WorkerSpec {
-        noun: "member",
-        group: &group,
-        members: members as usize,
-        dir: &dir,
-        stderr: WorkerStderr::Inherit,
-        deadline: start + Duration::from_secs(args.timeout_secs),
-        poll: Duration::from_millis(20),
-    };
+    let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
     let outcomes = spec.run(
         |index, cmd| {
             cmd.args(["--resilience", &resilience.to_string()])
@@ -160,6 +152,26 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             eprintln!("logs kept in {}", dir.display());
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// How the demos run their member processes: stderr to the terminal, bounded by the demo's
+/// timeout.
+fn member_spec<'a>(
+    group: &'a str,
+    members: u32,
+    dir: &'a Path,
+    start: Instant,
+    timeout_secs: u64,
+) -> WorkerSpec<'a> {
+    WorkerSpec {
+        noun: "member",
+        group,
+        members: members as usize,
+        dir,
+        stderr: WorkerStderr::Inherit,
+        deadline: start + Duration::from_secs(timeout_secs),
+        poll: Duration::from_millis(20),
     }
 }
 

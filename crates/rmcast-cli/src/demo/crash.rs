@@ -3,8 +3,8 @@
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
 
-use super::{check_exit, check_logs, log_path, prepare, DemoArgs};
-use crate::workers::{killed, worker_timeout, Running, WorkerOutcome, WorkerSpec, WorkerStderr};
+use super::{check_exit, check_logs, log_path, member_spec, prepare, DemoArgs};
+use crate::workers::{killed, worker_timeout, Running, WorkerOutcome};
 use anyhow::Context;
 use rmcast::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
 use serde::Serialize;
@@ -329,15 +329,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
 
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
-    let spec = WorkerSpec {
-        noun: "member",
-        group: &group,
-        members: members as usize,
-        dir: &dir,
-        stderr: WorkerStderr::Inherit,
-        deadline: start + Duration::from_secs(args.timeout_secs),
-        poll: Duration::from_millis(20),
-    };
+    let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
     let mut director = Director {
         members: members as usize,
         dir: &dir,

@@ -272,11 +272,7 @@ fn read_ordered_entry<'a>(r: &mut Reader<'a>) -> Result<OrderedEntry<'a>, WireEr
         3 => EntryKind::Reset,
         _ => return Err(WireError::BadValue("entry kind")),
     };
-    let has_payload = match r.u8()? {
-        0 => false,
-        1 => true,
-        _ => return Err(WireError::BadValue("entry flags")),
-    };
+    let has_payload = read_flag(r, "entry flags")?;
     let sender = NodeId(r.u32()?);
     let pnum = r.u64()?;
     let frag_index = r.u16()?;
@@ -298,6 +294,15 @@ fn read_ordered_entry<'a>(r: &mut Reader<'a>) -> Result<OrderedEntry<'a>, WireEr
         frag_count,
         payload,
     })
+}
+
+/// A byte that must be 0 or 1.
+fn read_flag(r: &mut Reader<'_>, what: &'static str) -> Result<bool, WireError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(WireError::BadValue(what)),
+    }
 }
 
 fn read_req_entry<'a>(r: &mut Reader<'a>) -> Result<ReqEntry<'a>, WireError> {
@@ -415,11 +420,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             if stable > seq {
                 return Err(WireError::BadValue("result stable"));
             }
-            let settled = match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(WireError::BadValue("result flags")),
-            };
+            let settled = read_flag(&mut r, "result flags")?;
             let len = r.u16()? as usize;
             let view = r.bytes(len)?;
             check_view(view)?;
@@ -434,11 +435,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
         ptype::RESULT_ACK => Body::ResultAck {
             incarnation: r.u32()?,
             last_pnum: r.u64()?,
-            mid_message: match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(WireError::BadValue("result ack flags")),
-            },
+            mid_message: read_flag(&mut r, "result ack flags")?,
         },
         other => return Err(WireError::BadType(other)),
     };
