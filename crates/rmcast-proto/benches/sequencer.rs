@@ -93,7 +93,7 @@ impl Cluster {
             loop {
                 let mut buf = self.pool.pop().unwrap_or_default();
                 match self.nodes[i].poll_transmit(self.now, &mut buf) {
-                    Some(dest) => self.queue.push_back((i, dest, buf)),
+                    Some(t) => self.queue.push_back((i, t.destination, buf)),
                     None => {
                         self.pool.push(buf);
                         break;
@@ -113,7 +113,7 @@ impl Cluster {
             match dest {
                 // The network does not loop the sender's own copy back here (the engine would
                 // ignore it anyway).
-                Destination::Group => {
+                Destination::Group | Destination::Scoped { .. } => {
                     for j in 0..self.nodes.len() {
                         if j != from {
                             self.nodes[j].handle_datagram(self.now, from_id, &buf);

@@ -4,6 +4,7 @@
 //! runtime) passes the current [`Time`] and each received datagram in, and drains what the engine
 //! wants done: datagrams to transmit, events for the application, and the next timer deadline.
 
+use crate::guarantees::Guarantees;
 use bytes::Bytes;
 use std::fmt;
 use std::time::Duration;
@@ -56,8 +57,42 @@ pub enum Destination {
     /// Every member of the group (IP multicast, or unicast fan-out where multicast is missing).
     /// The sender's own copy, if the network loops it back, is ignored by the engine.
     Group,
+    /// The members of the group within `ttl` hops (multicast with this time-to-live): RMTP's
+    /// designated receivers re-multicast repairs to their own area only. Drivers that cannot
+    /// scope (unicast fan-out) send to the whole group.
+    Scoped {
+        /// Multicast time-to-live (hops).
+        ttl: u8,
+    },
     /// One node, point to point.
     Peer(NodeId),
+}
+
+/// One transmission an engine asks for (quinn-proto's `Transmit`): where it goes and how the
+/// buffer is cut into datagrams.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Transmit {
+    /// Where the datagrams go.
+    pub destination: Destination,
+    /// `None`: the buffer is one datagram. `Some(n)`: the buffer holds several datagrams of `n`
+    /// bytes each, the last one possibly shorter, all for the same destination (ready for UDP
+    /// GSO; drivers without it send them one by one).
+    pub segment_size: Option<usize>,
+}
+
+impl Transmit {
+    /// One datagram for `destination`.
+    pub fn single(destination: Destination) -> Transmit {
+        Transmit {
+            destination,
+            segment_size: None,
+        }
+    }
+
+    /// The datagrams in `buf`, as this transmit cuts it.
+    pub fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
+        buf.chunks(self.segment_size.unwrap_or(buf.len()).max(1))
+    }
 }
 
 /// Per-message quality of service (RMP section 2.3). Engines that order everything the same way
@@ -77,11 +112,13 @@ pub enum Qos {
     KResilient(u8),
 }
 
-/// A message delivered to the application.
+/// A message delivered to the application. `P` is the payload: [`Bytes`] from an engine, a
+/// [`Digest`] in a simulator record or a `--log` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
-    /// Position in the group's total order (never reused in the life of the group). For a
-    /// fragmented message, the position of its last fragment.
+pub struct Delivery<P = Bytes> {
+    /// Position in the group's delivery order (never reused in the life of the group): the total
+    /// order for ordering engines, a per-sender sequence for the others. For a fragmented
+    /// message, the position of its last fragment.
     pub seq: u64,
     /// The original sender.
     pub sender: NodeId,
@@ -90,7 +127,27 @@ pub struct Delivery {
     /// The view in which the message is delivered.
     pub view: u64,
     /// The application payload.
-    pub payload: Bytes,
+    pub payload: P,
+}
+
+/// What is kept of a payload where the bytes themselves are not: its length and its 64-bit
+/// FNV-1a hash ([`Digest::of`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Digest {
+    /// Payload length in bytes.
+    pub len: usize,
+    /// FNV-1a (64 bits) of the payload.
+    pub hash: u64,
+}
+
+impl Digest {
+    /// The digest of `payload`.
+    pub fn of(payload: &[u8]) -> Digest {
+        Digest {
+            len: payload.len(),
+            hash: crate::common::group::fnv1a64(payload),
+        }
+    }
 }
 
 /// A membership view installed at this member.
@@ -110,11 +167,37 @@ pub struct View {
     pub left: Option<NodeId>,
 }
 
-/// What an engine tells the application.
+/// Messages of one sender that can no longer be recovered: every member that held them has
+/// dropped them (Bimodal Multicast's loss up-call; unreliable QoS). Only engines whose
+/// [`Guarantees::delivery`] is not all-or-nothing report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// A message delivered in order.
-    Deliver(Delivery),
+pub struct Loss {
+    /// The sender of the lost messages.
+    pub sender: NodeId,
+    /// The first lost position, in [`Delivery::seq`]'s numbering for this engine.
+    pub first_seq: u64,
+    /// How many consecutive positions from `first_seq` are lost.
+    pub count: u64,
+}
+
+/// An answer to a message this member sent, on the reliable response channel from one
+/// receiver back to the sender (Multidriver transactions, RMP's multi-RPC).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply<P = Bytes> {
+    /// The member that answered.
+    pub from: NodeId,
+    /// The message answered: the number this member's `submit` returned.
+    pub request: u64,
+    /// The answer.
+    pub payload: P,
+}
+
+/// What an engine tells the application: the one event type that runs from engine to
+/// application, simulator record and `--log` line. `P` is the payload type (see [`Delivery`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event<P = Bytes> {
+    /// A message delivered (in the order the engine promises).
+    Deliver(Delivery<P>),
     /// A new view was installed (also the first view at a joiner or creator).
     View(View),
     /// A message this member submitted is now stable with the promised resilience.
@@ -122,11 +205,73 @@ pub enum Event {
         /// The number `submit` returned.
         msg: u64,
     },
+    /// Messages that will never be delivered here (see [`Loss`]).
+    Loss(Loss),
+    /// An answer to one of this member's messages (see [`Reply`]).
+    Reply(Reply<P>),
     /// This member left the group; the engine does nothing more.
     Left,
     /// Crash recovery: a member failed, the group was reset, or this member was left out
     /// (seed 002 section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
     Recovery(Recovery),
+}
+
+impl<P> Event<P> {
+    /// The same event with every payload mapped by `f` (e.g. to its [`Digest`]).
+    pub fn map_payload<Q>(self, f: impl FnOnce(P) -> Q) -> Event<Q> {
+        match self {
+            Event::Deliver(d) => Event::Deliver(Delivery {
+                seq: d.seq,
+                sender: d.sender,
+                msg: d.msg,
+                view: d.view,
+                payload: f(d.payload),
+            }),
+            Event::Reply(r) => Event::Reply(Reply {
+                from: r.from,
+                request: r.request,
+                payload: f(r.payload),
+            }),
+            Event::View(v) => Event::View(v),
+            Event::SendComplete { msg } => Event::SendComplete { msg },
+            Event::Loss(l) => Event::Loss(l),
+            Event::Left => Event::Left,
+            Event::Recovery(r) => Event::Recovery(r),
+        }
+    }
+
+    /// Whether the engine does nothing more after this event (a leave, an expulsion).
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::Left | Event::Recovery(Recovery::Expelled { .. })
+        )
+    }
+}
+
+impl<P: AsRef<[u8]>> Event<P> {
+    /// The event as a record keeps it: payloads reduced to their [`Digest`].
+    pub fn digest(&self) -> Event<Digest> {
+        match self {
+            Event::Deliver(d) => Event::Deliver(Delivery {
+                seq: d.seq,
+                sender: d.sender,
+                msg: d.msg,
+                view: d.view,
+                payload: Digest::of(d.payload.as_ref()),
+            }),
+            Event::Reply(r) => Event::Reply(Reply {
+                from: r.from,
+                request: r.request,
+                payload: Digest::of(r.payload.as_ref()),
+            }),
+            Event::View(v) => Event::View(v.clone()),
+            Event::SendComplete { msg } => Event::SendComplete { msg: *msg },
+            Event::Loss(l) => Event::Loss(l.clone()),
+            Event::Left => Event::Left,
+            Event::Recovery(r) => Event::Recovery(r.clone()),
+        }
+    }
 }
 
 /// What happens to a group when members crash (seed 002 section 5.3): a failure is found, the
@@ -207,22 +352,25 @@ pub struct GroupInfo {
     pub members: Vec<NodeId>,
     /// This member's rank (position in `members`), if it is a member.
     pub rank: Option<usize>,
-    /// The sequencer or coordinator.
+    /// The member that orders or coordinates (sequencer, token site, tree root), if any.
     pub coordinator: Option<NodeId>,
-    /// Whether the group is in recovery mode (a failure was found and no reset completed yet).
+    /// Whether the group is in recovery mode (engines with crash recovery: a failure was found
+    /// and the group is not rebuilt yet).
     pub recovering: bool,
-    /// Resilience degree r.
-    pub resilience: u8,
-    /// Group incarnation (bumped by recovery).
+    /// Group incarnation, bumped each time crash recovery rebuilds the group (0 for engines
+    /// without crash recovery).
     pub incarnation: u32,
-    /// Messages held in the history buffer.
-    pub history_used: usize,
-    /// Capacity of the history buffer.
-    pub history_capacity: usize,
+    /// What the engine promises.
+    pub guarantees: Guarantees,
+    /// Messages the engine holds for retransmission (history buffer, data cache).
+    pub buffered_msgs: usize,
+    /// Capacity of that buffer.
+    pub buffer_capacity_msgs: usize,
 }
 
 /// Counters every engine keeps (Aeron's system counters are the model). Read them through
-/// [`Engine::counters`]; engines only ever add to them.
+/// [`Engine::counters`]; engines only ever add to them. Counters of one engine only are
+/// [`Engine::engine_counters`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Datagrams handed to the driver.
@@ -245,8 +393,6 @@ pub struct Counters {
     pub retransmissions: u64,
     /// Status / acknowledgement datagrams sent.
     pub acks_sent: u64,
-    /// Synchronisation requests sent (BC_SYNC).
-    pub syncs_sent: u64,
     /// Requests turned away for lack of room; the sender keeps and retries them.
     pub backpressure_refusals: u64,
     /// Messages delivered to the application.
@@ -260,13 +406,17 @@ pub struct Counters {
     pub probes_sent: u64,
     /// Failures this member detected itself (a member that answered no probe in time).
     pub failures_detected: u64,
-    /// Recovery datagrams sent (invitations, votes, results and their acknowledgements).
+    /// Crash-recovery datagrams sent (Amoeba's invitations and votes, RMP's reformation).
     pub recovery_sent: u64,
-    /// Resets this member completed (new incarnations installed).
+    /// Times crash recovery rebuilt the group here (new incarnations installed).
     pub resets: u64,
 }
 
 /// A protocol engine driven by a simulator or a runtime.
+///
+/// Every method has to be cheap and must never block: the driver calls them from one thread
+/// for all the groups of a node. What an engine cannot do, it refuses politely (the defaults
+/// answer [`SendError::Unsupported`]), so that the contract can grow for all five engines.
 pub trait Engine {
     /// Process one received datagram. Malformed or foreign datagrams are counted and dropped.
     fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]);
@@ -274,15 +424,32 @@ pub trait Engine {
     /// Let timers that are due fire. Call when [`Engine::poll_timeout`] has passed.
     fn handle_timeout(&mut self, now: Time);
 
-    /// Submit a message for multicast; returns the sender's message number. Back-pressure is an
-    /// error, never a silent drop.
+    /// Submit a message for multicast with quality of service `qos`; returns the sender's
+    /// message number. Back-pressure is an error, never a silent drop; a `qos` outside
+    /// [`Guarantees::qos`] is [`SendError::Unsupported`] (an engine may serve a stronger level
+    /// than asked, and says so in its docs).
     fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError>;
+
+    /// Answer message `request` of member `to` on the reliable response channel (Multidriver
+    /// transactions, RMP's multi-RPC); `to` receives [`Event::Reply`]. Engines without a
+    /// response channel answer [`SendError::Unsupported`].
+    fn reply(
+        &mut self,
+        now: Time,
+        to: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        let _ = (now, to, request, payload);
+        Err(SendError::Unsupported)
+    }
 
     /// Start leaving the group; [`Event::Left`] follows once the leave is ordered.
     fn leave(&mut self, now: Time);
 
-    /// Write the next datagram into `buf` (cleared first) and return where it goes.
-    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination>;
+    /// Write the next datagram (or, with [`Transmit::segment_size`], datagrams) into `buf`
+    /// (cleared first) and say where they go.
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit>;
 
     /// Next event for the application.
     fn poll_event(&mut self) -> Option<Event>;
@@ -293,11 +460,20 @@ pub trait Engine {
     /// This node's identity.
     fn node_id(&self) -> NodeId;
 
+    /// What this engine promises, as configured. The simulator's checkers and end-of-run rule
+    /// and the runtime's send API read it.
+    fn guarantees(&self) -> Guarantees;
+
     /// A snapshot of the group as this member sees it.
     fn info(&self) -> GroupInfo;
 
     /// The engine's counters.
     fn counters(&self) -> &Counters;
+
+    /// Counters that only this engine keeps, by name (e.g. the sequencer's BC_SYNC count).
+    fn engine_counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 
     /// Whether the application may submit now without getting [`SendError::WouldBlock`].
     fn can_submit(&self) -> bool;

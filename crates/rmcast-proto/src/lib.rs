@@ -8,10 +8,16 @@
 
 pub mod common;
 pub mod engine;
+pub mod guarantees;
+pub mod registry;
 pub mod sequencer;
 pub mod wire;
 
 pub use engine::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError,
-    Time, View,
+    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, Loss, NodeId, Qos, Recovery,
+    Reply, SendError, Time, Transmit, View,
+};
+pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+pub use registry::{
+    ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };

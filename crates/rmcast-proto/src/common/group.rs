@@ -2,7 +2,7 @@
 //! and to a default multicast address and port, so that members need only agree on a name.
 
 /// FNV-1a, 64 bits. Stable across builds and platforms, which a wire-visible hash must be.
-fn fnv1a64(data: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
         h ^= b as u64;

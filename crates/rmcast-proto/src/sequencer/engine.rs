@@ -11,8 +11,10 @@ use crate::common::{
 };
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError,
-    Time, View,
+    Time, Transmit, View,
 };
+use crate::guarantees::Guarantees;
+use crate::registry::{ConfigError, RecoveryPolicy};
 use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -120,18 +122,54 @@ impl Config {
         self.max_members.min((self.fragment_bytes() - 14) / 4)
     }
 
-    fn validate(&self) {
-        assert!(
-            self.max_datagram_bytes >= 256
-                && self.max_datagram_bytes <= crate::wire::MAX_DATAGRAM_LEN,
-            "max_datagram_bytes out of range"
-        );
-        assert!(self.history_capacity_msgs >= 16, "history too small");
-        assert!(self.send_window_msgs >= 1 && self.max_pending_events >= 1);
-        assert!(
-            self.alive_interval_ms == 0 || (self.alive_retries >= 1 && self.alive_timeout_ms >= 1),
-            "failure detection needs at least one probe with a positive timeout"
-        );
+    /// Refuse values the engine cannot work with (typed, so that drivers report them instead of
+    /// the engine failing an assertion).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "max_datagram_bytes",
+            self.max_datagram_bytes as u64,
+            256,
+            crate::wire::MAX_DATAGRAM_LEN as u64,
+        )?;
+        ConfigError::check_range(
+            "history_capacity_msgs",
+            self.history_capacity_msgs as u64,
+            16,
+            u32::MAX as u64,
+        )?;
+        ConfigError::check_range(
+            "send_window_msgs",
+            self.send_window_msgs as u64,
+            1,
+            u64::MAX,
+        )?;
+        ConfigError::check_range(
+            "max_pending_events",
+            self.max_pending_events as u64,
+            1,
+            u64::MAX,
+        )?;
+        self.recovery_policy().validate()
+    }
+
+    /// The failure-detection and reset part of this configuration.
+    pub fn recovery_policy(&self) -> RecoveryPolicy {
+        RecoveryPolicy {
+            alive_interval_ms: self.alive_interval_ms,
+            alive_retries: self.alive_retries,
+            alive_timeout_ms: self.alive_timeout_ms,
+            auto_reset: self.auto_reset,
+            min_members: self.min_members,
+        }
+    }
+
+    /// Write a recovery policy into this configuration.
+    pub fn set_recovery_policy(&mut self, p: &RecoveryPolicy) {
+        self.alive_interval_ms = p.alive_interval_ms;
+        self.alive_retries = p.alive_retries;
+        self.alive_timeout_ms = p.alive_timeout_ms;
+        self.auto_reset = p.auto_reset;
+        self.min_members = p.min_members;
     }
 }
 
@@ -324,11 +362,15 @@ pub struct Sequencer {
     control: Control,
     events: VecDeque<Event>,
     counters: Counters,
+    /// BC_SYNC datagrams sent (an [`Engine::engine_counters`] entry).
+    syncs_sent: u64,
 }
 
 impl Sequencer {
     fn new(cfg: Config, me: NodeId, now: Time, phase: Phase) -> Sequencer {
-        cfg.validate();
+        if let Err(e) = cfg.validate() {
+            panic!("invalid sequencer::Config: {e}");
+        }
         let cap = cfg.history_capacity_msgs;
         Sequencer {
             me,
@@ -393,6 +435,7 @@ impl Sequencer {
             control: Control::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            syncs_sent: 0,
             cfg,
         }
     }
@@ -1580,7 +1623,7 @@ impl Sequencer {
             o.sync_due = false;
             o.last_sync = now;
             o.last_multicast = now;
-            self.counters.syncs_sent += 1;
+            self.syncs_sent += 1;
             return Some(Destination::Group);
         }
         None
@@ -2012,8 +2055,11 @@ impl Engine for Sequencer {
         self.pump();
     }
 
-    fn submit(&mut self, now: Time, payload: Bytes, _qos: Qos) -> Result<u64, SendError> {
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
         self.now = self.now.max(now);
+        if !self.guarantees().qos.contains(qos) {
+            return Err(SendError::Unsupported);
+        }
         if self.phase == Phase::Member && self.recovering() {
             return Err(SendError::GroupFailed);
         }
@@ -2071,7 +2117,98 @@ impl Engine for Sequencer {
         }
     }
 
-    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.next_datagram(now, buf).map(Transmit::single)
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        let e = self.events.pop_front();
+        if self.events.is_empty() && self.next_deliver < self.accepted_next {
+            // Delivery paused on a full event queue; the application has made room.
+            self.pump();
+        }
+        e
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.next_timeout()
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        super::guarantees(self.cfg.resilience)
+    }
+
+    fn info(&self) -> GroupInfo {
+        GroupInfo {
+            me: self.me,
+            view: self.view.id,
+            members: self.view.members.clone(),
+            rank: self.view.members.iter().position(|m| *m == self.me),
+            coordinator: (self.view.id > 0).then_some(self.view.coordinator),
+            recovering: self.recovering(),
+            incarnation: self.incarnation,
+            guarantees: self.guarantees(),
+            buffered_msgs: self.history.len(),
+            buffer_capacity_msgs: self.history.capacity(),
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn engine_counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("syncs_sent", self.syncs_sent)]
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "phase {:?} inc {} view {} {:?} seq {:?} hint {} deliver {} held {} accepted {} \
+             known {} stable {} base {} outq {} unsent {} own_ordered {} recovery {:?} \
+             awaiting {:?} repair {:?}",
+            self.phase,
+            self.incarnation,
+            self.view.id,
+            self.view.members,
+            self.ord.as_ref().map(|o| o.next_seq),
+            self.sequencer_hint,
+            self.next_deliver,
+            self.held_next,
+            self.accepted_next,
+            self.seq_next_known,
+            self.stable,
+            self.history.base(),
+            self.outq.len(),
+            self.unsent,
+            self.own_ordered,
+            self.recovery,
+            self.awaiting,
+            self.repair_target(),
+        )
+    }
+
+    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+        self.now = self.now.max(now);
+        let r = self.reset_group(min_members);
+        self.pump();
+        r
+    }
+
+    fn can_submit(&self) -> bool {
+        self.phase == Phase::Member
+            && !self.recovering()
+            && !self.leave_requested
+            && self.outq.len() < self.cfg.send_window_msgs
+    }
+}
+
+impl Sequencer {
+    /// The next datagram to send, if any, and where it goes.
+    fn next_datagram(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
         self.now = self.now.max(now);
         if let Some(to) = self.farewell.take() {
             let header = self.header(ptype::STATUS);
@@ -2120,81 +2257,5 @@ impl Engine for Sequencer {
             self.counters.bytes_sent += buf.len() as u64;
         }
         dest
-    }
-
-    fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop_front();
-        if self.events.is_empty() && self.next_deliver < self.accepted_next {
-            // Delivery paused on a full event queue; the application has made room.
-            self.pump();
-        }
-        e
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        self.next_timeout()
-    }
-
-    fn node_id(&self) -> NodeId {
-        self.me
-    }
-
-    fn info(&self) -> GroupInfo {
-        GroupInfo {
-            me: self.me,
-            view: self.view.id,
-            members: self.view.members.clone(),
-            rank: self.view.members.iter().position(|m| *m == self.me),
-            coordinator: (self.view.id > 0).then_some(self.view.coordinator),
-            recovering: self.recovering(),
-            resilience: self.cfg.resilience,
-            incarnation: self.incarnation,
-            history_used: self.history.len(),
-            history_capacity: self.history.capacity(),
-        }
-    }
-
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "phase {:?} inc {} view {} {:?} seq {:?} hint {} deliver {} held {} accepted {} \
-             known {} stable {} base {} outq {} unsent {} own_ordered {} recovery {:?} \
-             awaiting {:?} repair {:?}",
-            self.phase,
-            self.incarnation,
-            self.view.id,
-            self.view.members,
-            self.ord.as_ref().map(|o| o.next_seq),
-            self.sequencer_hint,
-            self.next_deliver,
-            self.held_next,
-            self.accepted_next,
-            self.seq_next_known,
-            self.stable,
-            self.history.base(),
-            self.outq.len(),
-            self.unsent,
-            self.own_ordered,
-            self.recovery,
-            self.awaiting,
-            self.repair_target(),
-        )
-    }
-
-    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
-        self.now = self.now.max(now);
-        let r = self.reset_group(min_members);
-        self.pump();
-        r
-    }
-
-    fn can_submit(&self) -> bool {
-        self.phase == Phase::Member
-            && !self.recovering()
-            && !self.leave_requested
-            && self.outq.len() < self.cfg.send_window_msgs
     }
 }

@@ -26,9 +26,30 @@
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
 mod engine;
+mod factory;
 pub mod packet;
 
 pub use engine::{Config, Sequencer};
+pub use factory::SequencerFactory;
+
+use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+
+/// What a sequencer group with resilience degree `resilience` promises: total order, virtual
+/// synchrony, all-or-nothing delivery that survives `resilience` crashes, crash recovery.
+/// Every QoS level is served by total order (a weaker level gets more than it asked);
+/// [`crate::Qos::KResilient`] up to the group's resilience.
+pub fn guarantees(resilience: u8) -> Guarantees {
+    Guarantees {
+        order: Order::Total,
+        virtual_synchrony: true,
+        resilience,
+        delivery: DeliveryPromise::AllOrNothing,
+        qos: QosLevels::all(Some(resilience)),
+        senders: Senders::Any,
+        crash_recovery: true,
+        replies: false,
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -64,11 +64,14 @@ impl Net {
                     continue;
                 }
                 for _ in 0..100_000 {
-                    let Some(dest) = self.nodes[i].poll_transmit(self.now, &mut buf) else {
+                    let Some(dest) = self.nodes[i]
+                        .poll_transmit(self.now, &mut buf)
+                        .map(|t| t.destination)
+                    else {
                         break;
                     };
                     let to = match dest {
-                        Destination::Group => None,
+                        Destination::Group | Destination::Scoped { .. } => None,
                         Destination::Peer(id) => Some(self.idx(id)),
                     };
                     if self.crash_on_send == Some((i, buf[4])) {
@@ -308,8 +311,9 @@ fn history_full_blocks_until_members_report() {
     }
     net.run(Duration::from_millis(500));
     assert_eq!(net.deliveries(2).len(), 200);
-    assert!(net.nodes[0].counters().syncs_sent > 0);
-    assert!(net.nodes.iter().all(|n| n.info().history_used <= 16));
+    let syncs = net.nodes[0].engine_counters();
+    assert!(syncs.iter().any(|&(name, n)| name == "syncs_sent" && n > 0));
+    assert!(net.nodes.iter().all(|n| n.info().buffered_msgs <= 16));
 }
 
 #[test]
@@ -439,6 +443,8 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::View(_) => "view",
             Event::SendComplete { .. } => "complete",
             Event::Left => "left",
+            Event::Loss(_) => "loss",
+            Event::Reply(_) => "reply",
             Event::Recovery(Recovery::Failed { .. }) => "failed",
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset-failed",
             Event::Recovery(Recovery::Reset { .. }) => "reset",

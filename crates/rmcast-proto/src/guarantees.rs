@@ -1,0 +1,155 @@
+//! What an engine promises, declared once and read by everyone else.
+//!
+//! Five engines with different promises share one simulator, one set of checkers, one runtime
+//! and one CLI. None of those may assume the sequencer's promises: each reads the engine's
+//! [`Guarantees`]. The simulator runs a checker only where the declaration promises what it
+//! checks, ends a run by the rule the delivery promise implies, and the runtime refuses a
+//! per-message [`Qos`] the engine does not serve before it reaches the engine.
+
+use crate::engine::Qos;
+
+/// The order in which members deliver messages.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Order {
+    /// No order promised.
+    Unordered,
+    /// Messages of one sender are delivered in the order sent (FIFO per sender).
+    Fifo,
+    /// Every member delivers in one total order (which includes FIFO per sender).
+    Total,
+}
+
+/// How sure delivery is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DeliveryPromise {
+    /// Every member that stays delivers every message (agreement): the run is over only when
+    /// every survivor delivered everything.
+    AllOrNothing,
+    /// Almost all members deliver almost every message (Bimodal Multicast); a message that can
+    /// no longer be recovered is reported as [`crate::Event::Loss`], never silently skipped.
+    Probabilistic,
+}
+
+/// Who may send.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Senders {
+    /// Every member.
+    Any,
+    /// Only the member that created the group (RMTP: one sender, many receivers).
+    Creator,
+}
+
+/// The per-message qualities of service an engine serves (RMP section 2.3). An engine may
+/// serve a level by giving more than asked (the sequencer orders everything totally).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QosLevels {
+    /// [`Qos::Unreliable`].
+    pub unreliable: bool,
+    /// [`Qos::Reliable`].
+    pub reliable: bool,
+    /// [`Qos::SourceOrdered`].
+    pub source_ordered: bool,
+    /// [`Qos::TotallyOrdered`].
+    pub totally_ordered: bool,
+    /// [`Qos::KResilient`] up to this `k`, if at all.
+    pub k_resilient_max: Option<u8>,
+}
+
+impl QosLevels {
+    /// Whether `qos` is served.
+    pub fn contains(&self, qos: Qos) -> bool {
+        match qos {
+            Qos::Unreliable => self.unreliable,
+            Qos::Reliable => self.reliable,
+            Qos::SourceOrdered => self.source_ordered,
+            Qos::TotallyOrdered => self.totally_ordered,
+            Qos::KResilient(k) => self.k_resilient_max.is_some_and(|max| k <= max),
+        }
+    }
+
+    /// Every level up to total order, and k-resilience up to `k_max`.
+    pub fn all(k_max: Option<u8>) -> QosLevels {
+        QosLevels {
+            unreliable: true,
+            reliable: true,
+            source_ordered: true,
+            totally_ordered: true,
+            k_resilient_max: k_max,
+        }
+    }
+}
+
+/// What an engine promises, as configured (see the module docs for who reads it).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Guarantees {
+    /// Delivery order.
+    pub order: Order,
+    /// Members that install the same two consecutive views deliver the same messages between
+    /// them (membership changes are ordered with the data).
+    pub virtual_synchrony: bool,
+    /// Resilience degree r: a message whose send completed is delivered by every member that
+    /// survives any r crashes (0: held by the sender's group as long as nobody crashes).
+    pub resilience: u8,
+    /// All-or-nothing or probabilistic delivery.
+    pub delivery: DeliveryPromise,
+    /// The per-message qualities of service served.
+    pub qos: QosLevels,
+    /// Who may send.
+    pub senders: Senders,
+    /// Whether the engine finds crashed members and rebuilds the group without them
+    /// ([`crate::Engine::reset`], [`crate::Recovery`]).
+    pub crash_recovery: bool,
+    /// Whether the engine answers messages on a response channel ([`crate::Engine::reply`]).
+    pub replies: bool,
+}
+
+impl Guarantees {
+    /// A plain reliable multicast: every member gets every message once, FIFO per sender, no
+    /// total order, no views ordered with data, no crash recovery; QoS up to source order.
+    pub fn reliable_fifo() -> Guarantees {
+        Guarantees {
+            order: Order::Fifo,
+            virtual_synchrony: false,
+            resilience: 0,
+            delivery: DeliveryPromise::AllOrNothing,
+            qos: QosLevels {
+                unreliable: false,
+                reliable: true,
+                source_ordered: true,
+                totally_ordered: false,
+                k_resilient_max: None,
+            },
+            senders: Senders::Any,
+            crash_recovery: false,
+            replies: false,
+        }
+    }
+
+    /// Whether FIFO per sender is promised (total order includes it).
+    pub fn fifo(&self) -> bool {
+        self.order >= Order::Fifo
+    }
+
+    /// Whether every member that stays must deliver every message.
+    pub fn all_or_nothing(&self) -> bool {
+        self.delivery == DeliveryPromise::AllOrNothing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qos_levels_contain_what_they_say() {
+        let all = QosLevels::all(Some(2));
+        assert!(all.contains(Qos::KResilient(2)));
+        assert!(!all.contains(Qos::KResilient(3)));
+        let g = Guarantees::reliable_fifo();
+        assert!(g.qos.contains(Qos::SourceOrdered));
+        assert!(!g.qos.contains(Qos::TotallyOrdered));
+        assert!(!g.qos.contains(Qos::KResilient(0)));
+        assert!(g.fifo() && g.all_or_nothing());
+        assert!(Order::Total > Order::Fifo);
+    }
+}
