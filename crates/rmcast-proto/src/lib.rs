@@ -11,6 +11,8 @@ pub mod engine;
 pub mod guarantees;
 pub mod registry;
 pub mod sequencer;
+#[cfg(feature = "testing")]
+pub mod toy;
 pub mod wire;
 
 pub use engine::{

@@ -14,7 +14,11 @@ use std::sync::Arc;
 
 /// Every engine this build offers, in the order the CLI lists them. One line per engine.
 pub fn engines() -> &'static [&'static dyn EngineFactory] {
-    &[&sequencer::SequencerFactory::DEFAULT]
+    &[
+        &sequencer::SequencerFactory::DEFAULT,
+        #[cfg(feature = "testing")]
+        &crate::toy::ToyFactory,
+    ]
 }
 
 /// The registered engine called `name`.

@@ -40,6 +40,8 @@ pub enum EngineKind {
     Tree = 4,
     /// Multidriver transactions (seed 004).
     Txn = 5,
+    /// Engines built only for tests (the `toy` engine of the `testing` feature).
+    Test = 255,
 }
 
 impl EngineKind {
@@ -51,6 +53,7 @@ impl EngineKind {
             3 => EngineKind::Gossip,
             4 => EngineKind::Tree,
             5 => EngineKind::Txn,
+            255 => EngineKind::Test,
             _ => return None,
         })
     }

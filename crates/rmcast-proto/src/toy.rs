@@ -1,0 +1,462 @@
+//! `toy`: an unordered reliable multicast with NACKs, built only to prove the engine contract
+//! (compiled with the `testing` feature; never offered to users).
+//!
+//! **Guarantees.** Every member that stays delivers every message sent while it is a member,
+//! once, FIFO per sender; no total order, no virtual synchrony, no crash recovery. A send
+//! completes once every member of the sender's view holds it.
+//!
+//! **How.** Senders multicast DATA with a per-sender sequence number and keep each message
+//! until every member acknowledged it (a bounded send window pushes back). Every member
+//! multicasts STATUS now and then: the next sequence number it expects from each sender, and its
+//! own next one, so that receivers find the gaps ([`GapTracker`]) and NACK the sender, which
+//! multicasts the repair. The creator admits joiners (JOIN → VIEW) and removes leavers. A
+//! joiner delivers each sender's messages from the first number that sender's STATUS told it.
+
+use crate::common::{view_codec, GapTracker};
+use crate::engine::{
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
+    Transmit, View,
+};
+use crate::guarantees::Guarantees;
+use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
+use crate::wire::{self, EngineKind, Header, Reader};
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+const JOIN: u8 = 1;
+const VIEW: u8 = 2;
+const DATA: u8 = 3;
+const STATUS: u8 = 4;
+const NACK: u8 = 5;
+const LEAVE: u8 = 6;
+
+/// Own messages kept for repair at most (the send window).
+const WINDOW: usize = 256;
+/// Events held for the driver at most before delivery pauses.
+const MAX_EVENTS: usize = 1024;
+const STATUS_EVERY: Duration = Duration::from_millis(20);
+
+/// The toy's registry entry (listed only with the `testing` feature).
+pub struct ToyFactory;
+
+impl EngineFactory for ToyFactory {
+    fn name(&self) -> &str {
+        "toy"
+    }
+    fn about(&self) -> &str {
+        "test engine: unordered reliable multicast with NACKs (FIFO per sender)"
+    }
+    fn guarantees(&self, _: &EngineSettings) -> Guarantees {
+        Guarantees::reliable_fifo()
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        Box::new(Toy::new(p))
+    }
+}
+
+/// What this member knows of one sender.
+#[derive(Default)]
+struct Peer {
+    /// Next number to deliver, once known.
+    next: Option<u64>,
+    /// Received beyond `next`, bounded by the sender's window.
+    early: BTreeMap<u64, Bytes>,
+    gaps: GapTracker,
+    /// What this peer acknowledged of our own messages.
+    acked: u64,
+}
+
+/// The toy engine (see the module docs).
+pub struct Toy {
+    group: u32,
+    me: NodeId,
+    coordinator: bool,
+    view: View,
+    peers: BTreeMap<NodeId, Peer>,
+    /// Own messages not yet acknowledged by everyone: (number, payload).
+    sent: VecDeque<(u64, Bytes)>,
+    next_own: u64,
+    /// Own messages multicast so far (the rest of `sent` is still to go).
+    multicast: u64,
+    out: VecDeque<(Destination, Vec<u8>)>,
+    events: VecDeque<Event>,
+    status_at: Time,
+    joined: bool,
+    leaving: bool,
+    left: bool,
+    counters: Counters,
+}
+
+impl Toy {
+    fn new(p: &EngineParams<'_>) -> Toy {
+        let mut t = Toy {
+            group: p.group,
+            me: p.me,
+            coordinator: p.role == Role::Create,
+            view: View {
+                id: 0,
+                seq: 0,
+                members: vec![],
+                coordinator: p.me,
+                joined: None,
+                left: None,
+            },
+            peers: BTreeMap::new(),
+            sent: VecDeque::new(),
+            next_own: 0,
+            multicast: 0,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            status_at: p.now,
+            joined: false,
+            leaving: false,
+            left: false,
+            counters: Counters::default(),
+        };
+        if t.coordinator {
+            t.install(vec![p.me], Some(p.me), None);
+        }
+        t
+    }
+
+    fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = Vec::new();
+        Header {
+            engine: EngineKind::Test,
+            ptype,
+            flags: 0,
+            group: self.group,
+            incarnation: 0,
+            sender: self.me,
+        }
+        .encode(&mut buf);
+        body(&mut buf);
+        self.out.push_back((to, buf));
+    }
+
+    fn install(&mut self, members: Vec<NodeId>, joined: Option<NodeId>, left: Option<NodeId>) {
+        self.view = View {
+            id: self.view.id + 1,
+            seq: 0,
+            coordinator: members[0],
+            members,
+            joined,
+            left,
+        };
+        self.joined = true;
+        self.peers.retain(|id, _| self.view.members.contains(id));
+        for &m in &self.view.members {
+            // A new member has acknowledged nothing we sent before it came.
+            let from = self.multicast;
+            self.peers.entry(m).or_insert_with(|| Peer {
+                acked: from,
+                ..Peer::default()
+            });
+        }
+        self.coordinator = self.view.coordinator == self.me;
+        self.counters.view_changes += 1;
+        self.events.push_back(Event::View(self.view.clone()));
+        if self.coordinator {
+            let (id, m) = (self.view.id, self.view.members.clone());
+            self.send(Destination::Group, VIEW, |b| {
+                view_codec::encode(b, id, m[0], &m)
+            });
+        }
+        self.check_complete();
+    }
+
+    fn on_data(&mut self, from: NodeId, seq: u64, payload: Bytes) {
+        let max_early = WINDOW as u64;
+        let Some(p) = self.peers.get_mut(&from) else {
+            return;
+        };
+        let next = *p.next.get_or_insert(seq);
+        if seq < next || p.early.contains_key(&seq) {
+            self.counters.duplicates += 1;
+        } else if seq < next + max_early {
+            p.early.insert(seq, payload);
+            p.gaps.saw(seq);
+        }
+        self.deliver(from);
+    }
+
+    fn deliver(&mut self, from: NodeId) {
+        let view = self.view.id;
+        let Some(p) = self.peers.get_mut(&from) else {
+            return;
+        };
+        let Some(next) = p.next.as_mut() else { return };
+        while self.events.len() < MAX_EVENTS {
+            let Some(payload) = p.early.remove(next) else {
+                break;
+            };
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                seq: *next,
+                sender: from,
+                msg: *next,
+                view,
+                payload,
+            }));
+            *next += 1;
+        }
+        p.gaps.delivered_below(*next);
+    }
+
+    fn on_status(&mut self, from: NodeId, r: &mut Reader<'_>) -> Option<()> {
+        for _ in 0..r.u16().ok()? {
+            let (id, next) = (NodeId(r.u32().ok()?), r.u64().ok()?);
+            let p = self.peers.get_mut(&from)?;
+            if id == self.me {
+                p.acked = p.acked.max(next);
+            } else if id == from {
+                // The sender's own next number: everything below it exists.
+                let p = self.peers.get_mut(&id)?;
+                p.next.get_or_insert(next);
+                p.gaps.saw_below(next);
+            }
+        }
+        self.check_complete();
+        Some(())
+    }
+
+    fn check_complete(&mut self) {
+        let stable = self
+            .peers
+            .values()
+            .map(|p| p.acked)
+            .min()
+            .unwrap_or(self.multicast);
+        while self.sent.front().is_some_and(|&(n, _)| n < stable) {
+            let (msg, _) = self.sent.pop_front().expect("front checked");
+            self.events.push_back(Event::SendComplete { msg });
+        }
+    }
+
+    fn status(&mut self) {
+        let mut entries: Vec<(NodeId, u64)> = self
+            .peers
+            .iter()
+            .filter_map(|(&id, p)| Some((id, p.next?)))
+            .filter(|(id, _)| *id != self.me)
+            .collect();
+        entries.push((self.me, self.multicast));
+        self.counters.acks_sent += 1;
+        self.send(Destination::Group, STATUS, |b| {
+            b.extend_from_slice(&(entries.len() as u16).to_be_bytes());
+            for (id, n) in entries {
+                b.extend_from_slice(&id.0.to_be_bytes());
+                b.extend_from_slice(&n.to_be_bytes());
+            }
+        });
+    }
+
+    fn data(&mut self, n: u64, payload: &Bytes) {
+        self.send(Destination::Group, DATA, |b| {
+            b.extend_from_slice(&n.to_be_bytes());
+            b.extend_from_slice(payload);
+        });
+    }
+}
+
+impl Engine for Toy {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        let Ok(pkt) = wire::decode(datagram) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let h = pkt.header;
+        if h.engine != EngineKind::Test || h.group != self.group || h.sender == self.me {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        self.counters.datagrams_received += 1;
+        let _ = (now, from);
+        let mut r = Reader::new(pkt.body);
+        match h.ptype {
+            JOIN | LEAVE if self.coordinator && self.joined => {
+                let mut m = self.view.members.clone();
+                let (joined, left) = if h.ptype == JOIN {
+                    (!m.contains(&h.sender)).then(|| m.push(h.sender));
+                    (Some(h.sender), None)
+                } else {
+                    m.retain(|&x| x != h.sender);
+                    (None, Some(h.sender))
+                };
+                if m != self.view.members {
+                    self.install(m, joined, left);
+                } else if h.ptype == JOIN {
+                    let (id, m) = (self.view.id, self.view.members.clone());
+                    self.send(Destination::Group, VIEW, |b| {
+                        view_codec::encode(b, id, m[0], &m)
+                    });
+                }
+            }
+            VIEW => {
+                if let Ok((id, _, members)) = view_codec::decode(&mut r) {
+                    if id > self.view.id && members.contains(&self.me) {
+                        self.install(members, None, None);
+                    } else if id > self.view.id && self.joined {
+                        self.left = true;
+                        self.events.push_back(Event::Left);
+                    }
+                }
+            }
+            DATA => {
+                if let Ok(seq) = r.u64() {
+                    let payload = Bytes::copy_from_slice(r.rest());
+                    self.on_data(h.sender, seq, payload);
+                }
+            }
+            STATUS => {
+                let _ = self.on_status(h.sender, &mut r);
+            }
+            NACK => {
+                self.counters.nacks_received += 1;
+                if let (Ok(from), Ok(until)) = (r.u64(), r.u64()) {
+                    let repairs: Vec<_> = self
+                        .sent
+                        .iter()
+                        .filter(|(n, _)| (from..until).contains(n) && *n < self.multicast)
+                        .cloned()
+                        .collect();
+                    for (n, p) in repairs {
+                        self.counters.retransmissions += 1;
+                        self.data(n, &p);
+                    }
+                }
+            }
+            _ => self.counters.malformed_dropped += 1,
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.left || now < self.status_at {
+            return;
+        }
+        self.status_at = now + STATUS_EVERY;
+        if !self.joined {
+            self.send(Destination::Group, JOIN, |_| {});
+            return;
+        }
+        if self.leaving && self.sent.is_empty() {
+            if self.coordinator {
+                return self.leave(now);
+            }
+            // Leave once every own message is held by everyone.
+            self.send(Destination::Group, LEAVE, |_| {});
+        }
+        self.status();
+        let asks: Vec<_> = self
+            .peers
+            .iter_mut()
+            .filter_map(|(&id, p)| Some((id, p.gaps.due(now, STATUS_EVERY * 2)?)))
+            .collect();
+        for (id, (from, until)) in asks {
+            self.counters.nacks_sent += 1;
+            self.send(Destination::Peer(id), NACK, |b| {
+                b.extend_from_slice(&from.to_be_bytes());
+                b.extend_from_slice(&until.to_be_bytes());
+            });
+        }
+    }
+
+    fn submit(&mut self, _now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        if !self.guarantees().qos.contains(qos) {
+            return Err(SendError::Unsupported);
+        }
+        if !self.joined || self.leaving || self.left {
+            return Err(SendError::NotMember);
+        }
+        if payload.len() + wire::HEADER_LEN + 8 > wire::MAX_DATAGRAM_LEN {
+            return Err(SendError::TooLarge);
+        }
+        if !self.can_submit() {
+            self.counters.backpressure_refusals += 1;
+            return Err(SendError::WouldBlock);
+        }
+        let n = self.next_own;
+        self.next_own += 1;
+        self.counters.submitted += 1;
+        self.data(n, &payload);
+        self.multicast = self.next_own;
+        // Our own copy is delivered at once, in order with our other messages.
+        self.on_data(self.me, n, payload.clone());
+        self.sent.push_back((n, payload));
+        self.check_complete();
+        Ok(n)
+    }
+
+    fn leave(&mut self, now: Time) {
+        self.leaving = true;
+        self.status_at = now;
+        if self.coordinator && self.sent.is_empty() {
+            // The coordinator hands over: the next member in rank announces the view.
+            let mut m = self.view.members.clone();
+            m.retain(|&x| x != self.me);
+            let id = self.view.id + 1;
+            if let Some(&next) = m.first() {
+                self.send(Destination::Group, VIEW, |b| {
+                    view_codec::encode(b, id, next, &m)
+                });
+            }
+            self.left = true;
+            self.events.push_back(Event::Left);
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (to, data) = self.out.pop_front()?;
+        *buf = data;
+        self.counters.datagrams_sent += 1;
+        self.counters.bytes_sent += buf.len() as u64;
+        Some(Transmit::single(to))
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        let full = self.events.len() >= MAX_EVENTS;
+        let e = self.events.pop_front();
+        if full {
+            // Delivery paused on a full queue; there is room again.
+            let ids: Vec<NodeId> = self.peers.keys().copied().collect();
+            ids.into_iter().for_each(|id| self.deliver(id));
+        }
+        e
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        (!self.left).then_some(self.status_at)
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        Guarantees::reliable_fifo()
+    }
+
+    fn info(&self) -> GroupInfo {
+        GroupInfo {
+            me: self.me,
+            view: self.view.id,
+            members: self.view.members.clone(),
+            rank: self.view.members.iter().position(|m| *m == self.me),
+            coordinator: self.joined.then_some(self.view.coordinator),
+            recovering: false,
+            incarnation: 0,
+            guarantees: self.guarantees(),
+            buffered_msgs: self.sent.len(),
+            buffer_capacity_msgs: WINDOW,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn can_submit(&self) -> bool {
+        self.sent.len() < WINDOW && self.events.len() < MAX_EVENTS
+    }
+}
