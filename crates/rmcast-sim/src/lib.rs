@@ -17,6 +17,8 @@
 //!   every submission, the network's counts.
 //! - [`checkers`]: integrity, agreement, total order, FIFO, virtual synchrony, resilience,
 //!   liveness after heal, livelock.
+//! - [`log`]: the `--log` JSON lines of real members (the same events) and [`log::verify_logs`],
+//!   which checks a multi-process run with the same rules.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
 //!   NACKs, drops.
 //! - [`scenario`]: the command line's view of a run (`rmcast sim --members 16 --loss 0.1 ...`),
@@ -39,6 +41,7 @@
 pub mod checkers;
 pub mod config;
 pub mod figures;
+pub mod log;
 pub mod record;
 pub mod scenario;
 mod world;
