@@ -319,6 +319,10 @@ impl fmt::Display for Ordered {
     }
 }
 
+/// One member's deliveries as [`check_seqs`] reads them: its id and `(seq, item, message)` in
+/// delivery order.
+pub(crate) type SeqList<I> = (u32, Vec<(u64, I, Option<Key>)>);
+
 /// The sequence-number rules of total order, shared by [`total_order`] and
 /// [`crate::log::verify_logs`]: over per-member lists of `(seq, item, message)` in delivery
 /// order, a sequence number names one item everywhere (rule `seq-agreement`), a message has one
@@ -327,7 +331,7 @@ impl fmt::Display for Ordered {
 /// `message` names a message whatever its payload (`None` for a view).
 pub(crate) fn check_seqs<I: Copy + Eq + fmt::Display>(
     who: &str,
-    lists: &[(u32, Vec<(u64, I, Option<Key>)>)],
+    lists: &[SeqList<I>],
     mut push: impl FnMut(&'static str, String),
 ) {
     let mut by_seq: HashMap<u64, (I, u32)> = HashMap::new();
@@ -373,7 +377,7 @@ pub(crate) fn check_seqs<I: Copy + Eq + fmt::Display>(
 pub fn total_order(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
-    let lists: Vec<(u32, Vec<(u64, Ordered, Option<Key>)>)> = hosts
+    let lists: Vec<SeqList<Ordered>> = hosts
         .iter()
         .map(|h| {
             let list = h
@@ -448,8 +452,11 @@ pub fn total_order(rec: &Record) -> Verdict {
 
 /// FIFO per sender: every host delivers a sender's messages in the order they were submitted,
 /// and without holes: if it delivers a sender's message, it delivered before it every earlier
-/// message of that sender that was delivered anywhere in a view it was in.
+/// message of that sender that was delivered anywhere in a view it was in. Holes are only held
+/// against all-or-nothing engines: a probabilistic engine may skip a message it reports lost
+/// ([`loss_reported`] checks the report).
 pub fn fifo(rec: &Record) -> Verdict {
+    let holes_count = rec.guarantees.delivery == DeliveryPromise::AllOrNothing;
     let mut f = Found::default();
     let counter_of: HashMap<Key, u64> = rec
         .submissions
@@ -488,7 +495,7 @@ pub fn fifo(rec: &Record) -> Verdict {
             *last = (*last).max(c);
             set.insert(c);
         }
-        for (sender, (max_c, set)) in &got {
+        for (sender, (max_c, set)) in got.iter().filter(|_| holes_count) {
             let Some(all) = delivered_in.get(sender) else {
                 continue;
             };
@@ -1270,5 +1277,113 @@ mod tests {
         let list = integrity(&rec).unwrap_err();
         assert_eq!(list.len(), MAX_VIOLATIONS + 1);
         assert!(list.last().unwrap().0.contains("and 80 more"));
+    }
+
+    /// A gossip-like declaration: FIFO, no views ordered with data, probabilistic delivery.
+    fn probabilistic() -> Guarantees {
+        Guarantees {
+            order: Order::Fifo,
+            virtual_synchrony: false,
+            resilience: 0,
+            delivery: DeliveryPromise::Probabilistic,
+            crash_recovery: false,
+            ..Guarantees::reliable_fifo()
+        }
+    }
+
+    #[test]
+    fn the_declaration_says_which_checkers_apply() {
+        let seq = rmcast_proto::EngineChoice::sequencer(0).guarantees();
+        for (name, _) in CHECKERS {
+            assert_eq!(applies(name, &seq), *name != "loss_reported", "{name}");
+        }
+        let fifo = Guarantees::reliable_fifo();
+        let on: Vec<&str> = CHECKERS
+            .iter()
+            .map(|c| c.0)
+            .filter(|n| applies(n, &fifo))
+            .collect();
+        assert_eq!(
+            on,
+            ["integrity", "agreement", "fifo", "liveness", "livelock"]
+        );
+        let p = probabilistic();
+        assert!(applies("loss_reported", &p) && !applies("agreement", &p));
+    }
+
+    /// Swapped deliveries of two senders break total order but not FIFO: flagged when the
+    /// engine declares total order, not when it declares FIFO only.
+    #[test]
+    fn total_order_is_checked_only_where_it_is_promised() {
+        let mut rec = good();
+        let (a, b) = (position(&rec, 1, 1, 1), position(&rec, 1, 2, 1));
+        rec.hosts[1].events.swap(a, b);
+        let verdicts = check_all(&rec);
+        fails(verdicts["total_order"].clone(), "opposite orders");
+        rec.guarantees.order = Order::Fifo;
+        for (name, v) in check_all(&rec) {
+            assert_eq!(v, Ok(()), "{name}");
+        }
+        // A host that declares otherwise than the run is an integrity violation.
+        rec.hosts[0].guarantees = Some(Guarantees::reliable_fifo());
+        fails(check_all(&rec)["integrity"].clone(), "declares");
+    }
+
+    /// A probabilistic engine need not deliver everything, but must report what it does not.
+    #[test]
+    fn a_probabilistic_engine_must_report_what_it_does_not_deliver() {
+        let mut rec = good();
+        rec.guarantees = probabilistic();
+        let i = position(&rec, 2, 2, 2);
+        rec.hosts[2].events.remove(i);
+        let verdicts = check_all(&rec);
+        fails(
+            verdicts["loss_reported"].clone(),
+            "member 2 neither delivered 2#2 (seq 4 elsewhere) nor reported it lost",
+        );
+        for (name, v) in &verdicts {
+            assert!(*name == "loss_reported" || v.is_ok(), "{name}: {v:?}");
+        }
+        // A loss of another position of that sender does not cover it ...
+        let loss = |first_seq| Recorded {
+            at: Time(1 << 30),
+            event: Event::Loss(rmcast_proto::Loss {
+                sender: NodeId(2),
+                first_seq,
+                count: 1,
+            }),
+        };
+        rec.hosts[2].events.push(loss(6));
+        fails(loss_reported(&rec), "member 2 neither delivered 2#2");
+        // ... its own does.
+        rec.hosts[2].events.push(loss(4));
+        for (name, v) in check_all(&rec) {
+            assert_eq!(v, Ok(()), "{name}");
+        }
+        // Held to all-or-nothing, the same record fails agreement, FIFO and liveness.
+        rec.guarantees.delivery = DeliveryPromise::AllOrNothing;
+        let verdicts = check_all(&rec);
+        for name in ["agreement", "fifo", "liveness"] {
+            assert!(verdicts[name].is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn resilience_is_checked_only_where_it_is_promised() {
+        let mut rec = good();
+        rec.hosts[1].leave_requested_at = Some(Time(1));
+        rec.hosts[1].events.push(Recorded {
+            at: Time(1 << 30),
+            event: Event::Left,
+        });
+        for h in [0, 2] {
+            let i = position(&rec, h, 1, 4);
+            rec.hosts[h].events.remove(i);
+        }
+        assert!(check_all(&rec)["resilience"].is_err());
+        rec.guarantees.crash_recovery = false;
+        assert_eq!(check_all(&rec)["resilience"], Ok(()));
+        rec.guarantees.resilience = 1;
+        assert!(check_all(&rec)["resilience"].is_err());
     }
 }

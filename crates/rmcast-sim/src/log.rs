@@ -37,7 +37,7 @@
 //! A member killed with SIGKILL leaves a log that ends wherever its last write ended, perhaps
 //! in the middle of a line: [`parse_log`] drops such an unterminated last line.
 
-use crate::checkers::{check_seqs, Key};
+use crate::checkers::{check_seqs, SeqList};
 use rmcast_proto::{
     Delivery, DeliveryPromise, Digest, Event, Guarantees, Loss, NodeId, Order, Recovery, Reply,
     View,
@@ -886,7 +886,7 @@ pub fn verify_logs_for(
 
     // Total order: the simulator's sequence-number rules, over the same lists.
     if total {
-        let lists: Vec<(u32, Vec<(u64, Msg, Option<Key>)>)> = members
+        let lists: Vec<SeqList<Msg>> = members
             .iter()
             .map(|m| {
                 let list = m

@@ -626,3 +626,101 @@ fn a_panicking_engine_fails_its_seed_and_the_sweep_goes_on() {
     assert!(totals.contains(&("panic", 0, 3, Some(0))), "{totals:?}");
     assert!(totals.contains(&("integrity", 0, 0, None)), "{totals:?}");
 }
+
+/// `cfg` with the toy engine declaring `g` instead of the sequencer's promises.
+fn with_toy_declaring(cfg: &SimConfig, toy: Toy, g: Guarantees) -> SimConfig {
+    SimConfig {
+        engine: custom_engine(
+            "toy",
+            g,
+            move |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
+                Box::new(Declaring(Flood::new(toy, me, now), g))
+            },
+        ),
+        ..cfg.clone()
+    }
+}
+
+/// The toy engine with another declaration.
+struct Declaring(Flood, Guarantees);
+
+impl Engine for Declaring {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, d: &[u8]) {
+        self.0.handle_datagram(now, from, d)
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.0.handle_timeout(now)
+    }
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        self.0.submit(now, payload, qos)
+    }
+    fn leave(&mut self, now: Time) {
+        self.0.leave(now)
+    }
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.0.poll_transmit(now, buf)
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.0.poll_event()
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        self.0.poll_timeout()
+    }
+    fn node_id(&self) -> NodeId {
+        self.0.node_id()
+    }
+    fn guarantees(&self) -> Guarantees {
+        self.1
+    }
+    fn info(&self) -> GroupInfo {
+        self.0.info()
+    }
+    fn counters(&self) -> &Counters {
+        self.0.counters()
+    }
+    fn can_submit(&self) -> bool {
+        self.0.can_submit()
+    }
+}
+
+/// A probabilistic engine's run ends when the network is quiet, not when everyone delivered
+/// everything; what it loses without a loss report is flagged by `loss_reported`, not by
+/// agreement or liveness.
+#[test]
+fn a_probabilistic_run_ends_when_quiet_and_losses_must_be_reported() {
+    let mut cfg = base(4, &[0], 20);
+    cfg.net.link.loss = 0.05;
+    let g = Guarantees {
+        delivery: rmcast_proto::DeliveryPromise::Probabilistic,
+        crash_recovery: false,
+        ..Guarantees::reliable_fifo()
+    };
+    let mut lossy = 0;
+    for seed in 0..10 {
+        cfg.seed = seed;
+        let rep = run(&with_toy_declaring(&cfg, Toy::default(), g));
+        assert!(rep.record.quiesced, "seed {seed}: the network goes quiet");
+        assert_eq!(rep.record.guarantees, g);
+        for name in ["agreement", "liveness", "total_order", "resilience"] {
+            assert_eq!(rep.verdicts[name], Ok(()), "seed {seed}: {name}");
+        }
+        let lost = rep.figures.drops_loss > 0;
+        lossy += lost as u32;
+        assert_eq!(rep.verdicts["loss_reported"].is_err(), lost, "seed {seed}");
+    }
+    assert!(lossy > 0);
+}
+
+/// Where only the creator may send, the workload sends from host 0 only.
+#[test]
+fn a_creator_only_engine_sends_from_the_creator() {
+    let cfg = base(3, &[1, 2], 5);
+    let g = Guarantees {
+        senders: rmcast_proto::Senders::Creator,
+        ..toy_guarantees()
+    };
+    let rep = run(&with_toy_declaring(&cfg, Toy::default(), g));
+    assert!(rep.passed(), "{}", rep.summary());
+    assert_eq!(rep.record.submissions.len(), 5);
+    assert!(rep.record.submissions.iter().all(|s| s.sender == NodeId(0)));
+}
