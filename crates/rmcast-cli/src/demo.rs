@@ -4,7 +4,7 @@
 //! creates a fresh group (a new name, hence a new multicast address and port, per run, so that
 //! concurrent runs do not meet), the others join once it is up. Each sends `--messages`
 //! messages at once while receiving everything, writes a `--log`, and prints its figures. The
-//! demo then checks the logs with [`rmcast::log::verify_logs`] (same messages, same total order
+//! demo then checks the logs with [`rmcast_sim::log::verify_logs`] (same messages, same total order
 //! at every member) and prints a summary table.
 //!
 //! With `--kill-sequencer` it is a crash test instead (seed 002 section 5.3): four members
@@ -28,7 +28,7 @@ use crate::workers::{
 };
 use anyhow::{bail, Context};
 use clap::Args;
-use rmcast::log::{read_log, verify_logs, LogRecord, VerifyReport};
+use rmcast_sim::log::{read_log, verify_logs, LogRecord, VerifyReport};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use rmcast::log::LogWriter;
+use rmcast_sim::log::LogWriter;
 use rmcast::{
     EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
     RecoveryPolicy,

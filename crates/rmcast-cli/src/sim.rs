@@ -17,25 +17,30 @@
 //! arguments.
 
 use anyhow::bail;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use rmcast_proto::registry;
 use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Engines the simulator can run.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// Amoeba's sequencer (seed 002).
-    Sequencer,
+/// `--engine`: any name of the engine registry ([`registry::names`]); the error lists them.
+fn engine_name(s: &str) -> Result<String, String> {
+    match registry::find(s) {
+        Some(f) => Ok(f.name().to_string()),
+        None => Err(format!(
+            "no engine named {s:?} (engines: {})",
+            registry::names().join(", ")
+        )),
+    }
 }
 
 /// Arguments of `rmcast sim`.
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct SimArgs {
-    /// Protocol engine to run.
-    #[arg(long, value_enum, default_value_t = EngineArg::Sequencer)]
-    pub engine: EngineArg,
+    /// Protocol engine to run: a name of the engine registry (`sequencer`, ...).
+    #[arg(long, default_value = "sequencer", value_parser = engine_name)]
+    pub engine: String,
     /// Resilience degree r: a send completes once r + 1 members hold the message.
     #[arg(long, default_value_t = 0)]
     pub resilience: u8,
@@ -130,11 +135,9 @@ impl SimArgs {
     /// The scenario these arguments describe.
     pub fn scenario(&self) -> Scenario {
         Scenario {
-            engine: match self.engine {
-                EngineArg::Sequencer => EngineChoice::Sequencer {
-                    resilience: self.resilience,
-                },
-            },
+            engine: EngineChoice::named(&self.engine)
+                .expect("--engine names a registered engine (checked when parsing)")
+                .resilience(self.resilience),
             members: self.members,
             latency_ms: self.latency,
             reorder_ms: self.reorder,
@@ -180,6 +183,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     };
     println!("rmcast sim {}", sc.cli_args());
     println!(
+        "engine {} declares {:?}",
+        sc.engine.name(),
+        sc.engine.guarantees()
+    );
+    println!(
         "{} seed(s) on {} thread(s)",
         seeds.len(),
         threads.min(seeds.len())
@@ -214,7 +222,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
 
 /// Per host: everything but deliveries and completions (counted), and the engine's state.
 fn print_trace(rec: &rmcast_sim::Record) {
-    use rmcast_sim::record::RecEvent;
+    use rmcast_proto::Event;
     let ms = |t: rmcast_proto::Time| t.0 as f64 / 1e6;
     for h in &rec.hosts {
         let at = |t: Option<rmcast_proto::Time>| t.map_or("-".into(), |t| format!("{:.3}", ms(t)));
@@ -228,9 +236,9 @@ fn print_trace(rec: &rmcast_sim::Record) {
         let mut delivered = 0;
         for e in &h.events {
             match &e.event {
-                RecEvent::Deliver(_) => delivered += 1,
-                RecEvent::SendComplete { .. } => {}
-                RecEvent::View(v) => println!(
+                Event::Deliver(_) => delivered += 1,
+                Event::SendComplete { .. } => {}
+                Event::View(v) => println!(
                     "  {:>10.3}  [{delivered} delivered] view {} {:?} sequencer {} (seq {})",
                     ms(e.at),
                     v.id,
@@ -238,7 +246,7 @@ fn print_trace(rec: &rmcast_sim::Record) {
                     v.coordinator,
                     v.seq
                 ),
-                RecEvent::Recovery(r) => {
+                Event::Recovery(r) => {
                     println!("  {:>10.3}  [{delivered} delivered] {r:?}", ms(e.at))
                 }
                 other => println!("  {:>10.3}  [{delivered} delivered] {other:?}", ms(e.at)),
@@ -454,6 +462,21 @@ mod tests {
     fn bare_flags_take_their_default_counts() {
         let a = parse("--churn --pause");
         assert_eq!((a.churn, a.pause, a.partition), (2, 1, 0));
+    }
+
+    #[test]
+    fn engine_takes_any_registered_name_and_lists_them_otherwise() {
+        assert_eq!(
+            parse("--engine sequencer").scenario().engine.name(),
+            "sequencer"
+        );
+        let e = Wrap::try_parse_from(["sim", "--engine", "nope"])
+            .err()
+            .expect("refused")
+            .to_string();
+        for name in registry::names() {
+            assert!(e.contains(name), "{e}");
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ use crate::member::GroupArgs;
 use crate::workers::WorkerStats;
 use anyhow::{bail, Context};
 use clap::Args;
-use rmcast::log::{wall_clock_ns, LogWriter};
+use rmcast_sim::log::{wall_clock_ns, LogWriter};
 use rmcast::{Error, Group, GroupEvent, Recovery, TrySendError};
 use std::collections::HashSet;
 use std::path::PathBuf;

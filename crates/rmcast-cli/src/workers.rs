@@ -101,7 +101,7 @@ impl WorkerStats {
 /// A group name nobody has used: `<prefix>-<pid>-<clock>`. A fresh name means a fresh multicast
 /// address and port, so that concurrent or successive runs never meet.
 pub fn fresh_group_name(prefix: &str) -> String {
-    let stamp = rmcast::log::wall_clock_ns() % 1_000_000_000_000;
+    let stamp = rmcast_sim::log::wall_clock_ns() % 1_000_000_000_000;
     format!("{prefix}-{}-{stamp}", std::process::id())
 }
 

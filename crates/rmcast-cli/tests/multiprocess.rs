@@ -2,7 +2,8 @@
 //! and `rmcast demo`, plain and with a sequencer killed by SIGKILL. Every wait has a deadline and
 //! every child is killed (by its own handle) if a test fails, so these tests end by themselves.
 
-use rmcast::log::{read_log, verify_logs, LogRecord};
+use rmcast_proto::{Event, Recovery};
+use rmcast_sim::log::{read_log, verify_logs, LogRecord};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -343,8 +344,8 @@ fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
     let completed: Vec<(u32, u64)> = logs
         .iter()
         .flatten()
-        .filter_map(|r| match r {
-            LogRecord::Complete { member, msg, .. } => Some((*member, *msg)),
+        .filter_map(|r| match r.event {
+            Event::SendComplete { msg } => Some((r.member, msg)),
             _ => None,
         })
         .collect();
@@ -357,12 +358,17 @@ fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
         let me = log[0].member();
         let reset_at = log
             .iter()
-            .position(|r| matches!(r, LogRecord::Reset { .. }))
+            .position(|r| matches!(r.event, Event::Recovery(Recovery::Reset { .. })))
             .unwrap_or_else(|| panic!("member {me} never reset"));
-        let LogRecord::Reset { removed, t_ns, .. } = &log[reset_at] else {
+        let LogRecord {
+            event: Event::Recovery(Recovery::Reset { removed, .. }),
+            t_ns,
+            ..
+        } = &log[reset_at]
+        else {
             unreachable!()
         };
-        assert_eq!(removed, &[killed], "member {me}");
+        assert_eq!(removed, &[rmcast_proto::NodeId(killed)], "member {me}");
         eprintln!(
             "member {me}: recovery time {:.1} ms (from the kill to its reset line)",
             (*t_ns as f64 - kill_ns as f64) / 1e6
@@ -372,8 +378,8 @@ fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
         let after = &log[reset_at..];
         let senders: HashSet<u32> = after
             .iter()
-            .filter_map(|r| match r {
-                LogRecord::Deliver { sender, .. } => Some(*sender),
+            .filter_map(|r| match &r.event {
+                Event::Deliver(d) => Some(d.sender.0),
                 _ => None,
             })
             .collect();
@@ -384,16 +390,14 @@ fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
         assert!(
             after
                 .iter()
-                .any(|r| matches!(r, LogRecord::Complete { .. })),
+                .any(|r| matches!(r.event, Event::SendComplete { .. })),
             "member {me} completed no send after the reset"
         );
         // Every completed send delivered here.
         let delivered: HashMap<(u32, u64), u64> = log
             .iter()
-            .filter_map(|r| match r {
-                LogRecord::Deliver {
-                    sender, msg, seq, ..
-                } => Some(((*sender, *msg), *seq)),
+            .filter_map(|r| match &r.event {
+                Event::Deliver(d) => Some(((d.sender.0, d.msg), d.seq)),
                 _ => None,
             })
             .collect();
@@ -409,14 +413,8 @@ fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
         // Its whole order, to compare: the survivors all joined before the first message.
         orders.push(
             log.iter()
-                .filter_map(|r| match r {
-                    LogRecord::Deliver {
-                        seq,
-                        sender,
-                        msg,
-                        hash,
-                        ..
-                    } => Some((*seq, *sender, *msg, hash.clone())),
+                .filter_map(|r| match &r.event {
+                    Event::Deliver(d) => Some((d.seq, d.sender.0, d.msg, d.payload)),
                     _ => None,
                 })
                 .collect::<Vec<_>>(),

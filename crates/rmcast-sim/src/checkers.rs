@@ -18,9 +18,31 @@
 //!
 //! Violation lists are capped at [`MAX_VIOLATIONS`] per checker (the rest are counted), and are
 //! produced in a deterministic order so that a replayed seed prints the same report.
+//!
+//! Which checkers apply. No checker assumes the sequencer's promises: [`check_all`] reads the
+//! engine's [`Guarantees`] ([`Record::guarantees`]) and runs a checker only where the
+//! declaration promises what it checks ([`applies`]); a checker that does not apply passes.
+//!
+//! | checker             | applies when the engine declares                                  |
+//! |---------------------|-------------------------------------------------------------------|
+//! | `integrity`         | always                                                            |
+//! | `agreement`         | `delivery == AllOrNothing`                                        |
+//! | `total_order`       | `order == Total`                                                  |
+//! | `fifo`              | `order >= Fifo` (total order includes FIFO)                       |
+//! | `virtual_synchrony` | `virtual_synchrony`                                               |
+//! | `resilience`        | `crash_recovery`, or `resilience > 0`                             |
+//! | `liveness`          | always; "every survivor delivered every message" and "every send  |
+//! |                     | completed" only for `delivery == AllOrNothing`                    |
+//! | `loss_reported`     | `delivery == Probabilistic`: a message a member does not deliver  |
+//! |                     | is reported there by an [`Event::Loss`]                           |
+//! | `livelock`          | always                                                            |
+//!
+//! The run's end follows the same declaration (see [`crate::Limits`]): an all-or-nothing run
+//! ends when every survivor delivered every message, a probabilistic one when the network is
+//! quiet. Where `senders == Creator` the workload sends from the creator (host 0) only.
 
-use crate::record::{HostRecord, RecEvent, Record};
-use rmcast_proto::{NodeId, Recovery};
+use crate::record::{HostRecord, Record};
+use rmcast_proto::{DeliveryPromise, Event, Guarantees, NodeId, Order, Recovery};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -52,12 +74,38 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("virtual_synchrony", virtual_synchrony),
     ("resilience", resilience),
     ("liveness", liveness),
+    ("loss_reported", loss_reported),
     ("livelock", livelock),
 ];
 
-/// Runs every checker.
+/// Whether checker `name` applies to an engine that declares `g` (the table in the module
+/// docs). Unknown names apply.
+pub fn applies(name: &str, g: &Guarantees) -> bool {
+    match name {
+        "agreement" => g.delivery == DeliveryPromise::AllOrNothing,
+        "total_order" => g.order == Order::Total,
+        "fifo" => g.order >= Order::Fifo,
+        "virtual_synchrony" => g.virtual_synchrony,
+        "resilience" => g.crash_recovery || g.resilience > 0,
+        "loss_reported" => g.delivery == DeliveryPromise::Probabilistic,
+        _ => true,
+    }
+}
+
+/// Runs every checker that applies to the run's declaration ([`Record::guarantees`]); the others
+/// pass.
 pub fn check_all(rec: &Record) -> BTreeMap<&'static str, Verdict> {
-    CHECKERS.iter().map(|(n, c)| (*n, c(rec))).collect()
+    CHECKERS
+        .iter()
+        .map(|(n, c)| {
+            let v = if applies(n, &rec.guarantees) {
+                c(rec)
+            } else {
+                Ok(())
+            };
+            (*n, v)
+        })
+        .collect()
 }
 
 /// Collects violations up to the cap.
@@ -88,9 +136,9 @@ impl Found {
     }
 }
 
-type Key = (NodeId, u64);
+pub(crate) type Key = (NodeId, u64);
 
-fn key_str(k: &Key) -> String {
+pub(crate) fn key_str(k: &Key) -> String {
     format!("{}#{}", k.0, k.1)
 }
 
@@ -118,9 +166,18 @@ fn max_views<'a>(hosts: impl Iterator<Item = &'a HostRecord>) -> BTreeMap<Key, u
 }
 
 /// Integrity: everything delivered was submitted, with the same payload, not before it was
-/// submitted, and at most once per host; completions name own submitted messages, once.
+/// submitted, and at most once per host; completions name own submitted messages, once; every
+/// host's engine declared what the run's engine declares.
 pub fn integrity(rec: &Record) -> Verdict {
     let mut f = Found::default();
+    for h in &rec.hosts {
+        if let Some(g) = h.guarantees.filter(|g| *g != rec.guarantees) {
+            f.push(format!(
+                "host {} declares {g:?}, the run's engine {:?}",
+                h.id, rec.guarantees
+            ));
+        }
+    }
     let mut subs = BTreeMap::new();
     for s in &rec.submissions {
         if subs.insert((s.sender, s.msg), s).is_some() {
@@ -135,7 +192,7 @@ pub fn integrity(rec: &Record) -> Verdict {
         let mut completed = HashSet::new();
         for e in &h.events {
             match &e.event {
-                RecEvent::Deliver(d) => {
+                Event::Deliver(d) => {
                     let k = (d.sender, d.msg);
                     match subs.get(&k) {
                         None => f.push(format!(
@@ -145,14 +202,14 @@ pub fn integrity(rec: &Record) -> Verdict {
                             ms(e.at)
                         )),
                         Some(s) => {
-                            if s.hash != d.hash || s.len != d.len || d.counter != Some(s.counter) {
+                            if s.hash != d.payload.hash || s.len != d.payload.len {
                                 f.push(format!(
                                     "host {} delivered {}: payload differs from the one submitted \
                                      ({} bytes, hash {:016x}; submitted {} bytes, hash {:016x})",
                                     h.id,
                                     key_str(&k),
-                                    d.len,
-                                    d.hash,
+                                    d.payload.len,
+                                    d.payload.hash,
                                     s.len,
                                     s.hash
                                 ));
@@ -177,7 +234,7 @@ pub fn integrity(rec: &Record) -> Verdict {
                         ));
                     }
                 }
-                RecEvent::SendComplete { msg } => {
+                Event::SendComplete { msg } => {
                     let k = (h.id, *msg);
                     if !subs.contains_key(&k) {
                         f.push(format!(
@@ -218,7 +275,7 @@ pub fn agreement(rec: &Record) -> Verdict {
     }
     for (i, m) in members.iter().enumerate() {
         for e in &m.events {
-            let RecEvent::SendComplete { msg } = e.event else {
+            let Event::SendComplete { msg } = e.event else {
                 continue;
             };
             let k = (m.id, msg);
@@ -262,50 +319,83 @@ impl fmt::Display for Ordered {
     }
 }
 
-/// Total order: a sequence number names one message (or view) everywhere, a message has one
-/// sequence number everywhere, every host's sequence numbers increase, and any two hosts deliver
-/// their common messages in the same order.
-pub fn total_order(rec: &Record) -> Verdict {
-    let mut f = Found::default();
-    let mut by_seq: BTreeMap<u64, (Ordered, NodeId)> = BTreeMap::new();
-    let mut seq_of: BTreeMap<Key, (u64, NodeId)> = BTreeMap::new();
-    let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
-    for h in &hosts {
+/// One member's deliveries as [`check_seqs`] reads them: its id and `(seq, item, message)` in
+/// delivery order.
+pub(crate) type SeqList<I> = (u32, Vec<(u64, I, Option<Key>)>);
+
+/// The sequence-number rules of total order, shared by [`total_order`] and
+/// [`crate::log::verify_logs`]: over per-member lists of `(seq, item, message)` in delivery
+/// order, a sequence number names one item everywhere (rule `seq-agreement`), a message has one
+/// sequence number everywhere (`msg-agreement`), and every member's sequence numbers strictly
+/// increase (`order`). `item` is what must agree (a message and its payload digest, or a view);
+/// `message` names a message whatever its payload (`None` for a view).
+pub(crate) fn check_seqs<I: Copy + Eq + fmt::Display>(
+    who: &str,
+    lists: &[SeqList<I>],
+    mut push: impl FnMut(&'static str, String),
+) {
+    let mut by_seq: HashMap<u64, (I, u32)> = HashMap::new();
+    let mut seq_of: HashMap<Key, (u64, u32)> = HashMap::new();
+    for (id, list) in lists {
         let mut last: Option<u64> = None;
-        for e in &h.events {
-            let (item, seq) = match &e.event {
-                RecEvent::Deliver(d) => (Ordered::Msg((d.sender, d.msg)), d.seq),
-                RecEvent::View(v) => (Ordered::View(v.id), v.seq),
-                _ => continue,
-            };
-            let (first, at) = *by_seq.entry(seq).or_insert((item, h.id));
+        for &(seq, item, msg) in list {
+            let (first, at) = *by_seq.entry(seq).or_insert((item, *id));
             if first != item {
-                f.push(format!(
-                    "seq {seq} is {first} at host {at} but {item} at host {}",
-                    h.id
-                ));
+                push(
+                    "seq-agreement",
+                    format!("seq {seq} is {first} at {who} {at} but {item} at {who} {id}"),
+                );
             }
-            if let Ordered::Msg(k) = item {
-                let (s0, at) = *seq_of.entry(k).or_insert((seq, h.id));
+            if let Some(k) = msg {
+                let (s0, at) = *seq_of.entry(k).or_insert((seq, *id));
                 if s0 != seq {
-                    f.push(format!(
-                        "{} has seq {s0} at host {at} but seq {seq} at host {}",
-                        key_str(&k),
-                        h.id
-                    ));
+                    push(
+                        "msg-agreement",
+                        format!(
+                            "{} has seq {s0} at {who} {at} but seq {seq} at {who} {id}",
+                            key_str(&k)
+                        ),
+                    );
                 }
             }
             if let Some(l) = last {
                 if seq <= l {
-                    f.push(format!(
-                        "host {}: seq {seq} ({item}) comes after seq {l}",
-                        h.id
-                    ));
+                    push(
+                        "order",
+                        format!("{who} {id}: seq {seq} ({item}) comes after seq {l}"),
+                    );
                 }
             }
             last = Some(seq);
         }
     }
+}
+
+/// Total order: a sequence number names one message (or view) everywhere, a message has one
+/// sequence number everywhere, every host's sequence numbers increase ([`check_seqs`]), and any
+/// two hosts deliver their common messages in the same order.
+pub fn total_order(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
+    let lists: Vec<SeqList<Ordered>> = hosts
+        .iter()
+        .map(|h| {
+            let list = h
+                .events
+                .iter()
+                .filter_map(|e| match &e.event {
+                    Event::Deliver(d) => {
+                        let k = (d.sender, d.msg);
+                        Some((d.seq, Ordered::Msg(k), Some(k)))
+                    }
+                    Event::View(v) => Some((v.seq, Ordered::View(v.id), None)),
+                    _ => None,
+                })
+                .collect();
+            (h.id.0, list)
+        })
+        .collect();
+    check_seqs("host", &lists, |_, what| f.push(what));
     // Pairwise order of common messages, independent of sequence numbers.
     let mut index: HashMap<Key, u32> = HashMap::new();
     let orders: Vec<Vec<u32>> = hosts
@@ -362,8 +452,11 @@ pub fn total_order(rec: &Record) -> Verdict {
 
 /// FIFO per sender: every host delivers a sender's messages in the order they were submitted,
 /// and without holes: if it delivers a sender's message, it delivered before it every earlier
-/// message of that sender that was delivered anywhere in a view it was in.
+/// message of that sender that was delivered anywhere in a view it was in. Holes are only held
+/// against all-or-nothing engines: a probabilistic engine may skip a message it reports lost
+/// ([`loss_reported`] checks the report).
 pub fn fifo(rec: &Record) -> Verdict {
+    let holes_count = rec.guarantees.delivery == DeliveryPromise::AllOrNothing;
     let mut f = Found::default();
     let counter_of: HashMap<Key, u64> = rec
         .submissions
@@ -402,7 +495,7 @@ pub fn fifo(rec: &Record) -> Verdict {
             *last = (*last).max(c);
             set.insert(c);
         }
-        for (sender, (max_c, set)) in &got {
+        for (sender, (max_c, set)) in got.iter().filter(|_| holes_count) {
             let Some(all) = delivered_in.get(sender) else {
                 continue;
             };
@@ -434,7 +527,7 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
         let mut between: BTreeSet<Key> = BTreeSet::new();
         for e in &h.events {
             match &e.event {
-                RecEvent::View(v) => {
+                Event::View(v) => {
                     let (members, coord, at) =
                         views
                             .entry(v.id)
@@ -461,7 +554,7 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
                     current = Some(v.id);
                     between.clear();
                 }
-                RecEvent::Deliver(d) => {
+                Event::Deliver(d) => {
                     match current {
                         None => f.push(format!(
                             "host {} delivered {} before installing any view",
@@ -510,7 +603,7 @@ pub fn resilience(rec: &Record) -> Verdict {
     let maxv = max_views(rec.trusted_hosts());
     for h in rec.trusted_hosts() {
         for e in &h.events {
-            let RecEvent::SendComplete { msg } = e.event else {
+            let Event::SendComplete { msg } = e.event else {
                 continue;
             };
             let k = (h.id, msg);
@@ -544,15 +637,26 @@ pub fn resilience(rec: &Record) -> Verdict {
 /// Liveness once faults heal: the run quiesced within its bound; every host that stayed became
 /// a member; every leave completed; every sender that stayed submitted all its messages and saw
 /// them complete; every message of such a sender is delivered by every member at the end that
-/// was in its view.
+/// was in its view. For a probabilistic engine ([`DeliveryPromise::Probabilistic`]) the run
+/// must have gone quiet instead, and neither completions nor deliveries are required here
+/// ([`loss_reported`] holds it to reporting what it does not deliver).
 pub fn liveness(rec: &Record) -> Verdict {
     let mut f = Found::default();
+    let all_or_nothing = rec.guarantees.delivery == DeliveryPromise::AllOrNothing;
     if !rec.quiesced {
-        f.push(format!(
-            "not every member delivered everything by {} (faults healed at {})",
-            ms(rec.end_time),
-            ms(rec.heal_time)
-        ));
+        f.push(if all_or_nothing {
+            format!(
+                "not every member delivered everything by {} (faults healed at {})",
+                ms(rec.end_time),
+                ms(rec.heal_time)
+            )
+        } else {
+            format!(
+                "the network was not quiet by {} (faults healed at {})",
+                ms(rec.end_time),
+                ms(rec.heal_time)
+            )
+        });
     }
     if let Some(l) = &rec.livelock {
         f.push(format!("run stopped by a loop bound: {l}"));
@@ -568,11 +672,9 @@ pub fn liveness(rec: &Record) -> Verdict {
         let mut needed = 0;
         for e in h.events.iter().rev() {
             match &e.event {
-                RecEvent::Recovery(Recovery::ResetFailed { needed: n, .. }) => {
-                    needed = needed.max(*n)
-                }
-                RecEvent::Recovery(Recovery::Failed { .. }) => return Some(needed),
-                RecEvent::Recovery(_) | RecEvent::View(_) => return None,
+                Event::Recovery(Recovery::ResetFailed { needed: n, .. }) => needed = needed.max(*n),
+                Event::Recovery(Recovery::Failed { .. }) => return Some(needed),
+                Event::Recovery(_) | Event::View(_) => return None,
                 _ => {}
             }
         }
@@ -656,7 +758,7 @@ pub fn liveness(rec: &Record) -> Verdict {
     let mut completed: HashSet<Key> = HashSet::new();
     for h in &rec.hosts {
         for e in &h.events {
-            if let RecEvent::SendComplete { msg } = e.event {
+            if let Event::SendComplete { msg } = e.event {
                 completed.insert((h.id, msg));
             }
         }
@@ -665,7 +767,7 @@ pub fn liveness(rec: &Record) -> Verdict {
         let Some(sender) = by_id.get(&s.sender) else {
             continue;
         };
-        if !sender.stayed() {
+        if !sender.stayed() || !all_or_nothing {
             continue;
         }
         let k = (s.sender, s.msg);
@@ -694,6 +796,65 @@ pub fn liveness(rec: &Record) -> Verdict {
     f.verdict()
 }
 
+/// Losses are reported (probabilistic engines): every submitted message that a member at the
+/// end does not deliver, although it was there for it, is covered by an [`Event::Loss`] at that
+/// member: nothing goes missing silently. A member was there for a message delivered anywhere in
+/// view `w` if its first view is at most `w`; for a message delivered nowhere, if it had
+/// installed its first view when the message was submitted. The loss names the message by its
+/// sender and its position (the `seq` other members delivered it at); for a message delivered
+/// nowhere, whose position nobody saw, any loss of its sender's messages at that member counts.
+pub fn loss_reported(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    let members: Vec<&HostRecord> = rec.members_at_end().collect();
+    let sets = delivered_sets(members.iter().copied());
+    let maxv = max_views(rec.hosts.iter());
+    let mut seq_of: HashMap<Key, u64> = HashMap::new();
+    for h in &rec.hosts {
+        for (_, d) in h.deliveries() {
+            seq_of.entry((d.sender, d.msg)).or_insert(d.seq);
+        }
+    }
+    let first_view_at = |h: &HostRecord| {
+        h.events
+            .iter()
+            .find(|e| matches!(e.event, Event::View(_)))
+            .map(|e| e.at)
+    };
+    for s in &rec.submissions {
+        let k = (s.sender, s.msg);
+        for (i, m) in members.iter().enumerate() {
+            if sets[i].contains(&k) {
+                continue;
+            }
+            let there = match maxv.get(&k) {
+                Some(w) => m.first_view().unwrap_or(u64::MAX) <= *w,
+                None => first_view_at(m).is_some_and(|t| t <= s.at),
+            };
+            if !there {
+                continue;
+            }
+            let seq = seq_of.get(&k).copied();
+            let reported = m.events.iter().any(|e| match &e.event {
+                Event::Loss(l) => {
+                    l.sender == s.sender
+                        && seq.is_none_or(|q| q >= l.first_seq && q - l.first_seq < l.count)
+                }
+                _ => false,
+            });
+            if !reported {
+                f.push(format!(
+                    "member {} neither delivered {}{} nor reported it lost",
+                    m.id,
+                    key_str(&k),
+                    seq.map(|q| format!(" (seq {q} elsewhere)"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    f.verdict()
+}
+
 /// Livelock: no loop bound of the simulator was hit.
 pub fn livelock(rec: &Record) -> Verdict {
     match &rec.livelock {
@@ -707,8 +868,8 @@ mod tests {
     //! Each checker passes a well-formed record and catches a doctored one.
 
     use super::*;
-    use crate::record::{make_payload, payload_hash, DeliveryRec, Recorded, Submission};
-    use rmcast_proto::{Recovery, Time, View};
+    use crate::record::{make_payload, payload_hash, Recorded, Submission};
+    use rmcast_proto::{Delivery, Digest, Recovery, Time, View};
 
     fn view(id: u64, seq: u64, members: &[u32]) -> View {
         View {
@@ -721,16 +882,14 @@ mod tests {
         }
     }
 
-    fn deliver(seq: u64, sender: u32, counter: u64, view: u64) -> RecEvent {
+    fn deliver(seq: u64, sender: u32, counter: u64, view: u64) -> Event<Digest> {
         let p = make_payload(NodeId(sender), counter, 32);
-        RecEvent::Deliver(DeliveryRec {
+        Event::Deliver(Delivery {
             seq,
             sender: NodeId(sender),
             msg: counter + 1,
             view,
-            len: p.len(),
-            hash: payload_hash(&p),
-            counter: Some(counter),
+            payload: Digest::of(&p),
         })
     }
 
@@ -755,15 +914,15 @@ mod tests {
             });
         }
         for id in 0..3u32 {
-            let mut events = vec![RecEvent::View(view(1, 0, &[0, 1, 2]))];
+            let mut events = vec![Event::View(view(1, 0, &[0, 1, 2]))];
             for (i, (s, c)) in order.iter().enumerate() {
                 events.push(deliver(i as u64 + 1, *s, *c, 1));
             }
-            events.push(RecEvent::View(view(2, 7, &[0, 1, 2])));
+            events.push(Event::View(view(2, 7, &[0, 1, 2])));
             events.push(deliver(8, 1, 3, 2));
             if id > 0 {
                 for c in 0..if id == 1 { 4 } else { 3 } {
-                    events.push(RecEvent::SendComplete { msg: c + 1 });
+                    events.push(Event::SendComplete { msg: c + 1 });
                 }
             }
             rec.hosts.push(HostRecord {
@@ -788,7 +947,7 @@ mod tests {
         rec.hosts[host]
             .events
             .iter()
-            .position(|e| matches!(&e.event, RecEvent::Deliver(d) if d.sender == NodeId(sender) && d.msg == msg))
+            .position(|e| matches!(&e.event, Event::Deliver(d) if d.sender == NodeId(sender) && d.msg == msg))
             .expect("delivery present")
     }
 
@@ -823,8 +982,8 @@ mod tests {
         fails(integrity(&rec), "twice");
 
         let mut rec = good();
-        if let RecEvent::Deliver(d) = &mut rec.hosts[1].events[2].event {
-            d.hash ^= 1;
+        if let Event::Deliver(d) = &mut rec.hosts[1].events[2].event {
+            d.payload.hash ^= 1;
         }
         fails(integrity(&rec), "payload differs");
 
@@ -835,7 +994,7 @@ mod tests {
         let mut rec = good();
         rec.hosts[0].events.push(Recorded {
             at: Time(1 << 30),
-            event: RecEvent::SendComplete { msg: 1 },
+            event: Event::SendComplete { msg: 1 },
         });
         fails(integrity(&rec), "never submitted");
     }
@@ -876,7 +1035,7 @@ mod tests {
         let (a, b) = (position(&rec, 2, 1, 1), position(&rec, 2, 2, 1));
         rec.hosts[2].events.swap(a, b);
         for (i, seq) in [(a, 1), (b, 2)] {
-            if let RecEvent::Deliver(d) = &mut rec.hosts[2].events[i].event {
+            if let Event::Deliver(d) = &mut rec.hosts[2].events[i].event {
                 d.seq = seq;
             }
         }
@@ -906,13 +1065,13 @@ mod tests {
         // Host 1 delivers 2#3 after installing view 2 (tagged view 2), the others before.
         let i = position(&rec, 1, 2, 3);
         let mut e = rec.hosts[1].events.remove(i);
-        if let RecEvent::Deliver(d) = &mut e.event {
+        if let Event::Deliver(d) = &mut e.event {
             d.view = 2;
         }
         let v2 = rec.hosts[1]
             .events
             .iter()
-            .position(|e| matches!(&e.event, RecEvent::View(v) if v.id == 2))
+            .position(|e| matches!(&e.event, Event::View(v) if v.id == 2))
             .unwrap();
         rec.hosts[1].events.insert(v2 + 1, e);
         fails(virtual_synchrony(&rec), "both went from view 1 to view 2");
@@ -921,13 +1080,13 @@ mod tests {
     #[test]
     fn virtual_synchrony_catches_disagreeing_views_and_wrong_tags() {
         let mut rec = good();
-        if let RecEvent::View(v) = &mut rec.hosts[2].events[0].event {
+        if let Event::View(v) = &mut rec.hosts[2].events[0].event {
             v.members.pop();
         }
         fails(virtual_synchrony(&rec), "view 1 is");
 
         let mut rec = good();
-        if let RecEvent::Deliver(d) = &mut rec.hosts[0].events[1].event {
+        if let Event::Deliver(d) = &mut rec.hosts[0].events[1].event {
             d.view = 5;
         }
         fails(virtual_synchrony(&rec), "tagged view 5");
@@ -955,7 +1114,7 @@ mod tests {
         let mut rec = good();
         rec.hosts[1]
             .events
-            .retain(|e| e.event != RecEvent::SendComplete { msg: 2 });
+            .retain(|e| e.event != Event::SendComplete { msg: 2 });
         fails(liveness(&rec), "1#2 never completed");
     }
 
@@ -967,7 +1126,7 @@ mod tests {
         rec.hosts[1].leave_requested_at = Some(Time(1));
         rec.hosts[1].events.push(Recorded {
             at: Time(1 << 30),
-            event: RecEvent::Left,
+            event: Event::Left,
         });
         for h in [0, 2] {
             let i = position(&rec, h, 1, 4);
@@ -985,7 +1144,7 @@ mod tests {
     #[test]
     fn resilience_holds_crashed_senders_to_their_completions_within_r() {
         let mut rec = good();
-        rec.resilience = 1;
+        rec.guarantees.resilience = 1;
         rec.hosts[1].crashed_at = Some(Time(1 << 29));
         for h in [0, 2] {
             let i = position(&rec, h, 1, 4);
@@ -995,7 +1154,7 @@ mod tests {
             resilience(&rec),
             "completed send 1#4 (view 2) lost at member 0",
         );
-        rec.resilience = 0;
+        rec.guarantees.resilience = 0;
         assert_eq!(resilience(&rec), Ok(()));
     }
 
@@ -1004,12 +1163,12 @@ mod tests {
     #[test]
     fn total_order_includes_failed_hosts_only_within_r() {
         let mut rec = good();
-        rec.resilience = 1;
+        rec.guarantees.resilience = 1;
         rec.hosts[2].crashed_at = Some(Time(1 << 29));
         let i = position(&rec, 2, 1, 4);
-        if let RecEvent::Deliver(d) = &mut rec.hosts[2].events[i].event {
+        if let Event::Deliver(d) = &mut rec.hosts[2].events[i].event {
             *d = match deliver(8, 2, 3, 2) {
-                RecEvent::Deliver(d) => d,
+                Event::Deliver(d) => d,
                 _ => unreachable!(),
             };
         }
@@ -1017,7 +1176,7 @@ mod tests {
         // An expelled host counts as failed too: two failures are beyond r = 1.
         rec.hosts[0].events.push(Recorded {
             at: Time(1 << 30),
-            event: RecEvent::Recovery(Recovery::Expelled { incarnation: 1 }),
+            event: Event::Recovery(Recovery::Expelled { incarnation: 1 }),
         });
         assert!(!rec.within_resilience());
         assert_eq!(total_order(&rec), Ok(()));
@@ -1030,7 +1189,7 @@ mod tests {
         // Host 2 left in a view 3 that the members at the end never installed: it went on,
         // and left, on the losing side of a partition.
         rec.hosts[2].leave_requested_at = Some(Time(1 << 29));
-        for event in [RecEvent::View(view(3, 9, &[0, 1])), RecEvent::Left] {
+        for event in [Event::View(view(3, 9, &[0, 1])), Event::Left] {
             rec.hosts[2].events.push(Recorded {
                 at: Time(1 << 30),
                 event,
@@ -1044,7 +1203,7 @@ mod tests {
         let mut rec = good();
         rec.hosts[2].events.push(Recorded {
             at: Time(1 << 30),
-            event: RecEvent::View(view(3, 9, &[0, 2])),
+            event: Event::View(view(3, 9, &[0, 2])),
         });
         fails(liveness(&rec), "members end in different views");
     }
@@ -1054,8 +1213,8 @@ mod tests {
         let mut rec = good();
         for h in &mut rec.hosts {
             for event in [
-                RecEvent::Recovery(Recovery::Failed { suspect: NodeId(9) }),
-                RecEvent::Recovery(Recovery::ResetFailed {
+                Event::Recovery(Recovery::Failed { suspect: NodeId(9) }),
+                Event::Recovery(Recovery::ResetFailed {
                     reachable: 3,
                     needed: 4,
                 }),
@@ -1088,7 +1247,7 @@ mod tests {
         for h in &mut rec.hosts {
             h.events.push(Recorded {
                 at: Time(1 << 30),
-                event: RecEvent::Recovery(Recovery::Expelled { incarnation: 1 }),
+                event: Event::Recovery(Recovery::Expelled { incarnation: 1 }),
             });
         }
         fails(liveness(&rec), "no member is left");
@@ -1106,8 +1265,7 @@ mod tests {
     fn violations_are_capped() {
         let mut rec = good();
         for h in &mut rec.hosts {
-            h.events
-                .retain(|e| !matches!(e.event, RecEvent::Deliver(_)));
+            h.events.retain(|e| !matches!(e.event, Event::Deliver(_)));
         }
         rec.hosts[0].events.clear();
         for c in 0..100u64 {
@@ -1119,5 +1277,113 @@ mod tests {
         let list = integrity(&rec).unwrap_err();
         assert_eq!(list.len(), MAX_VIOLATIONS + 1);
         assert!(list.last().unwrap().0.contains("and 80 more"));
+    }
+
+    /// A gossip-like declaration: FIFO, no views ordered with data, probabilistic delivery.
+    fn probabilistic() -> Guarantees {
+        Guarantees {
+            order: Order::Fifo,
+            virtual_synchrony: false,
+            resilience: 0,
+            delivery: DeliveryPromise::Probabilistic,
+            crash_recovery: false,
+            ..Guarantees::reliable_fifo()
+        }
+    }
+
+    #[test]
+    fn the_declaration_says_which_checkers_apply() {
+        let seq = rmcast_proto::EngineChoice::sequencer(0).guarantees();
+        for (name, _) in CHECKERS {
+            assert_eq!(applies(name, &seq), *name != "loss_reported", "{name}");
+        }
+        let fifo = Guarantees::reliable_fifo();
+        let on: Vec<&str> = CHECKERS
+            .iter()
+            .map(|c| c.0)
+            .filter(|n| applies(n, &fifo))
+            .collect();
+        assert_eq!(
+            on,
+            ["integrity", "agreement", "fifo", "liveness", "livelock"]
+        );
+        let p = probabilistic();
+        assert!(applies("loss_reported", &p) && !applies("agreement", &p));
+    }
+
+    /// Swapped deliveries of two senders break total order but not FIFO: flagged when the
+    /// engine declares total order, not when it declares FIFO only.
+    #[test]
+    fn total_order_is_checked_only_where_it_is_promised() {
+        let mut rec = good();
+        let (a, b) = (position(&rec, 1, 1, 1), position(&rec, 1, 2, 1));
+        rec.hosts[1].events.swap(a, b);
+        let verdicts = check_all(&rec);
+        fails(verdicts["total_order"].clone(), "opposite orders");
+        rec.guarantees.order = Order::Fifo;
+        for (name, v) in check_all(&rec) {
+            assert_eq!(v, Ok(()), "{name}");
+        }
+        // A host that declares otherwise than the run is an integrity violation.
+        rec.hosts[0].guarantees = Some(Guarantees::reliable_fifo());
+        fails(check_all(&rec)["integrity"].clone(), "declares");
+    }
+
+    /// A probabilistic engine need not deliver everything, but must report what it does not.
+    #[test]
+    fn a_probabilistic_engine_must_report_what_it_does_not_deliver() {
+        let mut rec = good();
+        rec.guarantees = probabilistic();
+        let i = position(&rec, 2, 2, 2);
+        rec.hosts[2].events.remove(i);
+        let verdicts = check_all(&rec);
+        fails(
+            verdicts["loss_reported"].clone(),
+            "member 2 neither delivered 2#2 (seq 4 elsewhere) nor reported it lost",
+        );
+        for (name, v) in &verdicts {
+            assert!(*name == "loss_reported" || v.is_ok(), "{name}: {v:?}");
+        }
+        // A loss of another position of that sender does not cover it ...
+        let loss = |first_seq| Recorded {
+            at: Time(1 << 30),
+            event: Event::Loss(rmcast_proto::Loss {
+                sender: NodeId(2),
+                first_seq,
+                count: 1,
+            }),
+        };
+        rec.hosts[2].events.push(loss(6));
+        fails(loss_reported(&rec), "member 2 neither delivered 2#2");
+        // ... its own does.
+        rec.hosts[2].events.push(loss(4));
+        for (name, v) in check_all(&rec) {
+            assert_eq!(v, Ok(()), "{name}");
+        }
+        // Held to all-or-nothing, the same record fails agreement, FIFO and liveness.
+        rec.guarantees.delivery = DeliveryPromise::AllOrNothing;
+        let verdicts = check_all(&rec);
+        for name in ["agreement", "fifo", "liveness"] {
+            assert!(verdicts[name].is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn resilience_is_checked_only_where_it_is_promised() {
+        let mut rec = good();
+        rec.hosts[1].leave_requested_at = Some(Time(1));
+        rec.hosts[1].events.push(Recorded {
+            at: Time(1 << 30),
+            event: Event::Left,
+        });
+        for h in [0, 2] {
+            let i = position(&rec, h, 1, 4);
+            rec.hosts[h].events.remove(i);
+        }
+        assert!(check_all(&rec)["resilience"].is_err());
+        rec.guarantees.crash_recovery = false;
+        assert_eq!(check_all(&rec)["resilience"], Ok(()));
+        rec.guarantees.resilience = 1;
+        assert!(check_all(&rec)["resilience"].is_err());
     }
 }

@@ -6,81 +6,63 @@
 //! (which member pauses when, who leaves) are built by [`crate::Scenario`] from the seed before
 //! the run, and end up here as explicit lists.
 
-use rmcast_proto::{Engine, NodeId, Qos, Time};
+use rmcast_proto::registry::{EngineFactory, EngineParams, EngineSettings};
+use rmcast_proto::{Engine, EngineChoice, Guarantees, NodeId, Qos, Role, Time};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// How a host enters the group: the first member creates it, every other one joins.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Create the group (the first member).
-    Create,
-    /// Join an existing group.
-    Join,
+/// Builds the engine of a host in a test: `(node, now, role)`. Wrap one in [`custom_engine`]
+/// to run it.
+pub type EngineFn = dyn Fn(NodeId, Time, Role) -> Box<dyn Engine> + Send + Sync;
+
+/// A registry-style factory around a closure, for engines outside the registry (test engines).
+struct FnFactory {
+    name: String,
+    guarantees: Guarantees,
+    build: Box<EngineFn>,
 }
 
-/// Builds the engine of a host when the host starts: `(node, now, role)`.
-pub type Factory<'a> = dyn Fn(NodeId, Time, Role) -> Box<dyn Engine> + 'a;
-
-/// Which protocol engine the hosts run. Later engines add variants.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineChoice {
-    /// The Amoeba sequencer (seed 002) with resilience degree `r`.
-    Sequencer {
-        /// Resilience degree r: a send completes once r + 1 members hold the message.
-        resilience: u8,
-    },
-}
-
-impl EngineChoice {
-    /// The resilience degree the engine promises.
-    pub fn resilience(&self) -> u8 {
-        match *self {
-            EngineChoice::Sequencer { resilience } => resilience,
-        }
+impl EngineFactory for FnFactory {
+    fn name(&self) -> &str {
+        &self.name
     }
-
-    /// A factory for this engine in group `group`, with engine defaults.
-    pub fn factory(&self, group: u32) -> Box<Factory<'static>> {
-        self.factory_with(group, &Tuning::default())
+    fn guarantees(&self, _settings: &EngineSettings) -> Guarantees {
+        self.guarantees
     }
-
-    /// A factory for this engine in group `group`, with `tuning` applied.
-    pub fn factory_with(&self, group: u32, tuning: &Tuning) -> Box<Factory<'static>> {
-        match *self {
-            EngineChoice::Sequencer { resilience } => {
-                let mut cfg = rmcast_proto::sequencer::Config::new(group);
-                cfg.resilience = resilience;
-                cfg.min_members = tuning.min_members;
-                if let Some(ms) = tuning.alive_interval_ms {
-                    cfg.alive_interval_ms = ms;
-                }
-                Box::new(move |me, now, role| -> Box<dyn Engine> {
-                    use rmcast_proto::sequencer::Sequencer;
-                    match role {
-                        Role::Create => Box::new(Sequencer::create(cfg.clone(), me, now)),
-                        Role::Join => Box::new(Sequencer::join(cfg.clone(), me, now)),
-                    }
-                })
-            }
-        }
-    }
-
-    /// The name used on the command line (`--engine`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            EngineChoice::Sequencer { .. } => "sequencer",
-        }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        (self.build)(p.me, p.now, p.role)
     }
 }
 
-/// Engine settings a run may change from the engines' defaults.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tuning {
-    /// Smallest group a reset may form (0: a majority of the view before the failure).
-    pub min_members: usize,
-    /// Silence before a peer is probed, if not the default (0 turns failure detection off).
-    pub alive_interval_ms: Option<u64>,
+/// An [`EngineChoice`] whose hosts are built by `build` and that declares `guarantees` (the
+/// engines it builds should declare the same): how a test runs an engine of its own, as
+/// `SimConfig { engine: custom_engine(..), .. }`.
+pub fn custom_engine(
+    name: &str,
+    guarantees: Guarantees,
+    build: impl Fn(NodeId, Time, Role) -> Box<dyn Engine> + Send + Sync + 'static,
+) -> EngineChoice {
+    EngineChoice::custom(Arc::new(FnFactory {
+        name: name.to_string(),
+        guarantees,
+        build: Box::new(build),
+    }))
 }
+
+/// The seed of host `node`'s engine RNG in a run of seed `run_seed`: a hash of both
+/// (splitmix64), so that the run's own RNG is not drawn from and every seed's run stays what it
+/// was before engines had seeds.
+pub fn engine_seed(run_seed: u64, node: NodeId) -> u64 {
+    let mut z = run_seed ^ (node.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Largest datagram the simulated hosts' engines may write (Ethernet MTU less IP and UDP
+/// headers, as the runtime's default).
+pub const MAX_DATAGRAM_BYTES: usize = 1472;
 
 /// Properties of one directed link (sender to receiver).
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -317,6 +299,9 @@ pub struct Limits {
     pub quiescence_timeout: Duration,
     /// How often the quiescence condition is evaluated.
     pub check_interval: Duration,
+    /// Probabilistic engines (which do not promise that everyone delivers everything): the run
+    /// ends once no datagram is in flight and no engine has a timer due within this long.
+    pub quiet_timer_horizon: Duration,
 }
 
 impl Default for Limits {
@@ -329,6 +314,7 @@ impl Default for Limits {
             max_queue_len: 4_000_000,
             quiescence_timeout: Duration::from_secs(60),
             check_interval: Duration::from_millis(10),
+            quiet_timer_horizon: Duration::from_secs(1),
         }
     }
 }
@@ -346,10 +332,9 @@ pub struct SimConfig {
     pub join_stagger: Duration,
     /// Group id in every header.
     pub group: u32,
-    /// The engine every host runs (ignored by [`crate::run_with`], which takes a factory).
+    /// The engine every host runs, with its settings (resilience, recovery policy): a
+    /// registered one ([`EngineChoice::named`]) or a test's own ([`custom_engine`]).
     pub engine: EngineChoice,
-    /// Engine settings that differ from the defaults.
-    pub tuning: Tuning,
     /// The network.
     pub net: NetConfig,
     /// Faults.
@@ -369,8 +354,7 @@ impl Default for SimConfig {
             members: 4,
             join_stagger: Duration::from_millis(1),
             group: 0x5349_4d31,
-            engine: EngineChoice::Sequencer { resilience: 0 },
-            tuning: Tuning::default(),
+            engine: EngineChoice::sequencer(0),
             net: NetConfig::default(),
             faults: Faults::default(),
             workload: Workload::default(),
@@ -389,11 +373,6 @@ fn check_prob(what: &str, p: f64) -> Result<(), String> {
 }
 
 impl SimConfig {
-    /// The factory of the engine this run names, with its tuning.
-    pub fn factory(&self) -> Box<Factory<'static>> {
-        self.engine.factory_with(self.group, &self.tuning)
-    }
-
     /// Number of hosts the run may start: initial members and joiners.
     pub fn host_count(&self) -> usize {
         let joiners = self
@@ -411,6 +390,9 @@ impl SimConfig {
         if self.members == 0 {
             return Err("members must be at least 1".into());
         }
+        self.engine
+            .validate(MAX_DATAGRAM_BYTES)
+            .map_err(|e| e.to_string())?;
         let n = self.host_count();
         if n > 100_000 {
             return Err(format!("too many hosts: {n}"));

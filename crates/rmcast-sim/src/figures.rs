@@ -6,7 +6,8 @@
 //! the `submit` call to the delivery at each other member (the sender's own delivery is left
 //! out). Network drops are the simulator's own counts.
 
-use crate::record::{RecEvent, Record};
+use crate::record::Record;
+use rmcast_proto::Event;
 use rmcast_proto::{Counters, Recovery};
 use std::collections::{HashMap, HashSet};
 
@@ -110,7 +111,7 @@ pub fn figures(rec: &Record) -> Figures {
     let mut last = rec.workload_start;
     for h in &rec.hosts {
         for e in &h.events {
-            let RecEvent::Deliver(d) = &e.event else {
+            let Event::Deliver(d) = &e.event else {
                 continue;
             };
             f.deliveries += 1;
@@ -142,13 +143,13 @@ fn recovery_times(rec: &Record, f: &mut Figures) {
         .hosts
         .iter()
         .flat_map(|h| &h.events)
-        .filter(|e| matches!(e.event, RecEvent::Recovery(Recovery::ResetFailed { .. })))
+        .filter(|e| matches!(e.event, Event::Recovery(Recovery::ResetFailed { .. })))
         .count() as u64;
     f.resets = rec
         .members_at_end()
         .flat_map(|h| &h.events)
         .filter_map(|e| match &e.event {
-            RecEvent::Recovery(Recovery::Reset { incarnation, .. }) => Some(*incarnation as u64),
+            Event::Recovery(Recovery::Reset { incarnation, .. }) => Some(*incarnation as u64),
             _ => None,
         })
         .max()
@@ -160,7 +161,7 @@ fn recovery_times(rec: &Record, f: &mut Figures) {
     let after = |h: &crate::record::HostRecord, want: fn(&Recovery) -> bool| {
         h.events
             .iter()
-            .find(|e| e.at >= crash && matches!(&e.event, RecEvent::Recovery(r) if want(r)))
+            .find(|e| e.at >= crash && matches!(&e.event, Event::Recovery(r) if want(r)))
             .map(|e| e.at)
     };
     let ms = |t: rmcast_proto::Time| t.0.saturating_sub(crash.0) as f64 / 1e6;

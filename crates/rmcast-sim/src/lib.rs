@@ -3,7 +3,9 @@
 //!
 //! A run is a pure function of its [`SimConfig`]: virtual time, one event queue ordered by
 //! `(time, insertion counter)`, one seeded RNG ([`rand_chacha::ChaCha8Rng`]). Hosts hold
-//! `Box<dyn Engine>` built by a factory, so any engine runs unchanged; the simulator drives them
+//! `Box<dyn Engine>` built by the run's [`EngineChoice`] (any engine of
+//! [`rmcast_proto::registry`], or a test's own), each with a seed hashed from the run's seed and
+//! its node id ([`engine_seed`]), so any engine runs unchanged; the simulator drives them
 //! exactly as a runtime would and bounds every loop, reporting a `livelock` verdict when a bound
 //! is hit.
 //!
@@ -15,6 +17,8 @@
 //!   every submission, the network's counts.
 //! - [`checkers`]: integrity, agreement, total order, FIFO, virtual synchrony, resilience,
 //!   liveness after heal, livelock.
+//! - [`log`]: the `--log` JSON lines of real members (the same events) and [`log::verify_logs`],
+//!   which checks a multi-process run with the same rules.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
 //!   NACKs, drops.
 //! - [`scenario`]: the command line's view of a run (`rmcast sim --members 16 --loss 0.1 ...`),
@@ -37,17 +41,19 @@
 pub mod checkers;
 pub mod config;
 pub mod figures;
+pub mod log;
 pub mod record;
 pub mod scenario;
 mod world;
 
 pub use checkers::{Verdict, Violation, CHECKERS};
 pub use config::{
-    ChurnEvent, ChurnKind, Crash, EngineChoice, Factory, Faults, Limits, LinkParams, Load,
-    NetConfig, Partition, Pause, Role, SimConfig, Tuning, Workload,
+    custom_engine, engine_seed, ChurnEvent, ChurnKind, Crash, EngineFn, Faults, Limits, LinkParams,
+    Load, NetConfig, Partition, Pause, SimConfig, Workload,
 };
 pub use figures::Figures;
 pub use record::Record;
+pub use rmcast_proto::{EngineChoice, Role};
 pub use scenario::Scenario;
 
 use std::collections::BTreeMap;
@@ -104,22 +110,14 @@ fn summarize(seed: u64, verdicts: &BTreeMap<&'static str, Verdict>) -> String {
     s
 }
 
-/// Runs `cfg` with the engine it names.
+/// Runs `cfg` with the engine it names ([`SimConfig::engine`]: a registered engine, or a
+/// test's own through [`custom_engine`]), then runs the checkers that the engine's declaration
+/// calls for and computes the figures.
 ///
 /// # Panics
 /// If the config is invalid (see [`SimConfig::validate`]).
 pub fn run(cfg: &SimConfig) -> Report {
-    let factory = cfg.factory();
-    run_with(cfg, &*factory)
-}
-
-/// Runs `cfg` with engines built by `factory` (for engines outside [`EngineChoice`], such as
-/// test engines), then runs the checkers and computes the figures.
-///
-/// # Panics
-/// If the config is invalid (see [`SimConfig::validate`]).
-pub fn run_with(cfg: &SimConfig, factory: &Factory<'_>) -> Report {
-    let record = simulate(cfg, factory);
+    let record = simulate(cfg);
     let verdicts = checkers::check_all(&record);
     let figures = figures::figures(&record);
     Report {
@@ -133,11 +131,11 @@ pub fn run_with(cfg: &SimConfig, factory: &Factory<'_>) -> Report {
 ///
 /// # Panics
 /// If the config is invalid (see [`SimConfig::validate`]).
-pub fn simulate(cfg: &SimConfig, factory: &Factory<'_>) -> Record {
+pub fn simulate(cfg: &SimConfig) -> Record {
     if let Err(e) = cfg.validate() {
         panic!("invalid SimConfig: {e}");
     }
-    world::World::new(cfg, factory).run()
+    world::World::new(cfg).run()
 }
 
 /// What a sweep keeps of one run: the verdicts and figures (not the record).
@@ -164,10 +162,10 @@ impl RunSummary {
 }
 
 impl RunSummary {
-    /// Runs `cfg` with `factory`, turning a panic (of an engine, or an assertion of the
-    /// simulator) into a failed `panic` verdict, so that a sweep goes on and names the seed.
-    pub fn run_caught(cfg: &SimConfig, factory: &Factory<'_>) -> RunSummary {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_with(cfg, factory))) {
+    /// Runs `cfg`, turning a panic (of an engine, or an assertion of the simulator) into a
+    /// failed `panic` verdict, so that a sweep goes on and names the seed.
+    pub fn run_caught(cfg: &SimConfig) -> RunSummary {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cfg))) {
             Ok(report) => report.into(),
             Err(payload) => {
                 let what = payload
@@ -282,22 +280,12 @@ impl SweepReport {
 /// Runs `cfg` once per seed (the config's schedules stay the same; only the RNG changes).
 /// [`Scenario::sweep`] also redraws the fault schedule per seed.
 pub fn sweep(cfg: &SimConfig, seeds: impl IntoIterator<Item = u64>) -> SweepReport {
-    let factory = cfg.factory();
-    sweep_with(cfg, seeds, &*factory)
-}
-
-/// [`sweep`] with engines built by `factory`.
-pub fn sweep_with(
-    cfg: &SimConfig,
-    seeds: impl IntoIterator<Item = u64>,
-    factory: &Factory<'_>,
-) -> SweepReport {
     let mut c = cfg.clone();
     let runs = seeds
         .into_iter()
         .map(|seed| {
             c.seed = seed;
-            RunSummary::run_caught(&c, factory)
+            RunSummary::run_caught(&c)
         })
         .collect();
     SweepReport { runs, replay: None }

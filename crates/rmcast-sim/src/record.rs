@@ -4,20 +4,16 @@
 //! Records are plain data with `PartialEq`, so a test can show that one seed reproduces a run bit
 //! for bit, and a checker test can doctor a record to show that the checker catches a violation.
 
-use rmcast_proto::{Counters, NodeId, Recovery, Time, View};
+use rmcast_proto::{Counters, Delivery, Digest, Event, Guarantees, NodeId, Recovery, Time, View};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Bytes at the front of every workload payload: the sender (u32 LE) and its counter (u64 LE).
 pub const PAYLOAD_HEADER_BYTES: usize = 12;
 
-/// FNV-1a (64 bits) of a payload: stable across builds, cheap, good enough to tell payloads apart.
+/// FNV-1a (64 bits) of a payload ([`Digest::of`]): stable across builds, cheap, good enough
+/// to tell payloads apart.
 pub fn payload_hash(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    Digest::of(data).hash
 }
 
 /// The payload of the `counter`-th message of `sender`: sender and counter, then filler bytes
@@ -44,51 +40,15 @@ pub fn parse_payload(data: &[u8]) -> Option<(NodeId, u64)> {
     Some((NodeId(s), c))
 }
 
-/// A delivered message as recorded (the payload itself is reduced to its length and hash).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeliveryRec {
-    /// Position in the total order.
-    pub seq: u64,
-    /// Original sender.
-    pub sender: NodeId,
-    /// The sender's message number.
-    pub msg: u64,
-    /// View it was delivered in.
-    pub view: u64,
-    /// Payload length.
-    pub len: usize,
-    /// [`payload_hash`] of the payload.
-    pub hash: u64,
-    /// The counter encoded in the payload, if it decodes.
-    pub counter: Option<u64>,
-}
-
-/// One engine event as recorded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RecEvent {
-    /// A delivery.
-    Deliver(DeliveryRec),
-    /// A view installed.
-    View(View),
-    /// An own message completed.
-    SendComplete {
-        /// The number `submit` returned.
-        msg: u64,
-    },
-    /// The host left the group.
-    Left,
-    /// Crash recovery, as the engine reported it. [`Recovery::Expelled`] ends the host's part
-    /// in the run like [`RecEvent::Left`]: it is no longer held to deliver anything.
-    Recovery(Recovery),
-}
-
-/// An event with the virtual time it was emitted at.
+/// An engine event with the virtual time it was emitted at: the one [`Event`] type, payloads
+/// reduced to their [`Digest`] (length and FNV-1a hash; a workload payload's sender and counter
+/// are in its first bytes, so the digest of a delivery names the submission it must match).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recorded {
     /// Virtual time.
     pub at: Time,
     /// The event.
-    pub event: RecEvent,
+    pub event: Event<Digest>,
 }
 
 /// One accepted submission.
@@ -129,6 +89,8 @@ pub struct HostRecord {
     pub counters_at_workload_start: Counters,
     /// The engine's own description of its state at the end ([`rmcast_proto::Engine::describe`]).
     pub final_state: String,
+    /// What the host's engine declared ([`rmcast_proto::Engine::guarantees`]), if it started.
+    pub guarantees: Option<Guarantees>,
 }
 
 impl HostRecord {
@@ -150,13 +112,13 @@ impl HostRecord {
     pub fn expelled(&self) -> bool {
         self.events
             .iter()
-            .any(|e| matches!(e.event, RecEvent::Recovery(Recovery::Expelled { .. })))
+            .any(|e| matches!(e.event, Event::Recovery(Recovery::Expelled { .. })))
     }
 
     /// The last view this host installed.
     pub fn last_view(&self) -> Option<&View> {
         self.events.iter().rev().find_map(|e| match &e.event {
-            RecEvent::View(v) => Some(v),
+            Event::View(v) => Some(v),
             _ => None,
         })
     }
@@ -164,7 +126,7 @@ impl HostRecord {
     /// The id of the first view this host installed.
     pub fn first_view(&self) -> Option<u64> {
         self.events.iter().find_map(|e| match &e.event {
-            RecEvent::View(v) => Some(v.id),
+            Event::View(v) => Some(v.id),
             _ => None,
         })
     }
@@ -174,15 +136,15 @@ impl HostRecord {
         self.stayed() && self.first_view().is_some()
     }
 
-    /// Whether [`RecEvent::Left`] was recorded.
+    /// Whether [`Event::Left`] was recorded.
     pub fn left(&self) -> bool {
-        self.events.iter().any(|e| e.event == RecEvent::Left)
+        self.events.iter().any(|e| e.event == Event::Left)
     }
 
     /// Deliveries in order, with their times.
-    pub fn deliveries(&self) -> impl Iterator<Item = (Time, &DeliveryRec)> + '_ {
+    pub fn deliveries(&self) -> impl Iterator<Item = (Time, &Delivery<Digest>)> + '_ {
         self.events.iter().filter_map(|e| match &e.event {
-            RecEvent::Deliver(d) => Some((e.at, d)),
+            Event::Deliver(d) => Some((e.at, d)),
             _ => None,
         })
     }
@@ -223,12 +185,13 @@ pub struct NetStats {
 }
 
 /// The full record of a run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// Seed of the run.
     pub seed: u64,
-    /// Resilience degree r the engines promised (0 for engines without one).
-    pub resilience: u8,
+    /// What the run's engine declared: which checkers apply, and the resilience degree r
+    /// ([`crate::checkers`]). Each host's own declaration is in [`HostRecord::guarantees`].
+    pub guarantees: Guarantees,
     /// Hosts by id (`hosts[i].id == NodeId(i)`).
     pub hosts: Vec<HostRecord>,
     /// Accepted submissions in order.
@@ -249,13 +212,49 @@ pub struct Record {
     pub net: NetStats,
 }
 
+impl Default for Record {
+    /// An empty record of a run of the sequencer with r = 0.
+    fn default() -> Self {
+        Record {
+            seed: 0,
+            guarantees: rmcast_proto::EngineChoice::sequencer(0).guarantees(),
+            hosts: Vec::new(),
+            submissions: Vec::new(),
+            workload_start: Time::ZERO,
+            heal_time: Time::ZERO,
+            end_time: Time::ZERO,
+            quiesced: false,
+            livelock: None,
+            workload_errors: Vec::new(),
+            net: NetStats::default(),
+        }
+    }
+}
+
 impl Record {
+    /// The resilience degree r the engines promised (0 for engines without one).
+    pub fn resilience(&self) -> u8 {
+        self.guarantees.resilience
+    }
+
     /// Submissions by `(sender, msg)`.
     pub fn submission_index(&self) -> BTreeMap<(NodeId, u64), &Submission> {
         self.submissions
             .iter()
             .map(|s| ((s.sender, s.msg), s))
             .collect()
+    }
+
+    /// The workload counter of a delivered message: that of the submission it names (same
+    /// sender and message number) if its payload digest matches, else `None`.
+    pub fn workload_counter(&self, d: &Delivery<Digest>) -> Option<u64> {
+        self.submissions
+            .iter()
+            .find(|s| {
+                (s.sender, s.msg) == (d.sender, d.msg)
+                    && (s.len, s.hash) == (d.payload.len, d.payload.hash)
+            })
+            .map(|s| s.counter)
     }
 
     /// Hosts that stayed to the end and installed a view.
@@ -272,7 +271,7 @@ impl Record {
             .members_at_end()
             .flat_map(|h| &h.events)
             .filter_map(|e| match &e.event {
-                RecEvent::View(v) => Some((v.id, &v.members[..])),
+                Event::View(v) => Some((v.id, &v.members[..])),
                 _ => None,
             })
             .collect();
@@ -298,7 +297,7 @@ impl Record {
         self.members_at_end()
             .flat_map(|h| &h.events)
             .filter_map(|e| match &e.event {
-                RecEvent::Recovery(Recovery::Reset { removed, .. }) => Some(removed),
+                Event::Recovery(Recovery::Reset { removed, .. }) => Some(removed),
                 _ => None,
             })
             .flatten()
@@ -310,14 +309,14 @@ impl Record {
     /// host's deliveries, a failed one's included, must fit the survivors' order; beyond r
     /// only the hosts that did not fail are held to it.
     pub fn within_resilience(&self) -> bool {
-        self.failures() <= self.resilience as usize
+        self.failures() <= self.resilience() as usize
     }
 
     /// The hosts whose deliveries every checker holds to one order: all of them within the
     /// resilience degree, else those that did not fail.
     pub fn trusted_hosts(&self) -> impl Iterator<Item = &HostRecord> + '_ {
         let failed = self.failed_hosts();
-        let all = failed.len() <= self.resilience as usize;
+        let all = failed.len() <= self.resilience() as usize;
         self.hosts
             .iter()
             .filter(move |h| all || !failed.contains(&h.id))

@@ -13,14 +13,14 @@
 //! first, and may include host 0 (the sequencer hands its role over).
 
 use crate::config::{
-    ChurnEvent, ChurnKind, Crash, EngineChoice, Faults, LinkParams, Load, NetConfig, Partition,
-    Pause, SimConfig, Tuning, Workload,
+    ChurnEvent, ChurnKind, Crash, Faults, LinkParams, Load, NetConfig, Partition, Pause, SimConfig,
+    Workload,
 };
 use crate::{run, RunSummary, SweepReport};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rmcast_proto::{NodeId, Time};
+use rmcast_proto::{EngineChoice, NodeId, Time};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,7 +28,8 @@ use std::time::Duration;
 /// A run as the command line describes it. See the module docs for the host layout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
-    /// The engine.
+    /// The engine, with its settings (the resilience degree among them; the reset's smallest
+    /// group is [`Scenario::min_members`]).
     pub engine: EngineChoice,
     /// Members at the start.
     pub members: u32,
@@ -82,7 +83,7 @@ pub struct Scenario {
 impl Default for Scenario {
     fn default() -> Self {
         Scenario {
-            engine: EngineChoice::Sequencer { resilience: 0 },
+            engine: EngineChoice::sequencer(0),
             members: 8,
             latency_ms: 1.0,
             reorder_ms: 0.0,
@@ -126,7 +127,7 @@ impl Scenario {
     /// time, `r + 2` members but at least 5.
     pub fn message_count(resilience: u8, in_flight: u32) -> Scenario {
         Scenario {
-            engine: EngineChoice::Sequencer { resilience },
+            engine: EngineChoice::sequencer(resilience),
             members: (resilience as u32 + 2).max(5),
             senders: 1,
             in_flight,
@@ -218,12 +219,15 @@ impl Scenario {
                 self.members, self.min_members
             ));
         }
-        match self.engine {
-            EngineChoice::Sequencer { resilience } if resilience > 32 => {
-                Err(format!("--resilience must be at most 32, got {resilience}"))
-            }
-            _ => Ok(()),
+        let resilience = self.engine.settings.resilience;
+        if resilience > 32 {
+            return Err(format!("--resilience must be at most 32, got {resilience}"));
         }
+        let mut engine = self.engine.clone();
+        engine.settings.recovery.min_members = self.min_members as usize;
+        engine
+            .validate(crate::config::MAX_DATAGRAM_BYTES)
+            .map_err(|e| format!("--engine {}: {e}", engine.name()))
     }
 
     /// The senders: hosts 1, 2, ... and host 0 last.
@@ -343,11 +347,13 @@ impl Scenario {
                 in_flight: self.in_flight as usize,
             },
         };
+        let mut engine = self.engine.clone();
+        engine.settings.recovery.min_members = self.min_members as usize;
         SimConfig {
             seed,
             members: n,
             join_stagger: stagger,
-            engine: self.engine.clone(),
+            engine,
             net: NetConfig {
                 link: LinkParams {
                     latency: ms_f(self.latency_ms),
@@ -375,17 +381,13 @@ impl Scenario {
                 ..Workload::default()
             },
             churn,
-            tuning: Tuning {
-                min_members: self.min_members as usize,
-                ..Tuning::default()
-            },
             ..SimConfig::default()
         }
     }
 
     /// The `rmcast sim` arguments that describe this scenario (every value explicit).
     pub fn cli_args(&self) -> String {
-        let EngineChoice::Sequencer { resilience } = self.engine;
+        let resilience = self.engine.settings.resilience;
         let mut s = format!(
             "--engine {} --resilience {resilience} --members {} --latency {} --reorder {} \
              --loss {} --dup {}",
@@ -445,8 +447,7 @@ impl Scenario {
     /// Runs one seed, a panic becoming a failed `panic` verdict.
     pub fn run_caught(&self, seed: u64) -> RunSummary {
         let cfg = self.config(seed);
-        let factory = cfg.factory();
-        RunSummary::run_caught(&cfg, &*factory)
+        RunSummary::run_caught(&cfg)
     }
 
     /// Runs every seed on this thread; the report knows the replay command.

@@ -12,15 +12,17 @@
 //! `poll_timeout`. Every loop has a bound from [`Limits`]; hitting one stops the run and records
 //! a livelock.
 
-use crate::config::{ChurnKind, Factory, Load, Role, SimConfig};
+use crate::config::{engine_seed, ChurnKind, Load, SimConfig, MAX_DATAGRAM_BYTES};
 use crate::record::{
-    make_payload, parse_payload, payload_hash, DeliveryRec, HostRecord, NetStats, RecEvent, Record,
-    Recorded, Submission,
+    make_payload, payload_hash, HostRecord, NetStats, Record, Recorded, Submission,
 };
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rmcast_proto::{Destination, Engine, Event, NodeId, Recovery, SendError, Time};
+use rmcast_proto::{
+    DeliveryPromise, Destination, Engine, Event, Guarantees, NodeId, Recovery, Role, SendError,
+    Senders, Time,
+};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -166,7 +168,8 @@ struct MsgTrack {
 
 pub(crate) struct World<'a> {
     cfg: &'a SimConfig,
-    factory: &'a Factory<'a>,
+    /// What the run's engine declares (with the run's settings).
+    guarantees: Guarantees,
     now: Time,
     queue: BinaryHeap<Scheduled>,
     order: u64,
@@ -191,8 +194,11 @@ pub(crate) struct World<'a> {
 }
 
 impl<'a> World<'a> {
-    pub(crate) fn new(cfg: &'a SimConfig, factory: &'a Factory<'a>) -> Self {
+    pub(crate) fn new(cfg: &'a SimConfig) -> Self {
         let n = cfg.host_count();
+        let guarantees = cfg.engine.guarantees();
+        // Engines where only the creator may send: the workload sends from host 0 only.
+        let creator_only = guarantees.senders == Senders::Creator;
         let leaving: HashSet<NodeId> = cfg
             .churn
             .iter()
@@ -203,7 +209,11 @@ impl<'a> World<'a> {
         let hosts = (0..n)
             .map(|i| {
                 let id = NodeId(i as u32);
-                let is_sender = cfg.workload.senders.contains(&id);
+                let is_sender = if creator_only {
+                    i == 0
+                } else {
+                    cfg.workload.senders.contains(&id)
+                };
                 let total = if is_sender {
                     cfg.workload.messages_per_sender
                 } else {
@@ -238,7 +248,7 @@ impl<'a> World<'a> {
             .collect();
         World {
             cfg,
-            factory,
+            guarantees,
             now: Time::ZERO,
             queue: BinaryHeap::new(),
             order: 0,
@@ -394,8 +404,18 @@ impl<'a> World<'a> {
                     self.churn_pending -= 1;
                 }
                 if matches!(self.hosts[host].state, HostState::NotStarted) {
-                    let engine = (self.factory)(NodeId(host as u32), now, role);
+                    let id = NodeId(host as u32);
+                    let cfg = self.cfg;
+                    let engine = cfg.engine.build(
+                        role,
+                        cfg.group,
+                        id,
+                        MAX_DATAGRAM_BYTES,
+                        now,
+                        engine_seed(cfg.seed, id),
+                    );
                     let h = &mut self.hosts[host];
+                    h.rec.guarantees = Some(engine.guarantees());
                     h.state = HostState::Running(engine);
                     h.rec.started_at = Some(now);
                     self.flush(host);
@@ -600,8 +620,10 @@ impl<'a> World<'a> {
             let HostState::Running(engine) = &mut self.hosts[host].state else {
                 return;
             };
-            while let Some(dest) = engine.poll_transmit(now, &mut self.buf) {
-                self.out.push((dest, Bytes::copy_from_slice(&self.buf)));
+            while let Some(t) = engine.poll_transmit(now, &mut self.buf) {
+                for d in t.datagrams(&self.buf) {
+                    self.out.push((t.destination, Bytes::copy_from_slice(d)));
+                }
                 if self.out.len() > limits.max_transmits_per_step {
                     let n = limits.max_transmits_per_step;
                     self.out.clear();
@@ -672,11 +694,8 @@ impl<'a> World<'a> {
     fn on_event(&mut self, host: usize, ev: Event) -> bool {
         let at = self.now;
         let h = &mut self.hosts[host];
-        let event = match ev {
+        match &ev {
             Event::Deliver(d) => {
-                let counter = parse_payload(&d.payload)
-                    .filter(|(s, _)| *s == d.sender)
-                    .map(|(_, c)| c);
                 if h.delivered.insert((d.sender, d.msg)) {
                     let t = self.tracks.entry((d.sender, d.msg)).or_default();
                     t.max_view = t.max_view.max(d.view);
@@ -684,51 +703,37 @@ impl<'a> World<'a> {
                         t.survivor_deliveries += 1;
                     }
                 }
-                RecEvent::Deliver(DeliveryRec {
-                    seq: d.seq,
-                    sender: d.sender,
-                    msg: d.msg,
-                    view: d.view,
-                    len: d.payload.len(),
-                    hash: payload_hash(&d.payload),
-                    counter,
-                })
             }
             Event::View(v) => {
                 h.first_view.get_or_insert(v.id);
-                RecEvent::View(v)
             }
             Event::SendComplete { msg } => {
                 if let Some(s) = h.sender.as_mut() {
-                    s.in_flight.remove(&msg);
+                    s.in_flight.remove(msg);
                 }
-                RecEvent::SendComplete { msg }
             }
-            Event::Left => RecEvent::Left,
-            Event::Recovery(r) => {
-                if let Recovery::Expelled { .. } = r {
-                    // The group went on without this host: it is no longer held to deliver
-                    // anything, and what it delivered no longer counts towards quiescence.
-                    if h.planned_survivor {
-                        h.planned_survivor = false;
-                        for k in &h.delivered {
-                            if let Some(t) = self.tracks.get_mut(k) {
-                                t.survivor_deliveries -= 1;
-                            }
+            Event::Recovery(Recovery::Expelled { .. }) => {
+                // The group went on without this host: it is no longer held to deliver
+                // anything, and what it delivered no longer counts towards quiescence.
+                if h.planned_survivor {
+                    h.planned_survivor = false;
+                    for k in &h.delivered {
+                        if let Some(t) = self.tracks.get_mut(k) {
+                            t.survivor_deliveries -= 1;
                         }
                     }
-                    if let Some(s) = h.sender.as_mut() {
-                        s.stopped = true;
-                    }
                 }
-                RecEvent::Recovery(r)
+                if let Some(s) = h.sender.as_mut() {
+                    s.stopped = true;
+                }
             }
-        };
-        let left = matches!(
-            event,
-            RecEvent::Left | RecEvent::Recovery(Recovery::Expelled { .. })
-        );
-        h.rec.events.push(Recorded { at, event });
+            Event::Loss(_) | Event::Reply(_) | Event::Left | Event::Recovery(_) => {}
+        }
+        let left = ev.is_terminal();
+        h.rec.events.push(Recorded {
+            at,
+            event: ev.digest(),
+        });
         left
     }
 
@@ -757,7 +762,8 @@ impl<'a> World<'a> {
         };
         let from = NodeId(host as u32);
         match dest {
-            Destination::Group => {
+            // Hop counts are not modelled: a scoped multicast reaches the whole group.
+            Destination::Group | Destination::Scoped { .. } => {
                 for to in 0..self.hosts.len() {
                     if to != host && self.hosts[to].in_group() {
                         self.send_copy(from, to, depart, data.clone());
@@ -919,6 +925,9 @@ impl<'a> World<'a> {
         if self.churn_pending > 0 || !self.workload_started {
             return false;
         }
+        if self.guarantees.delivery == DeliveryPromise::Probabilistic {
+            return self.quiet();
+        }
         let mut views = Vec::with_capacity(self.hosts.len());
         for h in &self.hosts {
             if h.rec.leave_requested_at.is_some() {
@@ -986,6 +995,36 @@ impl<'a> World<'a> {
             })
     }
 
+    /// The end-of-run rule of a probabilistic engine, which does not promise that every
+    /// survivor delivers everything: every leave completed, every sender that stayed submitted
+    /// all its messages, no datagram is in flight or waiting in a paused host's buffer, and no
+    /// running engine has a timer due within [`crate::Limits::quiet_timer_horizon`].
+    fn quiet(&self) -> bool {
+        let horizon = self.now + self.cfg.limits.quiet_timer_horizon;
+        self.hosts.iter().all(|h| {
+            if h.rec.leave_requested_at.is_some()
+                && !matches!(h.state, HostState::Left | HostState::Crashed)
+            {
+                return false;
+            }
+            if h.rx_inflight > 0 || !h.pause_buf.is_empty() {
+                return false;
+            }
+            if matches!(h.state, HostState::Paused { .. }) {
+                return false;
+            }
+            if h.sender.as_ref().is_some_and(|s| {
+                !s.stopped && h.planned_survivor && h.rec.started_at.is_some() && s.next < s.total
+            }) {
+                return false;
+            }
+            match &h.state {
+                HostState::Running(e) => e.poll_timeout().is_none_or(|t| t > horizon),
+                _ => true,
+            }
+        })
+    }
+
     fn finish(self) -> Record {
         let hosts = self
             .hosts
@@ -1000,7 +1039,7 @@ impl<'a> World<'a> {
             .collect();
         Record {
             seed: self.cfg.seed,
-            resilience: self.cfg.engine.resilience(),
+            guarantees: self.guarantees,
             hosts,
             submissions: self.submissions,
             workload_start: self.cfg.workload.start,

@@ -44,7 +44,7 @@ fn within_r(rep: &SweepReport, r: u64) -> usize {
 #[test]
 fn sequencer_crash_with_loss_duplication_and_reordering() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 6,
         senders: 6,
         messages: 60,
@@ -67,7 +67,7 @@ fn sequencer_crash_with_loss_duplication_and_reordering() {
 #[test]
 fn second_crash_during_recovery_with_churn() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 8,
         senders: 8,
         messages: 40,
@@ -94,7 +94,7 @@ fn second_crash_during_recovery_with_churn() {
 #[test]
 fn three_crashes_with_a_long_partition_and_a_long_pause() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 3 },
+        engine: EngineChoice::sequencer(3),
         members: 10,
         senders: 5,
         messages: 40,
@@ -122,7 +122,7 @@ fn three_crashes_with_a_long_partition_and_a_long_pause() {
 #[test]
 fn members_paused_past_the_failure_timeout_are_expelled() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 6,
         senders: 6,
         messages: 60,
@@ -149,7 +149,7 @@ fn members_paused_past_the_failure_timeout_are_expelled() {
 #[test]
 fn long_partitions_only_a_majority_goes_on() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 9,
         senders: 3,
         messages: 60,
@@ -174,7 +174,7 @@ fn long_partitions_only_a_majority_goes_on() {
 #[test]
 fn explicit_minimum_group_size() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 4,
         senders: 4,
         messages: 60,
@@ -194,7 +194,7 @@ fn explicit_minimum_group_size() {
 #[test]
 fn fragmented_messages_across_a_sequencer_crash() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 8,
         senders: 8,
         messages: 15,
@@ -219,7 +219,7 @@ fn fragmented_messages_across_a_sequencer_crash() {
 #[test]
 fn large_messages_partitions_pause_and_crashes() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 10,
         senders: 8,
         messages: 80,
@@ -248,7 +248,7 @@ fn large_messages_partitions_pause_and_crashes() {
 #[test]
 fn a_result_cut_by_a_partition() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 12,
         senders: 10,
         messages: 40,
@@ -270,7 +270,7 @@ fn a_result_cut_by_a_partition() {
 #[test]
 fn the_sequencer_leaves_during_a_reset() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 11,
         senders: 10,
         messages: 40,
@@ -297,7 +297,7 @@ fn the_sequencer_leaves_during_a_reset() {
 #[test]
 fn an_old_sequencer_wakes_with_joins_in_its_buffer() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 8,
         senders: 3,
         messages: 80,
@@ -321,7 +321,7 @@ fn an_old_sequencer_wakes_with_joins_in_its_buffer() {
 #[test]
 fn a_crash_seed_replays_bit_for_bit() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 7,
         senders: 4,
         messages: 30,

@@ -61,7 +61,7 @@ fn sixteen_members_with_loss_duplication_reordering_churn_partition_and_pause() 
 #[test]
 fn resilient_group_with_overflowing_pauses_and_two_partitions() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 2 },
+        engine: EngineChoice::sequencer(2),
         members: 8,
         loss: 0.05,
         dup: 0.02,
@@ -83,7 +83,7 @@ fn resilient_group_with_overflowing_pauses_and_two_partitions() {
 #[test]
 fn open_loop_over_narrow_links_with_r1() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 6,
         loss: 0.02,
         reorder_ms: 0.5,
@@ -105,7 +105,7 @@ fn open_loop_over_narrow_links_with_r1() {
 #[test]
 fn small_group_where_the_sequencer_leaves() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 1 },
+        engine: EngineChoice::sequencer(1),
         members: 4,
         loss: 0.05,
         dup: 0.05,
@@ -129,7 +129,7 @@ fn small_group_where_the_sequencer_leaves() {
 #[test]
 fn every_member_sends_with_r3() {
     let sc = Scenario {
-        engine: EngineChoice::Sequencer { resilience: 3 },
+        engine: EngineChoice::sequencer(3),
         members: 12,
         loss: 0.1,
         dup: 0.05,

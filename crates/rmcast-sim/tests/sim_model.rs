@@ -9,12 +9,13 @@
 
 use bytes::Bytes;
 use rmcast_proto::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+    Counters, Delivery, Destination, Engine, EngineChoice, Event, GroupInfo, Guarantees, NodeId,
+    Qos, SendError, Time, Transmit, View,
 };
-use rmcast_sim::record::{RecEvent, Record};
+use rmcast_sim::record::Record;
 use rmcast_sim::{
-    run_with, simulate, sweep_with, ChurnEvent, ChurnKind, Crash, Load, Partition, Pause, Role,
-    SimConfig,
+    custom_engine, run, simulate, sweep, ChurnEvent, ChurnKind, Crash, Load, Partition, Pause,
+    Role, SimConfig,
 };
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -157,17 +158,17 @@ impl Engine for Flood {
         }
     }
 
-    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
         if self.toy.transmit_storm {
             buf.extend_from_slice(&[0; 12]);
-            return Some(Destination::Group);
+            return Some(Transmit::single(Destination::Group));
         }
         let (dest, d) = self.out.pop_front()?;
         buf.extend_from_slice(&d);
         self.counters.datagrams_sent += 1;
         self.counters.bytes_sent += d.len() as u64;
-        Some(dest)
+        Some(Transmit::single(dest))
     }
 
     fn poll_event(&mut self) -> Option<Event> {
@@ -193,11 +194,15 @@ impl Engine for Flood {
             coordinator: None,
             rank: None,
             recovering: false,
-            resilience: 0,
             incarnation: 0,
-            history_used: 0,
-            history_capacity: 0,
+            guarantees: toy_guarantees(),
+            buffered_msgs: 0,
+            buffer_capacity_msgs: 0,
         }
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        toy_guarantees()
     }
 
     fn counters(&self) -> &Counters {
@@ -209,18 +214,31 @@ impl Engine for Flood {
     }
 }
 
+/// The toy claims what the sequencer claims, so that every checker judges it.
+fn toy_guarantees() -> Guarantees {
+    EngineChoice::sequencer(0).guarantees()
+}
+
+/// `cfg` with the toy engine.
+fn with_toy(cfg: &SimConfig, toy: Toy) -> SimConfig {
+    SimConfig {
+        engine: custom_engine(
+            "toy",
+            toy_guarantees(),
+            move |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
+                Box::new(Flood::new(toy, me, now))
+            },
+        ),
+        ..cfg.clone()
+    }
+}
+
 fn toy_run(cfg: &SimConfig, toy: Toy) -> rmcast_sim::Report {
-    let factory = move |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
-        Box::new(Flood::new(toy, me, now))
-    };
-    run_with(cfg, &factory)
+    run(&with_toy(cfg, toy))
 }
 
 fn toy_record(cfg: &SimConfig, toy: Toy) -> Record {
-    let factory = move |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
-        Box::new(Flood::new(toy, me, now))
-    };
-    simulate(cfg, &factory)
+    simulate(&with_toy(cfg, toy))
 }
 
 const MS: u64 = 1_000_000;
@@ -244,7 +262,13 @@ fn received(rec: &Record, host: usize) -> Vec<(u64, u32, u64)> {
     rec.hosts[host]
         .deliveries()
         .filter(|(_, d)| d.sender != rec.hosts[host].id)
-        .map(|(t, d)| (t.0, d.sender.0, d.counter.expect("workload payload")))
+        .map(|(t, d)| {
+            (
+                t.0,
+                d.sender.0,
+                rec.workload_counter(d).expect("workload payload"),
+            )
+        })
         .collect()
 }
 
@@ -558,7 +582,7 @@ fn the_same_seed_reproduces_the_run_exactly() {
     assert!(a.hosts.iter().any(|h| h
         .events
         .iter()
-        .any(|e| matches!(e.event, RecEvent::Deliver(_)))));
+        .any(|e| matches!(e.event, Event::Deliver(_)))));
 }
 
 #[test]
@@ -566,10 +590,7 @@ fn a_sweep_reports_each_failing_seed_with_its_replay_command() {
     // 5% loss and a toy that never repairs: a seed passes liveness only if it lost nothing.
     let mut cfg = base(3, &[0], 10);
     cfg.net.link.loss = 0.05;
-    let factory = |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
-        Box::new(Flood::new(Toy::default(), me, now))
-    };
-    let mut rep = sweep_with(&cfg, 0..20, &factory);
+    let mut rep = sweep(&with_toy(&cfg, Toy::default()), 0..20);
     assert_eq!(rep.runs.len(), 20);
     let failing = rep.failing_seeds();
     assert!(!failing.is_empty() && failing.len() < 20, "{failing:?}");
@@ -593,18 +614,113 @@ fn a_sweep_reports_each_failing_seed_with_its_replay_command() {
 #[test]
 fn a_panicking_engine_fails_its_seed_and_the_sweep_goes_on() {
     let cfg = base(2, &[0], 3);
-    let factory = |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
-        let toy = Toy {
-            panic_on_submit: true,
-            ..Toy::default()
-        };
-        Box::new(Flood::new(toy, me, now))
+    let toy = Toy {
+        panic_on_submit: true,
+        ..Toy::default()
     };
-    let rep = sweep_with(&cfg, 0..3, &factory);
+    let rep = sweep(&with_toy(&cfg, toy), 0..3);
     assert_eq!(rep.failing_seeds(), vec![0, 1, 2]);
     let v = rep.runs[1].verdicts[rmcast_sim::PANIC].clone().unwrap_err();
     assert!(v[0].0.contains("toy engine told to panic"), "{v:?}");
     let totals = rep.checker_totals();
     assert!(totals.contains(&("panic", 0, 3, Some(0))), "{totals:?}");
     assert!(totals.contains(&("integrity", 0, 0, None)), "{totals:?}");
+}
+
+/// `cfg` with the toy engine declaring `g` instead of the sequencer's promises.
+fn with_toy_declaring(cfg: &SimConfig, toy: Toy, g: Guarantees) -> SimConfig {
+    SimConfig {
+        engine: custom_engine(
+            "toy",
+            g,
+            move |me: NodeId, now: Time, _role: Role| -> Box<dyn Engine> {
+                Box::new(Declaring(Flood::new(toy, me, now), g))
+            },
+        ),
+        ..cfg.clone()
+    }
+}
+
+/// The toy engine with another declaration.
+struct Declaring(Flood, Guarantees);
+
+impl Engine for Declaring {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, d: &[u8]) {
+        self.0.handle_datagram(now, from, d)
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.0.handle_timeout(now)
+    }
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        self.0.submit(now, payload, qos)
+    }
+    fn leave(&mut self, now: Time) {
+        self.0.leave(now)
+    }
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.0.poll_transmit(now, buf)
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.0.poll_event()
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        self.0.poll_timeout()
+    }
+    fn node_id(&self) -> NodeId {
+        self.0.node_id()
+    }
+    fn guarantees(&self) -> Guarantees {
+        self.1
+    }
+    fn info(&self) -> GroupInfo {
+        self.0.info()
+    }
+    fn counters(&self) -> &Counters {
+        self.0.counters()
+    }
+    fn can_submit(&self) -> bool {
+        self.0.can_submit()
+    }
+}
+
+/// A probabilistic engine's run ends when the network is quiet, not when everyone delivered
+/// everything; what it loses without a loss report is flagged by `loss_reported`, not by
+/// agreement or liveness.
+#[test]
+fn a_probabilistic_run_ends_when_quiet_and_losses_must_be_reported() {
+    let mut cfg = base(4, &[0], 20);
+    cfg.net.link.loss = 0.05;
+    let g = Guarantees {
+        delivery: rmcast_proto::DeliveryPromise::Probabilistic,
+        crash_recovery: false,
+        ..Guarantees::reliable_fifo()
+    };
+    let mut lossy = 0;
+    for seed in 0..10 {
+        cfg.seed = seed;
+        let rep = run(&with_toy_declaring(&cfg, Toy::default(), g));
+        assert!(rep.record.quiesced, "seed {seed}: the network goes quiet");
+        assert_eq!(rep.record.guarantees, g);
+        for name in ["agreement", "liveness", "total_order", "resilience"] {
+            assert_eq!(rep.verdicts[name], Ok(()), "seed {seed}: {name}");
+        }
+        let lost = rep.figures.drops_loss > 0;
+        lossy += lost as u32;
+        assert_eq!(rep.verdicts["loss_reported"].is_err(), lost, "seed {seed}");
+    }
+    assert!(lossy > 0);
+}
+
+/// Where only the creator may send, the workload sends from host 0 only.
+#[test]
+fn a_creator_only_engine_sends_from_the_creator() {
+    let cfg = base(3, &[1, 2], 5);
+    let g = Guarantees {
+        senders: rmcast_proto::Senders::Creator,
+        ..toy_guarantees()
+    };
+    let rep = run(&with_toy_declaring(&cfg, Toy::default(), g));
+    assert!(rep.passed(), "{}", rep.summary());
+    assert_eq!(rep.record.submissions.len(), 5);
+    assert!(rep.record.submissions.iter().all(|s| s.sender == NodeId(0)));
 }

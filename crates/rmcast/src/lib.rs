@@ -63,8 +63,6 @@
 //! application receives [`Recovery::Reset`] and then the new [`GroupEvent::View`], after which
 //! sends work again. A member that the new group left out receives [`Recovery::Expelled`], and
 //! its group is closed.
-//!
-//! [`log`] writes and verifies the `--log` JSON lines of DESIGN section 5.
 
 #![warn(missing_docs)]
 
@@ -72,7 +70,6 @@ mod block;
 mod config;
 mod error;
 mod io;
-pub mod log;
 mod net;
 mod node;
 

@@ -8,7 +8,7 @@ mod common;
 
 use common::crash::CrashFactory;
 use common::*;
-use rmcast::log::verify_logs;
+use rmcast_sim::log::verify_logs;
 use rmcast::{
     EngineChoice, Error, Group, GroupEvent, Node, NodeId, OpenMode, Recovery, TrySendError,
 };

@@ -247,7 +247,7 @@ fn completion_events_come_in_order_and_reset_needs_an_engine_that_recovers() {
         .collect();
     let delivered: Vec<u64> = seen.deliveries.iter().map(|d| d.msg).collect();
     assert_eq!(done, delivered);
-    let report = rmcast::log::verify_logs(&[seen.records()]).unwrap();
+    let report = rmcast_sim::log::verify_logs(&[seen.records()]).unwrap();
     assert_eq!(report.completions, 5);
     // The toy has no crash recovery.
     assert!(matches!(

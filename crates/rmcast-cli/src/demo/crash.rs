@@ -6,7 +6,7 @@
 use super::{check_exit, check_logs, log_path, member_spec, prepare, DemoArgs};
 use crate::workers::{killed, worker_timeout, Running, WorkerOutcome};
 use anyhow::Context;
-use rmcast::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
+use rmcast_sim::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs::File;

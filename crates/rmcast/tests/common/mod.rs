@@ -6,7 +6,7 @@
 pub mod crash;
 pub mod toy;
 
-use rmcast::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
+use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
 use rmcast::{
     EngineChoice, Group, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
 };
@@ -75,7 +75,7 @@ impl Seen {
     }
 
     pub fn records(&self) -> Vec<LogRecord> {
-        rmcast::log::parse_log(self.log()).unwrap()
+        rmcast_sim::log::parse_log(self.log()).unwrap()
     }
 }
 
