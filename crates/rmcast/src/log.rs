@@ -258,6 +258,8 @@ impl<W: Write> LogWriter<W> {
             GroupEvent::View(v) => self.view_at(v, t_ns),
             GroupEvent::SendComplete { msg } => self.complete_at(*msg, t_ns),
             GroupEvent::Recovery(r) => self.recovery_at(r, t_ns),
+            // Not (yet) part of the log format.
+            GroupEvent::Loss(_) | GroupEvent::Reply(_) | GroupEvent::Left => Ok(()),
         }
     }
 

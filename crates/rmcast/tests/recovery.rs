@@ -34,7 +34,7 @@ fn trio(tag: &str, auto_reset: bool) -> Trio {
     seq.resilience = 1;
     seq.auto_reset = auto_reset;
     let factory = CrashFactory::new(seq);
-    let engine = EngineChoice::Custom(factory.clone());
+    let engine = EngineChoice::custom(factory.clone());
     let name = unique_name(tag);
     let nodes = vec![node(11), node(12), node(13)];
     let mut groups = Vec::new();

@@ -114,7 +114,7 @@ pub fn three_members_same_order(
     addr: impl Fn(&[SocketAddrV4]) -> GroupAddr,
     per_member: usize,
 ) -> VerifyReport {
-    let name = unique_name(engine.kind());
+    let name = unique_name(engine.name());
     let nodes = [node(101), node(102), node(103)];
     let addrs: Vec<SocketAddrV4> = nodes.iter().map(|n| n.local_addr()).collect();
     let addr = addr(&addrs);
