@@ -3,7 +3,7 @@
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
 
-use super::{check_exit, check_logs, log_path, member_spec, prepare, DemoArgs};
+use super::{check_exit, check_logs, log_path, member_args, member_spec, prepare, DemoArgs};
 use crate::workers::{killed, worker_timeout, Running, WorkerOutcome};
 use anyhow::Context;
 use rmcast::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
@@ -330,6 +330,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
+    let member = member_args(args, members, resilience, worker_timeout, &dir);
     let mut director = Director {
         members: members as usize,
         dir: &dir,
@@ -349,17 +350,10 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let stop_file = director.stop_file();
     let outcomes = spec.run(
         |index, cmd| {
-            cmd.args(["--resilience", &resilience.to_string()])
-                .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
-                .args(["--rate", &args.rate.to_string()])
+            member.apply(index, cmd);
+            cmd.args(["--rate", &args.rate.to_string()])
                 .arg("--stop-file")
-                .arg(&stop_file)
-                .args(["--size", &args.size.to_string()])
-                .args(["--members", &members.to_string()])
-                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
-                .args(args.recovery.to_args())
-                .arg("--log")
-                .arg(log_path(&dir, index));
+                .arg(&stop_file);
             if std::env::var_os("RMCAST_LOG").is_none() {
                 // The workers say what they see of the crash in plain words; the runtime's
                 // warnings about it would say it all again, three times.
