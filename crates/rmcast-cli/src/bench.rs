@@ -32,8 +32,11 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
+use crate::member::{parse_engine, ENGINE_HELP};
 use crate::worker::WORKER_WIND_DOWN;
-use crate::workers::{fresh_group_name, killed, worker_timeout, WorkerSpec, WorkerStderr};
+use crate::workers::{
+    fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -106,6 +109,10 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub raw_window: Option<u32>,
 
+    /// rmcast: the engine the workers run.
+    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
+    pub engine: String,
+
     /// rmcast: largest datagram the engine writes (256..=65507; the raw baseline always sends
     /// one datagram per message).
     #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES, value_parser = parse_max_datagram)]
@@ -155,8 +162,8 @@ fn parse_size(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Smallest `--max-datagram-bytes` the engine takes.
-const MIN_DATAGRAM_BYTES: usize = 256;
+/// Smallest `--max-datagram-bytes` the runtime takes.
+const MIN_DATAGRAM_BYTES: usize = rmcast::MIN_DATAGRAM_BYTES;
 
 fn parse_max_datagram(s: &str) -> Result<usize, String> {
     let n: usize = s
@@ -314,6 +321,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             timeout,
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
+            engine: args.engine.clone(),
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -362,6 +370,8 @@ struct RunConfig {
     raw_window: Option<u32>,
     /// `--max-datagram-bytes` of the rmcast workers.
     max_datagram_bytes: usize,
+    /// `--engine` of the rmcast workers.
+    engine: String,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -855,15 +865,22 @@ fn run_workers_in(
         deadline: Instant::now() + cfg.timeout,
         poll: Duration::from_millis(50),
     };
+    let member = MemberArgs {
+        engine: cfg.engine.clone(),
+        resilience: 0,
+        max_datagram_bytes: cfg.max_datagram_bytes,
+        size: cfg.size as u64,
+        members: cfg.members,
+        timeout: worker_timeout,
+        recovery: None,
+        log_dir: None,
+    };
     let outcomes = spec.run(
         |id, cmd| {
             let sends = if id <= cfg.senders { count } else { 0 };
+            member.apply(id, cmd);
             cmd.args(["--count", &sends.to_string()])
-                .args(["--size", &cfg.size.to_string()])
-                .args(["--members", &cfg.members.to_string()])
-                .args(["--expect", &expect.to_string()])
-                .args(["--max-datagram-bytes", &cfg.max_datagram_bytes.to_string()])
-                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()]);
+                .args(["--expect", &expect.to_string()]);
         },
         |waited, _| {
             match expected_time {

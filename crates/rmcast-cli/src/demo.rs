@@ -22,9 +22,10 @@
 
 mod crash;
 
-use crate::member::RecoveryArgs;
+use crate::member::{parse_engine, RecoveryArgs, ENGINE_HELP};
 use crate::workers::{
-    fresh_group_name, killed, worker_timeout, WorkerOutcome, WorkerSpec, WorkerStderr,
+    fresh_group_name, killed, member_log_path, worker_timeout, MemberArgs, WorkerOutcome,
+    WorkerSpec, WorkerStderr,
 };
 use anyhow::{bail, Context};
 use clap::Args;
@@ -45,6 +46,8 @@ pub struct DemoArgs {
     /// Bytes per message (at least 20: sender, counter and send time travel in each).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(crate::worker::PAYLOAD_HEADER_BYTES as u64..=1 << 20))]
     pub size: u64,
+    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
+    pub engine: String,
     /// Resilience degree r of the sequencer, at most members - 1 [default: 0; 1 with
     /// --kill-sequencer].
     #[arg(long)]
@@ -95,25 +98,19 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         return crash::run(&args, members, resilience);
     }
     println!(
-        "rmcast demo: {members} member processes, {} messages of {} bytes each, sequencer engine (resilience {resilience})",
-        args.messages, args.size
+        "rmcast demo: {members} member processes, {} messages of {} bytes each, {} engine (resilience {resilience})",
+        args.messages, args.size, args.engine
     );
     let (group, dir, temp_dir) = prepare(args.log_dir.as_deref())?;
 
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
+    let member = member_args(&args, members, resilience, worker_timeout, &dir);
     let outcomes = spec.run(
         |index, cmd| {
-            cmd.args(["--resilience", &resilience.to_string()])
-                .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
-                .args(["--count", &args.messages.to_string()])
-                .args(["--size", &args.size.to_string()])
-                .args(["--members", &members.to_string()])
-                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
-                .args(args.recovery.to_args())
-                .arg("--log")
-                .arg(log_path(&dir, index));
+            member.apply(index, cmd);
+            cmd.args(["--count", &args.messages.to_string()]);
         },
         |_, _| Ok(()),
     )?;
@@ -172,6 +169,26 @@ fn member_spec<'a>(
         stderr: WorkerStderr::Inherit,
         deadline: start + Duration::from_secs(timeout_secs),
         poll: Duration::from_millis(20),
+    }
+}
+
+/// The worker arguments of both demos (see [`MemberArgs`]).
+fn member_args(
+    args: &DemoArgs,
+    members: u32,
+    resilience: u8,
+    worker_timeout: Duration,
+    dir: &Path,
+) -> MemberArgs {
+    MemberArgs {
+        engine: args.engine.clone(),
+        resilience,
+        max_datagram_bytes: args.max_datagram_bytes,
+        size: args.size,
+        members: members as usize,
+        timeout: worker_timeout,
+        recovery: Some(args.recovery.clone()),
+        log_dir: Some(dir.to_path_buf()),
     }
 }
 
@@ -239,7 +256,7 @@ fn prepare(log_dir: Option<&Path>) -> anyhow::Result<(String, PathBuf, bool)> {
 }
 
 fn log_path(dir: &Path, index: usize) -> PathBuf {
-    dir.join(format!("member-{index}.jsonl"))
+    member_log_path(dir, index)
 }
 
 fn print_table(args: &DemoArgs, members: u32, outcomes: &[WorkerOutcome], wall: Duration) {

@@ -8,24 +8,32 @@
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
 use anyhow::{bail, Context};
-use clap::{Args, ValueEnum};
-use rmcast_sim::log::LogWriter;
+use clap::Args;
 use rmcast::{
     EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
     RecoveryPolicy,
 };
+use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, Write};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Protocol engines the runtime can run.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum EngineName {
-    /// Amoeba sequencer (seed 002): total order, resilience r.
-    Sequencer,
+/// The engine names `--engine` takes: those of the one registry
+/// ([`rmcast_proto::registry::names`]); an unknown name is refused with the list.
+pub fn parse_engine(name: &str) -> Result<String, String> {
+    match rmcast_proto::registry::find(name) {
+        Some(f) => Ok(f.name().to_string()),
+        None => Err(format!(
+            "unknown engine `{name}` (engines: {})",
+            rmcast_proto::registry::names().join(", ")
+        )),
+    }
 }
+
+/// Help text of the `--engine` flags.
+pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::registry; `sequencer`: the Amoeba sequencer, total order, resilience r)";
 
 /// Which group to be in, and how to get there.
 #[derive(Args, Debug, Clone)]
@@ -34,9 +42,8 @@ pub struct GroupArgs {
     /// the multicast address and port.
     #[arg(long)]
     pub group: String,
-    /// Protocol engine.
-    #[arg(long, value_enum, default_value_t = EngineName::Sequencer)]
-    pub engine: EngineName,
+    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
+    pub engine: String,
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub id: Option<u32>,
@@ -139,12 +146,9 @@ impl GroupArgs {
             (_, true) => OpenMode::Join,
             _ => OpenMode::JoinOrCreate,
         };
-        group.engine = match self.engine {
-            EngineName::Sequencer => EngineChoice::Sequencer {
-                resilience: self.resilience,
-                recovery: self.recovery.policy(),
-            },
-        };
+        group.engine = EngineChoice::named(&self.engine)?
+            .resilience(self.resilience)
+            .recovery(self.recovery.policy());
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
             (Some(a), _) => {
                 if !a.ip().is_multicast() {
@@ -155,9 +159,12 @@ impl GroupArgs {
             (None, false) => GroupAddr::Unicast(self.unicast_peers.clone()),
             (None, true) => GroupAddr::FromName,
         };
-        if !(256..=rmcast::MAX_DATAGRAM_BYTES).contains(&self.max_datagram_bytes) {
+        if !(rmcast::MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES)
+            .contains(&self.max_datagram_bytes)
+        {
             bail!(
-                "--max-datagram-bytes must be within 256..={}",
+                "--max-datagram-bytes must be within {}..={}",
+                rmcast::MIN_DATAGRAM_BYTES,
                 rmcast::MAX_DATAGRAM_BYTES
             );
         }
@@ -279,7 +286,19 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     v.id, v.coordinator
                 )?;
             }
-            GroupEvent::SendComplete { .. } => {}
+            GroupEvent::SendComplete { .. } | GroupEvent::Left => {}
+            GroupEvent::Reply(r) => writeln!(
+                out,
+                "* reply from {} to message {}: {}",
+                r.from,
+                r.request,
+                String::from_utf8_lossy(&r.payload)
+            )?,
+            GroupEvent::Loss(l) => writeln!(
+                out,
+                "* lost: {} messages of member {} from position {}",
+                l.count, l.sender, l.first_seq
+            )?,
             GroupEvent::Recovery(Recovery::Failed { suspect }) => writeln!(
                 out,
                 "* failed: member {suspect} does not answer; recovery mode, sends refused until the reset{}",

@@ -45,8 +45,8 @@ use crate::member::GroupArgs;
 use crate::workers::WorkerStats;
 use anyhow::{bail, Context};
 use clap::Args;
-use rmcast_sim::log::{wall_clock_ns, LogWriter};
 use rmcast::{Error, Group, GroupEvent, Recovery, TrySendError};
+use rmcast_sim::log::{wall_clock_ns, LogWriter};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -161,6 +161,17 @@ impl Tally {
             }
             GroupEvent::View(v) => self.view = v.members.iter().map(|m| m.0).collect(),
             GroupEvent::SendComplete { .. } => self.completions += 1,
+            // Workers neither answer messages nor run engines that lose them; the runtime
+            // closes the group on `Left` instead of passing it on.
+            GroupEvent::Reply(_) | GroupEvent::Left => {}
+            GroupEvent::Loss(l) => {
+                say!(
+                    "worker {}: {} messages of member {} lost",
+                    self.me,
+                    l.count,
+                    l.sender
+                );
+            }
             GroupEvent::Recovery(Recovery::Failed { suspect }) => {
                 self.failures += 1;
                 say!("worker {}: member {suspect} failed", self.me);
@@ -387,6 +398,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             }
             Err(TrySendError::Closed(_)) if t.expelled => break,
             Err(TrySendError::Closed(_)) => bail!("the group closed while sending"),
+            Err(TrySendError::Unsupported(_)) => {
+                bail!("the engine does not serve the group's quality of service")
+            }
         }
         t.drain(&mut group)?;
     }
@@ -411,6 +425,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 Err(TrySendError::Full(_) | TrySendError::MemberFailed { .. }) => {}
                 Err(TrySendError::Closed(_)) if t.expelled => break,
                 Err(TrySendError::Closed(_)) => bail!("the group closed before the barrier"),
+                Err(TrySendError::Unsupported(_)) => {
+                    bail!("the engine does not serve the group's quality of service")
+                }
             }
         }
         t.wait(&mut group, barrier_deadline)?;

@@ -11,6 +11,7 @@
 //! [`WorkerStats`] is defined here, the one place both sides of that line (the worker printing
 //! it, the commands reading it) take it from.
 
+use crate::member::RecoveryArgs;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Read as _;
@@ -113,6 +114,53 @@ pub fn worker_timeout(total: Duration) -> Duration {
     total
         .saturating_sub(crate::worker::WORKER_WIND_DOWN + Duration::from_secs(2))
         .max(Duration::from_secs(5))
+}
+
+/// The `rmcast worker` arguments that `rmcast demo`, `rmcast demo --kill-sequencer` and
+/// `rmcast bench` all give their workers, assembled in this one place. [`WorkerSpec::run`] adds
+/// `--group`, `--id`, `--create`/`--join` and `--ready-file`; the caller adds what only its
+/// run has (`--count`, `--rate`, `--expect`, ...) after [`MemberArgs::apply`].
+#[derive(Clone, Debug)]
+pub struct MemberArgs {
+    /// `--engine`: a name from the engine registry.
+    pub engine: String,
+    /// `--resilience`.
+    pub resilience: u8,
+    /// `--max-datagram-bytes`.
+    pub max_datagram_bytes: usize,
+    /// `--size`: bytes per message.
+    pub size: u64,
+    /// `--members`: the group's size.
+    pub members: usize,
+    /// `--timeout-ms` (see [`worker_timeout`]).
+    pub timeout: Duration,
+    /// The failure detection and reset flags, if the run sets them.
+    pub recovery: Option<RecoveryArgs>,
+    /// `--log`: each worker logs to [`member_log_path`] in this directory.
+    pub log_dir: Option<PathBuf>,
+}
+
+impl MemberArgs {
+    /// Add the arguments to the command line of worker `index`.
+    pub fn apply(&self, index: usize, cmd: &mut Command) {
+        cmd.args(["--engine", &self.engine])
+            .args(["--resilience", &self.resilience.to_string()])
+            .args(["--max-datagram-bytes", &self.max_datagram_bytes.to_string()])
+            .args(["--size", &self.size.to_string()])
+            .args(["--members", &self.members.to_string()])
+            .args(["--timeout-ms", &self.timeout.as_millis().to_string()]);
+        if let Some(r) = &self.recovery {
+            cmd.args(r.to_args());
+        }
+        if let Some(dir) = &self.log_dir {
+            cmd.arg("--log").arg(member_log_path(dir, index));
+        }
+    }
+}
+
+/// The `--log` file of member `index` of a run whose logs go to `dir`.
+pub fn member_log_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("member-{index}.jsonl"))
 }
 
 /// Where the workers' stderr goes.

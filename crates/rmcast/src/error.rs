@@ -1,7 +1,7 @@
 //! Errors of the public API.
 
 use bytes::Bytes;
-use rmcast_proto::{NodeId, SendError};
+use rmcast_proto::{ConfigError, NodeId, SendError};
 use std::fmt;
 
 /// Why an operation on a node or group failed.
@@ -10,9 +10,9 @@ pub enum Error {
     /// A socket could not be set up.
     #[error("socket error: {0}")]
     Io(#[from] std::io::Error),
-    /// The configuration cannot work.
+    /// The configuration cannot work (checked before any socket or engine exists).
     #[error("invalid configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
     /// Nobody admitted this node to the group in time.
     #[error("no member of the group answered the join request in time")]
     JoinTimeout,
@@ -53,6 +53,9 @@ pub enum TrySendError {
     Full(Bytes),
     /// The group was left or the node shut down.
     Closed(Bytes),
+    /// The engine does not serve the requested quality of service
+    /// ([`crate::GroupSender::guarantees`]); nothing was queued.
+    Unsupported(Bytes),
     /// A member failed and the group is in recovery mode: retry after
     /// [`crate::Recovery::Reset`] (see [`Error::MemberFailed`]).
     MemberFailed {
@@ -69,6 +72,7 @@ impl TrySendError {
         match self {
             TrySendError::Full(b)
             | TrySendError::Closed(b)
+            | TrySendError::Unsupported(b)
             | TrySendError::MemberFailed { payload: b, .. } => b,
         }
     }
@@ -79,6 +83,7 @@ impl fmt::Debug for TrySendError {
         match self {
             TrySendError::Full(b) => write!(f, "Full({} bytes)", b.len()),
             TrySendError::Closed(b) => write!(f, "Closed({} bytes)", b.len()),
+            TrySendError::Unsupported(b) => write!(f, "Unsupported({} bytes)", b.len()),
             TrySendError::MemberFailed { suspect, payload } => write!(
                 f,
                 "MemberFailed {{ suspect: {suspect}, payload: {} bytes }}",
@@ -93,6 +98,7 @@ impl fmt::Display for TrySendError {
         match self {
             TrySendError::Full(_) => f.write_str("send queue full, try again later"),
             TrySendError::Closed(_) => f.write_str("the group is closed"),
+            TrySendError::Unsupported(_) => f.write_str(&SendError::Unsupported.to_string()),
             TrySendError::MemberFailed { suspect, .. } => write!(
                 f,
                 "member {suspect} failed: the group is in recovery mode until it is reset"

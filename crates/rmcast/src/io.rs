@@ -8,13 +8,15 @@
 //! the application while there is room in the event queue. A full queue is never worked around:
 //! the loop stops taking events from that engine, which then pushes back on its senders.
 
-use crate::config::{EngineRole, GroupAddr, NodeConfig, OpenMode};
+use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
-use crate::net;
-use crate::node::{
-    AtomicNodeCounters, Command, GroupEvent, GroupShared, NodeShared, Op, OpenRequest,
+use crate::hello::{self, Hello};
+use crate::shared::{AtomicNodeCounters, Command, GroupShared, NodeShared, Op, OpenRequest};
+use crate::{net, GroupEvent};
+use rmcast_proto::{
+    wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
+    Time,
 };
-use rmcast_proto::{wire, Destination, Engine, Event, NodeId, Qos, Recovery, SendError, Time};
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -61,7 +63,12 @@ pub(crate) fn spawn(
     )?;
     let local_addr = match std_sock.local_addr()? {
         SocketAddr::V4(a) => a,
-        SocketAddr::V6(a) => return Err(Error::Config(format!("unexpected IPv6 address {a}"))),
+        SocketAddr::V6(_) => {
+            return Err(Error::Config(ConfigError::Invalid {
+                field: "interface",
+                reason: "must be an IPv4 address",
+            }))
+        }
     };
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
@@ -97,6 +104,7 @@ pub(crate) fn spawn(
                     sock: unicast,
                     local: SocketAddr::V4(local_addr),
                     peers: HashMap::new(),
+                    ttl: cfg.multicast_ttl,
                     backlog: VecDeque::new(),
                     spare: Vec::new(),
                     shared: io_shared,
@@ -118,11 +126,15 @@ pub(crate) fn spawn(
 struct Net {
     sock: mio::net::UdpSocket,
     local: SocketAddr,
-    /// Unicast address of each peer, learnt from the source of its datagrams.
+    /// Unicast address of each peer, learnt from the source of its datagrams (HELLOs
+    /// included, see [`crate::hello`]).
     peers: HashMap<NodeId, SocketAddr>,
-    /// Datagrams the socket refused with `WouldBlock`, sent when it is writable again. While
-    /// any wait, no engine is asked for more, so this holds at most one datagram's fan-out.
-    backlog: VecDeque<(Vec<u8>, SocketAddr)>,
+    /// The socket's multicast TTL ([`NodeConfig::multicast_ttl`]).
+    ttl: u32,
+    /// Datagrams the socket refused with `WouldBlock` (with the TTL of a scoped multicast),
+    /// sent when it is writable again. While any wait, no engine is asked for more, so this
+    /// holds at most one transmit's datagrams and fan-out.
+    backlog: VecDeque<(Vec<u8>, SocketAddr, Option<u32>)>,
     /// Buffers of sent backlog entries, reused.
     spare: Vec<Vec<u8>>,
     shared: Arc<NodeShared>,
@@ -140,12 +152,37 @@ impl Net {
 
     /// Send one datagram, or keep it for when the socket is writable.
     fn send(&mut self, buf: &[u8], to: SocketAddr) {
+        self.send_ttl(buf, to, None);
+    }
+
+    /// Send one multicast datagram with time-to-live `ttl` (`Destination::Scoped`).
+    fn send_scoped(&mut self, buf: &[u8], to: SocketAddr, ttl: u8) {
+        // Never further than the node is configured to reach: the default keeps everything on
+        // this host, and an engine's scope only narrows it.
+        let ttl = u32::from(ttl).min(self.ttl);
+        self.send_ttl(buf, to, (ttl != self.ttl).then_some(ttl));
+    }
+
+    /// `sock.send_to`, with the multicast TTL set to `ttl` for this one datagram.
+    fn send_to(&self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) -> std::io::Result<usize> {
+        let Some(ttl) = ttl else {
+            return self.sock.send_to(buf, to);
+        };
+        self.sock.set_multicast_ttl_v4(ttl)?;
+        let r = self.sock.send_to(buf, to);
+        if let Err(e) = self.sock.set_multicast_ttl_v4(self.ttl) {
+            warn!(error = %e, "could not restore the multicast TTL");
+        }
+        r
+    }
+
+    fn send_ttl(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
         if self.blocked() {
-            self.defer(buf, to);
+            self.defer(buf, to, ttl);
             return;
         }
         loop {
-            match self.sock.send_to(buf, to) {
+            match self.send_to(buf, to, ttl) {
                 Ok(n) => {
                     let c = self.counters();
                     AtomicNodeCounters::add(&c.datagrams_sent, 1);
@@ -154,7 +191,7 @@ impl Net {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     AtomicNodeCounters::add(&self.counters().send_deferred, 1);
-                    self.defer(buf, to);
+                    self.defer(buf, to, ttl);
                 }
                 Err(e) => {
                     // A lost datagram is repaired by the protocol; say so, without flooding
@@ -170,19 +207,19 @@ impl Net {
         }
     }
 
-    fn defer(&mut self, buf: &[u8], to: SocketAddr) {
+    fn defer(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
         let mut v = self.spare.pop().unwrap_or_default();
         v.clear();
         v.extend_from_slice(buf);
-        self.backlog.push_back((v, to));
+        self.backlog.push_back((v, to, ttl));
     }
 
     /// The socket is writable: send what waits.
     fn flush_backlog(&mut self) {
-        while let Some((buf, to)) = self.backlog.pop_front() {
-            match self.sock.send_to(&buf, to) {
+        while let Some((buf, to, ttl)) = self.backlog.pop_front() {
+            match self.send_to(&buf, to, ttl) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.backlog.push_front((buf, to));
+                    self.backlog.push_front((buf, to, ttl));
                     return;
                 }
                 Ok(n) => {
@@ -244,9 +281,8 @@ struct GroupState {
     key: u64,
     name: String,
     gid: u32,
-    cfg_engine: crate::config::EngineChoice,
+    cfg_engine: EngineChoice,
     max_datagram_bytes: usize,
-    qos: Qos,
     leave_timeout: Duration,
     /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
     completion_events: bool,
@@ -257,6 +293,8 @@ struct GroupState {
     mcast_pending: bool,
     /// Where `Destination::Group` goes: the multicast address, or every unicast peer.
     group_dests: Vec<SocketAddr>,
+    /// Whether `group_dests` is a multicast address (not a unicast fan-out).
+    multicast: bool,
     ops: mpsc::Receiver<Op>,
     /// A message the engine could not take yet (back-pressure): first in line.
     held: Option<Op>,
@@ -268,6 +306,16 @@ struct GroupState {
     outstanding: u64,
     open_reply: Option<std_mpsc::SyncSender<Result<bool, Error>>>,
     leaving: Option<Leaving>,
+    /// Members of the last view (for the address exchange).
+    members: Vec<NodeId>,
+    /// A view was installed since the address exchange last looked.
+    view_changed: bool,
+    /// When the next HELLO ask may go, while one is wanted.
+    next_hello: Option<Time>,
+    /// HELLO asks sent for the current view.
+    hello_tries: u32,
+    /// Start of the current answer window and answers sent in it.
+    answer_window: (Time, u32),
     /// Finished: removed at the end of the turn.
     done: bool,
 }
@@ -328,6 +376,9 @@ impl GroupState {
                     let _ = d.send(Err(Error::Expelled { incarnation }));
                 }
                 Op::Send { done: None, .. } => {}
+                Op::Reply { done, .. } => {
+                    let _ = done.send(Err(Error::Expelled { incarnation }));
+                }
                 Op::Leave { reply, .. } => {
                     let _ = reply.send(Ok(()));
                 }
@@ -448,6 +499,7 @@ impl IoLoop {
             if let Some(l) = &g.leaving {
                 consider(Some(if l.started { l.deadline } else { l.start_by }));
             }
+            consider(g.next_hello);
         }
         // Round up to the next millisecond: epoll sleeps in whole milliseconds, and waking a
         // hair early would only spin.
@@ -522,10 +574,10 @@ impl IoLoop {
             return;
         }
         if self.groups.iter().any(|g| g.gid == gid) {
-            let _ = reply.send(Err(Error::Config(format!(
-                "this node is already in a group with the id of {:?}",
-                cfg.name
-            ))));
+            let _ = reply.send(Err(Error::Config(ConfigError::Invalid {
+                field: "name",
+                reason: "hashes to the id of a group this node is already in",
+            })));
             return;
         }
         let mut mcast = None;
@@ -553,12 +605,17 @@ impl IoLoop {
             (_, None) => Vec::new(),
         };
         let role = match cfg.mode {
-            OpenMode::Create => EngineRole::Create,
-            OpenMode::Join | OpenMode::JoinOrCreate => EngineRole::Join,
+            OpenMode::Create => Role::Create,
+            OpenMode::Join | OpenMode::JoinOrCreate => Role::Join,
         };
-        let engine = cfg
-            .engine
-            .build(role, gid, self.shared.id, cfg.max_datagram_bytes, now);
+        let engine = cfg.engine.build(
+            role,
+            gid,
+            self.shared.id,
+            cfg.max_datagram_bytes,
+            now,
+            os_seed(),
+        );
         let (phase, open_reply) = match cfg.mode {
             OpenMode::Create => {
                 let _ = reply.send(Ok(true));
@@ -572,7 +629,7 @@ impl IoLoop {
                 Some(reply),
             ),
         };
-        info!(group = %cfg.name, gid, mode = ?cfg.mode, engine = cfg.engine.kind(),
+        info!(group = %cfg.name, gid, mode = ?cfg.mode, engine = cfg.engine.name(),
               dests = ?group_dests, "group opened");
         self.groups.push(GroupState {
             key,
@@ -580,13 +637,13 @@ impl IoLoop {
             gid,
             cfg_engine: cfg.engine.clone(),
             max_datagram_bytes: cfg.max_datagram_bytes,
-            qos: cfg.qos,
             leave_timeout: cfg.leave_timeout,
             completion_events: cfg.completion_events,
             engine,
             phase,
             mcast,
             mcast_pending: false,
+            multicast: !matches!(cfg.addr, GroupAddr::Unicast(_)),
             group_dests,
             ops,
             held: None,
@@ -596,6 +653,11 @@ impl IoLoop {
             outstanding: 0,
             open_reply,
             leaving: None,
+            members: Vec::new(),
+            view_changed: false,
+            next_hello: None,
+            hello_tries: 0,
+            answer_window: (now, 0),
             done: false,
         });
     }
@@ -660,6 +722,14 @@ impl IoLoop {
                         .iter()
                         .position(|g| g.gid == packet.header.group && !g.done),
                 };
+                if let Some(h) = hello::parse(&packet) {
+                    // The runtime's own: no engine sees it.
+                    AtomicNodeCounters::add(&counters.hellos_received, 1);
+                    if let (Some(i), Some(Hello::Ask)) = (target, h) {
+                        self.answer_hello(i, from, now);
+                    }
+                    return;
+                }
                 match target {
                     Some(i) => self.groups[i].engine.handle_datagram(now, sender, data),
                     None => AtomicNodeCounters::add(&counters.foreign_dropped, 1),
@@ -699,6 +769,7 @@ impl IoLoop {
             }
             progress |= self.transmit(i, now);
             progress |= drain_events(&mut self.groups[i], &self.shared);
+            self.ask_hello(i, now);
             if !progress {
                 return;
             }
@@ -710,32 +781,95 @@ impl IoLoop {
         let g = &mut self.groups[i];
         let mut n = 0;
         while !self.net.blocked() && n < TX_BUDGET {
-            let Some(dest) = g.engine.poll_transmit(now, &mut self.tx_buf) else {
+            let Some(t) = g.engine.poll_transmit(now, &mut self.tx_buf) else {
                 break;
             };
             n += 1;
-            match dest {
-                Destination::Group => {
-                    for to in &g.group_dests {
-                        self.net.send(&self.tx_buf, *to);
-                    }
-                }
+            let peer = match t.destination {
                 Destination::Peer(id) => match self.net.peers.get(&id) {
-                    Some(to) => {
-                        let to = *to;
-                        self.net.send(&self.tx_buf, to);
-                    }
+                    Some(to) => Some(*to),
                     None => {
                         // Unknown so far: the whole group gets it, so the peer does too.
                         AtomicNodeCounters::add(&self.shared.counters.peer_unknown, 1);
-                        for to in &g.group_dests {
-                            self.net.send(&self.tx_buf, *to);
-                        }
+                        None
                     }
                 },
+                Destination::Group | Destination::Scoped { .. } => None,
+            };
+            // Several datagrams for one destination (`segment_size`) go one by one; UDP GSO
+            // (`UDP_SEGMENT`) could send the whole buffer in one system call here.
+            for d in t.datagrams(&self.tx_buf) {
+                match (peer, t.destination, g.multicast) {
+                    (Some(to), _, _) => self.net.send(d, to),
+                    // Scoping needs multicast; a unicast fan-out reaches the whole group.
+                    (None, Destination::Scoped { ttl }, true) => {
+                        for to in &g.group_dests {
+                            self.net.send_scoped(d, *to, ttl);
+                        }
+                    }
+                    (None, _, _) => {
+                        for to in &g.group_dests {
+                            self.net.send(d, *to);
+                        }
+                    }
+                }
             }
         }
         n > 0
+    }
+
+    /// Address exchange (see [`crate::hello`]): while the last view of group `i` names a
+    /// member whose address is unknown, ask the group, at most [`hello::TRIES`] times per view.
+    fn ask_hello(&mut self, i: usize, now: Time) {
+        let me = self.shared.id;
+        let g = &mut self.groups[i];
+        if g.done {
+            return;
+        }
+        if std::mem::take(&mut g.view_changed) {
+            g.hello_tries = 0;
+            g.next_hello = Some(now);
+        }
+        let Some(at) = g.next_hello else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        let unknown = g
+            .members
+            .iter()
+            .filter(|m| **m != me && !self.net.peers.contains_key(m))
+            .count();
+        if unknown == 0 || g.hello_tries >= hello::TRIES {
+            g.next_hello = None;
+            return;
+        }
+        trace!(group = %g.name, unknown, try_ = g.hello_tries, "HELLO ask");
+        g.hello_tries += 1;
+        g.next_hello = Some(now + hello::INTERVAL);
+        let buf = hello::encode(g.gid, me, Hello::Ask);
+        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+        for to in &g.group_dests {
+            self.net.send(&buf, *to);
+        }
+    }
+
+    /// Answer a HELLO ask for group `i` from `from`, within the answer bound.
+    fn answer_hello(&mut self, i: usize, from: SocketAddr, now: Time) {
+        let g = &mut self.groups[i];
+        let (start, n) = &mut g.answer_window;
+        if now >= *start + hello::INTERVAL {
+            *start = now;
+            *n = 0;
+        }
+        if *n >= hello::MAX_ANSWERS {
+            return;
+        }
+        *n += 1;
+        let buf = hello::encode(g.gid, self.shared.id, Hello::Answer);
+        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+        self.net.send(&buf, from);
     }
 
     fn check_deadlines(&mut self, i: usize, now: Time) {
@@ -750,11 +884,12 @@ impl IoLoop {
                     OpenMode::JoinOrCreate => {
                         info!(group = %g.name, "nobody answered the join: creating the group");
                         g.engine = g.cfg_engine.build(
-                            EngineRole::Create,
+                            Role::Create,
                             g.gid,
                             me,
                             g.max_datagram_bytes,
                             now,
+                            os_seed(),
                         );
                         g.phase = Phase::Member;
                         if let Some(r) = g.open_reply.take() {
@@ -818,7 +953,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
             },
         };
         match op {
-            Op::Send { payload, done } => {
+            Op::Send { payload, qos, done } => {
                 if g.leaving.is_some() {
                     // Sent after a leave: refused, never silently.
                     match done {
@@ -831,12 +966,12 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     continue;
                 }
                 if matches!(g.phase, Phase::Joining { .. }) || !g.engine.can_submit() {
-                    g.held = Some(Op::Send { payload, done });
+                    g.held = Some(Op::Send { payload, qos, done });
                     break;
                 }
                 // Cloning `Bytes` shares the buffer; the copy is kept in case the engine
                 // refuses with back-pressure after all.
-                match g.engine.submit(now, payload.clone(), g.qos) {
+                match g.engine.submit(now, payload.clone(), qos) {
                     Ok(msg) => {
                         g.outstanding += 1;
                         if let Some(d) = done {
@@ -847,7 +982,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     // the reset (`can_submit` keeps them out; this covers an engine that only
                     // says so on submit). Nothing is dropped.
                     Err(SendError::WouldBlock | SendError::GroupFailed) => {
-                        g.held = Some(Op::Send { payload, done });
+                        g.held = Some(Op::Send { payload, qos, done });
                         break;
                     }
                     Err(e) => match done {
@@ -860,6 +995,42 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                                   "message refused by the engine");
                         }
                     },
+                }
+                progress = true;
+            }
+            Op::Reply {
+                to,
+                request,
+                payload,
+                done,
+            } => {
+                if g.leaving.is_some() {
+                    let _ = done.send(Err(Error::Closed));
+                    progress = true;
+                    continue;
+                }
+                if matches!(g.phase, Phase::Joining { .. }) {
+                    g.held = Some(Op::Reply {
+                        to,
+                        request,
+                        payload,
+                        done,
+                    });
+                    break;
+                }
+                match g.engine.reply(now, to, request, payload.clone()) {
+                    Err(SendError::WouldBlock) => {
+                        g.held = Some(Op::Reply {
+                            to,
+                            request,
+                            payload,
+                            done,
+                        });
+                        break;
+                    }
+                    r => {
+                        let _ = done.send(r.map_err(Error::Send));
+                    }
                 }
                 progress = true;
             }
@@ -876,6 +1047,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
 fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut progress = false;
     let mut expelled = None;
+    let mut left = false;
     for _ in 0..EVENTS_BUDGET {
         // Reserve room before taking an event out of the engine: an event, once taken, has
         // nowhere else to go.
@@ -902,9 +1074,9 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
         };
         progress = true;
         match ev {
-            Event::Deliver(d) => {
+            ev @ (Event::Deliver(_) | Event::Loss(_) | Event::Reply(_)) => {
                 if let Some(p) = permit {
-                    p.send(GroupEvent::Deliver(d));
+                    p.send(ev);
                 }
             }
             Event::View(v) => {
@@ -915,6 +1087,8 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                     }
                 }
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
+                g.members.clone_from(&v.members);
+                g.view_changed = true;
                 if let Some(p) = permit {
                     p.send(GroupEvent::View(v));
                 }
@@ -929,9 +1103,11 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 }
             }
             Event::Left => {
+                // Not passed on (see `GroupEvent`): the end of the queue says it.
                 drop(permit);
                 info!(group = %g.name, "left the group");
-                g.finish(Ok(()));
+                // After the loop: the permit still borrows the queue here.
+                left = true;
                 break;
             }
             Event::Recovery(r) => {
@@ -971,5 +1147,25 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     if let Some(incarnation) = expelled {
         g.expelled(incarnation);
     }
+    if left {
+        g.finish(Ok(()));
+    }
     progress
+}
+
+/// A seed for an engine's own RNG, from the operating system: `RandomState` is keyed from the
+/// OS's randomness once per thread and advanced for every new instance; the time and a counter
+/// are mixed in as well.
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(N.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
 }

@@ -15,6 +15,13 @@
 //!   [`GroupSender::send_async`];
 //! * receiving: [`Group::recv`], [`Group::recv_timeout`], [`Group::try_recv`] and
 //!   [`Group::recv_async`] (any async runtime; no tokio runtime is needed);
+//! * per-message quality of service: the `_with` variants ([`GroupSender::send_with`], ...),
+//!   refused at once with [`rmcast_proto::SendError::Unsupported`] when the engine does not serve
+//!   it ([`GroupSender::guarantees`]); answers to a member's message: [`GroupSender::reply`],
+//!   received as [`GroupEvent::Reply`];
+//! * engines: [`EngineChoice`] from the one registry of [`rmcast_proto::registry`] (re-exported
+//!   here with [`EngineFactory`], [`Role`] and [`RecoveryPolicy`]); configuration errors are
+//!   typed ([`ConfigError`] in [`Error::Config`]);
 //! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
 //!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
 //!   [`Node::counters`];
@@ -43,7 +50,10 @@
 //! that it hears no other group on the port) and sends everything, multicast included, from its
 //! unicast socket; peers learn each other's unicast address from the source of the datagrams
 //! they receive, and an engine's point-to-point datagrams go there (to the whole group while the
-//! address is still unknown). [`GroupAddr::Unicast`] replaces multicast by a unicast fan-out to
+//! address is still unknown). So that members know each other before the engine needs it, a
+//! view that names members of unknown address starts a small HELLO exchange (see the
+//! `hello` module: an ask to the group, unicast answers). An engine's `Destination::Scoped`
+//! multicast goes out with its TTL (never above [`NodeConfig::multicast_ttl`]). [`GroupAddr::Unicast`] replaces multicast by a unicast fan-out to
 //! a list of addresses, for networks without multicast. By default everything stays on this
 //! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]).
 //!
@@ -69,14 +79,22 @@
 mod block;
 mod config;
 mod error;
+mod hello;
 mod io;
 mod net;
 mod node;
+mod shared;
 
 pub use config::{
-    EngineChoice, EngineFactory, EngineRole, GroupAddr, GroupConfig, NodeConfig, OpenMode,
-    RecoveryPolicy, DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES,
+    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES,
+    MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
-pub use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Qos, Recovery, View};
+/// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
+pub use rmcast_proto::registry::{
+    ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
+};
+pub use rmcast_proto::{
+    Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
+};

@@ -8,10 +8,14 @@
 use crate::block::block_on;
 use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
+pub use crate::shared::NodeCounters;
+use crate::shared::{Command, GroupShared, NodeShared, Op, OpenRequest};
 use crate::{io, net};
 use bytes::Bytes;
-use rmcast_proto::{Counters, Delivery, GroupInfo, NodeId, Recovery, View};
-use std::net::{SocketAddrV4, UdpSocket};
+use rmcast_proto::{Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
+#[allow(unused_imports)] // Named in the docs.
+use rmcast_proto::{Event, Recovery};
+use std::net::SocketAddrV4;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -19,198 +23,31 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-/// What a group tells the application, in the order the engine produced it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupEvent {
-    /// A message delivered in the group's order.
-    Deliver(Delivery),
-    /// A new membership view (also the first view after create or join).
-    View(View),
-    /// An own message is stable with the group's resilience (its send completed). Only with
-    /// [`GroupConfig::completion_events`]; comes in order with the deliveries, in the view in
-    /// which the message is delivered.
-    SendComplete {
-        /// The message number, as in [`Delivery::msg`] of its delivery.
-        msg: u64,
-    },
-    /// Crash recovery (seed 002 section 5.3), as the engine reported it. From
-    /// [`Recovery::Failed`] until [`Recovery::Reset`] the group is in recovery mode: sends fail
-    /// with [`Error::MemberFailed`] ([`TrySendError::MemberFailed`] hands the message back),
-    /// and [`Group::try_recv`] and [`Group::recv_timeout`] report it instead of "nothing yet";
-    /// what the engine already accepted is still delivered. With the automatic policy
-    /// ([`crate::RecoveryPolicy::auto_reset`]) the reset is under way; otherwise call
-    /// [`GroupSender::reset`]. [`Recovery::Expelled`] is terminal, like the end of a leave: the
-    /// group is closed after it, the receive calls report the end, and sends fail.
-    Recovery(Recovery),
-}
-
-/// Operations that must stay in order with the messages sent before them, so they share the
-/// per-group send queue.
-pub(crate) enum Op {
-    /// Submit a message; `done` is told once it is stable (blocking and async sends only).
-    Send {
-        payload: Bytes,
-        done: Option<oneshot::Sender<Result<u64, Error>>>,
-    },
-    /// Leave once every message queued before has been sent.
-    Leave {
-        timeout: Duration,
-        reply: oneshot::Sender<Result<(), Error>>,
-    },
-}
-
-/// Control requests, rare and unordered with respect to messages.
-pub(crate) enum Command {
-    Open(Box<OpenRequest>),
-    Info {
-        key: u64,
-        reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
-    },
-    /// ResetGroup on the group's engine.
-    Reset {
-        key: u64,
-        min_members: usize,
-        reply: std_mpsc::SyncSender<Result<(), Error>>,
-    },
-    Shutdown,
-}
-
-/// Everything the I/O thread needs to run a new group.
-pub(crate) struct OpenRequest {
-    pub key: u64,
-    pub cfg: GroupConfig,
-    pub multicast: Option<UdpSocket>,
-    pub ops: mpsc::Receiver<Op>,
-    pub events: mpsc::Sender<GroupEvent>,
-    pub shared: Arc<GroupShared>,
-    /// `Ok(created)` once the node is a member.
-    pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
-}
-
-/// State shared by the I/O thread and a group's handles.
-#[derive(Default)]
-pub(crate) struct GroupShared {
-    /// Set by the I/O thread when the event queue was full and it stopped taking events from the
-    /// engine; the next receive wakes it.
-    pub events_stalled: AtomicBool,
-    /// Recovery mode as the application is told it: [`RECOVERING`] plus the suspect's id from
-    /// the moment the I/O thread queues [`Recovery::Failed`] until it queues the
-    /// [`Recovery::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
-    /// reads the flag and the suspect together.
-    pub recovering: AtomicU64,
-}
-
-/// Bit of [`GroupShared::recovering`] that says recovery mode is on (node ids are 32 bits).
-pub(crate) const RECOVERING: u64 = 1 << 32;
-
-impl GroupShared {
-    /// The suspect, while the group is in recovery mode.
-    pub fn suspect(&self) -> Option<NodeId> {
-        let v = self.recovering.load(Ordering::Acquire);
-        (v & RECOVERING != 0).then_some(NodeId(v as u32))
-    }
-
-    /// Recovery mode on (`Some(suspect)`) or off.
-    pub fn set_recovering(&self, suspect: Option<NodeId>) {
-        let v = suspect.map_or(0, |s| RECOVERING | u64::from(s.0));
-        self.recovering.store(v, Ordering::Release);
-    }
-
-    fn member_failed(&self) -> Result<(), Error> {
-        match self.suspect() {
-            Some(suspect) => Err(Error::MemberFailed { suspect }),
-            None => Ok(()),
-        }
-    }
-}
-
-/// State shared by the I/O thread and the node's handles.
-pub(crate) struct NodeShared {
-    pub id: NodeId,
-    pub local_addr: SocketAddrV4,
-    pub interface: std::net::Ipv4Addr,
-    pub socket_buffer_bytes: usize,
-    pub waker: mio::Waker,
-    pub wake_pending: AtomicBool,
-    pub commands: std_mpsc::SyncSender<Command>,
-    pub counters: AtomicNodeCounters,
-}
-
-impl NodeShared {
-    /// Wake the I/O thread unless a wake is already pending.
-    pub fn wake(&self) {
-        if !self.wake_pending.swap(true, Ordering::AcqRel) {
-            // A failed wake means the I/O thread is gone; calls then fail on their channels.
-            let _ = self.waker.wake();
-        }
-    }
-
-    fn command(&self, c: Command) -> Result<(), Error> {
-        self.commands.send(c).map_err(|_| Error::Closed)?;
-        self.wake();
-        Ok(())
-    }
-}
-
-macro_rules! node_counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        /// The runtime's own counters (the engines keep theirs: [`GroupSender::counters`]).
-        #[derive(Clone, Debug, Default, PartialEq, Eq)]
-        pub struct NodeCounters {
-            $($(#[$doc])* pub $name: u64,)*
-        }
-
-        /// Written by the I/O thread only; read by anyone.
-        #[derive(Default)]
-        pub(crate) struct AtomicNodeCounters {
-            $(pub $name: AtomicU64,)*
-        }
-
-        impl AtomicNodeCounters {
-            fn snapshot(&self) -> NodeCounters {
-                NodeCounters { $($name: self.$name.load(Ordering::Relaxed),)* }
-            }
-        }
-    };
-}
-
-node_counters! {
-    /// Datagrams read from the sockets.
-    datagrams_received,
-    /// Bytes in those datagrams.
-    bytes_received,
-    /// Datagrams written to the network (a unicast fan-out counts once per peer).
-    datagrams_sent,
-    /// Bytes in those datagrams.
-    bytes_sent,
-    /// Sends that failed with an error other than `WouldBlock` (the protocol retransmits).
-    send_errors,
-    /// Sends deferred because the socket buffer was full.
-    send_deferred,
-    /// Receive errors other than `WouldBlock`.
-    recv_errors,
-    /// Datagrams that did not decode (also passed to the engine, which counts them too).
-    malformed,
-    /// Datagrams for a group this node is not in.
-    foreign_dropped,
-    /// Our own multicast datagrams looped back by the network, dropped before the engine.
-    own_echoes,
-    /// Datagrams for one peer sent to the whole group because the peer's address is unknown.
-    peer_unknown,
-    /// Messages an engine refused (other than back-pressure) with nobody waiting to be told.
-    submit_refused,
-    /// Times the event queue was full and the runtime paused taking events from an engine.
-    event_queue_stalls,
-    /// Iterations of the event loop.
-    loop_iterations,
-}
-
-impl AtomicNodeCounters {
-    pub(crate) fn add(c: &AtomicU64, n: u64) {
-        // Only the I/O thread writes, so load and store need no read-modify-write.
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-}
+/// What a group tells the application, in the order the engine produced it: the one event
+/// type of [`rmcast_proto`] ([`rmcast_proto::Event`]), handed over unchanged.
+///
+/// * [`Event::Deliver`] and [`Event::View`]: as the engine promises
+///   ([`GroupSender::guarantees`]).
+/// * [`Event::SendComplete`]: only with [`GroupConfig::completion_events`]; comes in order with
+///   the deliveries, in the view in which the message is delivered.
+/// * [`Event::Reply`]: an answer to one of this member's messages ([`GroupSender::reply`]).
+/// * [`Event::Loss`]: messages the engine will never deliver (engines with probabilistic
+///   delivery only).
+/// * [`Event::Recovery`]: crash recovery (seed 002 section 5.3), as the engine reported it. From
+///   [`Recovery::Failed`] until [`Recovery::Reset`] the group is in recovery mode: sends fail
+///   with [`Error::MemberFailed`] ([`TrySendError::MemberFailed`] hands the message back), and
+///   [`Group::try_recv`] and [`Group::recv_timeout`] report it instead of "nothing yet"; what
+///   the engine already accepted is still delivered. With the automatic policy
+///   ([`crate::RecoveryPolicy::auto_reset`]) the reset is under way; otherwise call
+///   [`GroupSender::reset`]. [`Recovery::Expelled`] is terminal: the group is closed after it,
+///   the receive calls report the end, and sends fail.
+/// * [`Event::Left`] never reaches the application: the runtime takes it as the end of the
+///   leave, answers [`GroupSender::leave`] and closes the group, so that the receive calls
+///   report the end ([`Group::recv`] returns `None`, the others [`Error::Closed`]) once the
+///   events before it are read. The end of the queue is the one sign of a closed group,
+///   whatever closed it (a leave, a dropped last handle, the node's shutdown); after
+///   [`Recovery::Expelled`] too, which is passed on because it says why.
+pub type GroupEvent = rmcast_proto::Event;
 
 /// One process's presence on the network: a unicast socket, an I/O thread, and the groups it
 /// belongs to.
@@ -264,7 +101,7 @@ impl Node {
     /// [`OpenMode::Create`], after admission (or the creation that follows a join timeout)
     /// otherwise. The first [`GroupEvent::View`] is waiting in the group's queue.
     pub fn open_group(&self, cfg: GroupConfig) -> Result<Group, Error> {
-        cfg.validate().map_err(Error::Config)?;
+        cfg.validate()?;
         let multicast = match cfg.multicast_addr() {
             Some(addr) => Some(net::multicast_socket(
                 addr,
@@ -286,8 +123,9 @@ impl Node {
             ops: ops_tx,
             name: cfg.name.clone(),
             group_id: cfg.group_id(),
-            kind: cfg.engine.kind().to_string(),
-            resilience: cfg.engine.resilience(),
+            kind: cfg.engine.name().to_string(),
+            guarantees: cfg.engine.guarantees(),
+            qos: cfg.qos,
             multicast: cfg.multicast_addr(),
             unicast_peers: match &cfg.addr {
                 GroupAddr::Unicast(p) => p.clone(),
@@ -377,7 +215,8 @@ struct GroupHandle {
     name: String,
     group_id: u32,
     kind: String,
-    resilience: u8,
+    guarantees: Guarantees,
+    qos: Qos,
     multicast: Option<SocketAddrV4>,
     unicast_peers: Vec<SocketAddrV4>,
     max_datagram_bytes: usize,
@@ -398,20 +237,30 @@ pub struct GroupSender {
 }
 
 impl GroupSender {
-    /// Send a message and wait until it is accepted with the group's resilience
-    /// ([`rmcast_proto::Event::SendComplete`]); returns the message number the engine gave it.
-    /// Blocks while the send queue is full. Receive events on another thread meanwhile: when the
-    /// event queue is full the engine stops, and so does this call.
+    /// Send a message with the group's quality of service ([`GroupConfig::qos`]) and wait
+    /// until it is accepted with the group's resilience ([`rmcast_proto::Event::SendComplete`]);
+    /// returns the message number the engine gave it. Blocks while the send queue is full.
+    /// Receive events on another thread meanwhile: when the event queue is full the engine
+    /// stops, and so does this call.
     ///
     /// In recovery mode (after [`Recovery::Failed`], until [`Recovery::Reset`]) the call
     /// fails at once with [`Error::MemberFailed`]. A message queued before the failure was
     /// known is kept: it goes out after the reset, and this call waits for it meanwhile. Should
     /// this member be left out of the new group, the call fails with [`Error::Expelled`].
     pub fn send(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        self.send_with(payload, self.inner.qos)
+    }
+
+    /// [`GroupSender::send`] with quality of service `qos` for this message. A `qos` the
+    /// engine does not serve ([`GroupSender::guarantees`]) fails at once with
+    /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
+    pub fn send_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
+        self.check_qos(qos)?;
         self.inner.shared.member_failed()?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Send {
             payload: payload.into(),
+            qos,
             done: Some(tx),
         };
         block_on(self.inner.ops.send(op), None)
@@ -425,10 +274,17 @@ impl GroupSender {
 
     /// Async [`GroupSender::send`]: any executor will do.
     pub async fn send_async(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        self.send_async_with(payload, self.inner.qos).await
+    }
+
+    /// Async [`GroupSender::send_with`].
+    pub async fn send_async_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
+        self.check_qos(qos)?;
         self.inner.shared.member_failed()?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Send {
             payload: payload.into(),
+            qos,
             done: Some(tx),
         };
         self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
@@ -443,12 +299,22 @@ impl GroupSender {
     /// back in [`TrySendError::MemberFailed`]; one queued before the failure was known goes out
     /// after the reset.
     pub fn try_send(&self, payload: impl Into<Bytes>) -> Result<(), TrySendError> {
+        self.try_send_with(payload, self.inner.qos)
+    }
+
+    /// [`GroupSender::try_send`] with quality of service `qos` for this message; a `qos` the
+    /// engine does not serve hands the message back in [`TrySendError::Unsupported`].
+    pub fn try_send_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<(), TrySendError> {
         let payload = payload.into();
+        if self.check_qos(qos).is_err() {
+            return Err(TrySendError::Unsupported(payload));
+        }
         if let Some(suspect) = self.inner.shared.suspect() {
             return Err(TrySendError::MemberFailed { suspect, payload });
         }
         let op = Op::Send {
             payload,
+            qos,
             done: None,
         };
         match self.inner.ops.try_send(op) {
@@ -467,9 +333,17 @@ impl GroupSender {
     /// payload, which is cheap, to send it again after the reset); a message queued before the
     /// failure was known goes out after the reset.
     pub fn send_nowait(&self, payload: impl Into<Bytes>) -> Result<(), Error> {
+        self.send_nowait_with(payload, self.inner.qos)
+    }
+
+    /// [`GroupSender::send_nowait`] with quality of service `qos` for this message (refused at
+    /// once, as by [`GroupSender::send_with`], when the engine does not serve it).
+    pub fn send_nowait_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<(), Error> {
+        self.check_qos(qos)?;
         self.inner.shared.member_failed()?;
         let op = Op::Send {
             payload: payload.into(),
+            qos,
             done: None,
         };
         block_on(self.inner.ops.send(op), None)
@@ -477,6 +351,37 @@ impl GroupSender {
             .map_err(|_| Error::Closed)?;
         self.inner.node.wake();
         Ok(())
+    }
+
+    /// Answer message `request` of member `to` on the engine's response channel
+    /// ([`rmcast_proto::Engine::reply`]): `to` receives it as [`Event::Reply`]. Stays in order
+    /// with the messages queued before it; returns once the engine took the answer. Engines
+    /// without a response channel ([`Guarantees::replies`]) refuse with
+    /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
+    pub fn reply(&self, to: NodeId, request: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Reply {
+            to,
+            request,
+            payload: payload.into(),
+            done: tx,
+        };
+        block_on(self.inner.ops.send(op), None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        block_on(rx, None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?
+    }
+
+    /// Refuse a quality of service the engine does not serve, before it reaches the engine.
+    fn check_qos(&self, qos: Qos) -> Result<(), Error> {
+        if self.inner.guarantees.qos.contains(qos) {
+            Ok(())
+        } else {
+            Err(Error::Send(SendError::Unsupported))
+        }
     }
 
     /// Leave the group cleanly once the messages queued before have been sent, waiting at most
@@ -587,7 +492,17 @@ impl GroupSender {
 
     /// The resilience degree the engine was configured with.
     pub fn resilience(&self) -> u8 {
-        self.inner.resilience
+        self.inner.guarantees.resilience
+    }
+
+    /// What the engine promises (order, resilience, the qualities of service it serves, ...).
+    pub fn guarantees(&self) -> Guarantees {
+        self.inner.guarantees
+    }
+
+    /// The quality of service of [`GroupSender::send`] and the other sends without `_with`.
+    pub fn qos(&self) -> Qos {
+        self.inner.qos
     }
 
     /// The group's multicast address, or `None` in unicast mode.
@@ -615,7 +530,7 @@ impl GroupSender {
 /// The payload of an op the send queue handed back (a send, since only sends are tried).
 fn op_payload(op: Op) -> Bytes {
     match op {
-        Op::Send { payload, .. } => payload,
+        Op::Send { payload, .. } | Op::Reply { payload, .. } => payload,
         Op::Leave { .. } => Bytes::new(),
     }
 }

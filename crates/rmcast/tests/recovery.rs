@@ -8,11 +8,11 @@ mod common;
 
 use common::crash::CrashFactory;
 use common::*;
-use rmcast_sim::log::verify_logs;
 use rmcast::{
     EngineChoice, Error, Group, GroupEvent, Node, NodeId, OpenMode, Recovery, TrySendError,
 };
 use rmcast_proto::sequencer;
+use rmcast_sim::log::verify_logs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ fn trio(tag: &str, auto_reset: bool) -> Trio {
     seq.resilience = 1;
     seq.auto_reset = auto_reset;
     let factory = CrashFactory::new(seq);
-    let engine = EngineChoice::Custom(factory.clone());
+    let engine = EngineChoice::custom(factory.clone());
     let name = unique_name(tag);
     let nodes = vec![node(11), node(12), node(13)];
     let mut groups = Vec::new();

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 fn toy() -> EngineChoice {
-    EngineChoice::Custom(Arc::new(ToyFactory))
+    EngineChoice::custom(Arc::new(ToyFactory))
 }
 
 #[test]
@@ -199,10 +199,8 @@ fn bad_configurations_are_refused() {
     // engine on the I/O thread: refused up front.
     for (retries, timeout_ms) in [(0, 100), (4, 0)] {
         let mut engine = EngineChoice::sequencer(1);
-        if let EngineChoice::Sequencer { recovery, .. } = &mut engine {
-            recovery.alive_retries = retries;
-            recovery.alive_timeout_ms = timeout_ms;
-        }
+        engine.settings.recovery.alive_retries = retries;
+        engine.settings.recovery.alive_timeout_ms = timeout_ms;
         let c = cfg("x", &engine, OpenMode::Create);
         assert!(matches!(n.open_group(c), Err(Error::Config(_))));
     }
@@ -212,10 +210,7 @@ fn bad_configurations_are_refused() {
         ..Default::default()
     };
     policy.alive_retries = 0;
-    let engine = EngineChoice::Sequencer {
-        resilience: 0,
-        recovery: policy,
-    };
+    let engine = EngineChoice::sequencer(0).recovery(policy);
     let g = n
         .open_group(cfg(&unique_name("nodetect"), &engine, OpenMode::Create))
         .unwrap();

@@ -3,9 +3,10 @@
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
 
-use super::{check_exit, check_logs, log_path, member_spec, prepare, DemoArgs};
+use super::{check_exit, check_logs, log_path, member_args, member_spec, prepare, DemoArgs};
 use crate::workers::{killed, worker_timeout, Running, WorkerOutcome};
 use anyhow::Context;
+use rmcast_proto::{Event, Recovery};
 use rmcast_sim::log::{parse_log, wall_clock_ns, LogRecord, VerifyReport};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -84,16 +85,12 @@ struct Watch {
 
 impl Watch {
     fn feed(&mut self, rec: &LogRecord, members: usize) {
-        match rec {
-            LogRecord::View {
-                members: ms,
-                coordinator,
-                ..
-            } => {
-                self.full_view |= ms.len() == members;
-                self.coordinator = *coordinator;
+        match &rec.event {
+            Event::View(v) => {
+                self.full_view |= v.members.len() == members;
+                self.coordinator = v.coordinator.0;
             }
-            LogRecord::Reset { .. } => self.reset = true,
+            Event::Recovery(Recovery::Reset { .. }) => self.reset = true,
             _ => {}
         }
     }
@@ -247,41 +244,34 @@ struct MemberRun {
 fn analyse(log: &[LogRecord], crash: &CrashRecord) -> MemberRun {
     let mut r = MemberRun::default();
     for rec in log {
-        match rec {
-            LogRecord::Deliver {
-                sender, msg, t_ns, ..
-            } => {
-                r.delivered.insert((*sender, *msg));
+        let t_ns = rec.t_ns;
+        match &rec.event {
+            Event::Deliver(d) => {
+                r.delivered.insert((d.sender.0, d.msg));
                 if r.reset_ns.is_some() {
                     r.deliveries_after += 1;
-                    r.senders_after.insert(*sender);
+                    r.senders_after.insert(d.sender.0);
                 } else {
                     r.deliveries_before += 1;
                 }
-                if (crash.stream_start_ns..crash.t_ns).contains(t_ns) {
+                if (crash.stream_start_ns..crash.t_ns).contains(&t_ns) {
                     r.delivered_streaming += 1;
                 }
             }
-            LogRecord::Complete { .. } => r.completions += 1,
-            LogRecord::Failed { t_ns, .. } => {
-                r.failed_ns.get_or_insert(*t_ns);
+            Event::SendComplete { .. } => r.completions += 1,
+            Event::Recovery(Recovery::Failed { .. }) => {
+                r.failed_ns.get_or_insert(t_ns);
             }
-            LogRecord::Reset {
-                t_ns,
+            Event::Recovery(Recovery::Reset {
                 incarnation,
                 removed,
-                ..
-            } if r.reset_ns.is_none() => {
-                r.reset_ns = Some(*t_ns);
+            }) if r.reset_ns.is_none() => {
+                r.reset_ns = Some(t_ns);
                 r.incarnation = *incarnation;
-                r.removed = removed.clone();
+                r.removed = removed.iter().map(|m| m.0).collect();
             }
-            LogRecord::View {
-                members,
-                coordinator,
-                ..
-            } if r.reset_ns.is_some() && r.new_view.is_none() => {
-                r.new_view = Some((members.clone(), *coordinator));
+            Event::View(v) if r.reset_ns.is_some() && r.new_view.is_none() => {
+                r.new_view = Some((v.members.iter().map(|m| m.0).collect(), v.coordinator.0));
             }
             _ => {}
         }
@@ -330,6 +320,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
+    let member = member_args(args, members, resilience, worker_timeout, &dir);
     let mut director = Director {
         members: members as usize,
         dir: &dir,
@@ -349,17 +340,10 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let stop_file = director.stop_file();
     let outcomes = spec.run(
         |index, cmd| {
-            cmd.args(["--resilience", &resilience.to_string()])
-                .args(["--max-datagram-bytes", &args.max_datagram_bytes.to_string()])
-                .args(["--rate", &args.rate.to_string()])
+            member.apply(index, cmd);
+            cmd.args(["--rate", &args.rate.to_string()])
                 .arg("--stop-file")
-                .arg(&stop_file)
-                .args(["--size", &args.size.to_string()])
-                .args(["--members", &members.to_string()])
-                .args(["--timeout-ms", &worker_timeout.as_millis().to_string()])
-                .args(args.recovery.to_args())
-                .arg("--log")
-                .arg(log_path(&dir, index));
+                .arg(&stop_file);
             if std::env::var_os("RMCAST_LOG").is_none() {
                 // The workers say what they see of the crash in plain words; the runtime's
                 // warnings about it would say it all again, three times.
@@ -406,8 +390,8 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let mut completed: Vec<(u32, u64)> = Vec::new();
     for log in &logs {
         for rec in log {
-            if let LogRecord::Complete { member, msg, .. } = rec {
-                completed.push((*member, *msg));
+            if let Event::SendComplete { msg } = rec.event {
+                completed.push((rec.member, msg));
             }
         }
     }

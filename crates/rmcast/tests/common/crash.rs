@@ -4,9 +4,11 @@
 //! multi-process tests).
 
 use bytes::Bytes;
-use rmcast::{EngineFactory, EngineRole};
+use rmcast::{EngineFactory, EngineParams, EngineSettings, Role};
 use rmcast_proto::sequencer::{self, Sequencer};
-use rmcast_proto::{Counters, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time};
+use rmcast_proto::{
+    Counters, Engine, Event, GroupInfo, Guarantees, NodeId, Qos, SendError, Time, Transmit,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,32 +56,26 @@ impl CrashFactory {
 }
 
 impl EngineFactory for CrashFactory {
-    fn kind(&self) -> &str {
+    fn name(&self) -> &str {
         "sequencer"
     }
 
-    fn resilience(&self) -> u8 {
-        self.cfg.resilience
+    /// The engine's `cfg` is what counts (the common settings are ignored).
+    fn guarantees(&self, _settings: &EngineSettings) -> Guarantees {
+        sequencer::guarantees(self.cfg.resilience)
     }
 
-    fn build(
-        &self,
-        role: EngineRole,
-        group: u32,
-        me: NodeId,
-        max_datagram_bytes: usize,
-        now: Time,
-    ) -> Box<dyn Engine> {
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
         let mut cfg = self.cfg.clone();
-        cfg.group = group;
-        cfg.max_datagram_bytes = max_datagram_bytes;
-        let inner = match role {
-            EngineRole::Create => Sequencer::create(cfg, me, now),
-            EngineRole::Join => Sequencer::join(cfg, me, now),
+        cfg.group = p.group;
+        cfg.max_datagram_bytes = p.max_datagram_bytes;
+        let inner = match p.role {
+            Role::Create => Sequencer::create(cfg, p.me, p.now),
+            Role::Join => Sequencer::join(cfg, p.me, p.now),
         };
         Box::new(Crashable {
             inner,
-            switch: self.switch(me),
+            switch: self.switch(p.me),
         })
     }
 }
@@ -121,7 +117,7 @@ impl Engine for Crashable {
         }
     }
 
-    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         match self.state() {
             UP => self.inner.poll_transmit(now, buf),
             CUT_OFF => {
@@ -157,6 +153,10 @@ impl Engine for Crashable {
 
     fn info(&self) -> GroupInfo {
         self.inner.info()
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        self.inner.guarantees()
     }
 
     fn counters(&self) -> &Counters {

@@ -6,10 +6,10 @@
 pub mod crash;
 pub mod toy;
 
-use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
 use rmcast::{
     EngineChoice, Group, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
 };
+use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -114,7 +114,7 @@ pub fn three_members_same_order(
     addr: impl Fn(&[SocketAddrV4]) -> GroupAddr,
     per_member: usize,
 ) -> VerifyReport {
-    let name = unique_name(engine.kind());
+    let name = unique_name(engine.name());
     let nodes = [node(101), node(102), node(103)];
     let addrs: Vec<SocketAddrV4> = nodes.iter().map(|n| n.local_addr()).collect();
     let addr = addr(&addrs);

@@ -5,10 +5,11 @@
 //! learning, timers, back-pressure, views, leave.
 
 use bytes::Bytes;
-use rmcast::{EngineFactory, EngineRole};
+use rmcast::{EngineFactory, EngineParams, EngineSettings, Role};
 use rmcast_proto::wire::{self, EngineKind, Header};
 use rmcast_proto::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, View,
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, Guarantees, NodeId, Order, Qos,
+    Reply, SendError, Time, Transmit, View,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -17,6 +18,7 @@ const JOIN: u8 = 1;
 const REQ: u8 = 2;
 const ORDER: u8 = 3;
 const LEAVE: u8 = 4;
+const REPLY: u8 = 5;
 
 /// Own messages in flight at most: small, so that back-pressure is easy to reach.
 pub const WINDOW: u64 = 32;
@@ -27,19 +29,25 @@ pub const MAX_EVENTS: usize = 64;
 /// Builds [`Toy`] engines.
 pub struct ToyFactory;
 
+/// What the toy promises: every member gets every message once, in one total order (a fixed
+/// sequencer orders everything); no crash recovery; answers on a response channel.
+pub fn guarantees() -> Guarantees {
+    let mut g = Guarantees::reliable_fifo();
+    g.order = Order::Total;
+    g.qos.totally_ordered = true;
+    g.replies = true;
+    g
+}
+
 impl EngineFactory for ToyFactory {
-    fn kind(&self) -> &str {
+    fn name(&self) -> &str {
         "toy"
     }
-    fn build(
-        &self,
-        role: EngineRole,
-        group: u32,
-        me: NodeId,
-        _max_datagram_bytes: usize,
-        now: Time,
-    ) -> Box<dyn Engine> {
-        Box::new(Toy::new(role, group, me, now))
+    fn guarantees(&self, _settings: &EngineSettings) -> Guarantees {
+        guarantees()
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        Box::new(Toy::new(p.role, p.group, p.me, p.now))
     }
 }
 
@@ -74,7 +82,7 @@ pub struct Toy {
 }
 
 impl Toy {
-    fn new(role: EngineRole, group: u32, me: NodeId, now: Time) -> Toy {
+    fn new(role: Role, group: u32, me: NodeId, now: Time) -> Toy {
         let mut t = Toy {
             group,
             me,
@@ -91,7 +99,7 @@ impl Toy {
             counters: Counters::default(),
         };
         match role {
-            EngineRole::Create => {
+            Role::Create => {
                 let v = View {
                     id: 1,
                     seq: 0,
@@ -105,7 +113,7 @@ impl Toy {
                 t.counters.view_changes += 1;
                 t.events.push_back(Event::View(v));
             }
-            EngineRole::Join => {
+            Role::Join => {
                 t.push(Destination::Group, JOIN, &[]);
                 t.join_retry = Some(now + Duration::from_millis(50));
             }
@@ -283,6 +291,15 @@ impl Engine for Toy {
                     });
                 }
             }
+            REPLY => {
+                if let Some(request) = u64_at(b, 0) {
+                    self.events.push_back(Event::Reply(Reply {
+                        from,
+                        request,
+                        payload: Bytes::copy_from_slice(&b[8..]),
+                    }));
+                }
+            }
             ORDER => {
                 let (Some(seq), Some(&kind)) = (u64_at(b, 0), b.get(8)) else {
                     self.counters.malformed_dropped += 1;
@@ -350,6 +367,22 @@ impl Engine for Toy {
         Ok(msg)
     }
 
+    fn reply(
+        &mut self,
+        _now: Time,
+        to: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        if self.view.is_none() || self.left {
+            return Err(SendError::NotMember);
+        }
+        let mut body = request.to_be_bytes().to_vec();
+        body.extend_from_slice(&payload);
+        self.push(Destination::Peer(to), REPLY, &body);
+        Ok(())
+    }
+
     fn leave(&mut self, _now: Time) {
         if self.is_coordinator() || self.view.is_none() {
             self.left = true;
@@ -360,13 +393,13 @@ impl Engine for Toy {
         }
     }
 
-    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         let (dest, data) = self.out.pop_front()?;
         buf.clear();
         buf.extend_from_slice(&data);
         self.counters.datagrams_sent += 1;
         self.counters.bytes_sent += data.len() as u64;
-        Some(dest)
+        Some(Transmit::single(dest))
     }
 
     fn poll_event(&mut self) -> Option<Event> {
@@ -392,11 +425,15 @@ impl Engine for Toy {
             coordinator: self.coordinator(),
             rank: None,
             recovering: false,
-            resilience: 0,
             incarnation: 0,
-            history_used: self.pending.len(),
-            history_capacity: 0,
+            guarantees: guarantees(),
+            buffered_msgs: self.pending.len(),
+            buffer_capacity_msgs: 0,
         }
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        guarantees()
     }
 
     fn counters(&self) -> &Counters {

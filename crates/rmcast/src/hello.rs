@@ -1,0 +1,86 @@
+//! The runtime's address exchange: HELLO datagrams.
+//!
+//! A peer's unicast address is learnt from the source of every datagram received from it. That
+//! alone leaves a gap: a member may have to send point to point to a peer it has never heard
+//! from (a newer member, say), and such datagrams go to the whole group instead (counted in
+//! [`crate::NodeCounters::peer_unknown`]). So when a view names members whose address is
+//! unknown, the node sends a HELLO *ask* to the group (multicast, or the unicast fan-out), and
+//! every member that hears it answers with a unicast HELLO *answer*: each learns the other's
+//! address from the datagram's source. Asks are repeated at most [`TRIES`] times per view,
+//! [`INTERVAL`] apart, while an address is still missing; answers are bounded per group to
+//! [`MAX_ANSWERS`] per [`INTERVAL`].
+//!
+//! **Wire format.** A HELLO is the shared 20-byte header ([`wire::Header`]) and one body byte
+//! ([`Hello`]). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
+//! runtime's packets carry engine byte [`wire::EngineKind::Sequencer`] (1) and are told apart
+//! by packet type [`PTYPE`] (0xFF), which the runtime reserves in every engine's numbering (the
+//! sequencer's types run from 1 to 15). The runtime takes them out before any engine sees them;
+//! a runtime that does not know them hands them to its engine, which drops them as malformed.
+
+use rmcast_proto::wire::{self, EngineKind, Header};
+use rmcast_proto::NodeId;
+use std::time::Duration;
+
+/// Packet type of runtime HELLO datagrams.
+pub(crate) const PTYPE: u8 = 0xFF;
+/// Time between two asks of one view, and the window of the answer bound.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+/// Asks per view at most.
+pub(crate) const TRIES: u32 = 10;
+/// Answers per group per [`INTERVAL`] at most (a bound against a flood of forged asks).
+pub(crate) const MAX_ANSWERS: u32 = 64;
+
+/// The body byte.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Hello {
+    /// "Tell me where you are": every member that hears it answers.
+    Ask = 1,
+    /// The answer, unicast to the asker.
+    Answer = 2,
+}
+
+/// A HELLO of `sender` for group `group`.
+pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(wire::HEADER_LEN + 1);
+    Header {
+        engine: EngineKind::Sequencer,
+        ptype: PTYPE,
+        flags: 0,
+        group,
+        incarnation: 0,
+        sender,
+    }
+    .encode(&mut buf);
+    buf.push(hello as u8);
+    buf
+}
+
+/// `Some` if `packet` is a runtime HELLO (`Some(None)`: one with a body this build does not
+/// know, still not for the engine), `None` if it is an engine's datagram.
+pub(crate) fn parse(packet: &wire::Packet<'_>) -> Option<Option<Hello>> {
+    let h = &packet.header;
+    if h.engine != EngineKind::Sequencer || h.ptype != PTYPE {
+        return None;
+    }
+    Some(match packet.body {
+        [1] => Some(Hello::Ask),
+        [2] => Some(Hello::Answer),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips() {
+        for h in [Hello::Ask, Hello::Answer] {
+            let buf = encode(7, NodeId(3), h);
+            let p = wire::decode(&buf).unwrap();
+            assert_eq!(p.header.group, 7);
+            assert_eq!(p.header.sender, NodeId(3));
+            assert_eq!(parse(&p), Some(Some(h)));
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! What the application's handles ([`crate::node`]) and the I/O thread ([`crate::io`]) share:
+//! the queued operations and control commands, the per-group and per-node shared state, and the
+//! runtime's counters. Both modules depend on this one, not on each other.
+
+use crate::config::GroupConfig;
+use crate::error::Error;
+use crate::GroupEvent;
+use bytes::Bytes;
+use rmcast_proto::{Counters, GroupInfo, NodeId, Qos};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Operations that must stay in order with the messages sent before them, so they share the
+/// per-group send queue.
+pub(crate) enum Op {
+    /// Submit a message; `done` is told once it is stable (blocking and async sends only).
+    Send {
+        payload: Bytes,
+        qos: Qos,
+        done: Option<oneshot::Sender<Result<u64, Error>>>,
+    },
+    /// Answer message `request` of member `to` ([`rmcast_proto::Engine::reply`]); `done` is
+    /// told once the engine took the answer.
+    Reply {
+        to: NodeId,
+        request: u64,
+        payload: Bytes,
+        done: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Leave once every message queued before has been sent.
+    Leave {
+        timeout: Duration,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+}
+
+/// Control requests, rare and unordered with respect to messages.
+pub(crate) enum Command {
+    Open(Box<OpenRequest>),
+    Info {
+        key: u64,
+        reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
+    },
+    /// ResetGroup on the group's engine.
+    Reset {
+        key: u64,
+        min_members: usize,
+        reply: std_mpsc::SyncSender<Result<(), Error>>,
+    },
+    Shutdown,
+}
+
+/// Everything the I/O thread needs to run a new group.
+pub(crate) struct OpenRequest {
+    pub key: u64,
+    pub cfg: GroupConfig,
+    pub multicast: Option<UdpSocket>,
+    pub ops: mpsc::Receiver<Op>,
+    pub events: mpsc::Sender<GroupEvent>,
+    pub shared: Arc<GroupShared>,
+    /// `Ok(created)` once the node is a member.
+    pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
+}
+
+/// State shared by the I/O thread and a group's handles.
+#[derive(Default)]
+pub(crate) struct GroupShared {
+    /// Set by the I/O thread when the event queue was full and it stopped taking events from the
+    /// engine; the next receive wakes it.
+    pub events_stalled: AtomicBool,
+    /// Recovery mode as the application is told it: [`RECOVERING`] plus the suspect's id from
+    /// the moment the I/O thread queues [`Recovery::Failed`] until it queues the
+    /// [`Recovery::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
+    /// reads the flag and the suspect together.
+    pub recovering: AtomicU64,
+}
+
+/// Bit of [`GroupShared::recovering`] that says recovery mode is on (node ids are 32 bits).
+pub(crate) const RECOVERING: u64 = 1 << 32;
+
+impl GroupShared {
+    /// The suspect, while the group is in recovery mode.
+    pub fn suspect(&self) -> Option<NodeId> {
+        let v = self.recovering.load(Ordering::Acquire);
+        (v & RECOVERING != 0).then_some(NodeId(v as u32))
+    }
+
+    /// Recovery mode on (`Some(suspect)`) or off.
+    pub fn set_recovering(&self, suspect: Option<NodeId>) {
+        let v = suspect.map_or(0, |s| RECOVERING | u64::from(s.0));
+        self.recovering.store(v, Ordering::Release);
+    }
+
+    pub fn member_failed(&self) -> Result<(), Error> {
+        match self.suspect() {
+            Some(suspect) => Err(Error::MemberFailed { suspect }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// State shared by the I/O thread and the node's handles.
+pub(crate) struct NodeShared {
+    pub id: NodeId,
+    pub local_addr: SocketAddrV4,
+    pub interface: std::net::Ipv4Addr,
+    pub socket_buffer_bytes: usize,
+    pub waker: mio::Waker,
+    pub wake_pending: AtomicBool,
+    pub commands: std_mpsc::SyncSender<Command>,
+    pub counters: AtomicNodeCounters,
+}
+
+impl NodeShared {
+    /// Wake the I/O thread unless a wake is already pending.
+    pub fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            // A failed wake means the I/O thread is gone; calls then fail on their channels.
+            let _ = self.waker.wake();
+        }
+    }
+
+    pub fn command(&self, c: Command) -> Result<(), Error> {
+        self.commands.send(c).map_err(|_| Error::Closed)?;
+        self.wake();
+        Ok(())
+    }
+}
+
+macro_rules! node_counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// The runtime's own counters (the engines keep theirs: [`crate::GroupSender::counters`]).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct NodeCounters {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        /// Written by the I/O thread only; read by anyone.
+        #[derive(Default)]
+        pub(crate) struct AtomicNodeCounters {
+            $(pub $name: AtomicU64,)*
+        }
+
+        impl AtomicNodeCounters {
+            pub(crate) fn snapshot(&self) -> NodeCounters {
+                NodeCounters { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+    };
+}
+
+node_counters! {
+    /// Datagrams read from the sockets.
+    datagrams_received,
+    /// Bytes in those datagrams.
+    bytes_received,
+    /// Datagrams written to the network (a unicast fan-out counts once per peer).
+    datagrams_sent,
+    /// Bytes in those datagrams.
+    bytes_sent,
+    /// Sends that failed with an error other than `WouldBlock` (the protocol retransmits).
+    send_errors,
+    /// Sends deferred because the socket buffer was full.
+    send_deferred,
+    /// Receive errors other than `WouldBlock`.
+    recv_errors,
+    /// Datagrams that did not decode (also passed to the engine, which counts them too).
+    malformed,
+    /// Datagrams for a group this node is not in.
+    foreign_dropped,
+    /// Our own multicast datagrams looped back by the network, dropped before the engine.
+    own_echoes,
+    /// Datagrams for one peer sent to the whole group because the peer's address is unknown.
+    peer_unknown,
+    /// HELLO datagrams sent (address exchange among the members of a view, requests and
+    /// answers; a unicast fan-out counts once).
+    hellos_sent,
+    /// HELLO datagrams received.
+    hellos_received,
+    /// Messages an engine refused (other than back-pressure) with nobody waiting to be told.
+    submit_refused,
+    /// Times the event queue was full and the runtime paused taking events from an engine.
+    event_queue_stalls,
+    /// Iterations of the event loop.
+    loop_iterations,
+}
+
+impl AtomicNodeCounters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        // Only the I/O thread writes, so load and store need no read-modify-write.
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+}
