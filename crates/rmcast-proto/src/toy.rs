@@ -115,7 +115,7 @@ impl Toy {
             counters: Counters::default(),
         };
         if t.coordinator {
-            t.install(vec![p.me], Some(p.me), None);
+            t.install(1, vec![p.me], Some(p.me), None);
         }
         t
     }
@@ -135,9 +135,15 @@ impl Toy {
         self.out.push_back((to, buf));
     }
 
-    fn install(&mut self, members: Vec<NodeId>, joined: Option<NodeId>, left: Option<NodeId>) {
+    fn install(
+        &mut self,
+        id: u64,
+        members: Vec<NodeId>,
+        joined: Option<NodeId>,
+        left: Option<NodeId>,
+    ) {
         self.view = View {
-            id: self.view.id + 1,
+            id,
             seq: 0,
             coordinator: members[0],
             members,
@@ -166,12 +172,12 @@ impl Toy {
         self.check_complete();
     }
 
-    fn on_data(&mut self, from: NodeId, seq: u64, payload: Bytes) {
+    fn on_data(&mut self, from: NodeId, seq: u64, first: u64, payload: Bytes) {
         let max_early = WINDOW as u64;
         let Some(p) = self.peers.get_mut(&from) else {
             return;
         };
-        let next = *p.next.get_or_insert(seq);
+        let next = *p.next.get_or_insert(first);
         if seq < next || p.early.contains_key(&seq) {
             self.counters.duplicates += 1;
         } else if seq < next + max_early {
@@ -205,6 +211,7 @@ impl Toy {
     }
 
     fn on_status(&mut self, from: NodeId, r: &mut Reader<'_>) -> Option<()> {
+        let first = r.u64().ok()?;
         for _ in 0..r.u16().ok()? {
             let (id, next) = (NodeId(r.u32().ok()?), r.u64().ok()?);
             let p = self.peers.get_mut(&from)?;
@@ -213,7 +220,7 @@ impl Toy {
             } else if id == from {
                 // The sender's own next number: everything below it exists.
                 let p = self.peers.get_mut(&id)?;
-                p.next.get_or_insert(next);
+                p.next.get_or_insert(first);
                 p.gaps.saw_below(next);
             }
         }
@@ -222,10 +229,10 @@ impl Toy {
     }
 
     fn check_complete(&mut self) {
-        let stable = self
-            .peers
-            .values()
-            .map(|p| p.acked)
+        let me = self.me;
+        let stable = (self.peers.iter())
+            .filter(|(&id, _)| id != me)
+            .map(|(_, p)| p.acked)
             .min()
             .unwrap_or(self.multicast);
         while self.sent.front().is_some_and(|&(n, _)| n < stable) {
@@ -242,8 +249,10 @@ impl Toy {
             .filter(|(id, _)| *id != self.me)
             .collect();
         entries.push((self.me, self.multicast));
+        let first = self.first_held();
         self.counters.acks_sent += 1;
         self.send(Destination::Group, STATUS, |b| {
+            b.extend_from_slice(&first.to_be_bytes());
             b.extend_from_slice(&(entries.len() as u16).to_be_bytes());
             for (id, n) in entries {
                 b.extend_from_slice(&id.0.to_be_bytes());
@@ -252,9 +261,16 @@ impl Toy {
         });
     }
 
+    /// The lowest own number not yet held by everyone: where a new member starts with us.
+    fn first_held(&self) -> u64 {
+        self.sent.front().map_or(self.multicast, |&(n, _)| n)
+    }
+
     fn data(&mut self, n: u64, payload: &Bytes) {
+        let first = self.first_held().min(n);
         self.send(Destination::Group, DATA, |b| {
             b.extend_from_slice(&n.to_be_bytes());
+            b.extend_from_slice(&first.to_be_bytes());
             b.extend_from_slice(payload);
         });
     }
@@ -285,7 +301,7 @@ impl Engine for Toy {
                     (None, Some(h.sender))
                 };
                 if m != self.view.members {
-                    self.install(m, joined, left);
+                    self.install(self.view.id + 1, m, joined, left);
                 } else if h.ptype == JOIN {
                     let (id, m) = (self.view.id, self.view.members.clone());
                     self.send(Destination::Group, VIEW, |b| {
@@ -296,7 +312,7 @@ impl Engine for Toy {
             VIEW => {
                 if let Ok((id, _, members)) = view_codec::decode(&mut r) {
                     if id > self.view.id && members.contains(&self.me) {
-                        self.install(members, None, None);
+                        self.install(id, members, None, None);
                     } else if id > self.view.id && self.joined {
                         self.left = true;
                         self.events.push_back(Event::Left);
@@ -304,9 +320,9 @@ impl Engine for Toy {
                 }
             }
             DATA => {
-                if let Ok(seq) = r.u64() {
+                if let (Ok(seq), Ok(first)) = (r.u64(), r.u64()) {
                     let payload = Bytes::copy_from_slice(r.rest());
-                    self.on_data(h.sender, seq, payload);
+                    self.on_data(h.sender, seq, first, payload);
                 }
             }
             STATUS => {
@@ -348,6 +364,13 @@ impl Engine for Toy {
             self.send(Destination::Group, LEAVE, |_| {});
         }
         self.status();
+        if self.coordinator {
+            // Announced again now and then: a member that lost the last VIEW catches up.
+            let (id, m) = (self.view.id, self.view.members.clone());
+            self.send(Destination::Group, VIEW, |b| {
+                view_codec::encode(b, id, m[0], &m)
+            });
+        }
         let asks: Vec<_> = self
             .peers
             .iter_mut()
@@ -382,7 +405,7 @@ impl Engine for Toy {
         self.data(n, &payload);
         self.multicast = self.next_own;
         // Our own copy is delivered at once, in order with our other messages.
-        self.on_data(self.me, n, payload.clone());
+        self.on_data(self.me, n, n, payload.clone());
         self.sent.push_back((n, payload));
         self.check_complete();
         Ok(n)

@@ -378,6 +378,7 @@ impl Scenario {
                 message_bytes: self.message_bytes,
                 load,
                 start,
+                qos: strongest_qos(&self.engine.guarantees()),
                 ..Workload::default()
             },
             churn,
@@ -552,4 +553,18 @@ mod tests {
         };
         assert!(bad.validate().unwrap_err().contains("--senders"));
     }
+}
+
+/// The strongest per-message QoS an engine serves: what a scenario's workload asks for.
+pub fn strongest_qos(g: &rmcast_proto::Guarantees) -> rmcast_proto::Qos {
+    use rmcast_proto::Qos;
+    [
+        Qos::TotallyOrdered,
+        Qos::SourceOrdered,
+        Qos::Reliable,
+        Qos::Unreliable,
+    ]
+    .into_iter()
+    .find(|&q| g.qos.contains(q))
+    .unwrap_or_default()
 }
