@@ -9,11 +9,11 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use rmcast_sim::log::LogWriter;
 use rmcast::{
     EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
     RecoveryPolicy,
 };
+use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, Write};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;

@@ -8,11 +8,11 @@ mod common;
 
 use common::crash::CrashFactory;
 use common::*;
-use rmcast_sim::log::verify_logs;
 use rmcast::{
     EngineChoice, Error, Group, GroupEvent, Node, NodeId, OpenMode, Recovery, TrySendError,
 };
 use rmcast_proto::sequencer;
+use rmcast_sim::log::verify_logs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -6,10 +6,10 @@
 pub mod crash;
 pub mod toy;
 
-use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
 use rmcast::{
     EngineChoice, Group, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
 };
+use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
