@@ -372,8 +372,9 @@ pub(crate) fn check_seqs<I: Copy + Eq + fmt::Display>(
 }
 
 /// Total order: a sequence number names one message (or view) everywhere, a message has one
-/// sequence number everywhere, every host's sequence numbers increase ([`check_seqs`]), and any
-/// two hosts deliver their common messages in the same order.
+/// sequence number everywhere, every host's sequence numbers increase (the rules that
+/// [`crate::log::verify_logs`] runs too, by the same code), and any two hosts deliver their
+/// common messages in the same order.
 pub fn total_order(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();

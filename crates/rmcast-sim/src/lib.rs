@@ -16,7 +16,8 @@
 //! - [`record`]: what a run leaves behind: every event of every host with its virtual time,
 //!   every submission, the network's counts.
 //! - [`checkers`]: integrity, agreement, total order, FIFO, virtual synchrony, resilience,
-//!   liveness after heal, livelock.
+//!   liveness after heal, reported losses, livelock; each runs only where the engine's
+//!   [`rmcast_proto::Guarantees`] promise what it checks (the table in [`checkers`]).
 //! - [`log`]: the `--log` JSON lines of real members (the same events) and [`log::verify_logs`],
 //!   which checks a multi-process run with the same rules.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
@@ -34,7 +35,9 @@
 //!
 //! Runs end in two phases, as in TigerBeetle's VOPR: while faults are active only safety is
 //! judged; once every fault healed and every join and leave happened, the members get
-//! [`Limits::quiescence_timeout`] of virtual time to deliver everything (liveness).
+//! [`Limits::quiescence_timeout`] of virtual time to deliver everything (liveness). That is the
+//! end of an all-or-nothing engine's run; a probabilistic engine's run ends once the network is
+//! quiet instead (no datagram in flight, no timer due within [`Limits::quiet_timer_horizon`]).
 
 #![warn(missing_docs)]
 

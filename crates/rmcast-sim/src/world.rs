@@ -621,6 +621,10 @@ impl<'a> World<'a> {
                 return;
             };
             while let Some(t) = engine.poll_transmit(now, &mut self.buf) {
+                if self.buf.is_empty() {
+                    // An empty datagram is still one datagram (no chunk of an empty buffer).
+                    self.out.push((t.destination, Bytes::new()));
+                }
                 for d in t.datagrams(&self.buf) {
                     self.out.push((t.destination, Bytes::copy_from_slice(d)));
                 }
