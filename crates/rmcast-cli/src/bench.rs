@@ -32,8 +32,8 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
-use crate::worker::WORKER_WIND_DOWN;
 use crate::member::{parse_engine, ENGINE_HELP};
+use crate::worker::WORKER_WIND_DOWN;
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
 };

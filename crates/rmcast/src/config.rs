@@ -174,9 +174,8 @@ impl GroupConfig {
             MIN_DATAGRAM_BYTES as u64,
             MAX_DATAGRAM_BYTES as u64,
         )?;
-        let at_least_one = |field, n: usize| {
-            ConfigError::check_range(field, n as u64, 1, u32::MAX as u64)
-        };
+        let at_least_one =
+            |field, n: usize| ConfigError::check_range(field, n as u64, 1, u32::MAX as u64);
         at_least_one("event_queue_capacity", self.event_queue_capacity)?;
         at_least_one("send_queue_capacity", self.send_queue_capacity)?;
         self.engine.validate(self.max_datagram_bytes)?;

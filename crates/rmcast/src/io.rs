@@ -14,8 +14,8 @@ use crate::hello::{self, Hello};
 use crate::shared::{AtomicNodeCounters, Command, GroupShared, NodeShared, Op, OpenRequest};
 use crate::{net, GroupEvent};
 use rmcast_proto::{
-    wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role,
-    SendError, Time,
+    wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
+    Time,
 };
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;

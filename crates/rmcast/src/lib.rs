@@ -99,5 +99,5 @@ pub use rmcast_proto::registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };
 pub use rmcast_proto::{
-    Counters, Delivery, Guarantees, GroupInfo, Loss, NodeId, Qos, Recovery, Reply, View,
+    Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
 };

@@ -12,9 +12,9 @@ pub use crate::shared::NodeCounters;
 use crate::shared::{Command, GroupShared, NodeShared, Op, OpenRequest};
 use crate::{io, net};
 use bytes::Bytes;
+use rmcast_proto::{Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
 #[allow(unused_imports)] // Named in the docs.
 use rmcast_proto::{Event, Recovery};
-use rmcast_proto::{Counters, Guarantees, GroupInfo, NodeId, Qos, SendError};
 use std::net::SocketAddrV4;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -278,11 +278,7 @@ impl GroupSender {
     }
 
     /// Async [`GroupSender::send_with`].
-    pub async fn send_async_with(
-        &self,
-        payload: impl Into<Bytes>,
-        qos: Qos,
-    ) -> Result<u64, Error> {
+    pub async fn send_async_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
         self.check_qos(qos)?;
         self.inner.shared.member_failed()?;
         let (tx, rx) = oneshot::channel();
