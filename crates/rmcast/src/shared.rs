@@ -4,9 +4,8 @@
 
 use crate::config::GroupConfig;
 use crate::error::Error;
-use crate::GroupEvent;
 use bytes::Bytes;
-use rmcast_proto::{Counters, GroupInfo, NodeId, Qos};
+use rmcast_proto::{Counters, Event, GroupInfo, NodeId, Qos};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -59,7 +58,8 @@ pub(crate) struct OpenRequest {
     pub cfg: GroupConfig,
     pub multicast: Option<UdpSocket>,
     pub ops: mpsc::Receiver<Op>,
-    pub events: mpsc::Sender<GroupEvent>,
+    /// The group's events ([`crate::GroupEvent`]).
+    pub events: mpsc::Sender<Event>,
     pub shared: Arc<GroupShared>,
     /// `Ok(created)` once the node is a member.
     pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
