@@ -527,7 +527,13 @@ impl IoLoop {
                         .groups
                         .iter()
                         .find(|g| g.key == key && !g.done)
-                        .map(|g| (g.engine.info(), g.engine.counters().clone()));
+                        .map(|g| {
+                            (
+                                g.engine.info(),
+                                g.engine.counters().clone(),
+                                g.engine.engine_counters(),
+                            )
+                        });
                     let _ = reply.try_send(r);
                 }
                 Command::Reset {

@@ -41,7 +41,7 @@ pub(crate) enum Command {
     Open(Box<OpenRequest>),
     Info {
         key: u64,
-        reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
+        reply: std_mpsc::SyncSender<Option<Snapshot>>,
     },
     /// ResetGroup on the group's engine.
     Reset {
@@ -51,6 +51,10 @@ pub(crate) enum Command {
     },
     Shutdown,
 }
+
+/// What [`Command::Info`] reads from an engine: its view of the group, its counters and the
+/// counters only it keeps.
+pub(crate) type Snapshot = (GroupInfo, Counters, Vec<(&'static str, u64)>);
 
 /// Everything the I/O thread needs to run a new group.
 pub(crate) struct OpenRequest {

@@ -184,6 +184,9 @@ fn addresses_are_known_from_the_view_and_replies_reach_the_sender() {
         seq.reply(NodeId(1302), 1, "x"),
         Err(Error::Send(SendError::Unsupported))
     ));
+    // Counters only the sequencer keeps come through by name.
+    let own = seq.engine_counters().unwrap();
+    assert!(own.iter().any(|(name, _)| *name == "syncs_sent"), "{own:?}");
     seq.leave().unwrap();
     for g in groups.iter().rev() {
         g.leave().unwrap();
