@@ -11,8 +11,8 @@
 use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::hello::{self, Hello};
+use crate::net;
 use crate::shared::{AtomicNodeCounters, Command, GroupShared, NodeShared, Op, OpenRequest};
-use crate::{net, GroupEvent};
 use rmcast_proto::{
     wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
     Time,
@@ -298,7 +298,7 @@ struct GroupState {
     ops: mpsc::Receiver<Op>,
     /// A message the engine could not take yet (back-pressure): first in line.
     held: Option<Op>,
-    events: mpsc::Sender<GroupEvent>,
+    events: mpsc::Sender<Event>,
     shared: Arc<GroupShared>,
     /// Blocking and async senders waiting for their message to complete, by message number.
     completions: HashMap<u64, oneshot::Sender<Result<u64, Error>>>,
@@ -527,7 +527,13 @@ impl IoLoop {
                         .groups
                         .iter()
                         .find(|g| g.key == key && !g.done)
-                        .map(|g| (g.engine.info(), g.engine.counters().clone()));
+                        .map(|g| {
+                            (
+                                g.engine.info(),
+                                g.engine.counters().clone(),
+                                g.engine.engine_counters(),
+                            )
+                        });
                     let _ = reply.try_send(r);
                 }
                 Command::Reset {
@@ -1090,7 +1096,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 g.members.clone_from(&v.members);
                 g.view_changed = true;
                 if let Some(p) = permit {
-                    p.send(GroupEvent::View(v));
+                    p.send(Event::View(v));
                 }
             }
             Event::SendComplete { msg } => {
@@ -1099,11 +1105,11 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                     let _ = d.send(Ok(msg));
                 }
                 if let (Some(p), true) = (permit, g.completion_events) {
-                    p.send(GroupEvent::SendComplete { msg });
+                    p.send(Event::SendComplete { msg });
                 }
             }
             Event::Left => {
-                // Not passed on (see `GroupEvent`): the end of the queue says it.
+                // Not passed on (see `crate::GroupEvent`): the end of the queue says it.
                 drop(permit);
                 info!(group = %g.name, "left the group");
                 // After the loop: the permit still borrows the queue here.
@@ -1135,7 +1141,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                     g.shared.set_recovering(None);
                 }
                 if let Some(p) = permit {
-                    p.send(GroupEvent::Recovery(r));
+                    p.send(Event::Recovery(r));
                 }
                 if expelled.is_some() {
                     // After the loop: the permit still borrows the queue here.

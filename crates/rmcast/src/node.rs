@@ -9,7 +9,7 @@ use crate::block::block_on;
 use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
 pub use crate::shared::NodeCounters;
-use crate::shared::{Command, GroupShared, NodeShared, Op, OpenRequest};
+use crate::shared::{Command, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
 use crate::{io, net};
 use bytes::Bytes;
 use rmcast_proto::{Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
@@ -424,7 +424,7 @@ impl GroupSender {
     /// degree and the use of the history buffer. Taken from the engine itself, so it may be a
     /// step ahead of the events not yet received.
     pub fn info(&self) -> Result<GroupInfo, Error> {
-        self.query().map(|(info, _)| info)
+        self.query().map(|(info, _, _)| info)
     }
 
     /// Rebuild the group after a failure from the members that can still communicate
@@ -454,10 +454,16 @@ impl GroupSender {
 
     /// The engine's counters (datagrams, retransmissions, NACKs, deliveries, ...).
     pub fn counters(&self) -> Result<Counters, Error> {
-        self.query().map(|(_, c)| c)
+        self.query().map(|(_, c, _)| c)
     }
 
-    fn query(&self) -> Result<(GroupInfo, Counters), Error> {
+    /// The counters only this group's engine keeps, by name (e.g. the sequencer's BC_SYNC
+    /// count), as [`rmcast_proto::Engine::engine_counters`] reports them.
+    pub fn engine_counters(&self) -> Result<Vec<(&'static str, u64)>, Error> {
+        self.query().map(|(_, _, e)| e)
+    }
+
+    fn query(&self) -> Result<Snapshot, Error> {
         let (tx, rx) = std_mpsc::sync_channel(1);
         self.inner.node.command(Command::Info {
             key: self.inner.key,

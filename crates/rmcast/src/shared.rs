@@ -4,9 +4,8 @@
 
 use crate::config::GroupConfig;
 use crate::error::Error;
-use crate::GroupEvent;
 use bytes::Bytes;
-use rmcast_proto::{Counters, GroupInfo, NodeId, Qos};
+use rmcast_proto::{Counters, Event, GroupInfo, NodeId, Qos};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -42,7 +41,7 @@ pub(crate) enum Command {
     Open(Box<OpenRequest>),
     Info {
         key: u64,
-        reply: std_mpsc::SyncSender<Option<(GroupInfo, Counters)>>,
+        reply: std_mpsc::SyncSender<Option<Snapshot>>,
     },
     /// ResetGroup on the group's engine.
     Reset {
@@ -53,13 +52,18 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+/// What [`Command::Info`] reads from an engine: its view of the group, its counters and the
+/// counters only it keeps.
+pub(crate) type Snapshot = (GroupInfo, Counters, Vec<(&'static str, u64)>);
+
 /// Everything the I/O thread needs to run a new group.
 pub(crate) struct OpenRequest {
     pub key: u64,
     pub cfg: GroupConfig,
     pub multicast: Option<UdpSocket>,
     pub ops: mpsc::Receiver<Op>,
-    pub events: mpsc::Sender<GroupEvent>,
+    /// The group's events ([`crate::GroupEvent`]).
+    pub events: mpsc::Sender<Event>,
     pub shared: Arc<GroupShared>,
     /// `Ok(created)` once the node is a member.
     pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
