@@ -492,6 +492,20 @@ impl Scenario {
     }
 }
 
+/// The strongest per-message QoS an engine serves: what a scenario's workload asks for.
+pub fn strongest_qos(g: &rmcast_proto::Guarantees) -> rmcast_proto::Qos {
+    use rmcast_proto::Qos;
+    [
+        Qos::TotallyOrdered,
+        Qos::SourceOrdered,
+        Qos::Reliable,
+        Qos::Unreliable,
+    ]
+    .into_iter()
+    .find(|&q| g.qos.contains(q))
+    .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,18 +567,4 @@ mod tests {
         };
         assert!(bad.validate().unwrap_err().contains("--senders"));
     }
-}
-
-/// The strongest per-message QoS an engine serves: what a scenario's workload asks for.
-pub fn strongest_qos(g: &rmcast_proto::Guarantees) -> rmcast_proto::Qos {
-    use rmcast_proto::Qos;
-    [
-        Qos::TotallyOrdered,
-        Qos::SourceOrdered,
-        Qos::Reliable,
-        Qos::Unreliable,
-    ]
-    .into_iter()
-    .find(|&q| g.qos.contains(q))
-    .unwrap_or_default()
 }
