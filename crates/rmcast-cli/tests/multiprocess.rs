@@ -490,3 +490,20 @@ fn member_manual_reset_after_kill() {
     assert_eq!(report.resets, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_unknown_engine_is_refused_with_the_registered_names() {
+    for args in [vec!["member", "--group", "g"], vec!["demo"], vec!["bench"]] {
+        let out = Command::new(EXE)
+            .args(&args)
+            .args(["--engine", "no-such-engine"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for name in rmcast_proto::registry::names() {
+            assert!(err.contains(name), "{args:?}: {err}");
+        }
+    }
+}
