@@ -6,21 +6,16 @@ use super::packet::{
     OrderedWriter, ReqEntry, ReqWriter, SeqState, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED,
     REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
-use crate::common::{
-    CongestionWindow, DetectorParams, FailureDetector, HistoryBuffer, RttEstimator,
-};
+use crate::common::{CongestionWindow, FailureDetector, HistoryBuffer, RttEstimator};
 use crate::engine::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError,
-    Time, View,
+    Counters, Delivery, Destination, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time, View,
 };
 use crate::wire::{EngineKind, Header, HEADER_LEN};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-#[path = "recovery.rs"]
-mod recovery;
-use recovery::{AwaitAcks, Control, RecoveryMode, ResultRecord};
+use super::recovery::{AwaitAcks, Control, RecoveryMode, ResultRecord};
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
@@ -111,16 +106,16 @@ impl Config {
     }
 
     /// Payload bytes per fragment, so that one fragment always fits in one ordered datagram.
-    fn fragment_bytes(&self) -> usize {
+    pub(super) fn fragment_bytes(&self) -> usize {
         self.max_datagram_bytes - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD
     }
 
-    fn max_members_effective(&self) -> usize {
+    pub(super) fn max_members_effective(&self) -> usize {
         // A view entry (8 + 4 + 2 + 4n bytes) must fit in one fragment.
         self.max_members.min((self.fragment_bytes() - 14) / 4)
     }
 
-    fn validate(&self) {
+    pub(super) fn validate(&self) {
         assert!(
             self.max_datagram_bytes >= 256
                 && self.max_datagram_bytes <= crate::wire::MAX_DATAGRAM_LEN,
@@ -137,31 +132,31 @@ impl Config {
 
 /// An entry of the history buffer.
 #[derive(Clone, Debug)]
-struct Entry {
-    kind: EntryKind,
-    sender: NodeId,
-    pnum: u64,
-    frag_index: u16,
-    frag_count: u16,
+pub(super) struct Entry {
+    pub(super) kind: EntryKind,
+    pub(super) sender: NodeId,
+    pub(super) pnum: u64,
+    pub(super) frag_index: u16,
+    pub(super) frag_count: u16,
     /// `None` while only the BB accept is known and the data has not arrived.
-    payload: Option<Bytes>,
+    pub(super) payload: Option<Bytes>,
     /// Arrived by the BB method: the first broadcast of it carries no payload.
-    bb: bool,
+    pub(super) bb: bool,
 }
 
 /// An own fragment waiting to be ordered and delivered back.
 #[derive(Clone, Debug)]
-struct OutFrag {
-    pnum: u64,
+pub(super) struct OutFrag {
+    pub(super) pnum: u64,
     /// Sent by the BB method (the whole message is at least `large_threshold_bytes`).
-    bb: bool,
-    frag_index: u16,
-    frag_count: u16,
-    payload: Bytes,
+    pub(super) bb: bool,
+    pub(super) frag_index: u16,
+    pub(super) frag_count: u16,
+    pub(super) payload: Bytes,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Joining,
     Member,
     Left,
@@ -169,165 +164,165 @@ enum Phase {
 
 /// What the sequencer knows of one member (Amoeba's `member` struct, Fig. 10).
 #[derive(Clone, Debug)]
-struct MemberState {
-    id: NodeId,
+pub(super) struct MemberState {
+    pub(super) id: NodeId,
     /// Next sequence number it will deliver (m_expect).
-    expect: u64,
+    pub(super) expect: u64,
     /// It holds every sequence number below this.
-    held_next: u64,
+    pub(super) held_next: u64,
     /// Last protocol number ordered for it (m_messid): duplicates are at or below.
-    last_pnum: u64,
+    pub(super) last_pnum: u64,
     /// Where its join was ordered.
-    join_seq: u64,
+    pub(super) join_seq: u64,
     /// Some but not all fragments of its current message are ordered.
-    mid_message: bool,
+    pub(super) mid_message: bool,
     /// Set once its leave is ordered: (leave seq, give-up time).
-    departed: Option<(u64, Time)>,
+    pub(super) departed: Option<(u64, Time)>,
 }
 
 /// A request that waits for its turn at the sequencer.
 #[derive(Clone, Debug)]
-struct Waiting {
-    frag_index: u16,
-    frag_count: u16,
-    payload: Bytes,
-    bb: bool,
+pub(super) struct Waiting {
+    pub(super) frag_index: u16,
+    pub(super) frag_count: u16,
+    pub(super) payload: Bytes,
+    pub(super) bb: bool,
 }
 
 /// State only the sequencer keeps.
 #[derive(Clone, Debug)]
-struct Ordering {
-    next_seq: u64,
+pub(super) struct Ordering {
+    pub(super) next_seq: u64,
     /// First sequence number not yet multicast.
-    bcast_next: u64,
+    pub(super) bcast_next: u64,
     /// Ordering view: current members in rank order, and departed ones still lingering.
-    members: Vec<MemberState>,
-    view_id: u64,
+    pub(super) members: Vec<MemberState>,
+    pub(super) view_id: u64,
     /// Members that sent a duplicate request and get a unicast of where the sequencer stands.
-    nudge: VecDeque<NodeId>,
+    pub(super) nudge: VecDeque<NodeId>,
     /// Requests received ahead of their turn (history full, an earlier one lost, a join
     /// waiting), keyed by sender and protocol number; bounded by half the history capacity.
-    waiting: BTreeMap<(NodeId, u64), Waiting>,
+    pub(super) waiting: BTreeMap<(NodeId, u64), Waiting>,
     /// Joins waiting until no message is half ordered, so that a joiner receives every message
     /// ordered after its join whole (no new message starts meanwhile).
-    pending_joins: VecDeque<NodeId>,
-    last_multicast: Time,
-    last_sync: Time,
-    sync_due: bool,
+    pub(super) pending_joins: VecDeque<NodeId>,
+    pub(super) last_multicast: Time,
+    pub(super) last_sync: Time,
+    pub(super) sync_due: bool,
     /// Acceptance moved since the last packet that carried it.
-    accept_due: bool,
+    pub(super) accept_due: bool,
     /// Sequence number of this sequencer's own leave, once ordered.
-    leaving: Option<u64>,
+    pub(super) leaving: Option<u64>,
     /// Who takes over when this sequencer leaves.
-    successor: Option<NodeId>,
-    leave_deadline: Time,
+    pub(super) successor: Option<NodeId>,
+    pub(super) leave_deadline: Time,
 }
 
 /// What the failure detector's watch list depends on: the view, the ordering view (id and
 /// size), the sequencer, and whether detection runs (a member in normal operation).
-type DetectorKey = (u64, Option<(u64, usize)>, NodeId, bool);
+pub(super) type DetectorKey = (u64, Option<(u64, usize)>, NodeId, bool);
 
 /// Leaves remembered for a sequencer handover.
-const MAX_RECENT_LEAVES: usize = 64;
+pub(super) const MAX_RECENT_LEAVES: usize = 64;
 
 /// Bound on queued retransmission requests and nudges at the sequencer.
-const MAX_RETRANS_QUEUE: usize = 256;
+pub(super) const MAX_RETRANS_QUEUE: usize = 256;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
 pub struct Sequencer {
-    cfg: Config,
-    me: NodeId,
-    phase: Phase,
-    incarnation: u32,
-    now: Time,
-    view: View,
-    history: HistoryBuffer<Entry>,
+    pub(super) cfg: Config,
+    pub(super) me: NodeId,
+    pub(super) phase: Phase,
+    pub(super) incarnation: u32,
+    pub(super) now: Time,
+    pub(super) view: View,
+    pub(super) history: HistoryBuffer<Entry>,
     /// Next sequence number to deliver (g_nextseqno).
-    next_deliver: u64,
+    pub(super) next_deliver: u64,
     /// Every sequence number below this is held with its payload.
-    held_next: u64,
-    accepted_next: u64,
-    stable: u64,
+    pub(super) held_next: u64,
+    pub(super) accepted_next: u64,
+    pub(super) stable: u64,
     /// Highest `next_seq` heard from the sequencer: anything between `held_next` and it is a gap.
-    seq_next_known: u64,
+    pub(super) seq_next_known: u64,
     /// BB data that arrived before its accept, bounded; (sender, pnum) -> payload.
-    bb_pending: HashMap<(NodeId, u64), Bytes>,
-    bb_order: VecDeque<(NodeId, u64)>,
+    pub(super) bb_pending: HashMap<(NodeId, u64), Bytes>,
+    pub(super) bb_order: VecDeque<(NodeId, u64)>,
     /// Accepts seen before their BB data: (sender, pnum) -> seq.
-    bb_missing: HashMap<(NodeId, u64), u64>,
-    ord: Option<Ordering>,
+    pub(super) bb_missing: HashMap<(NodeId, u64), u64>,
+    pub(super) ord: Option<Ordering>,
     /// Where requests, NACKs and status go: the node heard ordering the newest messages.
-    sequencer_hint: NodeId,
+    pub(super) sequencer_hint: NodeId,
     // Sender side.
-    next_pnum: u64,
-    outq: VecDeque<OutFrag>,
+    pub(super) next_pnum: u64,
+    pub(super) outq: VecDeque<OutFrag>,
     /// Index in `outq` of the first fragment not sent in the current round.
-    unsent: usize,
+    pub(super) unsent: usize,
     /// Highest own protocol number seen ordered.
-    own_ordered: u64,
-    req_deadline: Option<Time>,
+    pub(super) own_ordered: u64,
+    pub(super) req_deadline: Option<Time>,
     /// Highest own protocol number ever sent.
-    max_sent_pnum: u64,
+    pub(super) max_sent_pnum: u64,
     /// A fresh request being timed: (its last pnum, when sent).
-    rtt_probe: Option<(u64, Time)>,
-    rtt: RttEstimator,
-    cwnd: CongestionWindow,
+    pub(super) rtt_probe: Option<(u64, Time)>,
+    pub(super) rtt: RttEstimator,
+    pub(super) cwnd: CongestionWindow,
     // Member side.
-    need_status: bool,
-    need_nack: bool,
-    nack_deadline: Option<Time>,
-    delivered_since_report: u64,
-    join_deadline: Option<Time>,
+    pub(super) need_status: bool,
+    pub(super) need_nack: bool,
+    pub(super) nack_deadline: Option<Time>,
+    pub(super) delivered_since_report: u64,
+    pub(super) join_deadline: Option<Time>,
     /// A last status owed to a member that waits to see us have a leave: the departing
     /// sequencer (when it handed over), or the sequencer (when we left).
-    farewell: Option<NodeId>,
-    leave_requested: bool,
-    leave_deadline: Option<Time>,
+    pub(super) farewell: Option<NodeId>,
+    pub(super) leave_requested: bool,
+    pub(super) leave_deadline: Option<Time>,
     /// Fragments of a message being reassembled, per sender (fragments of one sender arrive in
     /// order, so one buffer per sender suffices).
-    reassembly: HashMap<NodeId, Vec<u8>>,
+    pub(super) reassembly: HashMap<NodeId, Vec<u8>>,
     /// Where each member's join was ordered, as delivered here: a new sequencer can resend a
     /// joiner that missed it its join entry.
-    join_seqs: HashMap<NodeId, u64>,
+    pub(super) join_seqs: HashMap<NodeId, u64>,
     /// Recent leaves as delivered here (bounded): a new sequencer keeps serving those leavers
     /// that may still lack their leave.
-    recent_leaves: VecDeque<(NodeId, u64)>,
+    pub(super) recent_leaves: VecDeque<(NodeId, u64)>,
     /// Last protocol number delivered per sender: a new sequencer continues duplicate detection.
-    last_delivered_pnum: HashMap<NodeId, u64>,
+    pub(super) last_delivered_pnum: HashMap<NodeId, u64>,
     /// Pending retransmissions this member answers (the sequencer, or anyone during recovery):
     /// (to, from, until exclusive, datagrams sent for it).
-    retrans: VecDeque<(NodeId, u64, u64, usize)>,
+    pub(super) retrans: VecDeque<(NodeId, u64, u64, usize)>,
     // Crash recovery (see `recovery`).
     /// BC_ALIVEREQ / BC_ALIVE failure detection.
-    detector: FailureDetector,
+    pub(super) detector: FailureDetector,
     /// What the detector's watch list was computed from.
-    detector_key: Option<DetectorKey>,
+    pub(super) detector_key: Option<DetectorKey>,
     /// Request timeouts in a row with nothing heard from the sequencer.
-    silent_req_timeouts: u32,
+    pub(super) silent_req_timeouts: u32,
     /// Whether the sequencer was heard since the last request timeout.
-    heard_sequencer: bool,
+    pub(super) heard_sequencer: bool,
     /// When the sequencer was last heard.
-    last_heard_sequencer: Time,
+    pub(super) last_heard_sequencer: Time,
     /// Recovery mode: from a detected failure until the group is reset.
-    recovery: Option<RecoveryMode>,
+    pub(super) recovery: Option<RecoveryMode>,
     /// As coordinator of a reset: the members that have not acknowledged it yet.
-    awaiting: Option<AwaitAcks>,
+    pub(super) awaiting: Option<AwaitAcks>,
     /// The newest reset installed here.
-    last_result: Option<ResultRecord>,
+    pub(super) last_result: Option<ResultRecord>,
     /// A coordinator fetches what it lacks from this member.
-    repair_from: Option<NodeId>,
+    pub(super) repair_from: Option<NodeId>,
     /// As the new sequencer after a reset: where each member's stream of requests stands, as
     /// its acknowledgement said: (member, last protocol number ordered, mid-message).
-    reset_streams: Vec<(NodeId, u64, bool)>,
+    pub(super) reset_streams: Vec<(NodeId, u64, bool)>,
     /// Small answers owed to single members.
-    control: Control,
-    events: VecDeque<Event>,
-    counters: Counters,
+    pub(super) control: Control,
+    pub(super) events: VecDeque<Event>,
+    pub(super) counters: Counters,
 }
 
 impl Sequencer {
-    fn new(cfg: Config, me: NodeId, now: Time, phase: Phase) -> Sequencer {
+    pub(super) fn new(cfg: Config, me: NodeId, now: Time, phase: Phase) -> Sequencer {
         cfg.validate();
         let cap = cfg.history_capacity_msgs;
         Sequencer {
@@ -428,7 +423,7 @@ impl Sequencer {
         s
     }
 
-    fn header(&self, ptype: u8) -> Header {
+    pub(super) fn header(&self, ptype: u8) -> Header {
         Header {
             engine: EngineKind::Sequencer,
             ptype,
@@ -440,7 +435,7 @@ impl Sequencer {
     }
 
     /// Timeout for repeating a request to the sequencer (backed off while unanswered).
-    fn rto(&self) -> Duration {
+    pub(super) fn rto(&self) -> Duration {
         self.rtt.rto()
     }
 
@@ -448,14 +443,14 @@ impl Sequencer {
     /// no longer than the configured initial timeout. Request RTTs include queueing at the
     /// sequencer (a full history makes them long); repair must not slow down with them, or a
     /// member that fell behind keeps everyone's history full.
-    fn repair_rto(&self) -> Duration {
+    pub(super) fn repair_rto(&self) -> Duration {
         self.rtt
             .base_rto()
             .min(Duration::from_millis(self.cfg.retrans_timeout_ms))
     }
 
     /// The payload of an own fragment still waiting to be delivered back.
-    fn own_fragment(&self, pnum: u64) -> Option<Bytes> {
+    pub(super) fn own_fragment(&self, pnum: u64) -> Option<Bytes> {
         let first = self.outq.front()?.pnum;
         let f = self.outq.get(pnum.checked_sub(first)? as usize)?;
         debug_assert_eq!(f.pnum, pnum);
@@ -463,7 +458,7 @@ impl Sequencer {
     }
 
     /// Own fragments sent to the sequencer and not yet seen ordered.
-    fn in_flight(&self) -> usize {
+    pub(super) fn in_flight(&self) -> usize {
         let ordered = match self.outq.front() {
             Some(f) => (self.own_ordered + 1).saturating_sub(f.pnum) as usize,
             None => 0,
@@ -473,7 +468,7 @@ impl Sequencer {
 
     /// Own fragments up to `pnum` were seen ordered: sample the RTT, open the window, and
     /// restart the retransmission timer (it measures lack of progress, not age).
-    fn own_progress(&mut self, pnum: u64) {
+    pub(super) fn own_progress(&mut self, pnum: u64) {
         if pnum <= self.own_ordered {
             return;
         }
@@ -490,11 +485,11 @@ impl Sequencer {
         self.req_deadline = (self.in_flight() > 0).then(|| self.now + self.rto());
     }
 
-    fn is_sequencer(&self) -> bool {
+    pub(super) fn is_sequencer(&self) -> bool {
         self.ord.is_some()
     }
 
-    fn seq_state(&self) -> SeqState {
+    pub(super) fn seq_state(&self) -> SeqState {
         let next_seq = self
             .ord
             .as_ref()
@@ -511,17 +506,17 @@ impl Sequencer {
 
     /// Whether the sequencer may assign another sequence number: every member has room for it,
     /// and for one more entry (a reset that ends this order must fit at every member).
-    fn has_room(&self) -> bool {
+    pub(super) fn has_room(&self) -> bool {
         let o = self.ord.as_ref().expect("sequencer");
         o.leaving.is_none() && self.history_has_slot(o.next_seq)
     }
 
     /// Whether `seq` and the slot after it fit in the history window.
-    fn history_has_slot(&self, seq: u64) -> bool {
+    pub(super) fn history_has_slot(&self, seq: u64) -> bool {
         self.history.in_window(seq + 1)
     }
 
-    fn assign(&mut self, entry: Entry) -> u64 {
+    pub(super) fn assign(&mut self, entry: Entry) -> u64 {
         let o = self.ord.as_mut().expect("sequencer");
         let seq = o.next_seq;
         let inserted = self.history.insert(seq, entry);
@@ -536,7 +531,7 @@ impl Sequencer {
         seq
     }
 
-    fn current_member_ids(&self) -> Vec<NodeId> {
+    pub(super) fn current_member_ids(&self) -> Vec<NodeId> {
         let o = self.ord.as_ref().expect("sequencer");
         o.members
             .iter()
@@ -545,14 +540,14 @@ impl Sequencer {
             .collect()
     }
 
-    fn view_payload(view_id: u64, sequencer: NodeId, members: &[NodeId]) -> Bytes {
+    pub(super) fn view_payload(view_id: u64, sequencer: NodeId, members: &[NodeId]) -> Bytes {
         let mut buf = Vec::with_capacity(14 + 4 * members.len());
         encode_view(&mut buf, view_id, sequencer, members);
         Bytes::from(buf)
     }
 
     /// Order the join of `id` (BC_JOIN): a totally ordered entry carrying the new view.
-    fn order_join(&mut self, id: NodeId) {
+    pub(super) fn order_join(&mut self, id: NodeId) {
         let mut members = self.current_member_ids();
         members.push(id);
         let o = self.ord.as_mut().expect("sequencer");
@@ -581,7 +576,7 @@ impl Sequencer {
 
     /// Order the leave of `id` (BC_LEAVE). When the sequencer itself leaves, the role passes to
     /// the lowest-ranked remaining member, named in the new view.
-    fn order_leave(&mut self, id: NodeId) {
+    pub(super) fn order_leave(&mut self, id: NodeId) {
         let members: Vec<NodeId> = self
             .current_member_ids()
             .into_iter()
@@ -631,7 +626,7 @@ impl Sequencer {
         });
     }
 
-    fn on_request(
+    pub(super) fn on_request(
         &mut self,
         from: NodeId,
         expect: u64,
@@ -694,7 +689,7 @@ impl Sequencer {
     }
 
     /// Order the waiting requests of member `i` that are next in its stream, while there is room.
-    fn order_waiting(&mut self, i: usize) {
+    pub(super) fn order_waiting(&mut self, i: usize) {
         loop {
             let o = self.ord.as_mut().expect("sequencer");
             let m = &o.members[i];
@@ -728,11 +723,11 @@ impl Sequencer {
         }
     }
 
-    fn member_index(&self, id: NodeId) -> Option<usize> {
+    pub(super) fn member_index(&self, id: NodeId) -> Option<usize> {
         self.ord.as_ref()?.members.iter().position(|m| m.id == id)
     }
 
-    fn note_member_state(&mut self, i: usize, expect: u64, held: u64) {
+    pub(super) fn note_member_state(&mut self, i: usize, expect: u64, held: u64) {
         let o = self.ord.as_mut().expect("sequencer");
         let next_seq = o.next_seq;
         let m = &mut o.members[i];
@@ -740,7 +735,7 @@ impl Sequencer {
         m.held_next = m.held_next.max(held.min(next_seq));
     }
 
-    fn on_join_req(&mut self, from: NodeId) {
+    pub(super) fn on_join_req(&mut self, from: NodeId) {
         let Some(o) = self.ord.as_ref() else { return };
         if let Some(m) = o.members.iter().find(|m| m.id == from) {
             if m.departed.is_none() {
@@ -761,14 +756,14 @@ impl Sequencer {
     }
 
     /// Whether a new message may start: not while joins wait for half-ordered messages.
-    fn may_start_message(&self) -> bool {
+    pub(super) fn may_start_message(&self) -> bool {
         self.ord
             .as_ref()
             .is_some_and(|o| o.pending_joins.is_empty())
     }
 
     /// Order waiting joins once no message is half ordered (a joiner could not reassemble it).
-    fn order_pending_joins(&mut self) {
+    pub(super) fn order_pending_joins(&mut self) {
         loop {
             let Some(o) = self.ord.as_ref() else { return };
             let Some(&id) = o.pending_joins.front() else {
@@ -791,7 +786,7 @@ impl Sequencer {
         }
     }
 
-    fn on_leave_req(&mut self, from: NodeId, expect: u64) {
+    pub(super) fn on_leave_req(&mut self, from: NodeId, expect: u64) {
         let Some(i) = self.member_index(from) else {
             return;
         };
@@ -813,7 +808,7 @@ impl Sequencer {
 
     /// Queue a retransmission of `[from, until)` to `to`, of what this member holds (the
     /// sequencer everything it ordered, any member during recovery its contiguous history).
-    fn queue_retrans(&mut self, to: NodeId, from: u64, until: u64) {
+    pub(super) fn queue_retrans(&mut self, to: NodeId, from: u64, until: u64) {
         let base = self.history.base();
         let held = self.ord.as_ref().map_or(self.held_next, |o| o.next_seq);
         let until = until.min(held);
@@ -830,7 +825,7 @@ impl Sequencer {
     }
 
     /// The next queued retransmission, written into `buf`.
-    fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+    pub(super) fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         while let Some((to, from, until, sent)) = self.retrans.front().copied() {
             let from = from.max(self.history.base());
             let end = self.write_ordered(buf, from, until, true);
@@ -851,7 +846,7 @@ impl Sequencer {
     }
 
     /// Order own fragments locally (the sequencer needs no network to reach itself).
-    fn order_local(&mut self) {
+    pub(super) fn order_local(&mut self) {
         if self.unsent < self.outq.len() && !self.has_room() {
             // History full: ask the members where they stand so that it can be purged.
             self.ord.as_mut().expect("sequencer").sync_due = true;
@@ -883,7 +878,7 @@ impl Sequencer {
     }
 
     /// Recompute acceptance and stability from the members' reports, purge what everyone has.
-    fn sequencer_bookkeeping(&mut self) {
+    pub(super) fn sequencer_bookkeeping(&mut self) {
         let me = self.me;
         let r = self.cfg.resilience as usize;
         let next_deliver = self.next_deliver;
@@ -995,7 +990,7 @@ impl Sequencer {
 
     // ----- member role ----------------------------------------------------------------------
 
-    fn apply_state(&mut self, from: NodeId, s: SeqState) {
+    pub(super) fn apply_state(&mut self, from: NodeId, s: SeqState) {
         if self.is_sequencer() {
             return;
         }
@@ -1010,7 +1005,7 @@ impl Sequencer {
         self.stable = self.stable.max(s.stable);
     }
 
-    fn on_ordered(
+    pub(super) fn on_ordered(
         &mut self,
         from: NodeId,
         state: SeqState,
@@ -1108,7 +1103,7 @@ impl Sequencer {
         }
     }
 
-    fn on_bb_data(&mut self, from: NodeId, entries: packet::ReqIter<'_>, data: &Bytes) {
+    pub(super) fn on_bb_data(&mut self, from: NodeId, entries: packet::ReqIter<'_>, data: &Bytes) {
         for e in entries {
             let key = (from, e.pnum);
             let payload = data.slice_ref(e.payload);
@@ -1135,7 +1130,7 @@ impl Sequencer {
         self.advance_held();
     }
 
-    fn advance_held(&mut self) {
+    pub(super) fn advance_held(&mut self) {
         while self
             .history
             .get(self.held_next)
@@ -1150,7 +1145,7 @@ impl Sequencer {
 
     /// Whether this member is one of the r lowest-ranked members other than the sequencer, which
     /// acknowledge every message at once (section 5.1).
-    fn ack_duty(&self) -> bool {
+    pub(super) fn ack_duty(&self) -> bool {
         let r = self.cfg.resilience as usize;
         r > 0
             && self
@@ -1162,7 +1157,7 @@ impl Sequencer {
                 .any(|m| *m == self.me)
     }
 
-    fn purge(&mut self) {
+    pub(super) fn purge(&mut self) {
         let upto = self.stable.min(self.next_deliver);
         if upto > self.history.base() {
             self.history.advance(upto);
@@ -1173,7 +1168,7 @@ impl Sequencer {
 
     /// Where NACKs go and up to where: the sequencer, or during recovery the coordinator (or,
     /// for a coordinator, the best member).
-    fn repair_target(&self) -> Option<(NodeId, u64)> {
+    pub(super) fn repair_target(&self) -> Option<(NodeId, u64)> {
         if self.phase != Phase::Member || self.is_sequencer() {
             return None;
         }
@@ -1183,7 +1178,7 @@ impl Sequencer {
         Some((self.sequencer_hint, self.seq_next_known))
     }
 
-    fn check_gap(&mut self) {
+    pub(super) fn check_gap(&mut self) {
         let Some((_, limit)) = self.repair_target() else {
             self.nack_deadline = None;
             return;
@@ -1199,7 +1194,7 @@ impl Sequencer {
     }
 
     /// Deliver what is accepted and held, in sequence order (`processrec`, Fig. 18).
-    fn deliver(&mut self) {
+    pub(super) fn deliver(&mut self) {
         while self.phase == Phase::Member
             && self.next_deliver < self.accepted_next
             && self.events.len() < self.cfg.max_pending_events
@@ -1231,7 +1226,7 @@ impl Sequencer {
         self.purge();
     }
 
-    fn deliver_data(&mut self, seq: u64, e: &Entry, payload: Bytes) {
+    pub(super) fn deliver_data(&mut self, seq: u64, e: &Entry, payload: Bytes) {
         self.last_delivered_pnum.insert(e.sender, e.pnum);
         let last = e.frag_index + 1 == e.frag_count;
         let whole = if e.frag_count == 1 {
@@ -1278,7 +1273,7 @@ impl Sequencer {
         }
     }
 
-    fn install_view(&mut self, seq: u64, e: &Entry, payload: &[u8]) {
+    pub(super) fn install_view(&mut self, seq: u64, e: &Entry, payload: &[u8]) {
         let Ok((id, coordinator, members)) = decode_view(payload) else {
             // Written by the sequencer itself; a bad one is a bug, not input to tolerate.
             debug_assert!(false, "undecodable view entry");
@@ -1373,7 +1368,7 @@ impl Sequencer {
     }
 
     /// Take over ordering after the sequencer left: everything up to its leave is delivered here.
-    fn become_sequencer(&mut self, next_seq: u64) {
+    pub(super) fn become_sequencer(&mut self, next_seq: u64) {
         let floor = self.stable;
         let members = self
             .view
@@ -1446,7 +1441,7 @@ impl Sequencer {
     }
 
     /// Everything that follows an input: order, account, deliver, look for gaps.
-    fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         self.refresh_detector();
         if self.is_sequencer() && self.phase == Phase::Member {
             self.order_pending_joins();
@@ -1471,7 +1466,7 @@ impl Sequencer {
     }
 
     /// A sequencer leaves once its own messages are ordered and there is room for the leave.
-    fn sequencer_can_leave(&self) -> bool {
+    pub(super) fn sequencer_can_leave(&self) -> bool {
         self.leave_requested
             && self.leave_deadline.is_some()
             && self.unsent == self.outq.len()
@@ -1481,7 +1476,7 @@ impl Sequencer {
                 .is_some_and(|o| o.leaving.is_none() && self.history_has_slot(o.next_seq))
     }
 
-    fn finish_sequencer_leave(&mut self) {
+    pub(super) fn finish_sequencer_leave(&mut self) {
         let Some(o) = self.ord.as_ref() else { return };
         let Some(seq) = o.leaving else { return };
         if self.next_deliver <= seq {
@@ -1503,7 +1498,7 @@ impl Sequencer {
 
     // ----- transmission ---------------------------------------------------------------------
 
-    fn write_ordered(
+    pub(super) fn write_ordered(
         &mut self,
         buf: &mut Vec<u8>,
         from: u64,
@@ -1539,7 +1534,7 @@ impl Sequencer {
         seq
     }
 
-    fn transmit_sequencer(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+    pub(super) fn transmit_sequencer(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let now = self.now;
         let o = self.ord.as_ref()?;
         // New entries first: they are what everyone waits for. Entries every member already
@@ -1586,7 +1581,7 @@ impl Sequencer {
         None
     }
 
-    fn transmit_member(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+    pub(super) fn transmit_member(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let now = self.now;
         let to = Destination::Peer(self.sequencer_hint);
         if self.phase == Phase::Joining {
@@ -1708,7 +1703,7 @@ impl Sequencer {
     /// unconfirmed (a member may have missed the last broadcast). Rate-limited to one per half
     /// RTO. `handle_timeout`, `poll_timeout` and `poll_transmit` all use this one rule, so a due
     /// timer always leads to a transmission.
-    fn sync_at(&self) -> Option<Time> {
+    pub(super) fn sync_at(&self) -> Option<Time> {
         let o = self.ord.as_ref()?;
         let allowed = o.last_sync + self.repair_rto() / 2;
         let quiet_since = o.last_multicast.max(o.last_sync);
@@ -1725,7 +1720,7 @@ impl Sequencer {
     }
 
     /// The earliest deadline among the engine's timers.
-    fn next_timeout(&self) -> Option<Time> {
+    pub(super) fn next_timeout(&self) -> Option<Time> {
         if self.phase == Phase::Left {
             return None;
         }
@@ -1771,7 +1766,7 @@ impl Sequencer {
     /// Whether a datagram of another incarnation is taken anyway: a joiner follows the newest
     /// incarnation it hears of, and joins are welcome from any. Other ones are dropped; a newer
     /// one makes us ask what happened, an older one's sender may be told (see `recovery`).
-    fn accept_incarnation(&mut self, header: &Header) -> bool {
+    pub(super) fn accept_incarnation(&mut self, header: &Header) -> bool {
         let newer = header.incarnation > self.incarnation;
         match self.phase {
             Phase::Joining if newer => {
@@ -1792,8 +1787,8 @@ impl Sequencer {
     }
 }
 
-impl Engine for Sequencer {
-    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
+impl Sequencer {
+    pub(super) fn on_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
         self.now = self.now.max(now);
         if self.phase == Phase::Left {
             return;
@@ -1955,7 +1950,7 @@ impl Engine for Sequencer {
         self.pump();
     }
 
-    fn handle_timeout(&mut self, now: Time) {
+    pub(super) fn on_timeout(&mut self, now: Time) {
         self.now = self.now.max(now);
         if self.phase == Phase::Left {
             return;
@@ -2012,7 +2007,12 @@ impl Engine for Sequencer {
         self.pump();
     }
 
-    fn submit(&mut self, now: Time, payload: Bytes, _qos: Qos) -> Result<u64, SendError> {
+    pub(super) fn submit_message(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        _qos: Qos,
+    ) -> Result<u64, SendError> {
         self.now = self.now.max(now);
         if self.phase == Phase::Member && self.recovering() {
             return Err(SendError::GroupFailed);
@@ -2055,7 +2055,7 @@ impl Engine for Sequencer {
         Ok(msg)
     }
 
-    fn leave(&mut self, now: Time) {
+    pub(super) fn request_leave(&mut self, now: Time) {
         self.now = self.now.max(now);
         match self.phase {
             Phase::Joining => {
@@ -2071,7 +2071,7 @@ impl Engine for Sequencer {
         }
     }
 
-    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
+    pub(super) fn transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
         self.now = self.now.max(now);
         if let Some(to) = self.farewell.take() {
             let header = self.header(ptype::STATUS);
@@ -2122,7 +2122,7 @@ impl Engine for Sequencer {
         dest
     }
 
-    fn poll_event(&mut self) -> Option<Event> {
+    pub(super) fn next_event(&mut self) -> Option<Event> {
         let e = self.events.pop_front();
         if self.events.is_empty() && self.next_deliver < self.accepted_next {
             // Delivery paused on a full event queue; the application has made room.
@@ -2131,15 +2131,7 @@ impl Engine for Sequencer {
         e
     }
 
-    fn poll_timeout(&self) -> Option<Time> {
-        self.next_timeout()
-    }
-
-    fn node_id(&self) -> NodeId {
-        self.me
-    }
-
-    fn info(&self) -> GroupInfo {
+    pub(super) fn group_info(&self) -> GroupInfo {
         GroupInfo {
             me: self.me,
             view: self.view.id,
@@ -2154,11 +2146,7 @@ impl Engine for Sequencer {
         }
     }
 
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    fn describe(&self) -> String {
+    pub(super) fn describe_state(&self) -> String {
         format!(
             "phase {:?} inc {} view {} {:?} seq {:?} hint {} deliver {} held {} accepted {} \
              known {} stable {} base {} outq {} unsent {} own_ordered {} recovery {:?} \
@@ -2184,14 +2172,14 @@ impl Engine for Sequencer {
         )
     }
 
-    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+    pub(super) fn request_reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
         self.now = self.now.max(now);
         let r = self.reset_group(min_members);
         self.pump();
         r
     }
 
-    fn can_submit(&self) -> bool {
+    pub(super) fn may_submit(&self) -> bool {
         self.phase == Phase::Member
             && !self.recovering()
             && !self.leave_requested

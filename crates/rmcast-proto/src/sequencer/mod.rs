@@ -17,7 +17,7 @@
 //! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
 //! While the history is full, senders wait: nothing is ever dropped.
 //!
-//! **Crashes** (sections 3, 4 and 5.3, in `recovery.rs`): members and the sequencer
+//! **Crashes** (sections 3, 4 and 5.3, in `recovery`): members and the sequencer
 //! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup
 //! (by hand, or automatically) rebuilds it by the invitation protocol with a new incarnation and
 //! a new sequencer. With resilience degree `r`, every message whose send completed is delivered,
@@ -25,8 +25,10 @@
 //!
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
+mod api;
 mod engine;
 pub mod packet;
+mod recovery;
 
 pub use engine::{Config, Sequencer};
 

@@ -41,8 +41,13 @@
 //!
 //! [`FailureDetector`]: crate::common::FailureDetector
 
-use super::*;
-use crate::sequencer::packet::VoteKind;
+use super::engine::{Config, Entry, Phase, Sequencer, MAX_RETRANS_QUEUE};
+use super::packet::{decode_view, encode_control, encode_view, ptype, Body, EntryKind, VoteKind};
+use crate::common::DetectorParams;
+use crate::engine::{Destination, Event, NodeId, Recovery, SendError, Time};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::Duration;
 
 /// A coordinator's record of one member's vote.
 #[derive(Clone, Debug)]
