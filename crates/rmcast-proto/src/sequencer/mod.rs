@@ -26,11 +26,19 @@
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
 mod api;
+mod config;
+mod delivery;
 mod engine;
+mod history;
+mod ordering;
 pub mod packet;
 mod recovery;
+mod sender;
+mod succession;
+mod transmit;
 
-pub use engine::{Config, Sequencer};
+pub use config::Config;
+pub use engine::Sequencer;
 
 #[cfg(test)]
 mod tests;

@@ -41,9 +41,11 @@
 //!
 //! [`FailureDetector`]: crate::common::FailureDetector
 
-use super::engine::{Config, Entry, Phase, Sequencer, MAX_RETRANS_QUEUE};
-use super::packet::{decode_view, encode_control, encode_view, ptype, Body, EntryKind, VoteKind};
-use crate::common::DetectorParams;
+use super::engine::{Phase, Sequencer, MAX_RETRANS_QUEUE};
+use super::history::Entry;
+use super::packet::{encode_control, ptype, Body, EntryKind, VoteKind};
+use super::Config;
+use crate::common::{decode_view, view_bytes, DetectorParams, FailureDetector};
 use crate::engine::{Destination, Event, NodeId, Recovery, SendError, Time};
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -132,6 +134,69 @@ pub(super) struct AwaitAcks {
     next_at: Time,
 }
 
+/// What the failure detector's watch list depends on: the view, the ordering view (id and
+/// size), the sequencer, and whether detection runs (a member in normal operation).
+pub(super) type DetectorKey = (u64, Option<(u64, usize)>, NodeId, bool);
+
+/// Failure detection and crash recovery: the part of a member that watches its peers and, after
+/// a failure, rebuilds the group.
+///
+/// Invariants: the detector watches nobody while `mode` or `awaiting` is set (recovery rounds
+/// detect silence themselves); `awaiting` is only set on the coordinator of the newest reset.
+#[derive(Debug)]
+pub(super) struct RecoveryState {
+    /// BC_ALIVEREQ / BC_ALIVE failure detection.
+    pub(super) detector: FailureDetector,
+    /// What the detector's watch list was computed from.
+    pub(super) detector_key: Option<DetectorKey>,
+    /// Request timeouts in a row with nothing heard from the sequencer.
+    pub(super) silent_req_timeouts: u32,
+    /// Whether the sequencer was heard since the last request timeout.
+    pub(super) heard_sequencer: bool,
+    /// When the sequencer was last heard.
+    pub(super) last_heard_sequencer: Time,
+    /// Recovery mode: from a detected failure until the group is reset.
+    pub(super) mode: Option<RecoveryMode>,
+    /// As coordinator of a reset: the members that have not acknowledged it yet.
+    pub(super) awaiting: Option<AwaitAcks>,
+    /// The newest reset installed here.
+    pub(super) last_result: Option<ResultRecord>,
+    /// A coordinator fetches what it lacks from this member.
+    pub(super) repair_from: Option<NodeId>,
+    /// As the new sequencer after a reset: where each member's stream of requests stands, as
+    /// its acknowledgement said: (member, last protocol number ordered, mid-message).
+    pub(super) reset_streams: Vec<(NodeId, u64, bool)>,
+    /// Small answers owed to single members.
+    pub(super) control: Control,
+}
+
+impl RecoveryState {
+    pub(super) fn new(cfg: &Config, now: Time) -> RecoveryState {
+        RecoveryState {
+            detector: FailureDetector::new(detector_params(cfg)),
+            detector_key: None,
+            silent_req_timeouts: 0,
+            heard_sequencer: false,
+            last_heard_sequencer: now,
+            mode: None,
+            awaiting: None,
+            last_result: None,
+            repair_from: None,
+            reset_streams: Vec::new(),
+            control: Control::default(),
+        }
+    }
+}
+
+/// The detector's parameters from the configuration.
+fn detector_params(cfg: &Config) -> DetectorParams {
+    DetectorParams {
+        interval: Duration::from_millis(cfg.alive_interval_ms),
+        retries: cfg.alive_retries.max(1),
+        min_timeout: Duration::from_millis(cfg.alive_timeout_ms),
+    }
+}
+
 /// Whether coordinator `a` (with vote `a_held`) beats coordinator `b`.
 fn better(a_held: u64, a: NodeId, b_held: u64, b: NodeId) -> bool {
     a_held > b_held || (a_held == b_held && a < b)
@@ -140,21 +205,12 @@ fn better(a_held: u64, a: NodeId, b_held: u64, b: NodeId) -> bool {
 impl Sequencer {
     /// Whether the group is in recovery mode here.
     pub(super) fn recovering(&self) -> bool {
-        self.recovery.is_some()
-    }
-
-    /// The detector's parameters from the configuration.
-    pub(super) fn detector_params(cfg: &Config) -> DetectorParams {
-        DetectorParams {
-            interval: Duration::from_millis(cfg.alive_interval_ms),
-            retries: cfg.alive_retries.max(1),
-            min_timeout: Duration::from_millis(cfg.alive_timeout_ms),
-        }
+        self.rec.mode.is_some()
     }
 
     /// How long a round of the recovery protocol waits for answers.
     fn round_timeout(&self) -> Duration {
-        self.detector.probe_timeout()
+        self.rec.detector.probe_timeout()
     }
 
     /// Silence after which a voter or a coordinator counts as gone during recovery.
@@ -179,15 +235,15 @@ impl Sequencer {
             self.view.id,
             self.ord.as_ref().map(|o| (o.view_id, o.members.len())),
             self.sequencer_hint,
-            self.phase == Phase::Member && self.recovery.is_none() && self.awaiting.is_none(),
+            self.phase == Phase::Member && self.rec.mode.is_none() && self.rec.awaiting.is_none(),
         );
-        if self.detector_key == Some(key) {
+        if self.rec.detector_key == Some(key) {
             return;
         }
-        self.detector_key = Some(key);
+        self.rec.detector_key = Some(key);
         let now = self.now;
         if !key.3 || self.cfg.alive_interval_ms == 0 {
-            self.detector.clear();
+            self.rec.detector.clear();
         } else if let Some(o) = &self.ord {
             let me = self.me;
             let ids: Vec<NodeId> = o
@@ -196,18 +252,18 @@ impl Sequencer {
                 .filter(|m| m.id != me && m.departed.is_none())
                 .map(|m| m.id)
                 .collect();
-            self.detector.watch(ids, now);
+            self.rec.detector.watch(ids, now);
         } else if self.sequencer_hint != self.me {
-            self.detector.watch([self.sequencer_hint], now);
+            self.rec.detector.watch([self.sequencer_hint], now);
         } else {
-            self.detector.clear();
+            self.rec.detector.clear();
         }
     }
 
     /// A failure was found here (probes unanswered): enter recovery mode and, with the
     /// automatic policy, start a reset.
     pub(super) fn member_failed(&mut self, suspect: NodeId) {
-        if self.phase != Phase::Member || self.recovery.is_some() {
+        if self.phase != Phase::Member || self.rec.mode.is_some() {
             return;
         }
         self.counters.failures_detected += 1;
@@ -219,7 +275,7 @@ impl Sequencer {
 
     /// Recovery mode: stop ordering and sending, freeze acceptance.
     pub(super) fn enter_recovery(&mut self, suspect: NodeId) {
-        if self.phase != Phase::Member || self.recovery.is_some() {
+        if self.phase != Phase::Member || self.rec.mode.is_some() {
             return;
         }
         if self.view.id > 0 && !self.view.members.contains(&self.me) {
@@ -234,7 +290,7 @@ impl Sequencer {
         // it yet): everyone in it is invited.
         let old_members = self.known_members();
         let min_members = (self.cfg.min_members > 0).then_some(self.cfg.min_members);
-        self.recovery = Some(RecoveryMode {
+        self.rec.mode = Some(RecoveryMode {
             suspect,
             old_members,
             min_members,
@@ -246,16 +302,15 @@ impl Sequencer {
         // The old order ends here: a sequencer stops ordering (its waiting requests are
         // resent by their senders to whoever orders next).
         self.ord = None;
-        self.awaiting = None;
+        self.rec.awaiting = None;
         self.retrans.clear();
-        self.need_nack = false;
-        self.need_status = false;
-        self.nack_deadline = None;
-        self.req_deadline = None;
-        self.rtt_probe = None;
+        self.hist.gaps.clear();
+        self.hist.need_status = false;
+        self.sender.req_deadline = None;
+        self.sender.rtt_probe = None;
         if self.cfg.auto_reset {
             let silence = self.recovery_silence();
-            if let Some(r) = self.recovery.as_mut() {
+            if let Some(r) = self.rec.mode.as_mut() {
                 r.next_at = Some(self.now + silence);
             }
         }
@@ -269,11 +324,11 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return Err(SendError::NotMember);
         }
-        if self.recovery.is_none() {
+        if self.rec.mode.is_none() {
             let suspect = self.sequencer_hint;
             self.enter_recovery(suspect);
         }
-        let r = self.recovery.as_mut().expect("in recovery");
+        let r = self.rec.mode.as_mut().expect("in recovery");
         if min_members > 0 {
             r.min_members = Some(min_members);
         }
@@ -289,13 +344,13 @@ impl Sequencer {
             // Our own leave is ordered: the new group will not have us, so we do not build it;
             // we vote when invited, and go if nobody invites us for a while.
             let silence = self.recovery_silence();
-            if let Some(r) = self.recovery.as_mut() {
+            if let Some(r) = self.rec.mode.as_mut() {
                 r.role = Role::Idle;
                 r.next_at = Some(now + silence);
             }
             return;
         }
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         let mut suspects = vec![r.suspect];
@@ -317,7 +372,7 @@ impl Sequencer {
     /// have brought a join). A member whose leave is ordered still votes: it may hold what
     /// others lack, and the reset delivers its leave to it.
     pub(super) fn recovery_invites(&self, id: NodeId) -> bool {
-        match &self.recovery {
+        match &self.rec.mode {
             Some(r) => {
                 self.view.members.contains(&id)
                     || r.old_members.contains(&id)
@@ -329,20 +384,20 @@ impl Sequencer {
 
     /// Our vote: the highest sequence number we hold contiguously.
     fn my_vote(&self) -> u64 {
-        self.held_next
+        self.hist.held_next
     }
 
     /// Follow coordinator `c` (it beats whoever we followed or were).
     fn follow(&mut self, c: NodeId, c_held: u64, target: u64, round: u32, interval_ms: u32) {
         let now = self.now;
         let silence = self.coordinator_silence(interval_ms);
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         if let Role::Coordinator(co) = &r.role {
             // Yielding: our voters follow the winner too (they would not switch on their own).
             for v in &co.voters {
-                self.control.redirect(v.id, c, c_held);
+                self.rec.control.redirect(v.id, c, c_held);
             }
         }
         r.role = Role::Participant {
@@ -377,14 +432,17 @@ impl Sequencer {
             return;
         }
         if !(self.view.members.contains(&from) || self.known_members().contains(&from)) {
-            if self.recovery.is_none() && self.awaiting.is_none() && self.last_result.is_some() {
+            if self.rec.mode.is_none()
+                && self.rec.awaiting.is_none()
+                && self.rec.last_result.is_some()
+            {
                 // A member of a reset of our incarnation that never completed (its result
                 // reached only some members) invites: tell it which group went on.
-                self.control.answer_stale(from);
+                self.rec.control.answer_stale(from);
             }
             return;
         }
-        if self.recovery.is_none() {
+        if self.rec.mode.is_none() {
             self.enter_recovery(suspect);
         }
         let mine = self.my_vote();
@@ -394,7 +452,7 @@ impl Sequencer {
         if !self.recovery_invites(from) {
             return;
         }
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         let mut repair = false;
@@ -437,7 +495,7 @@ impl Sequencer {
             self.check_gap();
         }
         if let Some(c) = forward {
-            self.control.forward(c, from, held);
+            self.rec.control.forward(c, from, held);
         }
     }
 
@@ -460,7 +518,7 @@ impl Sequencer {
         if !self.recovery_invites(from) {
             return;
         }
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         match (kind, &mut r.role) {
@@ -501,7 +559,7 @@ impl Sequencer {
                 // A member that followed us tells us of another coordinator: we follow
                 // someone else now, so should it.
                 let (c, c_held) = (*coordinator, *coordinator_held);
-                self.control.redirect(from, c, c_held);
+                self.rec.control.redirect(from, c, c_held);
             }
             _ => {}
         }
@@ -509,12 +567,12 @@ impl Sequencer {
 
     /// Timers of the recovery: invitation rounds, coordinator silence, result resends.
     pub(super) fn recovery_timeout(&mut self, now: Time) {
-        if let Some(a) = &self.awaiting {
+        if let Some(a) = &self.rec.awaiting {
             if now >= a.next_at {
                 self.result_round();
             }
         }
-        let Some(r) = &self.recovery else { return };
+        let Some(r) = &self.rec.mode else { return };
         if r.next_at.is_none_or(|t| now < t) {
             return;
         }
@@ -524,9 +582,9 @@ impl Sequencer {
             Role::Idle if !self.known_members().contains(&self.me) => {
                 // Our leave was ordered and nobody needs us for the reset: the group goes on
                 // without us, which is what we asked for.
-                self.recovery = None;
+                self.rec.mode = None;
                 self.phase = Phase::Left;
-                self.detector.clear();
+                self.rec.detector.clear();
                 self.events.push_back(Event::Left);
             }
             Role::Idle if self.cfg.auto_reset => self.start_coordinating(),
@@ -541,8 +599,8 @@ impl Sequencer {
 
     /// When the recovery's timers are next due.
     pub(super) fn recovery_deadline(&self) -> Option<Time> {
-        let a = self.awaiting.as_ref().map(|a| a.next_at);
-        let r = self.recovery.as_ref().and_then(|r| r.next_at);
+        let a = self.rec.awaiting.as_ref().map(|a| a.next_at);
+        let r = self.rec.mode.as_ref().and_then(|r| r.next_at);
         match (a, r) {
             (Some(a), Some(r)) => Some(a.min(r)),
             (a, r) => a.or(r),
@@ -559,7 +617,7 @@ impl Sequencer {
         let me = self.me;
         // Members of the newest view we hold: a majority of them is needed by default.
         let known = self.known_members().len();
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         let Role::Coordinator(c) = &mut r.role else {
@@ -612,11 +670,11 @@ impl Sequencer {
         }
         if mine < target {
             // Fetch what we lack from the best member first.
-            self.repair_from = Some(best);
+            self.rec.repair_from = Some(best);
             self.check_gap();
             return;
         }
-        self.repair_from = None;
+        self.rec.repair_from = None;
         // Only votes answering this round or the one before count towards the commit: a
         // participant that answered them heard us within two rounds, and leaves us only after
         // `alive_retries + 1` silent rounds, so it cannot be counted by another coordinator now.
@@ -669,33 +727,36 @@ impl Sequencer {
             .iter()
             .filter(|v| members.contains(&v.0))
             .map(|v| v.2)
-            .fold(self.next_deliver, u64::min)
-            .max(self.stable);
+            .fold(self.hist.next_deliver, u64::min)
+            .max(self.hist.stable);
         let incarnation = self.incarnation.wrapping_add(1);
-        let mut view = Vec::with_capacity(14 + 4 * members.len());
-        encode_view(&mut view, view_id + 1, me, &members);
         let result = ResultRecord {
             incarnation,
             seq: target,
             stable,
-            view: Bytes::from(view),
+            view: view_bytes(view_id + 1, me, &members),
         };
         let pending: Vec<NodeId> = members.iter().copied().filter(|m| *m != me).collect();
         self.install_result(me, &result);
-        self.awaiting = Some(AwaitAcks {
+        self.rec.awaiting = Some(AwaitAcks {
             pending,
             rounds: 0,
             next_at: now,
         });
         self.result_round();
         let (last_pnum, mid) = self.own_stream();
-        self.awaiting.as_mut().expect("just set").pending.push(me);
+        self.rec
+            .awaiting
+            .as_mut()
+            .expect("just set")
+            .pending
+            .push(me);
         self.on_result_ack(me, self.incarnation, last_pnum, mid);
     }
 
     /// The members of the newest view we hold, delivered or not.
     fn known_members(&self) -> Vec<NodeId> {
-        self.view_at(self.held_next)
+        self.view_at(self.hist.held_next)
             .map_or_else(|| self.view.members.clone(), |v| v.1)
     }
 
@@ -703,7 +764,7 @@ impl Sequencer {
     /// invites everyone again after a pause.
     fn fail_attempt(&mut self, reachable: usize, needed: usize) {
         let next = self.now + self.recovery_silence();
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         let Role::Coordinator(c) = &mut r.role else {
@@ -720,8 +781,8 @@ impl Sequencer {
     /// The view in force just before `seq`, from our history: (view id, members).
     fn view_at(&self, seq: u64) -> Option<(u64, Vec<NodeId>)> {
         let mut view = (self.view.id, self.view.members.clone());
-        for s in self.next_deliver..seq {
-            let e = self.history.get(s)?;
+        for s in self.hist.next_deliver..seq {
+            let e = self.hist.buffer.get(s)?;
             if e.kind != EntryKind::Data {
                 let (id, _, members) = decode_view(e.payload.as_deref()?).ok()?;
                 view = (id, members);
@@ -736,7 +797,7 @@ impl Sequencer {
         let now = self.now;
         let round_timeout = self.round_timeout();
         let retries = self.cfg.alive_retries.max(1);
-        let Some(a) = self.awaiting.as_mut() else {
+        let Some(a) = self.rec.awaiting.as_mut() else {
             return;
         };
         if a.pending.is_empty() {
@@ -744,13 +805,13 @@ impl Sequencer {
         }
         if a.rounds > retries {
             let suspect = a.pending[0];
-            self.awaiting = None;
+            self.rec.awaiting = None;
             self.member_failed(suspect);
             return;
         }
         a.rounds += 1;
         a.next_at = now + round_timeout;
-        self.control.result_multicast = true;
+        self.rec.control.result_multicast = true;
     }
 
     /// BC_RESULTACK from `from`.
@@ -764,23 +825,23 @@ impl Sequencer {
         if incarnation != self.incarnation {
             return;
         }
-        let Some(a) = self.awaiting.as_mut() else {
+        let Some(a) = self.rec.awaiting.as_mut() else {
             return;
         };
         if !a.pending.contains(&from) {
             return;
         }
         a.pending.retain(|m| *m != from);
-        self.reset_streams.push((from, last_pnum, mid_message));
+        self.rec.reset_streams.push((from, last_pnum, mid_message));
         if !a.pending.is_empty() {
             return;
         }
         // Everyone installed the new group: the reset entry is accepted here too, and
         // delivering it makes us the sequencer.
-        self.awaiting = None;
-        self.control.result_multicast = false;
-        if let Some(res) = &self.last_result {
-            self.accepted_next = self.accepted_next.max(res.seq + 1);
+        self.rec.awaiting = None;
+        self.rec.control.result_multicast = false;
+        if let Some(res) = &self.rec.last_result {
+            self.hist.accepted_next = self.hist.accepted_next.max(res.seq + 1);
         }
     }
 
@@ -803,12 +864,13 @@ impl Sequencer {
         let mine = members.contains(&self.me);
         if incarnation == self.incarnation {
             let same = self
+                .rec
                 .last_result
                 .as_ref()
                 .is_some_and(|r| r.seq == seq && r.view[..] == *view);
             if same && mine {
-                self.control.ack(from); // our acknowledgement was lost
-            } else if !same && settled && (self.recovering() || self.awaiting.is_some()) {
+                self.rec.control.ack(from); // our acknowledgement was lost
+            } else if !same && settled && (self.recovering() || self.rec.awaiting.is_some()) {
                 // Two resets of the same group were installed on the two sides of a partition
                 // (a result that reached only some of its members); the other one has a
                 // running sequencer, ours never ordered anything: ours lost.
@@ -825,18 +887,18 @@ impl Sequencer {
             stable,
             view: Bytes::copy_from_slice(view),
         };
-        if incarnation == self.incarnation.wrapping_add(1) && mine && self.held_next >= seq {
+        if incarnation == self.incarnation.wrapping_add(1) && mine && self.hist.held_next >= seq {
             self.install_result(from, &res);
-            self.control.ack(from);
+            self.rec.control.ack(from);
             return;
         }
         if incarnation == self.incarnation.wrapping_add(1) {
             // Left out of the next incarnation: what lies below its start is the agreed
             // order, so deliver what we hold of it before going.
-            self.recovery = None;
+            self.rec.mode = None;
             self.ord = None;
-            self.history.truncate(seq);
-            self.accepted_next = seq;
+            self.hist.buffer.truncate(seq);
+            self.hist.accepted_next = seq;
             self.deliver();
         }
         if self.phase == Phase::Member {
@@ -848,20 +910,21 @@ impl Sequencer {
     /// below it, and whether the next fragment continues a message begun there.
     fn own_stream(&self) -> (u64, bool) {
         let mid = self
+            .sender
             .outq
             .iter()
-            .find(|f| f.pnum > self.own_ordered)
+            .find(|f| f.pnum > self.sender.own_ordered)
             .is_some_and(|f| f.frag_index > 0);
-        (self.own_ordered, mid)
+        (self.sender.own_ordered, mid)
     }
 
     /// Leave the group for good: it went on without us.
     fn expel(&mut self, incarnation: u32) {
         self.phase = Phase::Left;
-        self.recovery = None;
+        self.rec.mode = None;
         self.ord = None;
-        self.awaiting = None;
-        self.detector.clear();
+        self.rec.awaiting = None;
+        self.rec.detector.clear();
         self.events
             .push_back(Event::Recovery(Recovery::Expelled { incarnation }));
     }
@@ -871,16 +934,16 @@ impl Sequencer {
     pub(super) fn install_result(&mut self, coordinator: NodeId, res: &ResultRecord) {
         let t = res.seq;
         self.incarnation = res.incarnation;
-        self.recovery = None;
+        self.rec.mode = None;
         self.ord = None;
-        self.repair_from = None;
+        self.rec.repair_from = None;
         self.retrans.clear();
-        self.reset_streams.clear();
+        self.rec.reset_streams.clear();
         // Everyone in the new group delivered below `stable`, and holds the rest below `t`.
-        self.stable = self.stable.max(res.stable.min(self.next_deliver));
-        self.purge();
-        self.history.truncate(t);
-        let inserted = self.history.insert(
+        self.hist.stable = self.hist.stable.max(res.stable.min(self.hist.next_deliver));
+        self.hist.purge();
+        self.hist.truncate(t);
+        let inserted = self.hist.buffer.insert(
             t,
             Entry {
                 kind: EntryKind::Reset,
@@ -898,35 +961,33 @@ impl Sequencer {
             Ok(true),
             "reset entry fits: the sequencer keeps a slot"
         );
-        self.bb_missing.retain(|_, s| *s < t);
-        self.held_next = t + 1;
-        self.seq_next_known = t + 1;
+        self.hist.held_next = t + 1;
+        self.hist.seq_next_known = t + 1;
         // Members may deliver the reset at once; the coordinator waits for the acknowledgements.
-        self.accepted_next = if coordinator == self.me { t } else { t + 1 };
+        self.hist.accepted_next = if coordinator == self.me { t } else { t + 1 };
         self.sequencer_hint = coordinator;
-        self.last_result = Some(res.clone());
+        self.rec.last_result = Some(res.clone());
         self.counters.resets += 1;
         // Own fragments the old order assigned at or beyond `t` are lost: send them again.
         let me = self.me;
-        let mut own = self.last_delivered_pnum.get(&me).copied().unwrap_or(0);
-        for s in self.next_deliver..t {
-            if let Some(e) = self.history.get(s) {
+        let mut own = self
+            .succession
+            .last_delivered_pnum
+            .get(&me)
+            .copied()
+            .unwrap_or(0);
+        for s in self.hist.next_deliver..t {
+            if let Some(e) = self.hist.buffer.get(s) {
                 if e.kind == EntryKind::Data && e.sender == me {
                     own = own.max(e.pnum);
                 }
             }
         }
-        self.own_ordered = own;
-        self.unsent = self
-            .outq
-            .iter()
-            .position(|f| f.pnum > own)
-            .unwrap_or(self.outq.len());
-        self.req_deadline = None;
-        self.rtt_probe = None;
-        self.silent_req_timeouts = 0;
-        self.nack_deadline = None;
-        self.need_nack = false;
+        self.sender.own_ordered = own;
+        self.sender.resend_unordered();
+        self.sender.rtt_probe = None;
+        self.rec.silent_req_timeouts = 0;
+        self.hist.gaps.clear();
         self.refresh_detector();
     }
 
@@ -937,30 +998,31 @@ impl Sequencer {
             return;
         }
         if self
+            .rec
             .control
             .last_query
             .is_some_and(|t| now < t + self.round_timeout())
         {
             return;
         }
-        self.control.last_query = Some(now);
-        self.control.query_to = Some(from);
+        self.rec.control.last_query = Some(now);
+        self.rec.control.query_to = Some(from);
     }
 
     /// A datagram of an older incarnation came from `from`: if it asks to take part, tell it
     /// how the group was rebuilt.
     pub(super) fn note_older(&mut self, from: NodeId, ptype: u8) {
         if matches!(ptype, ptype::REFORM_REQ | ptype::VOTE | ptype::ALIVE_REQ)
-            && self.last_result.is_some()
+            && self.rec.last_result.is_some()
         {
-            self.control.answer_stale(from);
+            self.rec.control.answer_stale(from);
         }
     }
 
     /// Where NACKs go and up to where, in recovery mode: a participant repairs from its
     /// coordinator up to the announced target, a coordinator from the best member.
     pub(super) fn recovery_repair(&self) -> Option<(NodeId, u64)> {
-        let r = self.recovery.as_ref()?;
+        let r = self.rec.mode.as_ref()?;
         match &r.role {
             Role::Participant {
                 coordinator,
@@ -969,18 +1031,18 @@ impl Sequencer {
             } if *target > 0 => Some((*coordinator, *target)),
             Role::Coordinator(Coord {
                 target: Some(t), ..
-            }) => self.repair_from.map(|b| (b, *t)),
+            }) => self.rec.repair_from.map(|b| (b, *t)),
             _ => None,
         }
     }
 
     /// Our holding point moved during recovery: tell the coordinator, or re-check as one.
     pub(super) fn recovery_progress(&mut self) {
-        let Some(r) = self.recovery.as_mut() else {
+        let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
         match &r.role {
-            Role::Participant { target, .. } if *target > 0 && self.held_next >= *target => {
+            Role::Participant { target, .. } if *target > 0 && self.hist.held_next >= *target => {
                 r.vote_due = true;
             }
             Role::Coordinator(_) => self.coordinate(false),
@@ -990,10 +1052,10 @@ impl Sequencer {
 
     /// The recovery's datagrams (after the control answers every member owes).
     pub(super) fn transmit_recovery(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        let held = self.held_next;
-        let expect = self.next_deliver;
+        let held = self.hist.held_next;
+        let expect = self.hist.next_deliver;
         let interval = self.round_timeout();
-        let r = self.recovery.as_mut()?;
+        let r = self.rec.mode.as_mut()?;
         let invite = match &r.role {
             Role::Coordinator(c) if r.invite_due => Some((c.target.unwrap_or(0), c.round)),
             _ => None,
@@ -1050,19 +1112,19 @@ impl Sequencer {
     /// Answers owed to single members (probes, stale members, acknowledgements, redirects) and
     /// the result multicast.
     pub(super) fn transmit_control(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        if let Some(to) = self.control.alive.pop_front() {
+        if let Some(to) = self.rec.control.alive.pop_front() {
             let header = self.header(ptype::ALIVE);
             encode_control(buf, &header, &Body::Alive);
             self.counters.probes_sent += 1;
             return Some(Destination::Peer(to));
         }
-        if let Some(to) = self.detector.poll_probe() {
+        if let Some(to) = self.rec.detector.poll_probe() {
             let header = self.header(ptype::ALIVE_REQ);
             encode_control(buf, &header, &Body::AliveReq);
             self.counters.probes_sent += 1;
             return Some(Destination::Peer(to));
         }
-        let dest = if let Some(to) = self.control.acks.pop_front() {
+        let dest = if let Some(to) = self.rec.control.acks.pop_front() {
             let header = self.header(ptype::RESULT_ACK);
             let (last_pnum, mid_message) = self.own_stream();
             let body = Body::ResultAck {
@@ -1072,41 +1134,41 @@ impl Sequencer {
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
-        } else if let Some((to, kind, c, c_held)) = self.control.redirects.pop_front() {
+        } else if let Some((to, kind, c, c_held)) = self.rec.control.redirects.pop_front() {
             let header = self.header(ptype::VOTE);
             let body = Body::Vote {
                 coordinator: c,
                 coordinator_held: c_held,
-                held_next: self.held_next,
-                expect: self.next_deliver,
+                held_next: self.hist.held_next,
+                expect: self.hist.next_deliver,
                 round: 0,
                 kind,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
-        } else if let Some(to) = self.control.query_to.take() {
+        } else if let Some(to) = self.rec.control.query_to.take() {
             // "What happened?": a vote in our incarnation, answered with the newest result.
             let header = self.header(ptype::VOTE);
             let body = Body::Vote {
                 coordinator: to,
                 coordinator_held: 0,
-                held_next: self.held_next,
-                expect: self.next_deliver,
+                held_next: self.hist.held_next,
+                expect: self.hist.next_deliver,
                 round: 0,
                 kind: VoteKind::Vote,
             };
             encode_control(buf, &header, &body);
             Destination::Peer(to)
-        } else if self.control.result_multicast || !self.control.results.is_empty() {
-            let to = match self.control.results.pop_front() {
+        } else if self.rec.control.result_multicast || !self.rec.control.results.is_empty() {
+            let to = match self.rec.control.results.pop_front() {
                 Some(to) => Destination::Peer(to),
                 None => {
-                    self.control.result_multicast = false;
+                    self.rec.control.result_multicast = false;
                     Destination::Group
                 }
             };
-            let settled = self.recovery.is_none() && self.awaiting.is_none();
-            let res = self.last_result.as_ref()?;
+            let settled = self.rec.mode.is_none() && self.rec.awaiting.is_none();
+            let res = self.rec.last_result.as_ref()?;
             let header = self.header(ptype::RESULT);
             let body = Body::Result {
                 incarnation: res.incarnation,
