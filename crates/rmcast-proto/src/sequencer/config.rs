@@ -17,7 +17,8 @@ pub struct Config {
     pub large_threshold_bytes: usize,
     /// Largest datagram the engine writes (path MTU minus IP and UDP headers).
     pub max_datagram_bytes: usize,
-    /// Largest application message; larger ones are refused with [`SendError::TooLarge`].
+    /// Largest application message; larger ones are refused with
+    /// [`SendError::TooLarge`](crate::SendError::TooLarge).
     pub max_message_bytes: usize,
     /// Slots in the history buffer.
     pub history_capacity_msgs: usize,

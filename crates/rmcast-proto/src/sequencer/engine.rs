@@ -182,6 +182,9 @@ impl Sequencer {
         self.check_gap();
         self.refresh_detector();
         self.sender.check_invariants();
+        if self.phase == Phase::Member {
+            self.hist.check_invariants();
+        }
     }
 
     /// The earliest deadline among the engine's timers.

@@ -104,6 +104,20 @@ impl History {
         }
     }
 
+    /// Check the invariants (of a member: a joiner has no history yet).
+    pub(super) fn check_invariants(&self) {
+        debug_assert!(self.buffer.base() <= self.next_deliver);
+        debug_assert!(self.next_deliver <= self.held_next);
+        debug_assert!(
+            self.next_deliver == self.held_next
+                || self
+                    .buffer
+                    .get(self.next_deliver)
+                    .is_some_and(|e| e.payload.is_some()),
+            "the next message to deliver is held"
+        );
+    }
+
     /// A joiner's history starts at its join entry `s`: below it, it knows nothing (`stable`
     /// stays as learned).
     pub(super) fn start_at(&mut self, s: u64) {

@@ -1,4 +1,4 @@
-//! The sequencer's duties (seed 002 section 5.2, Figs. 13 to 16): assigning sequence numbers to
+//! The sequencer's duties (seed 002 section 5.2; the member table of Fig. 10): assigning sequence numbers to
 //! requests, joins and leaves, tracking where every member stands, and deciding acceptance
 //! (resilience degree `r`) and stability (what every member delivered, purged everywhere).
 

@@ -89,65 +89,72 @@ impl Sequencer {
             return Some(Destination::Peer(to));
         }
         let dest = if let Some(to) = self.rec.control.acks.pop_front() {
-            let header = self.header(ptype::RESULT_ACK);
-            let (last_pnum, mid_message) = self.own_stream();
-            let body = Body::ResultAck {
-                incarnation: self.incarnation,
-                last_pnum,
-                mid_message,
-            };
-            encode_control(buf, &header, &body);
+            self.write_result_ack(buf);
             Destination::Peer(to)
         } else if let Some((to, kind, c, c_held)) = self.rec.control.redirects.pop_front() {
-            let header = self.header(ptype::VOTE);
-            let body = Body::Vote {
-                coordinator: c,
-                coordinator_held: c_held,
-                held_next: self.hist.held_next,
-                expect: self.hist.next_deliver,
-                round: 0,
-                kind,
-            };
-            encode_control(buf, &header, &body);
+            self.write_vote(buf, c, c_held, kind);
             Destination::Peer(to)
         } else if let Some(to) = self.rec.control.query_to.take() {
             // "What happened?": a vote in our incarnation, answered with the newest result.
-            let header = self.header(ptype::VOTE);
-            let body = Body::Vote {
-                coordinator: to,
-                coordinator_held: 0,
-                held_next: self.hist.held_next,
-                expect: self.hist.next_deliver,
-                round: 0,
-                kind: VoteKind::Vote,
-            };
-            encode_control(buf, &header, &body);
+            self.write_vote(buf, to, 0, VoteKind::Vote);
             Destination::Peer(to)
         } else if self.rec.control.result_multicast || !self.rec.control.results.is_empty() {
-            let to = match self.rec.control.results.pop_front() {
-                Some(to) => Destination::Peer(to),
-                None => {
-                    self.rec.control.result_multicast = false;
-                    Destination::Group
-                }
-            };
-            let settled = self.rec.mode.is_none() && self.rec.awaiting.is_none();
-            let res = self.rec.last_result.as_ref()?;
-            let header = self.header(ptype::RESULT);
-            let body = Body::Result {
-                incarnation: res.incarnation,
-                seq: res.seq,
-                stable: res.stable,
-                settled,
-                view: &res.view,
-            };
-            encode_control(buf, &header, &body);
-            to
+            self.write_result(buf)?
         } else {
             return None;
         };
         self.counters.recovery_sent += 1;
         Some(dest)
+    }
+
+    /// BC_RESULTACK, with where our stream of requests stands.
+    fn write_result_ack(&self, buf: &mut Vec<u8>) {
+        let header = self.header(ptype::RESULT_ACK);
+        let (last_pnum, mid_message) = self.own_stream();
+        let body = Body::ResultAck {
+            incarnation: self.incarnation,
+            last_pnum,
+            mid_message,
+        };
+        encode_control(buf, &header, &body);
+    }
+
+    /// BC_VOTE of `kind` naming coordinator `c` (with its vote `c_held`), outside the rounds.
+    fn write_vote(&self, buf: &mut Vec<u8>, c: NodeId, c_held: u64, kind: VoteKind) {
+        let header = self.header(ptype::VOTE);
+        let body = Body::Vote {
+            coordinator: c,
+            coordinator_held: c_held,
+            held_next: self.hist.held_next,
+            expect: self.hist.next_deliver,
+            round: 0,
+            kind,
+        };
+        encode_control(buf, &header, &body);
+    }
+
+    /// BC_RESULT: to a member of an older incarnation, or multicast (the coordinator, until
+    /// acknowledged). `None` if no reset was installed here.
+    fn write_result(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let to = match self.rec.control.results.pop_front() {
+            Some(to) => Destination::Peer(to),
+            None => {
+                self.rec.control.result_multicast = false;
+                Destination::Group
+            }
+        };
+        let settled = self.rec.mode.is_none() && self.rec.awaiting.is_none();
+        let res = self.rec.last_result.as_ref()?;
+        let header = self.header(ptype::RESULT);
+        let body = Body::Result {
+            incarnation: res.incarnation,
+            seq: res.seq,
+            stable: res.stable,
+            settled,
+            view: &res.view,
+        };
+        encode_control(buf, &header, &body);
+        Some(to)
     }
 }
 

@@ -2,13 +2,14 @@
 //! coordinators, the coordinator's two phases, the commit of the result, and its installation
 //! at every member of the new group.
 
-use super::{better, AwaitAcks, ResultRecord, Role, Voter};
+use super::{better, AwaitAcks, RecoveryMode, ResultRecord, Role, Voter};
 use crate::common::{decode_view, view_bytes};
-use crate::engine::{Event, NodeId, Recovery};
+use crate::engine::{Event, NodeId, Recovery, Time};
 use crate::sequencer::engine::{Phase, Sequencer};
 use crate::sequencer::history::Entry;
 use crate::sequencer::packet::{EntryKind, VoteKind};
 use bytes::Bytes;
+use std::time::Duration;
 
 impl Sequencer {
     /// Follow coordinator `c` (it beats whoever we followed or were).
@@ -86,40 +87,14 @@ impl Sequencer {
         let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
-        let mut repair = false;
-        let mut forward = None;
-        let follow = match &mut r.role {
-            Role::Idle => true,
-            Role::Participant {
-                coordinator,
-                coordinator_held,
-                target: t,
-                heard_at,
-                round: rd,
-            } => {
-                if *coordinator == from {
-                    *coordinator_held = held;
-                    *heard_at = now;
-                    *rd = (*rd).max(round);
-                    r.next_at = Some(now + silence);
-                    r.vote_due = true;
-                    repair = *t != target;
-                    *t = target;
-                } else if better(held, from, *coordinator_held, *coordinator) {
-                    // Tell our coordinator of the better one: if it already yielded to it (and
-                    // its word to us was lost), it tells us again whom to follow.
-                    forward = Some(*coordinator);
-                }
-                false
-            }
-            Role::Coordinator(c) => {
-                if !c.suspects.contains(&suspect) && suspect != me {
-                    c.suspects.push(suspect);
-                }
-                // A weaker coordinator yields to our own invitations in turn.
-                better(held, from, mine, me)
-            }
+        let invitation = Invitation {
+            from,
+            held,
+            target,
+            suspect,
+            round,
         };
+        let (follow, repair, forward) = r.invited(&invitation, me, mine, now, silence);
         if follow {
             self.follow(from, held, target, round, interval_ms);
         } else if repair {
@@ -622,5 +597,65 @@ impl Sequencer {
         self.rec.silent_req_timeouts = 0;
         self.hist.gaps.clear();
         self.refresh_detector();
+    }
+}
+
+/// A coordinator's invitation (BC_REFORMREQ) as a member reads it.
+struct Invitation {
+    from: NodeId,
+    /// The coordinator's vote.
+    held: u64,
+    /// Its phase 2 target (0: none yet).
+    target: u64,
+    suspect: NodeId,
+    round: u32,
+}
+
+impl RecoveryMode {
+    /// Our role's reaction at `now` to `inv` (we are `me`, with vote `mine`; our coordinator
+    /// counts as gone after `silence` without being heard): whether to follow the inviter, whether the repair
+    /// target moved, and which coordinator to tell of a better one.
+    fn invited(
+        &mut self,
+        inv: &Invitation,
+        me: NodeId,
+        mine: u64,
+        now: Time,
+        silence: Duration,
+    ) -> (bool, bool, Option<NodeId>) {
+        match &mut self.role {
+            Role::Idle => (true, false, None),
+            Role::Participant {
+                coordinator,
+                coordinator_held,
+                target: t,
+                heard_at,
+                round: rd,
+            } => {
+                if *coordinator == inv.from {
+                    *coordinator_held = inv.held;
+                    *heard_at = now;
+                    *rd = (*rd).max(inv.round);
+                    self.next_at = Some(now + silence);
+                    self.vote_due = true;
+                    let repair = *t != inv.target;
+                    *t = inv.target;
+                    (false, repair, None)
+                } else if better(inv.held, inv.from, *coordinator_held, *coordinator) {
+                    // Tell our coordinator of the better one: if it already yielded to it (and
+                    // its word to us was lost), it tells us again whom to follow.
+                    (false, false, Some(*coordinator))
+                } else {
+                    (false, false, None)
+                }
+            }
+            Role::Coordinator(c) => {
+                if !c.suspects.contains(&inv.suspect) && inv.suspect != me {
+                    c.suspects.push(inv.suspect);
+                }
+                // A weaker coordinator yields to our own invitations in turn.
+                (better(inv.held, inv.from, mine, me), false, None)
+            }
+        }
     }
 }
