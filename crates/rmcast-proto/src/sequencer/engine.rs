@@ -12,6 +12,7 @@ use super::packet::{self, ptype, Body, SeqState};
 use super::recovery::RecoveryState;
 use super::sender::Sender;
 use super::succession::Succession;
+use super::transmit::Retransmissions;
 use super::Config;
 use crate::common::{Deadlines, Reassembly};
 use crate::engine::{Counters, Event, GroupInfo, NodeId, SendError, Time, View};
@@ -57,9 +58,8 @@ pub struct Sequencer {
     pub(super) leave_deadline: Option<Time>,
     /// What a new sequencer inherits from the delivered order.
     pub(super) succession: Succession,
-    /// Pending retransmissions this member answers (the sequencer, or anyone during recovery):
-    /// (to, from, until exclusive, datagrams sent for it).
-    pub(super) retrans: VecDeque<(NodeId, u64, u64, usize)>,
+    /// Retransmissions this member answers (the sequencer, or anyone during recovery).
+    pub(super) retrans: Retransmissions,
     /// Failure detection and crash recovery (see `recovery`).
     pub(super) rec: RecoveryState,
     pub(super) events: VecDeque<Event>,
@@ -94,7 +94,7 @@ impl Sequencer {
             leave_requested: false,
             leave_deadline: None,
             succession: Succession::default(),
-            retrans: VecDeque::new(),
+            retrans: Retransmissions::default(),
             rec: RecoveryState::new(&cfg, now),
             events: VecDeque::new(),
             counters: Counters::default(),
@@ -357,41 +357,8 @@ impl Sequencer {
             } => self.on_retrans(from, f, to, expect, recovering),
             Body::JoinReq => self.on_join_req(from),
             Body::LeaveReq { expect } => self.on_leave_req(from, expect),
-            Body::AliveReq => {
-                if self.phase == Phase::Member && self.view.members.contains(&from) {
-                    self.rec.control.alive(from);
-                }
-            }
-            Body::Alive => {}
-            Body::ReformReq {
-                held_next,
-                target,
-                suspect,
-                round,
-                interval_ms,
-            } => self.on_reform_req(from, held_next, target, suspect, round, interval_ms),
-            Body::Vote {
-                coordinator,
-                coordinator_held,
-                held_next,
-                expect,
-                round,
-                kind,
-            } => self.on_vote(
-                from,
-                kind,
-                coordinator,
-                coordinator_held,
-                held_next,
-                expect,
-                round,
-            ),
             Body::Result { .. } => unreachable!("handled in on_datagram"),
-            Body::ResultAck {
-                incarnation,
-                last_pnum,
-                mid_message,
-            } => self.on_result_ack(from, incarnation, last_pnum, mid_message),
+            other => self.on_recovery_body(from, other),
         }
     }
 

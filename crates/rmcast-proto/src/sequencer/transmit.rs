@@ -7,7 +7,69 @@ use super::packet::{
     encode_control, ptype, Body, OrderedEntry, OrderedWriter, ORDERED_ENTRY_OVERHEAD,
 };
 use crate::engine::{Destination, NodeId, Time};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+/// A retransmission this member owes: `[from, until)` to `to`, in `sent` datagrams so far.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct Owed {
+    pub(super) to: NodeId,
+    pub(super) from: u64,
+    pub(super) until: u64,
+    pub(super) sent: usize,
+}
+
+/// Retransmissions this member answers (the sequencer, or anyone during recovery), served in
+/// the order asked, a bounded burst at a time.
+///
+/// Invariants: at most [`MAX_RETRANS_QUEUE`] destinations, each at most once.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Retransmissions {
+    queue: VecDeque<Owed>,
+}
+
+impl Retransmissions {
+    /// Owe `[from, until)` to `to` (merged with what it is owed already).
+    pub(super) fn owe(&mut self, to: NodeId, from: u64, until: u64) {
+        debug_assert!(from < until);
+        if let Some(r) = self.queue.iter_mut().find(|r| r.to == to) {
+            r.from = r.from.min(from);
+            r.until = r.until.max(until);
+        } else if self.queue.len() < MAX_RETRANS_QUEUE {
+            self.queue.push_back(Owed {
+                to,
+                from,
+                until,
+                sent: 0,
+            });
+        }
+        debug_assert!(self.queue.len() <= MAX_RETRANS_QUEUE);
+    }
+
+    /// The retransmission to serve next.
+    pub(super) fn next(&self) -> Option<Owed> {
+        self.queue.front().copied()
+    }
+
+    /// A datagram for the next retransmission covered `[from, end)`: it is done when `end`
+    /// reached its end, nothing more could be sent, or its burst reached `max_sent` datagrams.
+    pub(super) fn sent_next(&mut self, from: u64, end: u64, max_sent: usize) {
+        let Some(r) = self.queue.front_mut() else {
+            return;
+        };
+        let sent = r.sent;
+        r.from = end;
+        r.sent += 1;
+        if end >= r.until || end == from || sent + 1 >= max_sent {
+            self.queue.pop_front();
+        }
+    }
+
+    /// Forget every debt (the order they refer to has ended).
+    pub(super) fn clear(&mut self) {
+        self.queue.clear();
+    }
+}
 
 impl Sequencer {
     /// The next datagram to send, written into `buf`, and where it goes.
@@ -117,30 +179,20 @@ impl Sequencer {
         if from >= until {
             return;
         }
-        if let Some(r) = self.retrans.iter_mut().find(|r| r.0 == to) {
-            r.1 = r.1.min(from);
-            r.2 = r.2.max(until);
-        } else if self.retrans.len() < MAX_RETRANS_QUEUE {
-            self.retrans.push_back((to, from, until, 0));
-        }
+        self.retrans.owe(to, from, until);
     }
 
     /// The next queued retransmission, written into `buf`.
     pub(super) fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        while let Some((to, from, until, sent)) = self.retrans.front().copied() {
-            let from = from.max(self.hist.buffer.base());
-            let end = self.write_ordered(buf, from, until, true);
-            let max_sent = self.cfg.max_retrans_datagrams;
-            let r = self.retrans.front_mut().expect("front");
-            r.1 = end;
-            r.3 += 1;
+        while let Some(r) = self.retrans.next() {
+            let from = r.from.max(self.hist.buffer.base());
+            let end = self.write_ordered(buf, from, r.until, true);
             // Bound the burst per request: the member asks again for what is still missing.
-            if end >= until || end == from || sent + 1 >= max_sent {
-                self.retrans.pop_front();
-            }
+            self.retrans
+                .sent_next(from, end, self.cfg.max_retrans_datagrams);
             if end > from {
                 self.counters.retransmissions += end - from;
-                return Some(Destination::Peer(to));
+                return Some(Destination::Peer(r.to));
             }
         }
         None
@@ -269,5 +321,31 @@ impl Sequencer {
         encode_control(buf, &header, &body);
         self.leave_deadline = Some(now + self.repair_rto());
         Some(Destination::Peer(self.sequencer_hint))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retransmissions_merge_per_destination_and_bound_bursts() {
+        let mut r = Retransmissions::default();
+        r.owe(NodeId(1), 10, 20);
+        r.owe(NodeId(2), 5, 6);
+        r.owe(NodeId(1), 8, 25);
+        let first = r.next().unwrap();
+        assert_eq!((first.to, first.from, first.until), (NodeId(1), 8, 25));
+        r.sent_next(8, 15, 2);
+        assert_eq!(r.next().map(|o| (o.from, o.sent)), Some((15, 1)));
+        // The second datagram reaches the burst bound.
+        r.sent_next(15, 20, 2);
+        assert_eq!(r.next().map(|o| o.to), Some(NodeId(2)));
+        // Nothing could be written: done with it.
+        r.sent_next(5, 5, 2);
+        assert_eq!(r.next(), None);
+        r.owe(NodeId(3), 1, 2);
+        r.clear();
+        assert_eq!(r.next(), None);
     }
 }

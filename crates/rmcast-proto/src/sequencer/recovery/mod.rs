@@ -45,7 +45,7 @@ mod control;
 mod reset;
 
 use super::engine::{Phase, Sequencer};
-use super::packet::{ptype, EntryKind};
+use super::packet::{ptype, Body, EntryKind};
 use super::Config;
 use crate::common::{decode_view, DetectorParams, FailureDetector};
 use crate::engine::{Event, NodeId, Recovery, SendError, Time};
@@ -205,6 +205,48 @@ fn better(a_held: u64, a: NodeId, b_held: u64, b: NodeId) -> bool {
 }
 
 impl Sequencer {
+    /// A datagram of the failure detector or the recovery protocol (probes, invitations,
+    /// votes, result acknowledgements).
+    pub(super) fn on_recovery_body(&mut self, from: NodeId, body: Body<'_>) {
+        match body {
+            Body::AliveReq => {
+                if self.phase == Phase::Member && self.view.members.contains(&from) {
+                    self.rec.control.alive(from);
+                }
+            }
+            Body::Alive => {}
+            Body::ReformReq {
+                held_next,
+                target,
+                suspect,
+                round,
+                interval_ms,
+            } => self.on_reform_req(from, held_next, target, suspect, round, interval_ms),
+            Body::Vote {
+                coordinator,
+                coordinator_held,
+                held_next,
+                expect,
+                round,
+                kind,
+            } => self.on_vote(
+                from,
+                kind,
+                coordinator,
+                coordinator_held,
+                held_next,
+                expect,
+                round,
+            ),
+            Body::ResultAck {
+                incarnation,
+                last_pnum,
+                mid_message,
+            } => self.on_result_ack(from, incarnation, last_pnum, mid_message),
+            _ => unreachable!("not a recovery datagram"),
+        }
+    }
+
     /// Whether the group is in recovery mode here.
     pub(super) fn recovering(&self) -> bool {
         self.rec.mode.is_some()
