@@ -12,7 +12,7 @@
 //! multicasts the repair. The creator admits joiners (JOIN → VIEW) and removes leavers. A
 //! joiner delivers each sender's messages from the first number that sender's STATUS told it.
 
-use crate::common::{view_codec, GapTracker};
+use crate::common::{decode_view, encode_view, GapTracker};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -62,6 +62,9 @@ struct Peer {
     next: Option<u64>,
     /// Received beyond `next`, bounded by the sender's window.
     early: BTreeMap<u64, Bytes>,
+    /// One past the highest number known to exist.
+    known: u64,
+    /// When to NACK what is missing in `next..known`.
     gaps: GapTracker,
     /// What this peer acknowledged of our own messages.
     acked: u64,
@@ -165,9 +168,7 @@ impl Toy {
         self.events.push_back(Event::View(self.view.clone()));
         if self.coordinator {
             let (id, m) = (self.view.id, self.view.members.clone());
-            self.send(Destination::Group, VIEW, |b| {
-                view_codec::encode(b, id, m[0], &m)
-            });
+            self.send(Destination::Group, VIEW, |b| encode_view(b, id, m[0], &m));
         }
         self.check_complete();
     }
@@ -182,7 +183,7 @@ impl Toy {
             self.counters.duplicates += 1;
         } else if seq < next + max_early {
             p.early.insert(seq, payload);
-            p.gaps.saw(seq);
+            p.known = p.known.max(seq + 1);
         }
         self.deliver(from);
     }
@@ -207,7 +208,6 @@ impl Toy {
             }));
             *next += 1;
         }
-        p.gaps.delivered_below(*next);
     }
 
     fn on_status(&mut self, from: NodeId, r: &mut Reader<'_>) -> Option<()> {
@@ -221,7 +221,7 @@ impl Toy {
                 // The sender's own next number: everything below it exists.
                 let p = self.peers.get_mut(&id)?;
                 p.next.get_or_insert(first);
-                p.gaps.saw_below(next);
+                p.known = p.known.max(next);
             }
         }
         self.check_complete();
@@ -304,13 +304,11 @@ impl Engine for Toy {
                     self.install(self.view.id + 1, m, joined, left);
                 } else if h.ptype == JOIN {
                     let (id, m) = (self.view.id, self.view.members.clone());
-                    self.send(Destination::Group, VIEW, |b| {
-                        view_codec::encode(b, id, m[0], &m)
-                    });
+                    self.send(Destination::Group, VIEW, |b| encode_view(b, id, m[0], &m));
                 }
             }
             VIEW => {
-                if let Ok((id, _, members)) = view_codec::decode(&mut r) {
+                if let Ok((id, _, members)) = decode_view(r.rest()) {
                     if id > self.view.id && members.contains(&self.me) {
                         self.install(id, members, None, None);
                     } else if id > self.view.id && self.joined {
@@ -367,14 +365,17 @@ impl Engine for Toy {
         if self.coordinator {
             // Announced again now and then: a member that lost the last VIEW catches up.
             let (id, m) = (self.view.id, self.view.members.clone());
-            self.send(Destination::Group, VIEW, |b| {
-                view_codec::encode(b, id, m[0], &m)
-            });
+            self.send(Destination::Group, VIEW, |b| encode_view(b, id, m[0], &m));
         }
         let asks: Vec<_> = self
             .peers
             .iter_mut()
-            .filter_map(|(&id, p)| Some((id, p.gaps.due(now, STATUS_EVERY * 2)?)))
+            .filter_map(|(&id, p)| {
+                let next = p.next?;
+                p.gaps.watch(now, next, Some(p.known), Duration::ZERO);
+                p.gaps.on_timeout(now, next < p.known, STATUS_EVERY * 2);
+                p.gaps.take_request().then_some((id, (next, p.known)))
+            })
             .collect();
         for (id, (from, until)) in asks {
             self.counters.nacks_sent += 1;
@@ -420,9 +421,7 @@ impl Engine for Toy {
             m.retain(|&x| x != self.me);
             let id = self.view.id + 1;
             if let Some(&next) = m.first() {
-                self.send(Destination::Group, VIEW, |b| {
-                    view_codec::encode(b, id, next, &m)
-                });
+                self.send(Destination::Group, VIEW, |b| encode_view(b, id, next, &m));
             }
             self.left = true;
             self.events.push_back(Event::Left);

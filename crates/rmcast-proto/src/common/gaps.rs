@@ -1,56 +1,94 @@
-//! Gap tracking for NACK-based loss recovery: which numbers of one stream are missing below
-//! the highest known one, and when to ask for them (again).
+//! Gap tracking and NACK timing: which sequence numbers a member lacks below the highest it
+//! knows of, and when to ask for them.
+//!
+//! Why here: every engine with negative acknowledgements repairs gaps the same way (seed 002
+//! section 5.2, BC_RETRANS). A member holds everything below `held_next`; anything in
+//! `[held_next, limit)`, where `limit` is the highest sequence number known to exist, is a gap.
+//! Suppression: a gap is first given a short grace period (reordered datagrams arrive in it) and
+//! only then asked for; while it stays open the request is repeated once per retry interval;
+//! when repairs make progress without closing it, the next part is asked for after a grace
+//! period again rather than a whole retry interval later, so that a member far behind catches
+//! up at the pace of round trips.
+//!
+//! Invariant: a request is only ever due for a gap that was open when its timer fired.
 
 use crate::engine::Time;
+use std::ops::Range;
 use std::time::Duration;
 
-/// One receiver's view of one sender's numbered stream.
-///
-/// Invariant: `next <= known`; numbers in `next..known` that were not received are missing.
+/// The NACK timer and the request it makes due.
 #[derive(Clone, Debug, Default)]
 pub struct GapTracker {
-    /// The first number not yet received contiguously.
-    next: u64,
-    /// One past the highest number known to exist.
-    known: u64,
-    /// When the last request for the current gap went out.
-    asked_at: Option<Time>,
+    /// When the open gap is (next) asked for.
+    deadline: Option<Time>,
+    /// A request is due: the next transmission asks for the gap.
+    ask: bool,
 }
 
 impl GapTracker {
-    /// A number was received (or announced): everything up to it exists.
-    pub fn saw(&mut self, seq: u64) {
-        self.saw_below(seq.saturating_add(1));
+    /// No gap, no request.
+    pub fn new() -> Self {
+        GapTracker::default()
     }
 
-    /// Every number below `end` exists (a sender's announcement of its next number).
-    pub fn saw_below(&mut self, end: u64) {
-        self.known = self.known.max(end);
+    /// The sequence numbers missing below `limit` for a member that holds everything below
+    /// `held_next`.
+    pub fn missing(held_next: u64, limit: u64) -> Option<Range<u64>> {
+        (held_next < limit).then_some(held_next..limit)
     }
 
-    /// Everything below `next` was received: the gap, if any, starts there.
-    pub fn delivered_below(&mut self, next: u64) {
-        if next > self.next {
-            self.next = next;
-            self.asked_at = None;
+    /// Look at the gap after an input: `limit` is where repair could reach (`None`: nobody to
+    /// ask). A new gap starts the grace period; no gap stops the timer.
+    pub fn watch(&mut self, now: Time, held_next: u64, limit: Option<u64>, grace: Duration) {
+        match limit.and_then(|l| Self::missing(held_next, l)) {
+            Some(_) => {
+                if self.deadline.is_none() {
+                    self.deadline = Some(now + grace);
+                }
+            }
+            None => self.deadline = None,
         }
-        self.known = self.known.max(self.next);
-        debug_assert!(self.next <= self.known);
     }
 
-    /// Whether numbers are missing.
-    pub fn has_gap(&self) -> bool {
-        self.next < self.known
-    }
-
-    /// The missing range `next..known` to ask for now, if there is one and the last request
-    /// for it is at least `interval` old; remembers that it was asked.
-    pub fn due(&mut self, now: Time, interval: Duration) -> Option<(u64, u64)> {
-        if !self.has_gap() || self.asked_at.is_some_and(|t| now < t + interval) {
-            return None;
+    /// Repairs moved `held_next` from `before` to `after` and `known` is still ahead: ask for the
+    /// next part after a grace period.
+    pub fn progress(&mut self, now: Time, before: u64, after: u64, known: u64, grace: Duration) {
+        if after > before && after < known {
+            self.deadline = Some(now + grace);
         }
-        self.asked_at = Some(now);
-        Some((self.next, self.known))
+    }
+
+    /// Timer check at `now`: when due and the gap is still `open`, a request becomes due and the
+    /// next one is timed `retry` later.
+    pub fn on_timeout(&mut self, now: Time, open: bool, retry: Duration) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.deadline = None;
+            if open {
+                self.ask = true;
+                self.deadline = Some(now + retry);
+            }
+        }
+    }
+
+    /// Whether a request is due; taking it clears it.
+    pub fn take_request(&mut self) -> bool {
+        std::mem::take(&mut self.ask)
+    }
+
+    /// Stop the timer (the request already due, if any, stays due).
+    pub fn stop_timer(&mut self) {
+        self.deadline = None;
+    }
+
+    /// Forget the gap: no timer, no request.
+    pub fn clear(&mut self) {
+        self.deadline = None;
+        self.ask = false;
+    }
+
+    /// When the timer fires.
+    pub fn deadline(&self) -> Option<Time> {
+        self.deadline
     }
 }
 
@@ -58,20 +96,34 @@ impl GapTracker {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
-    fn asks_for_gaps_once_per_interval() {
-        let mut g = GapTracker::default();
-        let ms = |n: u64| Time(n * 1_000_000);
-        assert_eq!(g.due(ms(0), Duration::from_millis(10)), None);
-        g.saw(4);
-        assert_eq!(g.due(ms(0), Duration::from_millis(10)), Some((0, 5)));
-        assert_eq!(g.due(ms(5), Duration::from_millis(10)), None);
-        assert_eq!(g.due(ms(10), Duration::from_millis(10)), Some((0, 5)));
-        g.delivered_below(3);
-        assert_eq!(g.due(ms(11), Duration::from_millis(10)), Some((3, 5)));
-        g.delivered_below(5);
-        assert!(!g.has_gap());
-        g.saw_below(2);
-        assert!(!g.has_gap());
+    fn grace_then_repeat_then_close() {
+        let t0 = Time::ZERO;
+        let mut g = GapTracker::new();
+        assert_eq!(GapTracker::missing(5, 5), None);
+        assert_eq!(GapTracker::missing(5, 8), Some(5..8));
+        g.watch(t0, 5, Some(8), MS * 10);
+        assert_eq!(g.deadline(), Some(t0 + MS * 10));
+        // A later look does not push the deadline back.
+        g.watch(t0 + MS * 5, 5, Some(9), MS * 10);
+        assert_eq!(g.deadline(), Some(t0 + MS * 10));
+        g.on_timeout(t0 + MS * 9, true, MS * 40);
+        assert!(!g.take_request());
+        g.on_timeout(t0 + MS * 10, true, MS * 40);
+        assert!(g.take_request());
+        assert!(!g.take_request());
+        assert_eq!(g.deadline(), Some(t0 + MS * 50));
+        g.progress(t0 + MS * 12, 5, 7, 9, MS * 10);
+        assert_eq!(g.deadline(), Some(t0 + MS * 22));
+        g.on_timeout(t0 + MS * 22, false, MS * 40);
+        assert_eq!(g.deadline(), None);
+        assert!(!g.take_request());
+        g.watch(t0, 5, None, MS);
+        assert_eq!(g.deadline(), None);
+        g.watch(t0, 5, Some(6), MS);
+        g.clear();
+        assert_eq!(g.deadline(), None);
     }
 }

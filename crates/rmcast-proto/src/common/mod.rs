@@ -1,17 +1,23 @@
 //! What engines share: the history buffer, group naming, payload digests, RTT estimation,
-//! window flow control and failure detection.
+//! window flow control, failure detection, fragmentation and bounded reassembly, gap (NACK)
+//! tracking, the view codec and the earliest of named deadlines.
 
 pub mod failure;
+pub mod fragment;
 pub mod gaps;
 pub mod group;
 pub mod history;
 pub mod rtt;
-pub mod view_codec;
+pub mod timers;
+pub mod view;
 pub mod window;
 
 pub use failure::{DetectorParams, FailureDetector};
+pub use fragment::{Fragment, Fragmenter, Fragments, Reassembly, Refused, TooLarge};
 pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};
 pub use history::{HistoryBuffer, OutOfWindow};
 pub use rtt::RttEstimator;
+pub use timers::Deadlines;
+pub use view::{decode_view, encode_view, view_bytes};
 pub use window::CongestionWindow;

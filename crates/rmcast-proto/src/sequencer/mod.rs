@@ -1,4 +1,6 @@
-//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, sections 3, 4 and 5).
+//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, "Group Communication in
+//! Amoeba and its Applications", with the broadcast protocol of "An Efficient Reliable Broadcast
+//! Protocol"; sections 3, 4 and 5).
 //!
 //! **Guarantees.** Every member delivers the same messages in the same total order, assigned by
 //! one member, the *sequencer*; a message is delivered once, and only if it was sent; messages of
@@ -17,19 +19,51 @@
 //! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
 //! While the history is full, senders wait: nothing is ever dropped.
 //!
-//! **Crashes** (sections 3, 4 and 5.3, in `recovery.rs`): members and the sequencer
+//! **Crashes** (sections 3, 4 and 5.3, in `recovery`): members and the sequencer
 //! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup
 //! (by hand, or automatically) rebuilds it by the invitation protocol with a new incarnation and
 //! a new sequencer. With resilience degree `r`, every message whose send completed is delivered,
 //! in one order, by every member that survives any `r` failures, the sequencer included.
 //!
+//! **Layout.** One [`Sequencer`] per member, made of parts that each keep their own state and
+//! check their own invariants:
+//!
+//! - `config`: [`Config`].
+//! - `engine`: the struct, its construction, datagram dispatch, timers and the `pump` that
+//!   follows every input; `api`: the [`Engine`](crate::Engine) contract, delegating to it.
+//! - `sender` (section 5.2, SendToGroup): own messages, fragmented by
+//!   [`Fragmenter`](crate::common::Fragmenter), the send window and requests in flight.
+//! - `history` (section 5.2, Fig. 11): the history buffer, its delivery, holding, acceptance and
+//!   stability points, BB data before its accept, reassembly bounded by the maximum message
+//!   size ([`Reassembly`](crate::common::Reassembly)) and the gap to repair
+//!   ([`GapTracker`](crate::common::GapTracker)).
+//! - `delivery` (section 5.2, Fig. 18): ordered entries into the history, delivery in order,
+//!   views installed from membership entries (the [view codec](crate::common::view)).
+//! - `ordering` (sections 5.1 and 5.2, Fig. 10): the sequencer's duties — assigning sequence
+//!   numbers, joins and leaves, acceptance with resilience `r`, stability, handover.
+//! - `succession`: what a member keeps so that it can take over as sequencer.
+//! - `transmit`: what goes out, in order of urgency.
+//! - `recovery` (sections 3, 4 and 5.3): failure detection and recovery mode; `recovery::reset`
+//!   the invitation protocol; `recovery::control` its datagrams.
+//! - `packet`: the wire format (Fig. 12).
+//!
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
+mod api;
+mod config;
+mod delivery;
 mod engine;
 mod factory;
+mod history;
+mod ordering;
 pub mod packet;
+mod recovery;
+mod sender;
+mod succession;
+mod transmit;
 
-pub use engine::{Config, Sequencer};
+pub use config::Config;
+pub use engine::Sequencer;
 pub use factory::SequencerFactory;
 
 use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};

@@ -4,6 +4,8 @@
 //! consecutive sequence numbers so that small messages are bundled under load, and every packet
 //! from the sequencer piggybacks where acceptance and stability stand.
 
+use crate::common::view::check_view;
+pub use crate::common::view::{decode_view, encode_view};
 use crate::engine::NodeId;
 use crate::wire::{self, Header, Reader, WireError, WriteExt};
 
@@ -628,44 +630,6 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             unreachable!("entries are written with OrderedWriter / ReqWriter")
         }
     }
-}
-
-/// The view carried by a Join or Leave entry: view id, coordinator (sequencer), members.
-pub fn encode_view(buf: &mut Vec<u8>, view_id: u64, sequencer: NodeId, members: &[NodeId]) {
-    buf.put_u64(view_id);
-    buf.put_u32(sequencer.0);
-    buf.put_u16(members.len() as u16);
-    for m in members {
-        buf.put_u32(m.0);
-    }
-}
-
-/// Check that `payload` is a well-formed view without allocating.
-fn check_view(payload: &[u8]) -> Result<(), WireError> {
-    let mut r = Reader::new(payload);
-    r.u64()?;
-    r.u32()?;
-    let n = r.u16()? as usize;
-    if r.remaining() != n * 4 {
-        return Err(WireError::BadValue("view members"));
-    }
-    Ok(())
-}
-
-/// Decode a view payload. The member list is bounded by the payload's own length.
-pub fn decode_view(payload: &[u8]) -> Result<(u64, NodeId, Vec<NodeId>), WireError> {
-    let mut r = Reader::new(payload);
-    let id = r.u64()?;
-    let seq = NodeId(r.u32()?);
-    let n = r.u16()? as usize;
-    if r.remaining() != n * 4 {
-        return Err(WireError::BadValue("view members"));
-    }
-    let mut members = Vec::with_capacity(n);
-    for _ in 0..n {
-        members.push(NodeId(r.u32()?));
-    }
-    Ok((id, seq, members))
 }
 
 #[cfg(test)]

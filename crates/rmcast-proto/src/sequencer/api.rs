@@ -1,0 +1,72 @@
+//! The [`Engine`] contract of the sequencer: every method delegates to an inherent method, so
+//! that the trait's shape can change without touching the protocol.
+
+use super::Sequencer;
+use crate::engine::{Counters, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, Transmit};
+use crate::guarantees::Guarantees;
+use bytes::Bytes;
+
+impl Engine for Sequencer {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        self.on_datagram(now, from, datagram)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.on_timeout(now)
+    }
+
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        if !self.guarantees().qos.contains(qos) {
+            return Err(SendError::Unsupported);
+        }
+        self.submit_message(now, payload, qos)
+    }
+
+    fn leave(&mut self, now: Time) {
+        self.request_leave(now)
+    }
+
+    fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.transmit(now, buf).map(Transmit::single)
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.next_event()
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.next_timeout()
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn info(&self) -> GroupInfo {
+        self.group_info()
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn engine_counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("syncs_sent", self.syncs_sent)]
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        super::guarantees(self.cfg.resilience)
+    }
+
+    fn describe(&self) -> String {
+        self.describe_state()
+    }
+
+    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+        self.request_reset(now, min_members)
+    }
+
+    fn can_submit(&self) -> bool {
+        self.may_submit()
+    }
+}

@@ -1,0 +1,163 @@
+//! The configuration of a sequencer group.
+
+use super::packet::{ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED};
+use crate::common::view::{VIEW_FIXED, VIEW_MEMBER};
+use crate::common::Fragmenter;
+use crate::registry::{ConfigError, RecoveryPolicy};
+use crate::wire::HEADER_LEN;
+
+/// Configuration of a sequencer group. Every member of a group must use the same values for
+/// `group`, `resilience` and `history_capacity_msgs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Group id carried in every header (see [`crate::common::group_id`]).
+    pub group: u32,
+    /// Resilience degree r: a send completes once r + 1 members hold the message.
+    pub resilience: u8,
+    /// Messages of at least this many bytes use the BB method (Amoeba's `g_large`).
+    pub large_threshold_bytes: usize,
+    /// Largest datagram the engine writes (path MTU minus IP and UDP headers).
+    pub max_datagram_bytes: usize,
+    /// Largest application message; larger ones are refused with
+    /// [`SendError::TooLarge`](crate::SendError::TooLarge).
+    pub max_message_bytes: usize,
+    /// Slots in the history buffer.
+    pub history_capacity_msgs: usize,
+    /// Own messages (fragments) submitted and not yet delivered back, at most.
+    pub send_window_msgs: usize,
+    /// A member that delivered this many messages without sending reports its state (BC_STATE).
+    pub state_interval_msgs: u64,
+    /// Initial retransmission timeout for requests and NACKs, before RTT samples adapt it.
+    pub retrans_timeout_ms: u64,
+    /// Lower bound of the adaptive retransmission timeout.
+    pub min_retrans_timeout_ms: u64,
+    /// Upper bound of the adaptive retransmission timeout (after backoff).
+    pub max_retrans_timeout_ms: u64,
+    /// The sequencer sends BC_SYNC when it has been quiet this long with its tail unconfirmed.
+    pub sync_interval_ms: u64,
+    /// A joiner repeats its join request this often.
+    pub join_retry_ms: u64,
+    /// Events (deliveries) held for the application before delivery pauses (back-pressure).
+    pub max_pending_events: usize,
+    /// Largest group (also bounded by how many members a view entry can carry in a datagram).
+    pub max_members: usize,
+    /// How long a departed member (or departing sequencer) is waited for to catch up.
+    pub leave_linger_ms: u64,
+    /// Datagrams the sequencer sends at most to answer one retransmission request.
+    pub max_retrans_datagrams: usize,
+    /// A peer not heard from this long is probed (BC_ALIVEREQ): the sequencer watches the
+    /// members, a member the sequencer. 0 turns failure detection off.
+    pub alive_interval_ms: u64,
+    /// Probes without an answer before the peer is declared failed (also: request timeouts
+    /// with nothing heard from the sequencer). More retries: fewer false suspicions of a slow
+    /// or paused member, slower detection of a crash.
+    pub alive_retries: u32,
+    /// Shortest wait for the answer to one probe (and one round of the recovery protocol); it
+    /// grows with the measured round-trip time. A crash is noticed about
+    /// `alive_interval_ms + alive_retries × alive_timeout_ms` after the member was last heard.
+    pub alive_timeout_ms: u64,
+    /// Reset the group automatically once a failure is found (the policy users of today's
+    /// group communication systems expect). Off: the application calls ResetGroup itself
+    /// ([`crate::Engine::reset`]), as in the paper.
+    pub auto_reset: bool,
+    /// Smallest group an automatic reset may form; 0 means a majority of the view the reset
+    /// replaces (members whose leave was ordered do not count), so that of two sides of a
+    /// partition at most one goes on.
+    pub min_members: usize,
+}
+
+impl Config {
+    /// Defaults for a group id.
+    pub fn new(group: u32) -> Self {
+        Config {
+            group,
+            resilience: 0,
+            large_threshold_bytes: 1400,
+            max_datagram_bytes: 1472,
+            max_message_bytes: 16 << 20,
+            history_capacity_msgs: 4096,
+            send_window_msgs: 1024,
+            state_interval_msgs: 1024,
+            retrans_timeout_ms: 40,
+            min_retrans_timeout_ms: 5,
+            max_retrans_timeout_ms: 2000,
+            sync_interval_ms: 100,
+            join_retry_ms: 100,
+            max_pending_events: 8192,
+            max_members: 256,
+            leave_linger_ms: 5000,
+            max_retrans_datagrams: 32,
+            alive_interval_ms: 300,
+            alive_retries: 4,
+            alive_timeout_ms: 100,
+            auto_reset: true,
+            min_members: 0,
+        }
+    }
+
+    /// Payload bytes per fragment, so that one fragment always fits in one ordered datagram.
+    pub(super) fn fragment_bytes(&self) -> usize {
+        self.max_datagram_bytes - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD
+    }
+
+    /// How messages are split into fragments and bounded when reassembled.
+    pub(super) fn fragmenter(&self) -> Fragmenter {
+        Fragmenter::new(self.max_message_bytes, self.fragment_bytes())
+    }
+
+    pub(super) fn max_members_effective(&self) -> usize {
+        // A view entry (8 + 4 + 2 + 4n bytes) must fit in one fragment.
+        self.max_members
+            .min((self.fragment_bytes() - VIEW_FIXED) / VIEW_MEMBER)
+    }
+
+    /// Refuse values the engine cannot work with (typed, so that drivers report them instead of
+    /// the engine failing an assertion).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "max_datagram_bytes",
+            self.max_datagram_bytes as u64,
+            256,
+            crate::wire::MAX_DATAGRAM_LEN as u64,
+        )?;
+        ConfigError::check_range(
+            "history_capacity_msgs",
+            self.history_capacity_msgs as u64,
+            16,
+            u32::MAX as u64,
+        )?;
+        ConfigError::check_range(
+            "send_window_msgs",
+            self.send_window_msgs as u64,
+            1,
+            u64::MAX,
+        )?;
+        ConfigError::check_range(
+            "max_pending_events",
+            self.max_pending_events as u64,
+            1,
+            u64::MAX,
+        )?;
+        self.recovery_policy().validate()
+    }
+
+    /// The failure-detection and reset part of this configuration.
+    pub fn recovery_policy(&self) -> RecoveryPolicy {
+        RecoveryPolicy {
+            alive_interval_ms: self.alive_interval_ms,
+            alive_retries: self.alive_retries,
+            alive_timeout_ms: self.alive_timeout_ms,
+            auto_reset: self.auto_reset,
+            min_members: self.min_members,
+        }
+    }
+
+    /// Write a recovery policy into this configuration.
+    pub fn set_recovery_policy(&mut self, p: &RecoveryPolicy) {
+        self.alive_interval_ms = p.alive_interval_ms;
+        self.alive_retries = p.alive_retries;
+        self.alive_timeout_ms = p.alive_timeout_ms;
+        self.auto_reset = p.auto_reset;
+        self.min_members = p.min_members;
+    }
+}

@@ -1,0 +1,344 @@
+//! The receiver side (seed 002 section 5.2; `processrec`, Fig. 18): ordered entries into the
+//! history, gap repair, delivery in sequence order, reassembly, and views installed as their
+//! membership entries are delivered.
+
+use super::engine::{Phase, Sequencer};
+use super::history::Entry;
+use super::packet::{self, EntryKind, OrderedEntry, SeqState};
+use crate::common::{decode_view, Refused};
+use crate::engine::{Delivery, Event, NodeId, Recovery, View};
+use bytes::Bytes;
+
+impl Sequencer {
+    /// Acceptance and stability piggybacked by the sequencer (BC_ACCEPT, BC_SYNC, ordered data).
+    pub(super) fn apply_state(&mut self, from: NodeId, s: SeqState) {
+        if self.is_sequencer() {
+            return;
+        }
+        if s.next_seq >= self.hist.seq_next_known {
+            // Whoever orders the newest sequence numbers is the sequencer now, even when our
+            // view still names its predecessor (we have not delivered the handover yet, and the
+            // predecessor may be gone): requests and repairs go there.
+            self.sequencer_hint = from;
+        }
+        self.hist.learn(s);
+    }
+
+    /// A run of ordered entries from `from`, the first at `base_seq` (BC_BCAST).
+    pub(super) fn on_ordered(
+        &mut self,
+        from: NodeId,
+        state: SeqState,
+        base_seq: u64,
+        entries: packet::OrderedIter<'_>,
+        data: &Bytes,
+    ) {
+        if self.is_sequencer() {
+            // The sequencer holds everything it ordered; a departing one ignores its successor.
+            return;
+        }
+        if self.phase == Phase::Joining && !self.find_own_join(from, base_seq, entries.clone()) {
+            return;
+        }
+        if self.phase != Phase::Member {
+            return;
+        }
+        if self.recovering() {
+            // Only repairs arrive now, and only stability (a fact of the old order) is taken
+            // from them: acceptance stays where the old sequencer left it.
+            self.hist.stable = self
+                .hist
+                .stable
+                .max(state.stable.min(self.hist.next_deliver));
+        } else {
+            self.apply_state(from, state);
+        }
+        self.hist.purge();
+        let held_before = self.hist.held_next;
+        for (i, e) in entries.enumerate() {
+            self.receive_entry(base_seq + i as u64, &e, data);
+        }
+        self.hist.advance_held();
+        if self.hist.held_next > held_before && self.recovering() {
+            self.recovery_progress();
+        } else if self.hist.held_next > held_before && self.ack_duty() {
+            self.hist.need_status = true;
+        }
+        // Repair is making progress: ask for the next part soon, not a whole RTO later, so that
+        // a member far behind catches up at the pace of round trips.
+        let grace = self.repair_rto() / 4;
+        let (held, known) = (self.hist.held_next, self.hist.seq_next_known);
+        self.hist
+            .gaps
+            .progress(self.now, held_before, held, known, grace);
+    }
+
+    /// A joiner looks for its own join among `entries`: its history starts there.
+    fn find_own_join(
+        &mut self,
+        from: NodeId,
+        base_seq: u64,
+        entries: packet::OrderedIter<'_>,
+    ) -> bool {
+        let mine = entries
+            .enumerate()
+            .find(|(_, e)| e.kind == EntryKind::Join && e.sender == self.me);
+        let Some((i, _)) = mine else { return false };
+        self.hist.start_at(base_seq + i as u64);
+        self.view.coordinator = from;
+        self.sequencer_hint = from;
+        self.phase = Phase::Member;
+        self.join_deadline = None;
+        true
+    }
+
+    /// One ordered entry for `seq`, into the history.
+    fn receive_entry(&mut self, seq: u64, e: &OrderedEntry<'_>, data: &Bytes) {
+        if seq < self.hist.next_deliver {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if e.sender == self.me && e.kind == EntryKind::Data {
+            self.sender.on_ordered(e.pnum, self.now);
+        }
+        let payload = if e.has_payload {
+            Some(data.slice_ref(e.payload))
+        } else if e.sender == self.me {
+            // Our own BB message: the network does not loop it back to us, we hold it.
+            self.sender.own_fragment(e.pnum)
+        } else {
+            self.hist.bb.pending.remove(&(e.sender, e.pnum))
+        };
+        let entry = Entry {
+            kind: e.kind,
+            sender: e.sender,
+            pnum: e.pnum,
+            frag_index: e.frag_index,
+            frag_count: e.frag_count,
+            payload,
+            bb: !e.has_payload,
+        };
+        if !self.hist.store(seq, entry) {
+            self.counters.duplicates += 1;
+        }
+    }
+
+    /// BB data multicast by its sender (the accept may come before or after it).
+    pub(super) fn on_bb_data(&mut self, from: NodeId, entries: packet::ReqIter<'_>, data: &Bytes) {
+        for e in entries {
+            self.hist
+                .on_bb_data(from, e.pnum, data.slice_ref(e.payload));
+        }
+        self.hist.advance_held();
+    }
+
+    /// Whether this member is one of the r lowest-ranked members other than the sequencer, which
+    /// acknowledge every message at once (section 5.1).
+    pub(super) fn ack_duty(&self) -> bool {
+        let r = self.cfg.resilience as usize;
+        r > 0
+            && self
+                .view
+                .members
+                .iter()
+                .filter(|m| **m != self.view.coordinator)
+                .take(r)
+                .any(|m| *m == self.me)
+    }
+
+    /// Where NACKs go and up to where: the sequencer, or during recovery the coordinator (or,
+    /// for a coordinator, the best member).
+    pub(super) fn repair_target(&self) -> Option<(NodeId, u64)> {
+        if self.phase != Phase::Member || self.is_sequencer() {
+            return None;
+        }
+        if self.recovering() {
+            return self.recovery_repair();
+        }
+        Some((self.sequencer_hint, self.hist.seq_next_known))
+    }
+
+    /// Start or stop the NACK timer as the gap opened or closed.
+    pub(super) fn check_gap(&mut self) {
+        let limit = self.repair_target().map(|(_, limit)| limit);
+        // A short grace period lets reordered datagrams arrive before a NACK is sent.
+        let grace = self.repair_rto() / 4;
+        let held = self.hist.held_next;
+        self.hist.gaps.watch(self.now, held, limit, grace);
+    }
+
+    /// Deliver what is accepted and held, in sequence order (`processrec`, Fig. 18).
+    pub(super) fn deliver(&mut self) {
+        while self.phase == Phase::Member
+            && self.hist.next_deliver < self.hist.accepted_next
+            && self.events.len() < self.cfg.max_pending_events
+        {
+            let seq = self.hist.next_deliver;
+            let Some(e) = self.hist.buffer.get(seq) else {
+                break;
+            };
+            let Some(payload) = e.payload.clone() else {
+                break;
+            };
+            let e = Entry {
+                payload: None,
+                ..e.clone()
+            };
+            self.hist.next_deliver += 1;
+            self.hist.delivered_since_report += 1;
+            match e.kind {
+                EntryKind::Data => self.deliver_data(seq, &e, payload),
+                EntryKind::Join | EntryKind::Leave | EntryKind::Reset => {
+                    self.install_view(seq, &e, &payload)
+                }
+            }
+        }
+        if self.hist.delivered_since_report >= self.cfg.state_interval_msgs && !self.is_sequencer()
+        {
+            self.hist.need_status = true;
+        }
+        self.hist.advance_held();
+        self.hist.purge();
+    }
+
+    /// Deliver one data fragment: reassemble, complete own sends, hand whole messages over.
+    fn deliver_data(&mut self, seq: u64, e: &Entry, payload: Bytes) {
+        self.succession.delivered(e.sender, e.pnum);
+        let last = e.frag_index + 1 == e.frag_count;
+        let whole = match self
+            .hist
+            .reassembly
+            .push(e.sender, e.frag_index, e.frag_count, payload)
+        {
+            Ok(whole) => whole,
+            Err(Refused::Orphan) => {
+                // Joins are ordered between messages, so a member sees every fragment of what
+                // it delivers; anything else is a protocol bug.
+                debug_assert!(false, "fragment without its beginning from {}", e.sender);
+                return;
+            }
+            Err(Refused::TooLarge) => {
+                // Beyond the group's maximum message size: refused, never allocated.
+                self.counters.malformed_dropped += 1;
+                return;
+            }
+        };
+        let msg = e.pnum - e.frag_index as u64;
+        if e.sender == self.me {
+            self.sender.on_delivered(e.pnum);
+            if last {
+                self.events.push_back(Event::SendComplete { msg });
+            }
+        }
+        if let Some(payload) = whole {
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                seq,
+                sender: e.sender,
+                msg,
+                view: self.view.id,
+                payload,
+            }));
+        }
+    }
+
+    /// Install the view carried by the membership entry `e` delivered at `seq`.
+    fn install_view(&mut self, seq: u64, e: &Entry, payload: &[u8]) {
+        let Ok((id, coordinator, members)) = decode_view(payload) else {
+            // Written by the sequencer itself; a bad one is a bug, not input to tolerate.
+            debug_assert!(false, "undecodable view entry");
+            return;
+        };
+        let old_coordinator = self.view.coordinator;
+        // Entries below the newest reset installed here belong to an order that has ended:
+        // they change the view, but not who orders.
+        let current = self.rec.last_result.as_ref().is_none_or(|r| seq >= r.seq);
+        self.note_membership(seq, e, &members);
+        self.view = View {
+            id,
+            seq,
+            members,
+            coordinator,
+            joined: (e.kind == EntryKind::Join).then_some(e.sender),
+            left: (e.kind == EntryKind::Leave).then_some(e.sender),
+        };
+        self.counters.view_changes += 1;
+        self.events.push_back(Event::View(self.view.clone()));
+        if e.kind == EntryKind::Leave && e.sender == self.me {
+            self.own_leave_delivered(old_coordinator);
+            return;
+        }
+        if !current || self.recovering() {
+            // The reset decides who orders next.
+            return;
+        }
+        self.follow_coordinator(seq, e, old_coordinator, coordinator);
+    }
+
+    /// What a join, leave or reset entry changes besides the view.
+    fn note_membership(&mut self, seq: u64, e: &Entry, members: &[NodeId]) {
+        match e.kind {
+            EntryKind::Join => self.succession.joined(e.sender, seq),
+            EntryKind::Leave => self.succession.left(e.sender, seq),
+            EntryKind::Reset => {
+                let removed: Vec<NodeId> = self
+                    .view
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|m| !members.contains(m))
+                    .collect();
+                for &m in &removed {
+                    // A removed member's half-delivered message never completes.
+                    self.hist.reassembly.forget(m);
+                    self.succession.removed(m);
+                }
+                self.events.push_back(Event::Recovery(Recovery::Reset {
+                    incarnation: e.pnum as u32,
+                    removed,
+                }));
+            }
+            EntryKind::Data => unreachable!("views come from membership entries"),
+        }
+    }
+
+    /// Our own leave was delivered: we are out (a sequencer keeps serving retransmissions
+    /// until the others have the leave, see `finish_sequencer_leave`).
+    fn own_leave_delivered(&mut self, old_coordinator: NodeId) {
+        self.leave_deadline = None;
+        if self.is_sequencer() {
+            return;
+        }
+        self.phase = Phase::Left;
+        self.hist.need_status = false;
+        self.farewell = Some(old_coordinator);
+        self.events.push_back(Event::Left);
+    }
+
+    /// The view delivered at `seq` by entry `e` names `coordinator` as sequencer.
+    fn follow_coordinator(
+        &mut self,
+        seq: u64,
+        e: &Entry,
+        old_coordinator: NodeId,
+        coordinator: NodeId,
+    ) {
+        if e.kind == EntryKind::Leave
+            && e.sender == old_coordinator
+            && coordinator != old_coordinator
+        {
+            // The departing sequencer lingers until it knows we have its leave.
+            self.farewell = Some(old_coordinator);
+        }
+        if coordinator != old_coordinator {
+            self.sequencer_hint = coordinator;
+        }
+        if coordinator == self.me && !self.is_sequencer() && self.rec.awaiting.is_none() {
+            self.become_sequencer(seq + 1);
+        }
+        if coordinator != old_coordinator && self.sender.unsent > 0 {
+            // The new sequencer has not seen our unordered requests: resend them at once.
+            self.sender.resend_unordered();
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! A member's history (seed 002 section 5.2, Fig. 11): the history buffer of sequenced
+//! messages, the points that divide it, and BB data that arrived before its accept.
+//!
+//! The buffer holds the window `[base, base + capacity)`. Below `next_deliver` (Amoeba's
+//! `g_nextseqno`) messages are delivered and kept until every member has them (purged at
+//! `stable`); below `held_next` every message is held with its payload; below `accepted_next`
+//! messages may be delivered (with resilience `r`, once `r + 1` members hold them); up to
+//! `seq_next_known` the sequencer is known to have assigned numbers, so `[held_next,
+//! seq_next_known)` is a gap to repair.
+
+use super::packet::{EntryKind, SeqState};
+use crate::common::{GapTracker, HistoryBuffer, Reassembly};
+use crate::engine::NodeId;
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+
+/// An entry of the history buffer.
+#[derive(Clone, Debug)]
+pub(super) struct Entry {
+    pub(super) kind: EntryKind,
+    pub(super) sender: NodeId,
+    pub(super) pnum: u64,
+    pub(super) frag_index: u16,
+    pub(super) frag_count: u16,
+    /// `None` while only the BB accept is known and the data has not arrived.
+    pub(super) payload: Option<Bytes>,
+    /// Arrived by the BB method: the first broadcast of it carries no payload.
+    pub(super) bb: bool,
+}
+
+/// BB data and accepts that arrived in the wrong order (the third part of the history).
+///
+/// Invariant: `order` lists the keys of `pending`, oldest first, and there are at most the
+/// history capacity of them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct BbStash {
+    /// BB data that arrived before its accept: (sender, pnum) -> payload.
+    pub(super) pending: HashMap<(NodeId, u64), Bytes>,
+    pub(super) order: VecDeque<(NodeId, u64)>,
+    /// Accepts seen before their BB data: (sender, pnum) -> seq.
+    pub(super) missing: HashMap<(NodeId, u64), u64>,
+}
+
+impl BbStash {
+    /// Keep `payload` until its accept arrives; beyond `capacity` the oldest goes (if it is
+    /// still needed, a NACK fetches it).
+    fn stash(&mut self, key: (NodeId, u64), payload: Bytes, capacity: usize) {
+        if self.pending.contains_key(&key) {
+            return;
+        }
+        if self.order.len() >= capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.pending.remove(&old);
+            }
+        }
+        self.pending.insert(key, payload);
+        self.order.push_back(key);
+        debug_assert!(self.order.len() <= capacity.max(1));
+    }
+}
+
+/// The member side of the protocol: what is held, delivered, accepted, stable.
+///
+/// Invariants: `buffer.base() <= next_deliver <= held_next` once `advance_held` ran; every
+/// sequence number in `[next_deliver, held_next)` is in the buffer with its payload.
+#[derive(Clone, Debug)]
+pub(super) struct History {
+    pub(super) buffer: HistoryBuffer<Entry>,
+    /// Next sequence number to deliver (g_nextseqno).
+    pub(super) next_deliver: u64,
+    /// Every sequence number below this is held with its payload.
+    pub(super) held_next: u64,
+    /// Sequence numbers below this may be delivered.
+    pub(super) accepted_next: u64,
+    /// Every member delivered below this: purged here.
+    pub(super) stable: u64,
+    /// Highest `next_seq` heard from the sequencer: anything between `held_next` and it is a gap.
+    pub(super) seq_next_known: u64,
+    pub(super) bb: BbStash,
+    /// Fragments of a message being reassembled, per sender (fragments of one sender arrive in
+    /// order, so one buffer per sender suffices).
+    pub(super) reassembly: Reassembly<NodeId>,
+    /// The gap below `seq_next_known` and its NACK timer.
+    pub(super) gaps: GapTracker,
+    /// A status report (BC_STATE) is owed to the sequencer.
+    pub(super) need_status: bool,
+    pub(super) delivered_since_report: u64,
+}
+
+impl History {
+    pub(super) fn new(capacity: usize, reassembly: Reassembly<NodeId>) -> History {
+        History {
+            buffer: HistoryBuffer::new(capacity, 0),
+            next_deliver: 0,
+            held_next: 0,
+            accepted_next: 0,
+            stable: 0,
+            seq_next_known: 0,
+            bb: BbStash::default(),
+            reassembly,
+            gaps: GapTracker::new(),
+            need_status: false,
+            delivered_since_report: 0,
+        }
+    }
+
+    /// Check the invariants (of a member: a joiner has no history yet).
+    pub(super) fn check_invariants(&self) {
+        debug_assert!(self.buffer.base() <= self.next_deliver);
+        debug_assert!(self.next_deliver <= self.held_next);
+        debug_assert!(
+            self.next_deliver == self.held_next
+                || self
+                    .buffer
+                    .get(self.next_deliver)
+                    .is_some_and(|e| e.payload.is_some()),
+            "the next message to deliver is held"
+        );
+    }
+
+    /// A joiner's history starts at its join entry `s`: below it, it knows nothing (`stable`
+    /// stays as learned).
+    pub(super) fn start_at(&mut self, s: u64) {
+        self.buffer = HistoryBuffer::new(self.buffer.capacity(), s);
+        self.next_deliver = s;
+        self.held_next = s;
+        self.accepted_next = s;
+        self.seq_next_known = s;
+    }
+
+    /// Take the sequencer's acceptance, stability and sequence numbers.
+    pub(super) fn learn(&mut self, s: SeqState) {
+        self.accepted_next = self.accepted_next.max(s.accepted_next);
+        self.seq_next_known = self.seq_next_known.max(s.next_seq);
+        self.stable = self.stable.max(s.stable);
+    }
+
+    /// Store an ordered entry at `seq` (its payload, if known). Returns false for a duplicate.
+    pub(super) fn store(&mut self, seq: u64, entry: Entry) -> bool {
+        let key = (entry.sender, entry.pnum);
+        if let Some(existing) = self.buffer.get_mut(seq) {
+            if existing.payload.is_none() && entry.payload.is_some() {
+                existing.payload = entry.payload;
+                self.bb.missing.remove(&key);
+                return true;
+            }
+            return false;
+        }
+        if entry.payload.is_none() {
+            self.bb.missing.insert(key, seq);
+        }
+        // The sequencer never assigns beyond every member's window, so this only fails for
+        // a stray datagram; what it carried is fetched again through a NACK.
+        let _ = self.buffer.insert(seq, entry);
+        self.seq_next_known = self.seq_next_known.max(seq + 1);
+        true
+    }
+
+    /// BB data from `from`: fill the entry whose accept came first, or stash it.
+    pub(super) fn on_bb_data(&mut self, from: NodeId, pnum: u64, payload: Bytes) {
+        let key = (from, pnum);
+        if let Some(seq) = self.bb.missing.remove(&key) {
+            if let Some(entry) = self.buffer.get_mut(seq) {
+                if entry.payload.is_none() {
+                    entry.payload = Some(payload);
+                }
+            }
+            return;
+        }
+        let capacity = self.buffer.capacity();
+        self.bb.stash(key, payload, capacity);
+    }
+
+    /// Move `held_next` past every entry held with its payload.
+    pub(super) fn advance_held(&mut self) {
+        while self
+            .buffer
+            .get(self.held_next)
+            .is_some_and(|e| e.payload.is_some())
+        {
+            self.held_next += 1;
+        }
+        if self.held_next < self.next_deliver {
+            self.held_next = self.next_deliver;
+        }
+        debug_assert!(self.buffer.base() <= self.next_deliver);
+    }
+
+    /// Purge what every member delivered.
+    pub(super) fn purge(&mut self) {
+        let upto = self.stable.min(self.next_deliver);
+        if upto > self.buffer.base() {
+            self.buffer.advance(upto);
+            self.bb.missing.retain(|_, seq| *seq >= upto);
+        }
+        debug_assert!(self.buffer.base() <= self.next_deliver);
+    }
+
+    /// Drop everything at or beyond `t` (a reset ends the old order there).
+    pub(super) fn truncate(&mut self, t: u64) {
+        self.buffer.truncate(t);
+        self.bb.missing.retain(|_, s| *s < t);
+    }
+}

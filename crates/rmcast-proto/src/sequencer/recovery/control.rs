@@ -1,0 +1,223 @@
+//! What the recovery sends: invitations and votes, and the small answers owed to single
+//! members (probes, stale members, acknowledgements, redirects) with the result multicast.
+
+use super::Role;
+use crate::engine::{Destination, NodeId, Time};
+use crate::sequencer::engine::{Sequencer, MAX_RETRANS_QUEUE};
+use crate::sequencer::packet::{encode_control, ptype, Body, VoteKind};
+use std::collections::VecDeque;
+
+impl Sequencer {
+    /// The recovery's datagrams (after the control answers every member owes).
+    pub(in crate::sequencer) fn transmit_recovery(
+        &mut self,
+        buf: &mut Vec<u8>,
+    ) -> Option<Destination> {
+        let held = self.hist.held_next;
+        let expect = self.hist.next_deliver;
+        let interval = self.round_timeout();
+        let r = self.rec.mode.as_mut()?;
+        let invite = match &r.role {
+            Role::Coordinator(c) if r.invite_due => Some((c.target.unwrap_or(0), c.round)),
+            _ => None,
+        };
+        r.invite_due = false;
+        if let Some((target, round)) = invite {
+            let suspect = r.suspect;
+            let interval_ms = u32::try_from(interval.as_millis()).unwrap_or(u32::MAX);
+            let header = self.header(ptype::REFORM_REQ);
+            encode_control(
+                buf,
+                &header,
+                &Body::ReformReq {
+                    held_next: held,
+                    target,
+                    suspect,
+                    round,
+                    interval_ms,
+                },
+            );
+            self.counters.recovery_sent += 1;
+            return Some(Destination::Group);
+        }
+        if r.vote_due {
+            r.vote_due = false;
+            let Role::Participant {
+                coordinator,
+                coordinator_held,
+                round,
+                ..
+            } = r.role
+            else {
+                return None;
+            };
+            let header = self.header(ptype::VOTE);
+            encode_control(
+                buf,
+                &header,
+                &Body::Vote {
+                    coordinator,
+                    coordinator_held,
+                    held_next: held,
+                    expect,
+                    round,
+                    kind: VoteKind::Vote,
+                },
+            );
+            self.counters.recovery_sent += 1;
+            return Some(Destination::Peer(coordinator));
+        }
+        None
+    }
+
+    /// Answers owed to single members (probes, stale members, acknowledgements, redirects) and
+    /// the result multicast.
+    pub(in crate::sequencer) fn transmit_control(
+        &mut self,
+        buf: &mut Vec<u8>,
+    ) -> Option<Destination> {
+        if let Some(to) = self.rec.control.alive.pop_front() {
+            let header = self.header(ptype::ALIVE);
+            encode_control(buf, &header, &Body::Alive);
+            self.counters.probes_sent += 1;
+            return Some(Destination::Peer(to));
+        }
+        if let Some(to) = self.rec.detector.poll_probe() {
+            let header = self.header(ptype::ALIVE_REQ);
+            encode_control(buf, &header, &Body::AliveReq);
+            self.counters.probes_sent += 1;
+            return Some(Destination::Peer(to));
+        }
+        let dest = if let Some(to) = self.rec.control.acks.pop_front() {
+            self.write_result_ack(buf);
+            Destination::Peer(to)
+        } else if let Some((to, kind, c, c_held)) = self.rec.control.redirects.pop_front() {
+            self.write_vote(buf, c, c_held, kind);
+            Destination::Peer(to)
+        } else if let Some(to) = self.rec.control.query_to.take() {
+            // "What happened?": a vote in our incarnation, answered with the newest result.
+            self.write_vote(buf, to, 0, VoteKind::Vote);
+            Destination::Peer(to)
+        } else if self.rec.control.result_multicast || !self.rec.control.results.is_empty() {
+            self.write_result(buf)?
+        } else {
+            return None;
+        };
+        self.counters.recovery_sent += 1;
+        Some(dest)
+    }
+
+    /// BC_RESULTACK, with where our stream of requests stands.
+    fn write_result_ack(&self, buf: &mut Vec<u8>) {
+        let header = self.header(ptype::RESULT_ACK);
+        let (last_pnum, mid_message) = self.own_stream();
+        let body = Body::ResultAck {
+            incarnation: self.incarnation,
+            last_pnum,
+            mid_message,
+        };
+        encode_control(buf, &header, &body);
+    }
+
+    /// BC_VOTE of `kind` naming coordinator `c` (with its vote `c_held`), outside the rounds.
+    fn write_vote(&self, buf: &mut Vec<u8>, c: NodeId, c_held: u64, kind: VoteKind) {
+        let header = self.header(ptype::VOTE);
+        let body = Body::Vote {
+            coordinator: c,
+            coordinator_held: c_held,
+            held_next: self.hist.held_next,
+            expect: self.hist.next_deliver,
+            round: 0,
+            kind,
+        };
+        encode_control(buf, &header, &body);
+    }
+
+    /// BC_RESULT: to a member of an older incarnation, or multicast (the coordinator, until
+    /// acknowledged). `None` if no reset was installed here.
+    fn write_result(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let to = match self.rec.control.results.pop_front() {
+            Some(to) => Destination::Peer(to),
+            None => {
+                self.rec.control.result_multicast = false;
+                Destination::Group
+            }
+        };
+        let settled = self.rec.mode.is_none() && self.rec.awaiting.is_none();
+        let res = self.rec.last_result.as_ref()?;
+        let header = self.header(ptype::RESULT);
+        let body = Body::Result {
+            incarnation: res.incarnation,
+            seq: res.seq,
+            stable: res.stable,
+            settled,
+            view: &res.view,
+        };
+        encode_control(buf, &header, &body);
+        Some(to)
+    }
+}
+
+/// Small answers owed to single members, each queue bounded.
+#[derive(Clone, Debug, Default)]
+pub(in crate::sequencer) struct Control {
+    /// BC_ALIVE owed.
+    alive: VecDeque<NodeId>,
+    /// BC_RESULTACK owed.
+    acks: VecDeque<NodeId>,
+    /// Whom to follow, told to members that followed us, or a better coordinator told to the
+    /// one we follow: (to, coordinator, its vote).
+    redirects: VecDeque<(NodeId, VoteKind, NodeId, u64)>,
+    /// Members of older incarnations owed the newest result.
+    results: VecDeque<NodeId>,
+    /// Multicast the result (coordinator, until acknowledged).
+    pub(super) result_multicast: bool,
+    /// A member of a newer incarnation to ask what happened, and when we last asked.
+    query_to: Option<NodeId>,
+    last_query: Option<Time>,
+}
+
+fn push_bounded<T: PartialEq>(q: &mut VecDeque<T>, x: T) {
+    if q.len() < MAX_RETRANS_QUEUE && !q.contains(&x) {
+        q.push_back(x);
+    }
+}
+
+impl Control {
+    pub(in crate::sequencer) fn alive(&mut self, to: NodeId) {
+        push_bounded(&mut self.alive, to);
+    }
+
+    /// Ask `to` what happened (it is of a newer incarnation), at most once per `gap`.
+    pub(super) fn query(&mut self, to: NodeId, now: Time, gap: std::time::Duration) {
+        if self.last_query.is_some_and(|t| now < t + gap) {
+            return;
+        }
+        self.last_query = Some(now);
+        self.query_to = Some(to);
+    }
+
+    pub(super) fn ack(&mut self, to: NodeId) {
+        push_bounded(&mut self.acks, to);
+    }
+
+    pub(super) fn redirect(&mut self, to: NodeId, c: NodeId, c_held: u64) {
+        self.word(to, VoteKind::Redirect, c, c_held);
+    }
+
+    pub(super) fn forward(&mut self, to: NodeId, c: NodeId, c_held: u64) {
+        self.word(to, VoteKind::Forward, c, c_held);
+    }
+
+    /// One word per destination is enough: the newest replaces an older one.
+    pub(super) fn word(&mut self, to: NodeId, kind: VoteKind, c: NodeId, c_held: u64) {
+        match self.redirects.iter_mut().find(|r| r.0 == to) {
+            Some(r) => *r = (to, kind, c, c_held),
+            None => push_bounded(&mut self.redirects, (to, kind, c, c_held)),
+        }
+    }
+
+    pub(super) fn answer_stale(&mut self, to: NodeId) {
+        push_bounded(&mut self.results, to);
+    }
+}

@@ -1,0 +1,296 @@
+//! The sender side (seed 002 section 5.2, SendToGroup): own messages split into fragments, the
+//! send window, and the requests to the sequencer that carry them.
+//!
+//! A member sends each fragment to the sequencer (PB method, point to point) or multicasts it
+//! (BB method) and keeps it until it is delivered back in the total order; requests not seen
+//! ordered within the retransmission timeout are sent again (go back N). The number of requests
+//! in flight is limited by a congestion window, their timeout by the measured round-trip time.
+
+use super::engine::{Phase, Sequencer};
+use super::packet::{
+    ptype, ReqEntry, ReqWriter, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED, REQ_ENTRY_OVERHEAD,
+    REQ_FIXED,
+};
+use super::Config;
+use crate::common::{CongestionWindow, Fragmenter, Fragments, RttEstimator, TooLarge};
+use crate::engine::{Destination, Qos, SendError, Time};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// An own fragment waiting to be ordered and delivered back.
+#[derive(Clone, Debug)]
+pub(super) struct OutFrag {
+    pub(super) pnum: u64,
+    /// Sent by the BB method (the whole message is at least `large_threshold_bytes`).
+    pub(super) bb: bool,
+    pub(super) frag_index: u16,
+    pub(super) frag_count: u16,
+    pub(super) payload: Bytes,
+}
+
+/// Own messages on their way through the sequencer.
+///
+/// Invariants: `outq` holds consecutive protocol numbers, all below `next_pnum`; the first
+/// `unsent` of them were sent in the current round (`unsent <= outq.len()`); every fragment at
+/// or below `own_ordered` was seen ordered; `max_sent_pnum < next_pnum`.
+#[derive(Clone, Debug)]
+pub(super) struct Sender {
+    /// Protocol number of the next own fragment (Amoeba's message id).
+    pub(super) next_pnum: u64,
+    /// Own fragments submitted and not yet delivered back, in protocol-number order.
+    pub(super) outq: VecDeque<OutFrag>,
+    /// Index in `outq` of the first fragment not sent in the current round.
+    pub(super) unsent: usize,
+    /// Highest own protocol number seen ordered.
+    pub(super) own_ordered: u64,
+    /// When unanswered requests are sent again.
+    pub(super) req_deadline: Option<Time>,
+    /// Highest own protocol number ever sent.
+    pub(super) max_sent_pnum: u64,
+    /// A fresh request being timed: (its last pnum, when sent).
+    pub(super) rtt_probe: Option<(u64, Time)>,
+    pub(super) rtt: RttEstimator,
+    pub(super) cwnd: CongestionWindow,
+    fragmenter: Fragmenter,
+}
+
+impl Sender {
+    pub(super) fn new(cfg: &Config) -> Sender {
+        Sender {
+            next_pnum: 1,
+            outq: VecDeque::new(),
+            unsent: 0,
+            own_ordered: 0,
+            req_deadline: None,
+            max_sent_pnum: 0,
+            rtt_probe: None,
+            rtt: RttEstimator::new(
+                Duration::from_millis(cfg.retrans_timeout_ms),
+                Duration::from_millis(cfg.min_retrans_timeout_ms),
+                Duration::from_millis(cfg.max_retrans_timeout_ms),
+            ),
+            cwnd: CongestionWindow::new(64, 4, cfg.send_window_msgs.max(4)),
+            fragmenter: cfg.fragmenter(),
+        }
+    }
+
+    pub(super) fn check_invariants(&self) {
+        debug_assert!(self.unsent <= self.outq.len());
+        if let (Some(first), Some(last)) = (self.outq.front(), self.outq.back()) {
+            debug_assert_eq!(last.pnum - first.pnum + 1, self.outq.len() as u64);
+            debug_assert!(last.pnum < self.next_pnum);
+        }
+        debug_assert!(self.max_sent_pnum < self.next_pnum);
+    }
+
+    /// Split `payload` into fragments (refused beyond the maximum message size).
+    pub(super) fn split(&self, payload: Bytes) -> Result<Fragments, TooLarge> {
+        // Ordered entries carry more header than requests, so a fragment fits both.
+        const { assert!(REQ_FIXED + REQ_ENTRY_OVERHEAD <= ORDERED_FIXED + ORDERED_ENTRY_OVERHEAD) };
+        self.fragmenter.split(payload)
+    }
+
+    /// Queue the fragments of one message; returns its id (the first fragment's number).
+    pub(super) fn push_message(&mut self, fragments: Fragments, bb: bool) -> u64 {
+        let msg = self.next_pnum;
+        for f in fragments {
+            self.outq.push_back(OutFrag {
+                pnum: self.next_pnum,
+                bb,
+                frag_index: f.index,
+                frag_count: f.count,
+                payload: f.payload,
+            });
+            self.next_pnum += 1;
+        }
+        self.check_invariants();
+        msg
+    }
+
+    /// The payload of an own fragment still waiting to be delivered back.
+    pub(super) fn own_fragment(&self, pnum: u64) -> Option<Bytes> {
+        let first = self.outq.front()?.pnum;
+        let f = self.outq.get(pnum.checked_sub(first)? as usize)?;
+        debug_assert_eq!(f.pnum, pnum);
+        Some(f.payload.clone())
+    }
+
+    /// Own fragments sent to the sequencer and not yet seen ordered.
+    pub(super) fn in_flight(&self) -> usize {
+        let ordered = match self.outq.front() {
+            Some(f) => (self.own_ordered + 1).saturating_sub(f.pnum) as usize,
+            None => 0,
+        };
+        self.unsent.saturating_sub(ordered.min(self.outq.len()))
+    }
+
+    /// Whether some own fragment is not yet seen ordered.
+    pub(super) fn has_unordered(&self) -> bool {
+        self.outq.iter().any(|f| f.pnum > self.own_ordered)
+    }
+
+    /// Index in `outq` of the first fragment not seen ordered.
+    pub(super) fn first_unordered(&self) -> Option<usize> {
+        self.outq.iter().position(|f| f.pnum > self.own_ordered)
+    }
+
+    /// Own fragments up to `pnum` were seen ordered: sample the RTT, open the window, and
+    /// restart the retransmission timer (it measures lack of progress, not age).
+    pub(super) fn on_ordered(&mut self, pnum: u64, now: Time) {
+        if pnum <= self.own_ordered {
+            return;
+        }
+        let newly = (pnum - self.own_ordered) as usize;
+        self.own_ordered = pnum;
+        self.cwnd.on_ack(newly);
+        self.rtt.on_progress();
+        if let Some((probe, sent)) = self.rtt_probe {
+            if pnum >= probe {
+                self.rtt.on_sample(now.saturating_since(sent));
+                self.rtt_probe = None;
+            }
+        }
+        self.req_deadline = (self.in_flight() > 0).then(|| now + self.rtt.rto());
+    }
+
+    /// Own fragments up to `pnum` were delivered back: they leave the queue.
+    pub(super) fn on_delivered(&mut self, pnum: u64) {
+        let mut popped = 0;
+        while self.outq.front().is_some_and(|f| f.pnum <= pnum) {
+            self.outq.pop_front();
+            popped += 1;
+        }
+        self.unsent = self.unsent.saturating_sub(popped);
+    }
+
+    /// The request timer fired: back off, shrink the window, and go back N (resend everything
+    /// not yet seen ordered). Returns the number of fragments to be sent again.
+    pub(super) fn on_request_timeout(&mut self) -> u64 {
+        self.rtt.on_timeout();
+        self.cwnd.on_loss();
+        self.rtt_probe = None;
+        let mut resent = 0;
+        if let Some(i) = self.first_unordered() {
+            if i < self.unsent {
+                resent = (self.unsent - i) as u64;
+            }
+            self.unsent = self.unsent.min(i);
+        }
+        resent
+    }
+
+    /// Whoever orders now has not seen our unordered requests: send them again at once.
+    pub(super) fn resend_unordered(&mut self) {
+        self.unsent = self.first_unordered().unwrap_or(self.outq.len());
+        self.req_deadline = None;
+    }
+
+    /// We order our own fragments from now on (we became the sequencer at `own_ordered`'s
+    /// successor): whatever was in flight is ordered again locally.
+    pub(super) fn become_local(&mut self) {
+        self.own_ordered = self
+            .outq
+            .front()
+            .map(|f| f.pnum - 1)
+            .unwrap_or(self.own_ordered);
+        self.unsent = 0;
+        self.req_deadline = None;
+    }
+
+    /// Write the next batch of requests (fragments of one method, within the window) after
+    /// `w`'s header; returns the highest protocol number written.
+    fn write_batch(&mut self, w: &mut ReqWriter<'_>, bb: bool, max: usize) -> u64 {
+        let window_end = self.unsent + (self.cwnd.get() - self.in_flight());
+        let mut last = 0;
+        while self.unsent < self.outq.len().min(window_end) {
+            let f = &self.outq[self.unsent];
+            last = f.pnum;
+            if f.bb != bb || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
+            {
+                break;
+            }
+            w.push(&ReqEntry {
+                pnum: f.pnum,
+                frag_index: f.frag_index,
+                frag_count: f.frag_count,
+                payload: &f.payload,
+            });
+            self.unsent += 1;
+        }
+        last
+    }
+
+    /// A batch up to `last` went out at `now`: time it (Karn's rule: only a request sent for
+    /// the first time measures the RTT) and arm the retransmission timer.
+    fn sent_batch(&mut self, last: u64, now: Time) {
+        if last > self.max_sent_pnum {
+            if self.rtt_probe.is_none() && self.outq[self.unsent - 1].pnum > self.max_sent_pnum {
+                self.rtt_probe = Some((last, now));
+            }
+            self.max_sent_pnum = last;
+        }
+        if self.req_deadline.is_none() {
+            self.req_deadline = Some(now + self.rtt.rto());
+        }
+        self.check_invariants();
+    }
+}
+
+impl Sequencer {
+    pub(super) fn submit_message(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        _qos: Qos,
+    ) -> Result<u64, SendError> {
+        self.now = self.now.max(now);
+        if self.phase == Phase::Member && self.recovering() {
+            return Err(SendError::GroupFailed);
+        }
+        if self.phase != Phase::Member
+            || self.leave_requested
+            || self.ord.as_ref().is_some_and(|o| o.leaving.is_some())
+        {
+            return Err(SendError::NotMember);
+        }
+        let bb = payload.len() >= self.cfg.large_threshold_bytes;
+        let fragments = self
+            .sender
+            .split(payload)
+            .map_err(|TooLarge| SendError::TooLarge)?;
+        let queued = self.sender.outq.len();
+        if queued + fragments.fragment_count() > self.cfg.send_window_msgs && queued > 0 {
+            return Err(SendError::WouldBlock);
+        }
+        let msg = self.sender.push_message(fragments, bb);
+        self.counters.submitted += 1;
+        self.pump();
+        Ok(msg)
+    }
+
+    /// The next batch of requests to the sequencer (PB) or the group (BB), if the window has
+    /// room and something is unsent.
+    pub(super) fn transmit_requests(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let s = &self.sender;
+        if self.is_sequencer() || s.unsent >= s.outq.len() || s.in_flight() >= s.cwnd.get() {
+            return None;
+        }
+        let bb = s.outq[s.unsent].bb;
+        let header = self.header(if bb {
+            ptype::BCAST_REQ_BB
+        } else {
+            ptype::BCAST_REQ_PB
+        });
+        let max = self.cfg.max_datagram_bytes;
+        let mut w = ReqWriter::new(buf, &header, self.hist.next_deliver, self.hist.held_next);
+        let last = self.sender.write_batch(&mut w, bb, max);
+        self.hist.delivered_since_report = 0;
+        self.sender.sent_batch(last, self.now);
+        Some(if bb {
+            Destination::Group
+        } else {
+            Destination::Peer(self.sequencer_hint)
+        })
+    }
+}
