@@ -459,6 +459,24 @@ impl Scenario {
         }
     }
 
+    /// Validates the scenario, runs seeds `0..seeds` and panics, naming the failing seeds, what
+    /// the checkers said and the command that replays them, unless every run passed: the sweep
+    /// the test suites assert on.
+    pub fn sweep_expect_pass(&self, seeds: u64) -> SweepReport {
+        if let Err(e) = self.validate() {
+            panic!("invalid scenario: {e}");
+        }
+        let rep = self.sweep(0..seeds);
+        assert!(
+            rep.passed(),
+            "failing seeds {:?}\n{}",
+            rep.failing_seeds(),
+            rep.failure_summary(5)
+        );
+        assert_eq!(rep.runs.len(), seeds as usize);
+        rep
+    }
+
     /// Runs every seed on `threads` threads (each run stays deterministic; results are in seed
     /// order). `on_done` is called after each run, from the worker thread.
     pub fn sweep_parallel(

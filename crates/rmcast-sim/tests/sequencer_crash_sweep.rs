@@ -11,19 +11,6 @@
 
 use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
 
-fn sweep_ok(sc: &Scenario, seeds: u64) -> SweepReport {
-    sc.validate().expect("valid scenario");
-    let rep = sc.sweep(0..seeds);
-    assert!(
-        rep.passed(),
-        "failing seeds {:?}\n{}",
-        rep.failing_seeds(),
-        rep.failure_summary(5)
-    );
-    assert_eq!(rep.runs.len(), seeds as usize);
-    rep
-}
-
 fn figures(rep: &SweepReport) -> impl Iterator<Item = &Figures> {
     rep.runs.iter().map(|r| &r.figures)
 }
@@ -56,7 +43,7 @@ fn sequencer_crash_with_loss_duplication_and_reordering() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 400);
+    let rep = sc.sweep_expect_pass(400);
     // Every seed crashed the sequencer and went through at least one reset.
     assert!(figures(&rep).all(|f| f.crashes == 1 && f.resets >= 1 && f.recovery_ms > 0.0));
     assert!(within_r(&rep, 1) >= 380);
@@ -81,7 +68,7 @@ fn second_crash_during_recovery_with_churn() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 400);
+    let rep = sc.sweep_expect_pass(400);
     // A crash of a host that already left (or was expelled) is a no-op, so some seeds crash
     // fewer than two; a crash of a member whose leave was already ordered needs no reset.
     assert!(figures(&rep).filter(|f| f.resets >= 1).count() >= 360);
@@ -111,7 +98,7 @@ fn three_crashes_with_a_long_partition_and_a_long_pause() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 300);
+    let rep = sc.sweep_expect_pass(300);
     assert!(total(&rep, |f| f.drops_partition) > 0);
     assert!(total(&rep, |f| f.crashes) >= 840);
 }
@@ -135,7 +122,7 @@ fn members_paused_past_the_failure_timeout_are_expelled() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 300);
+    let rep = sc.sweep_expect_pass(300);
     assert!(
         total(&rep, |f| f.expelled) > 0,
         "no pause outlasted the timeout"
@@ -162,7 +149,7 @@ fn long_partitions_only_a_majority_goes_on() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 300);
+    let rep = sc.sweep_expect_pass(300);
     assert!(
         total(&rep, |f| f.resets_failed) > 0,
         "no minority ever waited"
@@ -185,7 +172,7 @@ fn explicit_minimum_group_size() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 200);
+    let rep = sc.sweep_expect_pass(200);
     assert!(figures(&rep).all(|f| f.resets >= 1));
 }
 
@@ -207,7 +194,7 @@ fn fragmented_messages_across_a_sequencer_crash() {
         fault_window_ms: 1000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 200);
+    let rep = sc.sweep_expect_pass(200);
     assert!(figures(&rep).all(|f| f.resets >= 1));
 }
 
@@ -237,7 +224,7 @@ fn large_messages_partitions_pause_and_crashes() {
         fault_window_ms: 2000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 100);
+    let rep = sc.sweep_expect_pass(100);
     assert!(total(&rep, |f| f.resets) > 0);
 }
 
@@ -261,7 +248,7 @@ fn a_result_cut_by_a_partition() {
         fault_window_ms: 2000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 100);
+    let rep = sc.sweep_expect_pass(100);
     assert!(total(&rep, |f| f.resets) > 0);
 }
 
@@ -286,7 +273,7 @@ fn the_sequencer_leaves_during_a_reset() {
         in_flight: 16,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc, 100);
+    let rep = sc.sweep_expect_pass(100);
     assert!(total(&rep, |f| f.resets) > 0);
 }
 
@@ -314,7 +301,7 @@ fn an_old_sequencer_wakes_with_joins_in_its_buffer() {
         in_flight: 16,
         ..Scenario::default()
     };
-    sweep_ok(&sc, 100);
+    sc.sweep_expect_pass(100);
 }
 
 /// The same seed replays bit for bit, crashes and recovery included.

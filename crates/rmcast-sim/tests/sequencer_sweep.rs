@@ -13,19 +13,6 @@ use rmcast_sim::{ChurnKind, EngineChoice, Scenario, SweepReport};
 
 const SEEDS: u64 = 200;
 
-fn sweep_ok(sc: &Scenario) -> SweepReport {
-    sc.validate().expect("valid scenario");
-    let rep = sc.sweep(0..SEEDS);
-    assert!(
-        rep.passed(),
-        "failing seeds {:?}\n{}",
-        rep.failing_seeds(),
-        rep.failure_summary(5)
-    );
-    assert_eq!(rep.runs.len(), SEEDS as usize);
-    rep
-}
-
 fn total(rep: &SweepReport, f: fn(&rmcast_sim::Figures) -> u64) -> u64 {
     rep.runs.iter().map(|r| f(&r.figures)).sum()
 }
@@ -47,7 +34,7 @@ fn sixteen_members_with_loss_duplication_reordering_churn_partition_and_pause() 
         messages: 60,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc);
+    let rep = sc.sweep_expect_pass(SEEDS);
     // The faults were there.
     assert!(total(&rep, |f| f.drops_loss) > 0);
     assert!(total(&rep, |f| f.duplicated) > 0);
@@ -75,7 +62,7 @@ fn resilient_group_with_overflowing_pauses_and_two_partitions() {
         messages: 60,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc);
+    let rep = sc.sweep_expect_pass(SEEDS);
     assert!(total(&rep, |f| f.drops_pause_overflow) > 0);
 }
 
@@ -97,7 +84,7 @@ fn open_loop_over_narrow_links_with_r1() {
         messages: 60,
         ..Scenario::default()
     };
-    sweep_ok(&sc);
+    sc.sweep_expect_pass(SEEDS);
 }
 
 /// Four members of which three leave while traffic flows (host 0, the sequencer, among them, so
@@ -122,7 +109,7 @@ fn small_group_where_the_sequencer_leaves() {
         .churn
         .iter()
         .any(|c| c.kind == ChurnKind::Leave && c.node == NodeId(0)));
-    sweep_ok(&sc);
+    sc.sweep_expect_pass(SEEDS);
 }
 
 /// r = 3 with every member sending (the sequencer too), 12 members, heavy loss.
@@ -142,7 +129,7 @@ fn every_member_sends_with_r3() {
         messages: 10,
         ..Scenario::default()
     };
-    sweep_ok(&sc);
+    sc.sweep_expect_pass(SEEDS);
 }
 
 /// Large messages: every member multicasts 3000-byte messages (three fragments each, BB
@@ -164,7 +151,7 @@ fn large_fragmented_messages_from_every_member_with_churn() {
         message_bytes: 3000,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc);
+    let rep = sc.sweep_expect_pass(SEEDS);
     assert!(total(&rep, |f| f.nacks) > 0);
 }
 

@@ -6,25 +6,12 @@
 //! that do not apply are not run against it.
 
 use rmcast_proto::{EngineChoice, Order};
-use rmcast_sim::{Scenario, SweepReport};
+use rmcast_sim::Scenario;
 
 const SEEDS: u64 = 150;
 
 fn toy() -> EngineChoice {
     EngineChoice::named("toy").expect("the testing feature registers the toy engine")
-}
-
-fn sweep_ok(sc: &Scenario) -> SweepReport {
-    sc.validate().expect("valid scenario");
-    let rep = sc.sweep(0..SEEDS);
-    assert!(
-        rep.passed(),
-        "failing seeds {:?}\n{}",
-        rep.failing_seeds(),
-        rep.failure_summary(5)
-    );
-    assert_eq!(rep.runs.len(), SEEDS as usize);
-    rep
 }
 
 #[test]
@@ -49,7 +36,7 @@ fn toy_survives_loss_duplication_reordering_partition_and_pause() {
         messages: 60,
         ..Scenario::default()
     };
-    let rep = sweep_ok(&sc);
+    let rep = sc.sweep_expect_pass(SEEDS);
     let sum =
         |f: fn(&rmcast_sim::Figures) -> u64| rep.runs.iter().map(|r| f(&r.figures)).sum::<u64>();
     // The faults were there, and NACKs repaired them.
