@@ -100,6 +100,11 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub messages: Option<u64>,
 
+    /// Paced mode: each sender sends this many messages per second instead of as fast as it
+    /// can, so that the latency columns (p50, p99, p999) show one-way latency at that load.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub rate: Option<u64>,
+
     /// Measure only one side (the ratio column needs both).
     #[arg(long, value_enum, default_value_t = Only::Both)]
     pub only: Only,
@@ -113,10 +118,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
 
-    /// rmcast: largest datagram the engine writes (256..=65507; the raw baseline always sends
-    /// one datagram per message).
-    #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES, value_parser = parse_max_datagram)]
-    pub max_datagram_bytes: usize,
+    /// rmcast: largest datagram the engine writes, 256..=65507 [default: loopback's MTU less
+    /// the IP and UDP headers, 65507]. The raw baseline always sends one datagram per message.
+    #[arg(long, value_parser = crate::member::parse_max_datagram)]
+    pub max_datagram_bytes: Option<usize>,
 
     /// Abandon a measurement that has not finished after this many seconds.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -162,26 +167,6 @@ fn parse_size(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Smallest `--max-datagram-bytes` the runtime takes.
-const MIN_DATAGRAM_BYTES: usize = rmcast::MIN_DATAGRAM_BYTES;
-
-fn parse_max_datagram(s: &str) -> Result<usize, String> {
-    let n: usize = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
-    if !(MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES).contains(&n) {
-        return Err(format!(
-            "datagram size {n} out of range: the engine needs at least {MIN_DATAGRAM_BYTES} bytes \
-             and a UDP datagram over IPv4 carries at most {}, so it must be \
-             {MIN_DATAGRAM_BYTES}..={}",
-            rmcast::MAX_DATAGRAM_BYTES,
-            rmcast::MAX_DATAGRAM_BYTES
-        ));
-    }
-    Ok(n)
-}
-
 fn parse_senders(s: &str) -> Result<Senders, String> {
     match s.trim() {
         "1" => Ok(Senders::One),
@@ -220,6 +205,7 @@ struct MemberFigures {
     msgs_per_sec: f64,
     latency_p50_us: f64,
     latency_p99_us: f64,
+    latency_p999_us: f64,
 }
 
 impl Measurement {
@@ -242,6 +228,14 @@ impl Measurement {
         self.members
             .iter()
             .map(|m| m.latency_p99_us)
+            .fold(f64::NAN, f64::max)
+    }
+
+    /// Worst member's p99.9.
+    fn p999_us(&self) -> f64 {
+        self.members
+            .iter()
+            .map(|m| m.latency_p999_us)
             .fold(f64::NAN, f64::max)
     }
 
@@ -293,11 +287,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         Limit::Duration(d) => format!("{} s per measurement", d.as_secs()),
         Limit::Messages(n) => format!("{n} messages per sender"),
     };
-    let who = if senders == 1 {
+    let mut who = if senders == 1 {
         "1 sender".to_string()
     } else {
         format!("{senders} senders")
     };
+    if let Some(rate) = args.rate {
+        who.push_str(&format!(" at {rate} msgs/s each"));
+    }
     println!(
         "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {} B, \
          loopback multicast, {} cores",
@@ -306,7 +303,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        args.max_datagram_bytes,
+        args.max_datagram_bytes
+            .unwrap_or_else(|| rmcast::path_datagram_bytes(
+                std::net::Ipv4Addr::LOCALHOST,
+                rmcast::DEFAULT_MAX_DATAGRAM_BYTES
+            )),
         thread::available_parallelism().map_or(0, |n| n.get()),
     );
 
@@ -322,6 +323,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
+            rate: args.rate,
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -368,10 +370,12 @@ struct RunConfig {
     limit: Limit,
     timeout: Duration,
     raw_window: Option<u32>,
-    /// `--max-datagram-bytes` of the rmcast workers.
-    max_datagram_bytes: usize,
+    /// `--max-datagram-bytes` of the rmcast workers (none: theirs, the interface's).
+    max_datagram_bytes: Option<usize>,
     /// `--engine` of the rmcast workers.
     engine: String,
+    /// `--rate`: messages per second per sender, or as fast as possible.
+    rate: Option<u64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -500,10 +504,11 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
     for s in 0..cfg.senders {
         let sock = raw_sender()?;
         let (sh, st, size, limit) = (shared.clone(), start.clone(), cfg.size, cfg.limit);
+        let rate = cfg.rate;
         tx_threads.push(
             thread::Builder::new()
                 .name(format!("raw-tx-{s}"))
-                .spawn(move || raw_send(s, sock, group, size, limit, window, &sh, &st))?,
+                .spawn(move || raw_send(s, sock, group, size, limit, rate, window, &sh, &st))?,
         );
     }
 
@@ -593,6 +598,7 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
             },
             latency_p50_us: r.hist.quantile(0.50) as f64 / 1e3,
             latency_p99_us: r.hist.quantile(0.99) as f64 / 1e3,
+            latency_p999_us: r.hist.quantile(0.999) as f64 / 1e3,
         });
     }
     if strays > 0 {
@@ -659,6 +665,23 @@ fn raw_receive(
     Ok(out)
 }
 
+/// Wait until the shared clock reads `at_ns`: asleep while far from it, then spinning, so that
+/// paced sends leave on time without burning a core between them.
+fn pace(sh: &RawShared, at_ns: u64) {
+    loop {
+        let now = sh.now_ns();
+        if now >= at_ns {
+            return;
+        }
+        let left = at_ns - now;
+        if left > 200_000 {
+            thread::sleep(Duration::from_nanos(left - 100_000));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // a thread body: all of it is the thread's own setup
 fn raw_send(
     s: usize,
@@ -666,6 +689,7 @@ fn raw_send(
     group: SocketAddrV4,
     size: usize,
     limit: Limit,
+    rate: Option<u64>,
     window: u64,
     sh: &RawShared,
     start: &Barrier,
@@ -693,7 +717,11 @@ fn raw_send(
     let mut stalls = 0;
     let mut acked = 0u64;
     let mut n = 0u64;
+    let paced_from = sh.now_ns();
     while n < count {
+        if let Some(rate) = rate {
+            pace(sh, paced_from + n * 1_000_000_000 / rate);
+        }
         // Time and the stop flag are read every 64 messages: cheap enough, and a duration run
         // overshoots by at most 64 datagrams.
         if n.is_multiple_of(64)
@@ -791,11 +819,13 @@ const MAX_RMCAST_MSGS: u64 = 50_000_000;
 
 fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
     let mut notes = Vec::new();
-    let count = match cfg.limit {
-        Limit::Messages(n) => n,
+    let count = match (cfg.limit, cfg.rate) {
+        (Limit::Messages(n), _) => n,
+        // Paced: the duration holds this many messages, no calibration needed.
+        (Limit::Duration(d), Some(rate)) => (rate as f64 * d.as_secs_f64()).ceil() as u64,
         // The worker sends a count, not for a duration: a short run first tells how many
         // messages the duration holds at this size.
-        Limit::Duration(d) => {
+        (Limit::Duration(d), None) => {
             let probe = run_workers(cfg, CALIBRATION_MSGS, "rmcast probe", None)?;
             let rate = probe.mean_rate() / cfg.senders as f64;
             // Also catches NaN from a run that delivered nothing.
@@ -881,6 +911,9 @@ fn run_workers_in(
             member.apply(id, cmd);
             cmd.args(["--count", &sends.to_string()])
                 .args(["--expect", &expect.to_string()]);
+            if let Some(rate) = cfg.rate {
+                cmd.args(["--rate", &rate.to_string()]);
+            }
         },
         |waited, _| {
             match expected_time {
@@ -943,6 +976,7 @@ fn run_workers_in(
             msgs_per_sec: st.msgs_per_s,
             latency_p50_us: st.latency_us_p50,
             latency_p99_us: st.latency_us_p99,
+            latency_p999_us: st.latency_us_p999,
         });
     }
     if !problems.is_empty() {
@@ -1116,8 +1150,16 @@ fn render_table(rows: &[Measurement]) -> String {
         .max("msgs/s at each member".len());
     let _ = writeln!(
         out,
-        "{:>6}  {:<6}  {:<w$}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
-        "size", "impl", "msgs/s at each member", "MB/s", "lat p50", "lat p99", "lost", "rmcast/raw"
+        "{:>6}  {:<6}  {:<w$}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
+        "size",
+        "impl",
+        "msgs/s at each member",
+        "MB/s",
+        "lat p50",
+        "lat p99",
+        "lat p999",
+        "lost",
+        "rmcast/raw"
     );
     for (m, pm) in rows.iter().zip(&per_member) {
         let ratio = if m.implementation == "rmcast" {
@@ -1140,13 +1182,14 @@ fn render_table(rows: &[Measurement]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>6}  {:<6}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>8}  {:>10}",
+            "{:>6}  {:<6}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
             format!("{} B", m.size_bytes),
             m.implementation,
             pm,
             m.mean_rate() * m.size_bytes as f64 / 1e6,
             micros(m.p50_us()),
             micros(m.p99_us()),
+            micros(m.p999_us()),
             lost,
             ratio,
         );
@@ -1154,7 +1197,7 @@ fn render_table(rows: &[Measurement]) -> String {
     out.push_str(
         "\nmsgs/s: messages delivered per second at each member (every member receives every\n\
          message, its own included). MB/s: payload per member, mean over members. Latency, send\n\
-         to delivery: median of the members' p50, worst member's p99. raw sends one datagram per\n\
+         to delivery: median of the members' p50, worst member's p99 and p99.9. raw sends one datagram per\n\
          message; rmcast bundles small messages into one datagram, so it can outrun raw (see its\n\
          datagrams per message below).\n",
     );
@@ -1209,13 +1252,15 @@ mod tests {
         assert!(parse_size("65508").is_err());
         assert!(parse_size("abc").unwrap_err().contains("not a size"));
         assert_eq!(parse_size(" 64"), Ok(64));
-        assert!(parse_max_datagram("255")
+        assert!(crate::member::parse_max_datagram("255")
             .unwrap_err()
             .contains("256..=65507"));
-        assert!(parse_max_datagram("65508").is_err());
-        assert!(parse_max_datagram("x").unwrap_err().contains("not a size"));
-        assert_eq!(parse_max_datagram("256"), Ok(256));
-        assert_eq!(parse_max_datagram("65507"), Ok(65507));
+        assert!(crate::member::parse_max_datagram("65508").is_err());
+        assert!(crate::member::parse_max_datagram("x")
+            .unwrap_err()
+            .contains("not a size"));
+        assert_eq!(crate::member::parse_max_datagram("256"), Ok(256));
+        assert_eq!(crate::member::parse_max_datagram("65507"), Ok(65507));
         assert_eq!(parse_senders("all"), Ok(Senders::All));
         assert!(parse_senders("2").unwrap_err().contains("`1` or `all`"));
     }

@@ -52,9 +52,10 @@ pub struct DemoArgs {
     /// --kill-sequencer].
     #[arg(long)]
     pub resilience: Option<u8>,
-    /// Largest datagram the engine writes (up to 65507 on loopback).
-    #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES)]
-    pub max_datagram_bytes: usize,
+    /// Largest datagram the engine writes, 256..=65507 [default: the interface's MTU less the
+    /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet].
+    #[arg(long, value_parser = crate::member::parse_max_datagram)]
+    pub max_datagram_bytes: Option<usize>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 40)]
     pub timeout_secs: u64,

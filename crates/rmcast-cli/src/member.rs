@@ -67,9 +67,10 @@ pub struct GroupArgs {
     /// Port of this member's unicast socket (default: any free port).
     #[arg(long)]
     pub port: Option<u16>,
-    /// Largest datagram the engine writes (up to 65507 on loopback).
-    #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES)]
-    pub max_datagram_bytes: usize,
+    /// Largest datagram the engine writes, 256..=65507 [default: the interface's MTU less the
+    /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet].
+    #[arg(long, value_parser = parse_max_datagram)]
+    pub max_datagram_bytes: Option<usize>,
     /// How long a join waits to be admitted, in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub join_timeout_ms: u64,
@@ -159,15 +160,6 @@ impl GroupArgs {
             (None, false) => GroupAddr::Unicast(self.unicast_peers.clone()),
             (None, true) => GroupAddr::FromName,
         };
-        if !(rmcast::MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES)
-            .contains(&self.max_datagram_bytes)
-        {
-            bail!(
-                "--max-datagram-bytes must be within {}..={}",
-                rmcast::MIN_DATAGRAM_BYTES,
-                rmcast::MAX_DATAGRAM_BYTES
-            );
-        }
         group.max_datagram_bytes = self.max_datagram_bytes;
         group.join_timeout = Duration::from_millis(self.join_timeout_ms);
         Ok((node, group))
@@ -208,13 +200,14 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     eprintln!(
-        "member {me} {} group {:?} ({})",
+        "member {me} {} group {:?} ({}, datagrams up to {} B)",
         if group.created() { "created" } else { "joined" },
         group.name(),
         match (group.multicast_addr(), group.unicast_peers()) {
             (Some(a), _) => format!("multicast {a}"),
             (None, peers) => format!("unicast to {} peers", peers.len()),
-        }
+        },
+        group.max_datagram_bytes()
     );
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
@@ -353,4 +346,25 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     result?;
     eprintln!("member {me} left the group");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Smallest `--max-datagram-bytes` the runtime takes.
+const MIN_DATAGRAM_BYTES: usize = rmcast::MIN_DATAGRAM_BYTES;
+
+/// `--max-datagram-bytes`: a size the runtime takes, or an error that says the range and why.
+pub fn parse_max_datagram(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
+    if !(MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES).contains(&n) {
+        return Err(format!(
+            "datagram size {n} out of range: the engine needs at least {MIN_DATAGRAM_BYTES} bytes \
+             and a UDP datagram over IPv4 carries at most {}, so it must be \
+             {MIN_DATAGRAM_BYTES}..={}",
+            rmcast::MAX_DATAGRAM_BYTES,
+            rmcast::MAX_DATAGRAM_BYTES
+        ));
+    }
+    Ok(n)
 }

@@ -484,6 +484,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         mb_per_s: t.bytes as f64 / secs / 1e6,
         latency_us_p50: percentile_us(&t.latencies_ns, 0.50),
         latency_us_p99: percentile_us(&t.latencies_ns, 0.99),
+        latency_us_p999: percentile_us(&t.latencies_ns, 0.999),
         datagrams_sent: counters.datagrams_sent,
         bytes_sent: counters.bytes_sent,
         retransmissions: counters.retransmissions,

@@ -50,6 +50,9 @@ pub struct WorkerStats {
     pub latency_us_p50: f64,
     /// 99th percentile delivery latency in microseconds.
     pub latency_us_p99: f64,
+    /// 99.9th percentile delivery latency in microseconds.
+    #[serde(default)]
+    pub latency_us_p999: f64,
     /// Datagrams the engine sent.
     pub datagrams_sent: u64,
     /// Bytes the engine sent.
@@ -126,8 +129,8 @@ pub struct MemberArgs {
     pub engine: String,
     /// `--resilience`.
     pub resilience: u8,
-    /// `--max-datagram-bytes`.
-    pub max_datagram_bytes: usize,
+    /// `--max-datagram-bytes` (none: the workers' default, the interface's).
+    pub max_datagram_bytes: Option<usize>,
     /// `--size`: bytes per message.
     pub size: u64,
     /// `--members`: the group's size.
@@ -145,10 +148,12 @@ impl MemberArgs {
     pub fn apply(&self, index: usize, cmd: &mut Command) {
         cmd.args(["--engine", &self.engine])
             .args(["--resilience", &self.resilience.to_string()])
-            .args(["--max-datagram-bytes", &self.max_datagram_bytes.to_string()])
             .args(["--size", &self.size.to_string()])
             .args(["--members", &self.members.to_string()])
             .args(["--timeout-ms", &self.timeout.as_millis().to_string()]);
+        if let Some(n) = self.max_datagram_bytes {
+            cmd.args(["--max-datagram-bytes", &n.to_string()]);
+        }
         if let Some(r) = &self.recovery {
             cmd.args(r.to_args());
         }

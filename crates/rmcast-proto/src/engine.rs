@@ -366,6 +366,8 @@ pub struct GroupInfo {
     pub buffered_msgs: usize,
     /// Capacity of that buffer.
     pub buffer_capacity_msgs: usize,
+    /// Largest datagram this member writes ([`crate::EngineParams::max_datagram_bytes`]).
+    pub max_datagram_bytes: usize,
 }
 
 /// Counters every engine keeps (Aeron's system counters are the model). Read them through

@@ -73,6 +73,7 @@ struct Peer {
 /// The toy engine (see the module docs).
 pub struct Toy {
     group: u32,
+    max_datagram_bytes: usize,
     me: NodeId,
     coordinator: bool,
     view: View,
@@ -95,6 +96,7 @@ impl Toy {
     fn new(p: &EngineParams<'_>) -> Toy {
         let mut t = Toy {
             group: p.group,
+            max_datagram_bytes: p.max_datagram_bytes,
             me: p.me,
             coordinator: p.role == Role::Create,
             view: View {
@@ -471,6 +473,7 @@ impl Engine for Toy {
             guarantees: self.guarantees(),
             buffered_msgs: self.sent.len(),
             buffer_capacity_msgs: WINDOW,
+            max_datagram_bytes: self.max_datagram_bytes,
         }
     }
 

@@ -198,6 +198,7 @@ impl Engine for Flood {
             guarantees: toy_guarantees(),
             buffered_msgs: 0,
             buffer_capacity_msgs: 0,
+            max_datagram_bytes: 0,
         }
     }
 

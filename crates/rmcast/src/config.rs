@@ -6,8 +6,9 @@ use rmcast_proto::{ConfigError, EngineChoice, NodeId, Qos};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-/// Default largest datagram an engine writes: an Ethernet MTU (1500) less the IPv4 (20) and
-/// UDP (8) headers, so that a first run never relies on IP fragmentation.
+/// Largest datagram an engine writes when the interface's MTU cannot be found: an Ethernet
+/// MTU (1500) less the IPv4 (20) and UDP (8) headers, so that nothing relies on IP
+/// fragmentation.
 pub const DEFAULT_MAX_DATAGRAM_BYTES: usize = 1472;
 
 /// Largest UDP payload over IPv4. The loopback interface has an MTU of 65536, so a group whose
@@ -86,9 +87,13 @@ pub struct GroupConfig {
     pub engine: EngineChoice,
     /// Where the group's traffic goes.
     pub addr: GroupAddr,
-    /// Largest datagram the engine writes, at most [`MAX_DATAGRAM_BYTES`]. Every member of a
-    /// group should use the same value.
-    pub max_datagram_bytes: usize,
+    /// Largest datagram the engine writes, at most [`MAX_DATAGRAM_BYTES`]. `None` (the
+    /// default): the largest the node's interface carries in one IP packet, its MTU less the
+    /// IP and UDP headers (loopback: 65507; Ethernet: 1472; see
+    /// [`crate::path_datagram_bytes`]). Members may differ: each writes datagrams its own path
+    /// carries and reads any size. Between hosts whose MTUs differ, set the smallest here so
+    /// that IP never fragments.
+    pub max_datagram_bytes: Option<usize>,
     /// Quality of service of messages sent with [`crate::GroupSender::send`] and friends.
     pub qos: Qos,
     /// How long a join waits to be admitted.
@@ -119,7 +124,7 @@ impl GroupConfig {
             mode: OpenMode::JoinOrCreate,
             engine: EngineChoice::default(),
             addr: GroupAddr::FromName,
-            max_datagram_bytes: DEFAULT_MAX_DATAGRAM_BYTES,
+            max_datagram_bytes: None,
             qos: Qos::TotallyOrdered,
             join_timeout: Duration::from_secs(2),
             leave_timeout: Duration::from_secs(5),
@@ -164,13 +169,20 @@ impl GroupConfig {
         }
     }
 
+    /// [`GroupConfig::max_datagram_bytes`], or [`DEFAULT_MAX_DATAGRAM_BYTES`] when it is not
+    /// set ([`crate::Node::open_group`] sets it from the interface's MTU first).
+    pub fn datagram_bytes(&self) -> usize {
+        self.max_datagram_bytes
+            .unwrap_or(DEFAULT_MAX_DATAGRAM_BYTES)
+    }
+
     /// Check what can be checked before any socket is opened: the runtime's own settings,
     /// then the engine's ([`EngineChoice::validate`], the one place engine settings are
     /// checked), and that the engine serves [`GroupConfig::qos`].
     pub fn validate(&self) -> Result<(), ConfigError> {
         ConfigError::check_range(
             "max_datagram_bytes",
-            self.max_datagram_bytes as u64,
+            self.datagram_bytes() as u64,
             MIN_DATAGRAM_BYTES as u64,
             MAX_DATAGRAM_BYTES as u64,
         )?;
@@ -178,7 +190,7 @@ impl GroupConfig {
             |field, n: usize| ConfigError::check_range(field, n as u64, 1, u32::MAX as u64);
         at_least_one("event_queue_capacity", self.event_queue_capacity)?;
         at_least_one("send_queue_capacity", self.send_queue_capacity)?;
-        self.engine.validate(self.max_datagram_bytes)?;
+        self.engine.validate(self.datagram_bytes())?;
         if !self.engine.guarantees().qos.contains(self.qos) {
             return Err(ConfigError::Invalid {
                 field: "qos",

@@ -618,7 +618,7 @@ impl IoLoop {
             role,
             gid,
             self.shared.id,
-            cfg.max_datagram_bytes,
+            cfg.datagram_bytes(),
             now,
             os_seed(),
         );
@@ -642,7 +642,7 @@ impl IoLoop {
             name: cfg.name.clone(),
             gid,
             cfg_engine: cfg.engine.clone(),
-            max_datagram_bytes: cfg.max_datagram_bytes,
+            max_datagram_bytes: cfg.datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
             completion_events: cfg.completion_events,
             engine,

@@ -90,6 +90,7 @@ pub use config::{
     MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
+pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
 /// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
 pub use rmcast_proto::registry::{

@@ -65,3 +65,98 @@ pub(crate) fn multicast_socket(
     sock.join_multicast_v4(group.ip(), &interface)?;
     Ok(sock.into())
 }
+
+/// IPv4 and UDP headers: what a datagram adds to its payload on the wire.
+const IP_UDP_HEADERS: usize = 20 + 8;
+
+/// The largest UDP payload that leaves `interface` in one IP packet: its MTU less the IPv4 and
+/// UDP headers (loopback: 65536 → the UDP maximum, 65507; Ethernet: 1500 → 1472). Larger
+/// datagrams would be fragmented by IP, and one lost fragment loses the whole datagram.
+/// `fallback` when the interface or its MTU cannot be found (an address that is not local, a
+/// system without `/sys/class/net`).
+pub fn path_datagram_bytes(interface: Ipv4Addr, fallback: usize) -> usize {
+    interface_mtu(interface)
+        .map(|mtu| {
+            mtu.saturating_sub(IP_UDP_HEADERS)
+                .clamp(crate::MIN_DATAGRAM_BYTES, crate::MAX_DATAGRAM_BYTES)
+        })
+        .unwrap_or(fallback)
+}
+
+/// The MTU of the interface that holds `addr` (for 0.0.0.0, the smallest MTU of the interfaces
+/// that are up, since traffic may leave by any of them).
+#[cfg(target_os = "linux")]
+fn interface_mtu(addr: Ipv4Addr) -> Option<usize> {
+    let mtu = |name: &str| -> Option<usize> {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let mut found: Option<usize> = None;
+    for (name, a) in ipv4_interfaces() {
+        if a == addr || (addr.is_unspecified() && !a.is_loopback()) {
+            let m = mtu(&name)?;
+            found = Some(found.map_or(m, |f| f.min(m)));
+        }
+    }
+    found
+}
+
+#[cfg(not(target_os = "linux"))]
+fn interface_mtu(_addr: Ipv4Addr) -> Option<usize> {
+    None
+}
+
+/// (name, IPv4 address) of every interface that is up, from `getifaddrs(3)`.
+#[cfg(target_os = "linux")]
+fn ipv4_interfaces() -> Vec<(String, Ipv4Addr)> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we only read and then free exactly once.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut p = head;
+        while !p.is_null() {
+            let ifa = &*p;
+            let up = ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+            if up
+                && !ifa.ifa_addr.is_null()
+                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                let name = std::ffi::CStr::from_ptr(ifa.ifa_name)
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((name, ip));
+            }
+            p = ifa.ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_carries_the_largest_udp_datagram() {
+        // Loopback's MTU is 65536 on Linux; the answer is capped at the UDP maximum.
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            path_datagram_bytes(Ipv4Addr::LOCALHOST, 1472),
+            crate::MAX_DATAGRAM_BYTES
+        );
+        // An address no interface holds falls back.
+        assert_eq!(
+            path_datagram_bytes(Ipv4Addr::new(192, 0, 2, 77), 1234),
+            1234
+        );
+    }
+}

@@ -100,7 +100,13 @@ impl Node {
     /// Enter a group as `cfg` says. Returns once this node is a member: at once for
     /// [`OpenMode::Create`], after admission (or the creation that follows a join timeout)
     /// otherwise. The first [`GroupEvent::View`] is waiting in the group's queue.
-    pub fn open_group(&self, cfg: GroupConfig) -> Result<Group, Error> {
+    pub fn open_group(&self, mut cfg: GroupConfig) -> Result<Group, Error> {
+        if cfg.max_datagram_bytes.is_none() {
+            cfg.max_datagram_bytes = Some(net::path_datagram_bytes(
+                self.shared.interface,
+                crate::DEFAULT_MAX_DATAGRAM_BYTES,
+            ));
+        }
         cfg.validate()?;
         let multicast = match cfg.multicast_addr() {
             Some(addr) => Some(net::multicast_socket(
@@ -131,7 +137,7 @@ impl Node {
                 GroupAddr::Unicast(p) => p.clone(),
                 _ => Vec::new(),
             },
-            max_datagram_bytes: cfg.max_datagram_bytes,
+            max_datagram_bytes: cfg.datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
             created: AtomicBool::new(false),
             shared: shared.clone(),

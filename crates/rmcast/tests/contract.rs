@@ -70,7 +70,7 @@ fn a_qos_the_engine_does_not_serve_is_refused_before_the_engine() {
 fn configuration_errors_are_typed() {
     let n = node(1201);
     let mut c = cfg("x", &toy(), OpenMode::Create);
-    c.max_datagram_bytes = 100;
+    c.max_datagram_bytes = Some(100);
     assert_eq!(
         c.validate(),
         Err(ConfigError::OutOfRange {
@@ -316,6 +316,7 @@ impl Engine for Blaster {
             guarantees: self.guarantees(),
             buffered_msgs: 0,
             buffer_capacity_msgs: 0,
+            max_datagram_bytes: 0,
         }
     }
     fn counters(&self) -> &Counters {

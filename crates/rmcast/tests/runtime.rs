@@ -188,7 +188,7 @@ fn dropped_member_leaves_in_the_background() {
 fn bad_configurations_are_refused() {
     let n = node(601);
     let mut c = cfg("x", &toy(), OpenMode::Create);
-    c.max_datagram_bytes = 100_000;
+    c.max_datagram_bytes = Some(100_000);
     assert!(matches!(n.open_group(c), Err(Error::Config(_))));
     let c = cfg("x", &toy(), OpenMode::Create)
         .addr(GroupAddr::Multicast("127.0.0.1:5000".parse().unwrap()));

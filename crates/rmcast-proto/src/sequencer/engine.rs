@@ -478,6 +478,7 @@ impl Sequencer {
             guarantees: super::guarantees(self.cfg.resilience),
             buffered_msgs: self.hist.buffer.len(),
             buffer_capacity_msgs: self.hist.buffer.capacity(),
+            max_datagram_bytes: self.cfg.max_datagram_bytes,
         }
     }
 

@@ -429,6 +429,7 @@ impl Engine for Toy {
             guarantees: guarantees(),
             buffered_msgs: self.pending.len(),
             buffer_capacity_msgs: 0,
+            max_datagram_bytes: 0,
         }
     }
 
