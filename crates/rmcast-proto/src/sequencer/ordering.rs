@@ -164,9 +164,20 @@ impl Ordering {
 
     /// How many other members must hold an entry (`min(r, others)`), and the `r`-th highest
     /// holding point among them: that many hold everything below it. `r` is small, so the top
-    /// `r` are kept in a fixed array (no allocation per input).
+    /// `r` are kept in a small array on the stack (no allocation, and no clearing of more than
+    /// `r` slots, per input: this runs on every submit).
     fn rth_highest_held(&self, me: NodeId, r: usize) -> (usize, u64) {
-        let mut top = [0u64; 256];
+        if r == 0 {
+            return (0, 0);
+        }
+        let mut small = [0u64; 16];
+        let mut large = Vec::new();
+        let top: &mut [u64] = if r <= small.len() {
+            &mut small[..r]
+        } else {
+            large.resize(r, 0);
+            &mut large
+        };
         let mut others = 0usize;
         for m in self.members.iter().filter(|m| m.vouches(me)) {
             others += 1;
