@@ -389,6 +389,19 @@ impl Sequencer {
                 duplicate = true;
                 continue;
             }
+            let w = Waiting {
+                frag_index: e.frag_index,
+                frag_count: e.frag_count,
+                payload: data.slice_ref(e.payload),
+                bb,
+            };
+            // The usual case: next in its sender's stream, with room to order it. It is ordered
+            // at once, without a trip through `waiting`.
+            if e.pnum == m.last_pnum + 1 && self.may_order_next(i, e.frag_index) {
+                self.order_request(i, w);
+                continue;
+            }
+            let o = self.ord.as_mut().expect("sequencer");
             // Requests wait in the third part of the history until they are next in their
             // sender's stream and there is room (seed 002 Fig. 11): a lost request or a full
             // history then costs the sender no timeout for the requests behind it.
@@ -396,15 +409,7 @@ impl Sequencer {
             if o.waiting.contains_key(&key) {
                 self.counters.duplicates += 1;
             } else if o.waiting.len() < self.cfg.history_capacity_msgs / 2 {
-                o.waiting.insert(
-                    key,
-                    Waiting {
-                        frag_index: e.frag_index,
-                        frag_count: e.frag_count,
-                        payload: data.slice_ref(e.payload),
-                        bb,
-                    },
-                );
+                o.waiting.insert(key, w);
             } else {
                 refused = true;
             }
@@ -428,36 +433,52 @@ impl Sequencer {
     /// Order the waiting requests of member `i` that are next in its stream, while there is room.
     pub(super) fn order_waiting(&mut self, i: usize) {
         loop {
-            let o = self.ord.as_mut().expect("sequencer");
+            let o = self.ord.as_ref().expect("sequencer");
             let m = &o.members[i];
-            let (id, next) = (m.id, m.last_pnum + 1);
-            let Some(w) = o.waiting.get(&(id, next)) else {
+            let Some(w) = o.waiting.get(&(m.id, m.last_pnum + 1)) else {
                 return;
             };
-            if m.departed.is_some()
-                || !self.hist.buffer.in_window(o.next_seq + 1)
-                || o.leaving.is_some()
-            {
-                o.sync_due = true;
+            if !self.may_order_next(i, w.frag_index) {
                 return;
             }
-            if w.frag_index == 0 && !o.pending_joins.is_empty() {
-                return;
-            }
-            let w = o.waiting.remove(&(id, next)).expect("present");
-            let m = &mut o.members[i];
-            m.last_pnum = next;
-            m.mid_message = w.frag_index + 1 < w.frag_count;
-            self.assign(Entry {
-                kind: EntryKind::Data,
-                sender: id,
-                pnum: next,
-                frag_index: w.frag_index,
-                frag_count: w.frag_count,
-                payload: Some(w.payload),
-                bb: w.bb,
-            });
+            let o = self.ord.as_mut().expect("sequencer");
+            let m = &o.members[i];
+            let w = o.waiting.remove(&(m.id, m.last_pnum + 1)).expect("present");
+            self.order_request(i, w);
         }
+    }
+
+    /// Whether member `i`'s next request (fragment `frag_index`) may be ordered now: the member
+    /// is still in, the history has room, the sequencer is not handing over, and no join waits
+    /// for a message boundary. Notes a needed sync when the history is what stops it.
+    fn may_order_next(&mut self, i: usize, frag_index: u16) -> bool {
+        let o = self.ord.as_mut().expect("sequencer");
+        if o.members[i].departed.is_some()
+            || !self.hist.buffer.in_window(o.next_seq + 1)
+            || o.leaving.is_some()
+        {
+            o.sync_due = true;
+            return false;
+        }
+        frag_index != 0 || o.pending_joins.is_empty()
+    }
+
+    /// Order member `i`'s next request.
+    fn order_request(&mut self, i: usize, w: Waiting) {
+        let o = self.ord.as_mut().expect("sequencer");
+        let m = &mut o.members[i];
+        m.last_pnum += 1;
+        m.mid_message = w.frag_index + 1 < w.frag_count;
+        let (id, pnum) = (m.id, m.last_pnum);
+        self.assign(Entry {
+            kind: EntryKind::Data,
+            sender: id,
+            pnum,
+            frag_index: w.frag_index,
+            frag_count: w.frag_count,
+            payload: Some(w.payload),
+            bb: w.bb,
+        });
     }
 
     pub(super) fn on_join_req(&mut self, from: NodeId) {
