@@ -8,6 +8,7 @@
 //! the application while there is room in the event queue. A full queue is never worked around:
 //! the loop stops taking events from that engine, which then pushes back on its senders.
 
+use crate::batch::RecvBatch;
 use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::hello::{self, Hello};
@@ -111,7 +112,7 @@ pub(crate) fn spawn(
                     send_error_logged: 0,
                 },
                 groups: Vec::new(),
-                rx_buf: vec![0u8; 1 << 16],
+                rx: RecvBatch::new(),
                 tx_buf: Vec::with_capacity(1 << 16),
                 unicast_pending: false,
                 shutdown: None,
@@ -399,7 +400,8 @@ struct IoLoop {
     origin: Instant,
     net: Net,
     groups: Vec<GroupState>,
-    rx_buf: Vec<u8>,
+    /// Receive buffers, filled by one system call per batch.
+    rx: RecvBatch,
     tx_buf: Vec<u8>,
     /// The unicast socket may hold unread datagrams (the read budget ran out).
     unicast_pending: bool,
@@ -682,7 +684,7 @@ impl IoLoop {
     /// Read datagrams from the unicast socket (`group` None) or a group's multicast socket
     /// until it would block or the budget runs out; returns whether data may remain.
     fn read_socket(&mut self, group: Option<usize>, now: Time) -> bool {
-        for _ in 0..RX_BUDGET {
+        for _ in 0..RX_BUDGET / crate::batch::BATCH {
             let sock = match group {
                 None => &self.net.sock,
                 Some(i) => match &self.groups[i].mcast {
@@ -690,12 +692,14 @@ impl IoLoop {
                     None => return false,
                 },
             };
-            match sock.recv_from(&mut self.rx_buf) {
-                Ok((n, from)) => {
-                    let c = &self.shared.counters;
-                    AtomicNodeCounters::add(&c.datagrams_received, 1);
-                    AtomicNodeCounters::add(&c.bytes_received, n as u64);
-                    self.dispatch(group, from, n, now);
+            match self.rx.recv(sock) {
+                Ok(n) => {
+                    for k in 0..n {
+                        let c = &self.shared.counters;
+                        AtomicNodeCounters::add(&c.datagrams_received, 1);
+                        AtomicNodeCounters::add(&c.bytes_received, self.rx.get(k).0.len() as u64);
+                        self.dispatch(group, k, now);
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -708,9 +712,9 @@ impl IoLoop {
         true
     }
 
-    /// Hand one received datagram (in `rx_buf[..len]`) to the engine it belongs to.
-    fn dispatch(&mut self, group: Option<usize>, from: SocketAddr, len: usize, now: Time) {
-        let data = &self.rx_buf[..len];
+    /// Hand received datagram `k` of the batch to the engine it belongs to.
+    fn dispatch(&mut self, group: Option<usize>, k: usize, now: Time) {
+        let (data, from) = self.rx.get(k);
         let counters = &self.shared.counters;
         if from == self.net.local {
             // Our own multicast, looped back so that other members on this host get it.

@@ -76,6 +76,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod block;
 mod config;
 mod error;
