@@ -3,7 +3,9 @@
 mod bench;
 mod demo;
 mod member;
+mod signals;
 mod sim;
+mod stats;
 mod worker;
 mod workers;
 

@@ -14,7 +14,9 @@ use rmcast::{
     RecoveryPolicy,
 };
 use rmcast_sim::log::LogWriter;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -186,6 +188,11 @@ impl GroupArgs {
     }
 }
 
+/// Default of `--max-message-bytes`: a generous chat line.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 10;
+/// Largest `--max-message-bytes`: the sequencer's largest message.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
 /// Arguments of `rmcast member`.
 #[derive(Args, Debug)]
 pub struct MemberArgs {
@@ -194,6 +201,91 @@ pub struct MemberArgs {
     /// Write one JSON line per delivery and view change to this file.
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// Longest line sent, in bytes (without its newline); a longer line is refused, and the
+    /// exit status is then non-zero.
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=MAX_MESSAGE_BYTES as u64))]
+    pub max_message_bytes: usize,
+}
+
+/// How the stdin thread ended.
+enum InputEnd {
+    /// End of input: leave.
+    Eof,
+    /// Input the member cannot send (not text): leave and fail.
+    Bad(String),
+}
+
+/// Read one line of at most `max` bytes (newline excluded) into `buf`. `Ok(None)` at end of
+/// input; `Ok(Some(false))` for a longer line, whose rest is skipped without holding it.
+fn read_line_bounded(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(if any { Some(!too_long) } else { None });
+        }
+        any = true;
+        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !too_long {
+            if buf.len() + part.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        let used = done.unwrap_or(chunk.len());
+        input.consume(used);
+        if done.is_some() {
+            if buf.last() == Some(&b'\r') && !too_long {
+                buf.pop();
+            }
+            return Ok(Some(!too_long));
+        }
+    }
+}
+
+/// `text` as it may be shown on a terminal: control characters (escape sequences that could
+/// clear the screen or set the window title, bells, carriage returns) are written as `\x1b`,
+/// `\u{9b}` and so on; tabs stay.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push(c),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A list of node ids for people: `1, 2, 3`, or `nobody`.
+pub fn id_list(ids: &[NodeId]) -> String {
+    if ids.is_empty() {
+        return "nobody".to_string();
+    }
+    ids.iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Run `rmcast member`.
@@ -208,7 +300,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     eprintln!(
-        "member {me} {} group {:?} ({})",
+        "member {me} {} group {:?} ({}); type lines to send them, /stats for counters, \
+         Ctrl-D or Ctrl-C to leave",
         if group.created() { "created" } else { "joined" },
         group.name(),
         match (group.multicast_addr(), group.unicast_peers()) {
@@ -222,59 +315,116 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         eprintln!("manual reset: after a failure, type /reset to rebuild the group");
     }
 
+    // SIGINT, SIGTERM, SIGHUP: leave (on the handler's thread); the receive loop below then
+    // ends as it does after end of input. A second signal exits at once.
+    let leave_result: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    {
+        let sender = group.sender();
+        let result = leave_result.clone();
+        crate::signals::install("leaving the group", move || {
+            let r = sender.leave().map_err(|e| e.to_string());
+            *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        })?;
+    }
+
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.
     let sender = group.sender();
-    let input = std::thread::spawn(move || -> anyhow::Result<()> {
+    let max_message_bytes = args.max_message_bytes;
+    let refused = Arc::new(AtomicU64::new(0));
+    let refused_in = refused.clone();
+    let input = std::thread::spawn(move || -> anyhow::Result<InputEnd> {
         let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("rmcast: reading stdin: {e}; leaving");
-                    break;
-                }
+        let mut stdin = stdin.lock();
+        let mut buf = Vec::new();
+        let mut line_no = 0u64;
+        let end = loop {
+            line_no += 1;
+            let fits = match read_line_bounded(&mut stdin, &mut buf, max_message_bytes) {
+                Ok(None) => break InputEnd::Eof,
+                Ok(Some(fits)) => fits,
+                Err(e) => break InputEnd::Bad(format!("reading stdin: {e}")),
             };
-            if manual_reset && line.trim() == "/reset" {
-                // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
-                match sender.reset(min_members) {
-                    Ok(()) => eprintln!("rmcast: reset started"),
-                    Err(e) => eprintln!("rmcast: reset refused: {e}"),
-                }
+            if !fits {
+                refused_in.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "rmcast: line {line_no} not sent: longer than --max-message-bytes \
+                     ({max_message_bytes} bytes)"
+                );
                 continue;
             }
-            match sender.send(line) {
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                break InputEnd::Bad(format!(
+                    "stdin line {line_no} is not UTF-8 text (binary input?)"
+                ));
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["/reset"] | ["/reset", _] => {
+                    let min = match words.get(1).map(|w| w.parse::<usize>()) {
+                        None => min_members,
+                        Some(Ok(n)) => n,
+                        Some(Err(_)) => {
+                            eprintln!("rmcast: usage: /reset [MIN_MEMBERS]");
+                            continue;
+                        }
+                    };
+                    // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
+                    match sender.reset(min) {
+                        Ok(()) => eprintln!("rmcast: reset started"),
+                        Err(e) => eprintln!("rmcast: reset refused: {e}"),
+                    }
+                    continue;
+                }
+                ["/stats"] => {
+                    match crate::stats::snapshot(&sender) {
+                        Ok(s) => print!("{}", s.render()),
+                        Err(e) => eprintln!("rmcast: no stats: {e}"),
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            match sender.send(line.to_string()) {
                 Ok(_) => {}
-                // One refused message (too large, or sent in recovery mode) does not end the
-                // session; the person sees why and may type it again.
+                // One refused message (sent in recovery mode, say) does not end the session;
+                // the person sees why and may type it again.
                 Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
+                    refused_in.fetch_add(1, Ordering::Relaxed);
                     eprintln!("rmcast: not sent: {e}")
                 }
+                Err(rmcast::Error::Closed) => break InputEnd::Eof,
                 Err(e) => return Err(e).context("sending"),
             }
-        }
+        };
         // Whatever happened, leave: that also ends the receive loop below (a leave that times
-        // out still closes the group).
-        sender.leave().context("leaving the group")
+        // out still closes the group). After a signal the group may be closed already.
+        match sender.leave() {
+            Ok(()) | Err(rmcast::Error::Closed) => Ok(end),
+            Err(e) => Err(e).context("leaving the group"),
+        }
     });
 
     let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
     let mut expelled = false;
+    let mut notices = RecoveryNotices::new(manual_reset);
     // `recv` returns None once the leave (or an expulsion) completed and every event before it
     // was read.
     while let Some(ev) = group.recv() {
         let mut out = stdout.lock();
         match &ev {
             GroupEvent::Deliver(d) => {
-                writeln!(out, "{}: {}", d.sender, String::from_utf8_lossy(&d.payload))?;
+                let text = String::from_utf8_lossy(&d.payload);
+                let text = if terminal {
+                    escape_controls(&text)
+                } else {
+                    text
+                };
+                writeln!(out, "{}: {text}", d.sender)?;
             }
             GroupEvent::View(v) => {
-                let members: Vec<String> = v.members.iter().map(|m| m.to_string()).collect();
-                let members = if members.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    members.join(", ")
-                };
+                notices.clear();
                 let note = if v.members.contains(&me) {
                     ""
                 } else {
@@ -282,8 +432,10 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 };
                 writeln!(
                     out,
-                    "* view {}: members {members} (sequencer {}){note}",
-                    v.id, v.coordinator
+                    "* view {}: members {} (sequencer {}){note}",
+                    v.id,
+                    id_list(&v.members),
+                    v.coordinator
                 )?;
             }
             GroupEvent::SendComplete { .. } | GroupEvent::Left => {}
@@ -292,43 +444,20 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 "* reply from {} to message {}: {}",
                 r.from,
                 r.request,
-                String::from_utf8_lossy(&r.payload)
+                escape_controls(&String::from_utf8_lossy(&r.payload))
             )?,
             GroupEvent::Loss(l) => writeln!(
                 out,
                 "* lost: {} messages of member {} from position {}",
                 l.count, l.sender, l.first_seq
             )?,
-            GroupEvent::Recovery(Recovery::Failed { suspect }) => writeln!(
-                out,
-                "* failed: member {suspect} does not answer; recovery mode, sends refused until the reset{}",
-                if manual_reset { " (type /reset)" } else { "" }
-            )?,
-            GroupEvent::Recovery(Recovery::ResetFailed { reachable, needed }) => writeln!(
-                out,
-                "* reset failed: {reachable} of {needed} members reachable; trying again"
-            )?,
-            GroupEvent::Recovery(Recovery::Reset {
-                incarnation,
-                removed,
-            }) => {
-                let removed: Vec<String> = removed.iter().map(|m| m.to_string()).collect();
-                writeln!(
-                    out,
-                    "* reset: incarnation {incarnation}, removed {}",
-                    if removed.is_empty() {
-                        "nobody".to_string()
-                    } else {
-                        removed.join(", ")
-                    }
-                )?;
-            }
-            GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
-                expelled = true;
-                writeln!(
-                    out,
-                    "* expelled: the group went on without this member (incarnation {incarnation})"
-                )?;
+            GroupEvent::Recovery(r) => {
+                if let Recovery::Expelled { .. } = r {
+                    expelled = true;
+                }
+                if let Some(line) = notices.line(r) {
+                    writeln!(out, "{line}")?;
+                }
             }
         }
         out.flush()?;
@@ -347,10 +476,171 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         eprintln!("member {me} was expelled from the group");
         return Ok(ExitCode::FAILURE);
     }
-    let result = input
+    if crate::signals::received() {
+        // The stdin thread may wait for a line forever; the leave was the handler's.
+        let r = leave_result.lock().unwrap_or_else(|e| e.into_inner()).take();
+        return match r {
+            Some(Ok(())) | None => {
+                eprintln!("member {me} left the group");
+                Ok(ExitCode::SUCCESS)
+            }
+            Some(Err(e)) => bail!("leaving the group: {e}"),
+        };
+    }
+    let end = input
         .join()
-        .map_err(|_| anyhow::anyhow!("stdin thread panicked"))?;
-    result?;
+        .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
     eprintln!("member {me} left the group");
+    if let InputEnd::Bad(why) = end {
+        bail!("{why}; left the group");
+    }
+    let refused = refused.load(Ordering::Relaxed);
+    if refused > 0 {
+        bail!("{refused} line(s) were not sent");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `* failed`, `* reset failed`, `* reset` and `* expelled` lines: each situation is told
+/// once, with what the person can do, and after that only its changes (an automatic reset that
+/// finds too few members tries again every few hundred milliseconds, and says so each time).
+pub struct RecoveryNotices {
+    manual_reset: bool,
+    /// The suspect of the failure told, until the next view.
+    failed: Option<NodeId>,
+    /// The last reset failure told (reachable, needed), until the next view.
+    reset_failed: Option<(usize, usize)>,
+}
+
+impl RecoveryNotices {
+    /// Nothing told yet.
+    pub fn new(manual_reset: bool) -> Self {
+        RecoveryNotices {
+            manual_reset,
+            failed: None,
+            reset_failed: None,
+        }
+    }
+
+    /// A new view: the next failure is news again.
+    pub fn clear(&mut self) {
+        self.failed = None;
+        self.reset_failed = None;
+    }
+
+    /// The line to print for `r`, if it tells something new.
+    pub fn line(&mut self, r: &Recovery) -> Option<String> {
+        match r {
+            Recovery::Failed { suspect } => {
+                if self.failed.is_some() {
+                    return None;
+                }
+                self.failed = Some(*suspect);
+                Some(format!(
+                    "* failed: member {suspect} does not answer; sends are refused until the \
+                     group is reset{}",
+                    if self.manual_reset {
+                        " (type /reset)"
+                    } else {
+                        " (resetting)"
+                    }
+                ))
+            }
+            Recovery::ResetFailed { reachable, needed } => {
+                let first = self.reset_failed.is_none();
+                if self.reset_failed == Some((*reachable, *needed)) {
+                    return None;
+                }
+                self.reset_failed = Some((*reachable, *needed));
+                Some(if first {
+                    format!(
+                        "* reset failed: {reachable} member(s) reachable, {needed} needed; the \
+                         group waits for the others{}. To go on with fewer, type /reset \
+                         {reachable} (or start members with --min-members 1)",
+                        if self.manual_reset {
+                            ""
+                        } else {
+                            " and keeps trying"
+                        }
+                    )
+                } else {
+                    format!("* reset still waiting: {reachable} reachable, {needed} needed")
+                })
+            }
+            Recovery::Reset {
+                incarnation,
+                removed,
+            } => {
+                self.clear();
+                Some(format!(
+                    "* reset: incarnation {incarnation}, removed {}",
+                    id_list(removed)
+                ))
+            }
+            Recovery::Expelled { incarnation } => Some(format!(
+                "* expelled: the group went on without this member (incarnation {incarnation})"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_reset_is_told_once_then_only_its_changes() {
+        let mut n = RecoveryNotices::new(false);
+        let failed = Recovery::Failed {
+            suspect: NodeId(2),
+        };
+        let rf = Recovery::ResetFailed {
+            reachable: 1,
+            needed: 2,
+        };
+        let first = n.line(&failed).unwrap();
+        assert!(first.contains("member 2 does not answer"), "{first}");
+        let hint = n.line(&rf).unwrap();
+        assert!(hint.contains("/reset 1") && hint.contains("--min-members 1"), "{hint}");
+        for _ in 0..10 {
+            assert_eq!(n.line(&failed), None);
+            assert_eq!(n.line(&rf), None);
+        }
+        let change = n.line(&Recovery::ResetFailed {
+            reachable: 2,
+            needed: 3,
+        });
+        assert!(change.unwrap().contains("2 reachable, 3 needed"));
+        let reset = n
+            .line(&Recovery::Reset {
+                incarnation: 1,
+                removed: vec![NodeId(2)],
+            })
+            .unwrap();
+        assert_eq!(reset, "* reset: incarnation 1, removed 2");
+        // After the reset a new failure is news.
+        assert!(n.line(&failed).is_some());
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain text\tok"), "plain text\tok");
+        assert_eq!(
+            escape_controls("\u{1b}[2J\u{1b}]0;pwned\u{7}x\r"),
+            "\\x1b[2J\\x1b]0;pwned\\x07x\\x0d"
+        );
+        assert_eq!(escape_controls("a\u{9b}b"), "a\\u{9b}b");
+    }
+
+    #[test]
+    fn lines_are_read_within_the_bound() {
+        let mut input = std::io::Cursor::new(b"short\r\n0123456789\nend".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(buf, b"short");
+        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(false));
+        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(buf, b"end");
+        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), None);
+    }
 }

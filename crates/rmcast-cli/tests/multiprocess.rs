@@ -507,3 +507,117 @@ fn an_unknown_engine_is_refused_with_the_registered_names() {
         }
     }
 }
+
+/// Send `signal` (a name such as `INT`) to a child process of this test, by its pid.
+fn signal(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} failed");
+}
+
+/// Wait up to `timeout` for a child to exit by itself.
+fn exit_within(m: &mut Member, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = m.child.try_wait().unwrap() {
+            while let Ok(l) = m.lines.recv_timeout(Duration::from_millis(200)) {
+                m.seen.push(l);
+            }
+            return s;
+        }
+        assert!(Instant::now() < deadline, "member {} did not exit", m.id);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigint_sigterm_and_sighup_leave_the_group_cleanly() {
+    let dir = scratch("signals");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut members = vec![Member::start(1, &group, "--create", &log(1))];
+    members[0].wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    for id in [2, 3, 4] {
+        members.push(Member::start(id, &group, "--join", &log(id)));
+        members[0].wait_for("the joined member", t, |s| {
+            s.iter().any(|l| view_size(l) == id as usize)
+        });
+    }
+    // One signal each; stdin stays open, so only the signal can make them leave.
+    for (m, sig) in members[1..].iter_mut().zip(["INT", "TERM", "HUP"]) {
+        signal(&m.child, sig);
+        let status = exit_within(m, t);
+        assert!(status.success(), "member {} after SIG{sig}: {status}", m.id);
+        assert!(
+            m.seen.iter().any(|l| l.ends_with("- this member has left")),
+            "member {} after SIG{sig} did not see its leave: {:#?}",
+            m.id,
+            m.seen
+        );
+    }
+    // The survivor saw three leaves, no failure, and its group still works.
+    members[0].wait_for("a view of itself alone", t, |s| {
+        s.iter().any(|l| l == "* view 7: members 1 (sequencer 1)")
+    });
+    let stdin = members[0].stdin.as_mut().unwrap();
+    writeln!(stdin, "still here").unwrap();
+    stdin.flush().unwrap();
+    members[0].wait_for("its own line", t, |s| s.iter().any(|l| l == "1: still here"));
+    assert!(
+        !members[0].seen.iter().any(|l| l.starts_with("* failed")),
+        "{:#?}",
+        members[0].seen
+    );
+    let status = members[0].finish(t);
+    assert!(status.success());
+    let logs: Vec<Vec<LogRecord>> = (1..=4).map(|i| read_log(log(i)).unwrap()).collect();
+    verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
+    let dir = scratch("stuck");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    // A crash: with the default majority rule one of two cannot reset.
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    a.wait_for("the hint", t, |s| {
+        s.iter().any(|l| l.starts_with("* reset failed"))
+    });
+    // Several reset attempts later (one every few hundred milliseconds), still one line each.
+    std::thread::sleep(Duration::from_secs(3));
+    while let Ok(l) = a.lines.try_recv() {
+        a.seen.push(l);
+    }
+    let count = |p: &str| a.seen.iter().filter(|l| l.starts_with(p)).count();
+    assert_eq!(count("* failed"), 1, "{:#?}", a.seen);
+    assert_eq!(count("* reset"), 1, "{:#?}", a.seen);
+    let hint = a.seen.iter().find(|l| l.starts_with("* reset failed")).unwrap();
+    assert!(
+        hint.contains("/reset 1") && hint.contains("--min-members 1"),
+        "{hint}"
+    );
+    // The leave cannot complete in recovery mode; the second signal does not wait for it.
+    signal(&a.child, "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&a.child, "INT");
+    let status = exit_within(&mut a, Duration::from_secs(2));
+    assert_eq!(status.code(), Some(130), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

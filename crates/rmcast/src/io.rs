@@ -1125,7 +1125,8 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                         g.shared.set_recovering(Some(*suspect));
                     }
                     Recovery::ResetFailed { reachable, needed } => {
-                        warn!(group = %g.name, reachable, needed, "reset failed: too few members");
+                        // Repeated at every attempt: the application tells its user once.
+                        debug!(group = %g.name, reachable, needed, "reset failed: too few members");
                     }
                     Recovery::Reset {
                         incarnation,
