@@ -120,7 +120,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let killed = killed(&outcomes);
     if !killed.is_empty() {
         failures.push(format!(
-            "members {killed:?} overran the deadline and were killed"
+            "members {} overran the deadline and were killed",
+            killed
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     for w in &outcomes {

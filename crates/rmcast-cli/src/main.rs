@@ -34,15 +34,41 @@ enum Command {
     Worker(worker::WorkerArgs),
 }
 
+/// The log filter: `RUST_LOG` (tracing-subscriber's `EnvFilter` syntax, e.g. `rmcast=debug`), or
+/// its older name `RMCAST_LOG`; warnings and errors only when neither is set.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    for var in ["RUST_LOG", "RMCAST_LOG"] {
+        if std::env::var_os(var).is_some() {
+            match EnvFilter::try_from_env(var) {
+                Ok(f) => return f,
+                Err(e) => eprintln!("warning: ignoring {var}: {e}"),
+            }
+        }
+    }
+    EnvFilter::new("warn")
+}
+
+/// Colour in log lines only on a terminal, and never when `NO_COLOR` is set (no-color.org).
+fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RMCAST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(log_filter())
+        .with_ansi(log_colour())
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Demo(_) | Command::Bench(_)) {
+        // The run stops its workers at its next look at them (`WorkerSpec::run`).
+        if let Err(e) = signals::install("stopping the workers", || {}) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Member(a) => member::run(a),
@@ -53,8 +79,26 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rmcast: error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line, `context: cause: cause`, each cause once: a cause
+/// whose text its outer error already quotes (`socket error: Address in use`, then `Address
+/// in use` again) is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

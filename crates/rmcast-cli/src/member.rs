@@ -15,11 +15,11 @@ use rmcast::{
 };
 use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The engine names `--engine` takes: those of the one registry
@@ -34,6 +34,33 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
     }
 }
 
+/// A group name: anything but empty (or blank).
+pub fn parse_group_name(name: &str) -> Result<String, String> {
+    if name.trim().is_empty() {
+        return Err("a group name must not be empty".into());
+    }
+    Ok(name.to_string())
+}
+
+/// Refuse unicast peers this host cannot send to from `interface` (a loopback interface reaches
+/// only loopback addresses): every datagram to them would fail.
+pub fn check_unicast_peers(
+    interface: std::net::Ipv4Addr,
+    peers: &[SocketAddrV4],
+) -> anyhow::Result<()> {
+    for p in peers {
+        let s = std::net::UdpSocket::bind((interface, 0))
+            .with_context(|| format!("opening a socket on interface {interface}"))?;
+        if let Err(e) = s.connect(p) {
+            bail!(
+                "unicast peer {p} cannot be reached from interface {interface} ({e}); \
+                 list addresses this interface reaches"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Help text of the `--engine` flags.
 pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::registry; `sequencer`: the Amoeba sequencer, total order, resilience r)";
 
@@ -42,7 +69,7 @@ pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine regist
 pub struct GroupArgs {
     /// Group name; hashed to the group id and, unless --addr or --unicast-peers is given, to
     /// the multicast address and port.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_group_name)]
     pub group: String,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
@@ -158,7 +185,10 @@ impl GroupArgs {
                 }
                 GroupAddr::Multicast(a)
             }
-            (None, false) => GroupAddr::Unicast(self.unicast_peers.clone()),
+            (None, false) => {
+                check_unicast_peers(node.interface, &self.unicast_peers)?;
+                GroupAddr::Unicast(self.unicast_peers.clone())
+            }
             (None, true) => GroupAddr::FromName,
         };
         if !(rmcast::MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES)
@@ -348,7 +378,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             if !fits {
                 refused_in.fetch_add(1, Ordering::Relaxed);
                 eprintln!(
-                    "rmcast: line {line_no} not sent: longer than --max-message-bytes \
+                    "warning: line {line_no} not sent: longer than --max-message-bytes \
                      ({max_message_bytes} bytes)"
                 );
                 continue;
@@ -372,14 +402,14 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
                     match sender.reset(min) {
                         Ok(()) => eprintln!("rmcast: reset started"),
-                        Err(e) => eprintln!("rmcast: reset refused: {e}"),
+                        Err(e) => eprintln!("warning: reset refused: {e}"),
                     }
                     continue;
                 }
                 ["/stats"] => {
                     match crate::stats::snapshot(&sender) {
                         Ok(s) => print!("{}", s.render()),
-                        Err(e) => eprintln!("rmcast: no stats: {e}"),
+                        Err(e) => eprintln!("warning: no stats: {e}"),
                     }
                     continue;
                 }
@@ -391,7 +421,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 // the person sees why and may type it again.
                 Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
                     refused_in.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("rmcast: not sent: {e}")
+                    eprintln!("warning: not sent: {e}")
                 }
                 Err(rmcast::Error::Closed) => break InputEnd::Eof,
                 Err(e) => return Err(e).context("sending"),
@@ -478,7 +508,10 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     }
     if crate::signals::received() {
         // The stdin thread may wait for a line forever; the leave was the handler's.
-        let r = leave_result.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let r = leave_result
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         return match r {
             Some(Ok(())) | None => {
                 eprintln!("member {me} left the group");
@@ -591,9 +624,7 @@ mod tests {
     #[test]
     fn a_waiting_reset_is_told_once_then_only_its_changes() {
         let mut n = RecoveryNotices::new(false);
-        let failed = Recovery::Failed {
-            suspect: NodeId(2),
-        };
+        let failed = Recovery::Failed { suspect: NodeId(2) };
         let rf = Recovery::ResetFailed {
             reachable: 1,
             needed: 2,
@@ -601,7 +632,10 @@ mod tests {
         let first = n.line(&failed).unwrap();
         assert!(first.contains("member 2 does not answer"), "{first}");
         let hint = n.line(&rf).unwrap();
-        assert!(hint.contains("/reset 1") && hint.contains("--min-members 1"), "{hint}");
+        assert!(
+            hint.contains("/reset 1") && hint.contains("--min-members 1"),
+            "{hint}"
+        );
         for _ in 0..10 {
             assert_eq!(n.line(&failed), None);
             assert_eq!(n.line(&rf), None);
@@ -636,10 +670,19 @@ mod tests {
     fn lines_are_read_within_the_bound() {
         let mut input = std::io::Cursor::new(b"short\r\n0123456789\nend".to_vec());
         let mut buf = Vec::new();
-        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(true)
+        );
         assert_eq!(buf, b"short");
-        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(false));
-        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(true)
+        );
         assert_eq!(buf, b"end");
         assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), None);
     }

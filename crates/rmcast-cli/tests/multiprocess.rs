@@ -569,7 +569,9 @@ fn sigint_sigterm_and_sighup_leave_the_group_cleanly() {
     let stdin = members[0].stdin.as_mut().unwrap();
     writeln!(stdin, "still here").unwrap();
     stdin.flush().unwrap();
-    members[0].wait_for("its own line", t, |s| s.iter().any(|l| l == "1: still here"));
+    members[0].wait_for("its own line", t, |s| {
+        s.iter().any(|l| l == "1: still here")
+    });
     assert!(
         !members[0].seen.iter().any(|l| l.starts_with("* failed")),
         "{:#?}",
@@ -608,7 +610,11 @@ fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
     let count = |p: &str| a.seen.iter().filter(|l| l.starts_with(p)).count();
     assert_eq!(count("* failed"), 1, "{:#?}", a.seen);
     assert_eq!(count("* reset"), 1, "{:#?}", a.seen);
-    let hint = a.seen.iter().find(|l| l.starts_with("* reset failed")).unwrap();
+    let hint = a
+        .seen
+        .iter()
+        .find(|l| l.starts_with("* reset failed"))
+        .unwrap();
     assert!(
         hint.contains("/reset 1") && hint.contains("--min-members 1"),
         "{hint}"
@@ -619,5 +625,116 @@ fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
     signal(&a.child, "INT");
     let status = exit_within(&mut a, Duration::from_secs(2));
     assert_eq!(status.code(), Some(130), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run `rmcast <args>` with `input` on stdin and `env` set; its status and stderr.
+fn run_with_input(
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // On its own thread: a member that quits early must not leave this write blocked.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_failure_exits_non_zero_with_one_clear_error() {
+    let dir = scratch("badinput");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let create = ["member", "--create", "--group", &group];
+
+    let (status, err) = run_with_input(&["member", "--group", ""], b"", &[]);
+    assert!(
+        !status.success() && err.contains("must not be empty"),
+        "{err}"
+    );
+
+    let (status, err) = run_with_input(&create, b"hello\n\xff\xfe binary\n", &[]);
+    assert!(!status.success(), "binary stdin: {err}");
+    assert!(err.contains("error: stdin line 2 is not UTF-8"), "{err}");
+
+    let args = [&create[..], &["--max-message-bytes", "10"]].concat();
+    let (status, err) = run_with_input(&args, b"short\nthis line is too long\n", &[]);
+    assert!(!status.success(), "too-large line: {err}");
+    assert!(
+        err.contains("line 2 not sent: longer than --max-message-bytes (10 bytes)"),
+        "{err}"
+    );
+
+    let peers = "127.0.0.1:47311,10.255.255.1:47312";
+    let args = [
+        "member",
+        "--group",
+        &group,
+        "--unicast-peers",
+        peers,
+        "--port",
+        "47311",
+    ];
+    let (status, err) = run_with_input(&args, b"hi\n", &[]);
+    assert!(!status.success(), "unreachable peer: {err}");
+    assert!(
+        err.contains("10.255.255.1:47312 cannot be reached"),
+        "{err}"
+    );
+
+    // A port in use: the cause once, not twice.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let me = format!("127.0.0.1:{port}");
+    let args = [
+        "member",
+        "--group",
+        &group,
+        "--unicast-peers",
+        &me,
+        "--port",
+        &port,
+    ];
+    let (status, err) = run_with_input(&args, b"", &[]);
+    assert!(!status.success(), "port in use: {err}");
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rust_log_sets_the_log_filter_and_files_get_no_colour() {
+    let dir = scratch("rustlog");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let args = ["member", "--create", "--group", &group];
+    for var in ["RUST_LOG", "RMCAST_LOG"] {
+        let (status, err) = run_with_input(&args, b"hi\n", &[(var, "rmcast=debug")]);
+        assert!(status.success(), "{err}");
+        // The runtime's debug lines, e.g. the leave, and no escape sequence: stderr is a pipe.
+        assert!(
+            err.contains("DEBUG") || err.contains("INFO"),
+            "{var}: {err}"
+        );
+        assert!(!err.contains('\u{1b}'), "{var}: colour in a pipe: {err:?}");
+    }
+    // Neither set: warnings only.
+    let (status, err) = run_with_input(&args, b"hi\n", &[]);
+    assert!(status.success() && !err.contains("INFO"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -51,6 +51,24 @@ impl fmt::Display for NodeId {
     }
 }
 
+/// Node ids as people read them, `[1, 2, 3]`: for messages, where `{:?}` would print
+/// `[NodeId(1), ...]`.
+#[derive(Copy, Clone, Debug)]
+pub struct IdList<'a>(pub &'a [NodeId]);
+
+impl fmt::Display for IdList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, id) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{id}")?;
+        }
+        f.write_str("]")
+    }
+}
+
 /// Where a datagram goes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Destination {

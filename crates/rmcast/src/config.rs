@@ -168,6 +168,12 @@ impl GroupConfig {
     /// then the engine's ([`EngineChoice::validate`], the one place engine settings are
     /// checked), and that the engine serves [`GroupConfig::qos`].
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "name",
+                reason: "is empty",
+            });
+        }
         ConfigError::check_range(
             "max_datagram_bytes",
             self.max_datagram_bytes as u64,
