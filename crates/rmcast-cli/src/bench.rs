@@ -429,7 +429,7 @@ fn private_group() -> Result<SocketAddrV4> {
 }
 
 /// A socket receiving `group` on loopback. Bound to the group address itself, so it gets only
-/// this group's datagrams (DESIGN section 8: a 0.0.0.0 socket would get every group on the port).
+/// this group's datagrams (docs/ARCHITECTURE.md: a 0.0.0.0 socket would get every group on the port).
 fn raw_receiver(group: SocketAddrV4) -> Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_address(true)?;

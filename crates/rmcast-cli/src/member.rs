@@ -106,7 +106,7 @@ pub struct GroupArgs {
     pub recovery: RecoveryArgs,
 }
 
-/// The sequencer's failure detection and reset policy (seed 002 section 5.3). Every member of
+/// The sequencer's failure detection and reset policy (Amoeba paper section 5.3). Every member of
 /// a group should use the same values.
 #[derive(Args, Debug, Clone)]
 pub struct RecoveryArgs {

@@ -1,4 +1,4 @@
-//! The sans-IO engine interface shared by every protocol (DESIGN section 2).
+//! The sans-IO engine interface shared by every protocol (docs/ARCHITECTURE.md).
 //!
 //! An engine never reads a socket, a clock or a global RNG. The driver (the simulator or the
 //! runtime) passes the current [`Time`] and each received datagram in, and drains what the engine
@@ -230,7 +230,7 @@ pub enum Event<P = Bytes> {
     /// This member left the group; the engine does nothing more.
     Left,
     /// Crash recovery: a member failed, the group was reset, or this member was left out
-    /// (seed 002 section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
+    /// (Amoeba paper section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
     Recovery(Recovery),
 }
 
@@ -292,7 +292,7 @@ impl<P: AsRef<[u8]>> Event<P> {
     }
 }
 
-/// What happens to a group when members crash (seed 002 section 5.3): a failure is found, the
+/// What happens to a group when members crash (Amoeba paper section 5.3): a failure is found, the
 /// group is in recovery mode, and ResetGroup rebuilds it without the members that did not answer.
 /// Engines emit it inside [`Event::Recovery`]; the simulator records it and the runtime hands it
 /// to the application unchanged.

@@ -1,4 +1,4 @@
-//! The `--log FILE` record of a member (DESIGN section 5), and an independent checker over the
+//! The `--log FILE` record of a member (docs/ARCHITECTURE.md), and an independent checker over the
 //! logs of several members of one run. It lives with the simulator's checkers: a log line is the
 //! one event type ([`rmcast_proto::Event`]) with its payloads reduced to their [`Digest`], as a
 //! simulator record keeps it, plus the member, its view and the wall clock.

@@ -1,5 +1,5 @@
 //! Configuration of nodes and groups. Every field has a default that works on a first run and
-//! keeps traffic on this host (DESIGN sections 3 and 8).
+//! keeps traffic on this host (docs/ARCHITECTURE.md).
 
 use rmcast_proto::common::{group_id, multicast_endpoint};
 use rmcast_proto::{ConfigError, EngineChoice, NodeId, Qos};

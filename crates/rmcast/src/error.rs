@@ -28,7 +28,7 @@ pub enum Error {
     /// A call did not finish before its deadline.
     #[error("timed out")]
     Timeout,
-    /// A member failed and the group is in recovery mode (seed 002 section 5.3): sends fail and
+    /// A member failed and the group is in recovery mode (Amoeba paper section 5.3): sends fail and
     /// receives with nothing to deliver report this until the group is reset, automatically
     /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::Recovery::Reset`].
     #[error("member {suspect} failed: the group is in recovery mode until it is reset")]

@@ -1,4 +1,4 @@
-//! rmcast: reliable multicast groups over UDP/IP (DESIGN section 3).
+//! rmcast: reliable multicast groups over UDP/IP (docs/ARCHITECTURE.md).
 //!
 //! A [`Node`] is one process's presence on the network: one unicast UDP socket, one I/O thread
 //! running a `mio` event loop, and the protocol engines of the groups it belongs to. The engines
@@ -25,7 +25,7 @@
 //! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
 //!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
 //!   [`Node::counters`];
-//! * crash recovery (seed 002 section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],
+//! * crash recovery (Amoeba paper section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],
 //!   [`Recovery::Reset`] and friends) in the event stream, [`GroupSender::reset`] (ResetGroup)
 //!   and the [`RecoveryPolicy`] of the sequencer.
 //!

@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 /// * [`Event::Reply`]: an answer to one of this member's messages ([`GroupSender::reply`]).
 /// * [`Event::Loss`]: messages the engine will never deliver (engines with probabilistic
 ///   delivery only).
-/// * [`Event::Recovery`]: crash recovery (seed 002 section 5.3), as the engine reported it. From
+/// * [`Event::Recovery`]: crash recovery (Amoeba paper section 5.3), as the engine reported it. From
 ///   [`Recovery::Failed`] until [`Recovery::Reset`] the group is in recovery mode: sends fail
 ///   with [`Error::MemberFailed`] ([`TrySendError::MemberFailed`] hands the message back), and
 ///   [`Group::try_recv`] and [`Group::recv_timeout`] report it instead of "nothing yet"; what
