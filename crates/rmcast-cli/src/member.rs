@@ -100,7 +100,7 @@ pub struct GroupArgs {
     #[arg(long, default_value_t = rmcast::DEFAULT_MAX_DATAGRAM_BYTES)]
     pub max_datagram_bytes: usize,
     /// How long a join waits to be admitted, in milliseconds.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = rmcast::DEFAULT_JOIN_TIMEOUT.as_millis() as u64)]
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,

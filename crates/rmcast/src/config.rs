@@ -14,6 +14,10 @@ pub const DEFAULT_MAX_DATAGRAM_BYTES: usize = 1472;
 /// members all live on one host may use datagrams up to this size.
 pub const MAX_DATAGRAM_BYTES: usize = rmcast_proto::wire::MAX_DATAGRAM_LEN;
 
+/// Default [`GroupConfig::join_timeout`], for the library and the `rmcast` tool alike: long
+/// enough for an answer from a loaded host, short enough to wait for by hand.
+pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Smallest [`GroupConfig::max_datagram_bytes`] the runtime takes.
 pub const MIN_DATAGRAM_BYTES: usize = 256;
 
@@ -121,7 +125,7 @@ impl GroupConfig {
             addr: GroupAddr::FromName,
             max_datagram_bytes: DEFAULT_MAX_DATAGRAM_BYTES,
             qos: Qos::TotallyOrdered,
-            join_timeout: Duration::from_secs(2),
+            join_timeout: DEFAULT_JOIN_TIMEOUT,
             leave_timeout: Duration::from_secs(5),
             event_queue_capacity: 4096,
             send_queue_capacity: 1024,

@@ -34,7 +34,7 @@
 //!
 //! let node = Node::new(NodeConfig::default())?;
 //! let mut group = node.open_group(GroupConfig::new("chat"))?;
-//! group.send(bytes::Bytes::from_static(b"hello"))?;
+//! group.send(rmcast::Bytes::from_static(b"hello"))?;
 //! while let Some(event) = group.recv() {
 //!     if let GroupEvent::Deliver(d) = event {
 //!         println!("{}: {}", d.sender, String::from_utf8_lossy(&d.payload));
@@ -85,9 +85,12 @@ mod net;
 mod node;
 mod shared;
 
+/// The payload type of every send and delivery, re-exported so that applications need no
+/// `bytes` dependency of their own.
+pub use bytes::Bytes;
 pub use config::{
-    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES,
-    MIN_DATAGRAM_BYTES,
+    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
+    MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
@@ -98,3 +101,8 @@ pub use rmcast_proto::registry::{
 pub use rmcast_proto::{
     Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
 };
+
+/// The repository README's Rust snippets, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
