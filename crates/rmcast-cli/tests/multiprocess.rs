@@ -738,3 +738,21 @@ fn rust_log_sets_the_log_filter_and_files_get_no_colour() {
     assert!(status.success() && !err.contains("INFO"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_duplicate_id_is_refused_with_a_clear_error() {
+    let dir = scratch("dupid");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let t = Duration::from_secs(15);
+    let mut first = Member::start(7, &group, "--create", &dir.join("member-7.jsonl"));
+    first.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    // Join-or-create (no mode flag): today's failure was a silent second group.
+    let (status, err) = run_with_input(&["member", "--group", &group, "--id", "7"], b"", &[]);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("node id 7 is already used"), "{err}");
+    let status = first.finish(t);
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
