@@ -1,6 +1,7 @@
 //! `rmcast`: the command-line tool of the rmcast reliable multicast toolkit.
 
 mod bench;
+mod config;
 mod demo;
 mod member;
 mod signals;
@@ -14,6 +15,8 @@ use clap::{Parser, Subcommand};
 /// rmcast: reliable multicast and group communication.
 #[derive(Parser, Debug)]
 #[command(name = "rmcast", version, about, long_about = None)]
+// A flag given twice counts once, the last time: how typed flags override a config file.
+#[command(args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,6 +32,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an engine in the deterministic simulator under faults and check it.
     Sim(sim::SimArgs),
+    /// Config files: `rmcast config --print-defaults > member.toml`, then
+    /// `rmcast member --config member.toml`.
+    Config(ConfigArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -55,13 +61,37 @@ fn log_colour() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
 }
 
+/// Arguments of `rmcast config`.
+#[derive(clap::Args, Debug)]
+struct ConfigArgs {
+    /// Print a commented config file with every setting of `rmcast member` and its default.
+    #[arg(long, required = true)]
+    print_defaults: bool,
+}
+
+/// The `member` subcommand's definition.
+fn member_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand("member")
+        .expect("the member subcommand")
+        .clone()
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .with_ansi(log_colour())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let args = match config::expand(std::env::args().collect(), &member_command()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {}", error_text(&e));
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     if matches!(cli.command, Command::Demo(_) | Command::Bench(_)) {
         // The run stops its workers at its next look at them (`WorkerSpec::run`).
         if let Err(e) = signals::install("stopping the workers", || {}) {
@@ -74,6 +104,10 @@ fn main() -> std::process::ExitCode {
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Config(_) => {
+            print!("{}", config::defaults_file(&member_command()));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Worker(a) => worker::run(a),
     };
     match result {

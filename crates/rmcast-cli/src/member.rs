@@ -231,6 +231,10 @@ pub struct MemberArgs {
     /// Write one JSON line per delivery and view change to this file.
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// Read settings from this TOML file (one key per flag, e.g. `resilience = 1`; see
+    /// `rmcast config --print-defaults`); flags given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Longest line sent, in bytes (without its newline); a longer line is refused, and the
     /// exit status is then non-zero.
     #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
@@ -260,7 +264,7 @@ fn read_line_bounded(
     loop {
         let chunk = input.fill_buf()?;
         if chunk.is_empty() {
-            return Ok(if any { Some(!too_long) } else { None });
+            return Ok(any.then_some(!too_long && buf.len() <= max));
         }
         any = true;
         let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
@@ -268,7 +272,8 @@ fn read_line_bounded(
             None => (chunk, None),
         };
         if !too_long {
-            if buf.len() + part.len() > max {
+            // One byte of room for a `\r` before the newline, taken off below.
+            if buf.len() + part.len() > max + 1 {
                 too_long = true;
                 buf.clear();
             } else {
@@ -278,10 +283,10 @@ fn read_line_bounded(
         let used = done.unwrap_or(chunk.len());
         input.consume(used);
         if done.is_some() {
-            if buf.last() == Some(&b'\r') && !too_long {
+            if buf.last() == Some(&b'\r') {
                 buf.pop();
             }
-            return Ok(Some(!too_long));
+            return Ok(Some(!too_long && buf.len() <= max));
         }
     }
 }

@@ -756,3 +756,47 @@ fn a_duplicate_id_is_refused_with_a_clear_error() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_config_file_sets_what_flags_set_and_typed_flags_override_it() {
+    let dir = scratch("config");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    // The printed defaults are a working file.
+    let out = Command::new(EXE)
+        .args(["config", "--print-defaults"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let defaults = String::from_utf8(out.stdout).unwrap();
+    let file = dir.join("member.toml");
+    std::fs::write(
+        &file,
+        format!("{defaults}\ngroup = {group:?}\n")
+            .replace("create = false\n", "create = true\n")
+            .replace("max_message_bytes = 65536\n", "max_message_bytes = 10\n"),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let line = b"a line of more than ten bytes\n";
+    // The file's limit applies...
+    let (status, err) = run_with_input(&["member", "--config", config], line, &[]);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("--max-message-bytes (10 bytes)"), "{err}");
+    // ...unless a typed flag overrides it, before or after --config.
+    for args in [
+        ["member", "--config", config, "--max-message-bytes", "100"],
+        ["member", "--max-message-bytes", "100", "--config", config],
+    ] {
+        let (status, err) = run_with_input(&args, line, &[]);
+        assert!(status.success(), "{args:?}: {err}");
+        assert!(err.contains(&format!("group {group:?}")), "{err}");
+    }
+    // A key that is no setting is refused, with the settings listed.
+    std::fs::write(&file, "group = \"x\"\nresilence = 1\n").unwrap();
+    let (status, err) = run_with_input(&["member", "--config", config], b"", &[]);
+    assert!(
+        !status.success() && err.contains("unknown setting `resilence`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
