@@ -32,6 +32,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an engine in the deterministic simulator under faults and check it.
     Sim(sim::SimArgs),
+    /// Show every member of a group on this host with its counters, refreshed each second.
+    Stat(stats::StatArgs),
     /// Config files: `rmcast config --print-defaults > member.toml`, then
     /// `rmcast member --config member.toml`.
     Config(ConfigArgs),
@@ -92,9 +94,17 @@ fn main() -> std::process::ExitCode {
         }
     };
     let cli = Cli::parse_from(args);
-    if matches!(cli.command, Command::Demo(_) | Command::Bench(_)) {
+    if matches!(
+        cli.command,
+        Command::Demo(_) | Command::Bench(_) | Command::Stat(_)
+    ) {
         // The run stops its workers at its next look at them (`WorkerSpec::run`).
-        if let Err(e) = signals::install("stopping the workers", || {}) {
+        let what = if matches!(cli.command, Command::Stat(_)) {
+            "stopping"
+        } else {
+            "stopping the workers"
+        };
+        if let Err(e) = signals::install(what, || {}) {
             eprintln!("error: {e:#}");
             return std::process::ExitCode::from(2);
         }
@@ -104,6 +114,7 @@ fn main() -> std::process::ExitCode {
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Stat(a) => stats::run(a),
         Command::Config(_) => {
             print!("{}", config::defaults_file(&member_command()));
             Ok(std::process::ExitCode::SUCCESS)

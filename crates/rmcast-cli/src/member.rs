@@ -362,6 +362,15 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         })?;
     }
 
+    // For `rmcast stat`; a member that cannot publish still chats.
+    let _publisher = match crate::stats::Publisher::start(group.sender()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("warning: not publishing counters for `rmcast stat`: {e}");
+            None
+        }
+    };
+
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.
     let sender = group.sender();

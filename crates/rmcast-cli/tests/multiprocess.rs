@@ -800,3 +800,50 @@ fn a_config_file_sets_what_flags_set_and_typed_flags_override_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stats_in_member_and_rmcast_stat_show_the_members_of_this_host() {
+    let dir = scratch("stat");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "/stats").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("its stats", t, |s| {
+        s.iter()
+            .any(|l| l.starts_with("* stats:") && l.contains("members 1, 2"))
+            && s.iter().any(|l| l.contains("delivered"))
+    });
+    // Published within a second of joining.
+    let stat = || {
+        let out = Command::new(EXE)
+            .args(["stat", "--once", "--group", &group])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let deadline = Instant::now() + t;
+    let mut table = stat();
+    while !table.contains("2 member(s)") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        table = stat();
+    }
+    assert!(table.contains("2 member(s) on this host"), "{table}");
+    for m in [&a, &b] {
+        assert!(table.contains(&m.child.id().to_string()), "{table}");
+    }
+    for m in [&mut a, &mut b] {
+        assert!(m.finish(t).success());
+    }
+    // Members that left remove their files.
+    assert!(stat().contains("0 member(s)"), "{}", stat());
+    let _ = std::fs::remove_dir_all(&dir);
+}
