@@ -125,6 +125,9 @@ pub struct BenchArgs {
     /// Also write one JSON line per measurement to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw throughput against message size, rmcast beside raw UDP, as SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Which members send.
@@ -352,11 +355,42 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         out.flush()?;
     }
+    if let Some(p) = &args.plot {
+        plot_rates(p, &rows, members)?;
+        println!("figure written to {}", p.display());
+    }
     Ok(if failures == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Throughput (mean over the members) against message size, one line per implementation.
+fn plot_rates(path: &std::path::Path, rows: &[Measurement], members: usize) -> Result<()> {
+    let series: Vec<crate::plot::Series> = ["raw", "rmcast"]
+        .iter()
+        .map(|imp| crate::plot::Series {
+            name: if *imp == "raw" {
+                "raw UDP multicast".to_string()
+            } else {
+                "rmcast".to_string()
+            },
+            points: rows
+                .iter()
+                .filter(|m| m.implementation == *imp)
+                .map(|m| (m.size_bytes as f64, m.mean_rate()))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    crate::plot::line_chart(
+        path,
+        &format!("rmcast bench: {members} members on loopback"),
+        "message size (bytes)",
+        "messages per second per member",
+        &series,
+    )
 }
 
 /// Settings shared by both sides of one measurement.

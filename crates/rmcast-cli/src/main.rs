@@ -4,6 +4,7 @@ mod bench;
 mod config;
 mod demo;
 mod member;
+mod plot;
 mod signals;
 mod sim;
 mod stats;

@@ -129,6 +129,10 @@ pub struct SimArgs {
     /// expulsions, leaves, crashes) and each engine's state at the end.
     #[arg(long, requires = "seed")]
     pub trace: bool,
+    /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
+    /// and recoveries show as flat stretches), as SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 impl SimArgs {
@@ -199,6 +203,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let report = sweep_with_progress(&sc, &seeds, threads);
+    if let Some(p) = &args.plot {
+        plot_deliveries(p, &sc, seeds[0])?;
+        println!("figure of seed {} written to {}", seeds[0], p.display());
+    }
     print_verdicts(&report);
     println!();
     print_figures(&report.mean_figures(), report.runs.len());
@@ -524,4 +532,40 @@ pub fn describe_guarantees(g: &rmcast_proto::Guarantees) -> String {
         parts.push("replies".into());
     }
     parts.join(", ")
+}
+
+/// Deliveries of every host over virtual time in the run of `seed`, as an SVG chart.
+fn plot_deliveries(path: &std::path::Path, sc: &Scenario, seed: u64) -> anyhow::Result<()> {
+    use rmcast_proto::Event;
+    let rec = sc.run(seed).record;
+    let series: Vec<crate::plot::Series> = rec
+        .hosts
+        .iter()
+        .map(|h| {
+            let mut n = 0u64;
+            let mut points = vec![(0.0, 0.0)];
+            for e in &h.events {
+                if let Event::Deliver(_) = e.event {
+                    n += 1;
+                    points.push((e.at.0 as f64 / 1e6, n as f64));
+                }
+            }
+            let crashed = if h.crashed_at.is_some() {
+                " (crashed)"
+            } else {
+                ""
+            };
+            crate::plot::Series {
+                name: format!("host {}{crashed}", h.id),
+                points,
+            }
+        })
+        .collect();
+    crate::plot::line_chart(
+        path,
+        &format!("rmcast sim, seed {seed}: deliveries per host"),
+        "virtual time (ms)",
+        "messages delivered",
+        &series,
+    )
 }

@@ -847,3 +847,53 @@ fn stats_in_member_and_rmcast_stat_show_the_members_of_this_host() {
     assert!(stat().contains("0 member(s)"), "{}", stat());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sim_and_bench_draw_svg_figures() {
+    let dir = scratch("plot");
+    let sim = dir.join("sim.svg");
+    let (status, out) = run_to_end(
+        &[
+            "sim",
+            "--members",
+            "4",
+            "--resilience",
+            "1",
+            "--crashes",
+            "1",
+            "--seeds",
+            "2",
+            "--plot",
+            sim.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(status.success(), "{out}");
+    let svg = std::fs::read_to_string(&sim).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("deliveries per host"));
+    // One legend entry per host (the crashed one says so).
+    assert_eq!(svg.matches("\nhost ").count(), 4, "{svg}");
+    assert!(svg.contains("(crashed)"), "{svg}");
+    let bench = dir.join("bench.svg");
+    let (status, out) = run_to_end(
+        &[
+            "bench",
+            "--sizes",
+            "64,256",
+            "--members",
+            "2",
+            "--messages",
+            "200",
+            "--plot",
+            bench.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(status.success(), "{out}");
+    let svg = std::fs::read_to_string(&bench).unwrap();
+    assert!(
+        svg.contains("raw UDP multicast") && svg.contains("rmcast"),
+        "{svg}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
