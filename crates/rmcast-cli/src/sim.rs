@@ -454,6 +454,63 @@ fn message_counts(args: &SimArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// What an engine promises, in words: `total order, virtual synchrony, resilience 1, ...`.
+pub fn describe_guarantees(g: &rmcast_proto::Guarantees) -> String {
+    let lower = |d: String| d.to_lowercase();
+    let mut parts = vec![format!("{} order", lower(format!("{:?}", g.order)))];
+    if g.virtual_synchrony {
+        parts.push("virtual synchrony".into());
+    }
+    parts.push(format!("resilience {}", g.resilience));
+    parts.push(format!(
+        "{} delivery",
+        lower(format!("{:?}", g.delivery)).replace("allornothing", "all-or-nothing")
+    ));
+    if g.crash_recovery {
+        parts.push("crash recovery".into());
+    }
+    if g.replies {
+        parts.push("replies".into());
+    }
+    parts.join(", ")
+}
+
+/// Deliveries of every host over virtual time in the run of `seed`, as an SVG chart.
+fn plot_deliveries(path: &std::path::Path, sc: &Scenario, seed: u64) -> anyhow::Result<()> {
+    use rmcast_proto::Event;
+    let rec = sc.run(seed).record;
+    let series: Vec<crate::plot::Series> = rec
+        .hosts
+        .iter()
+        .map(|h| {
+            let mut n = 0u64;
+            let mut points = vec![(0.0, 0.0)];
+            for e in &h.events {
+                if let Event::Deliver(_) = e.event {
+                    n += 1;
+                    points.push((e.at.0 as f64 / 1e6, n as f64));
+                }
+            }
+            let crashed = if h.crashed_at.is_some() {
+                " (crashed)"
+            } else {
+                ""
+            };
+            crate::plot::Series {
+                name: format!("host {}{crashed}", h.id),
+                points,
+            }
+        })
+        .collect();
+    crate::plot::line_chart(
+        path,
+        &format!("rmcast sim, seed {seed}: deliveries per host"),
+        "virtual time (ms)",
+        "messages delivered",
+        &series,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,61 +568,4 @@ mod tests {
         assert!(e.contains("--loss must be in [0, 1)"), "{e}");
         assert!(Wrap::try_parse_from(["sim", "--members", "-3"]).is_err());
     }
-}
-
-/// What an engine promises, in words: `total order, virtual synchrony, resilience 1, ...`.
-pub fn describe_guarantees(g: &rmcast_proto::Guarantees) -> String {
-    let lower = |d: String| d.to_lowercase();
-    let mut parts = vec![format!("{} order", lower(format!("{:?}", g.order)))];
-    if g.virtual_synchrony {
-        parts.push("virtual synchrony".into());
-    }
-    parts.push(format!("resilience {}", g.resilience));
-    parts.push(format!(
-        "{} delivery",
-        lower(format!("{:?}", g.delivery)).replace("allornothing", "all-or-nothing")
-    ));
-    if g.crash_recovery {
-        parts.push("crash recovery".into());
-    }
-    if g.replies {
-        parts.push("replies".into());
-    }
-    parts.join(", ")
-}
-
-/// Deliveries of every host over virtual time in the run of `seed`, as an SVG chart.
-fn plot_deliveries(path: &std::path::Path, sc: &Scenario, seed: u64) -> anyhow::Result<()> {
-    use rmcast_proto::Event;
-    let rec = sc.run(seed).record;
-    let series: Vec<crate::plot::Series> = rec
-        .hosts
-        .iter()
-        .map(|h| {
-            let mut n = 0u64;
-            let mut points = vec![(0.0, 0.0)];
-            for e in &h.events {
-                if let Event::Deliver(_) = e.event {
-                    n += 1;
-                    points.push((e.at.0 as f64 / 1e6, n as f64));
-                }
-            }
-            let crashed = if h.crashed_at.is_some() {
-                " (crashed)"
-            } else {
-                ""
-            };
-            crate::plot::Series {
-                name: format!("host {}{crashed}", h.id),
-                points,
-            }
-        })
-        .collect();
-    crate::plot::line_chart(
-        path,
-        &format!("rmcast sim, seed {seed}: deliveries per host"),
-        "virtual time (ms)",
-        "messages delivered",
-        &series,
-    )
 }
