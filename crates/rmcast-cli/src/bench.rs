@@ -130,6 +130,9 @@ pub struct BenchArgs {
     /// Also write one JSON line per measurement to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw throughput against message size, rmcast beside raw UDP, as SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Which members send.
@@ -354,11 +357,42 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         out.flush()?;
     }
+    if let Some(p) = &args.plot {
+        plot_rates(p, &rows, members)?;
+        println!("figure written to {}", p.display());
+    }
     Ok(if failures == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Throughput (mean over the members) against message size, one line per implementation.
+fn plot_rates(path: &std::path::Path, rows: &[Measurement], members: usize) -> Result<()> {
+    let series: Vec<crate::plot::Series> = ["raw", "rmcast"]
+        .iter()
+        .map(|imp| crate::plot::Series {
+            name: if *imp == "raw" {
+                "raw UDP multicast".to_string()
+            } else {
+                "rmcast".to_string()
+            },
+            points: rows
+                .iter()
+                .filter(|m| m.implementation == *imp)
+                .map(|m| (m.size_bytes as f64, m.mean_rate()))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    crate::plot::line_chart(
+        path,
+        &format!("rmcast bench: {members} members on loopback"),
+        "message size (bytes)",
+        "messages per second per member",
+        &series,
+    )
 }
 
 /// Settings shared by both sides of one measurement.
@@ -433,7 +467,7 @@ fn private_group() -> Result<SocketAddrV4> {
 }
 
 /// A socket receiving `group` on loopback. Bound to the group address itself, so it gets only
-/// this group's datagrams (DESIGN section 8: a 0.0.0.0 socket would get every group on the port).
+/// this group's datagrams (docs/ARCHITECTURE.md: a 0.0.0.0 socket would get every group on the port).
 fn raw_receiver(group: SocketAddrV4) -> Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_address(true)?;

@@ -7,7 +7,7 @@
 //! demo then checks the logs with [`rmcast_sim::log::verify_logs`] (same messages, same total order
 //! at every member) and prints a summary table.
 //!
-//! With `--kill-sequencer` it is a crash test instead (seed 002 section 5.3): four members
+//! With `--kill-sequencer` it is a crash test instead (Amoeba paper section 5.3): four members
 //! (resilience 1) stream messages at `--rate` each; after `--kill-after-ms` the demo kills the
 //! sequencer's process with SIGKILL; the survivors notice, reset the group without it and go
 //! on; `--run-after-ms` after the last of them reset, the demo stops the stream. It then checks
@@ -121,7 +121,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let killed = killed(&outcomes);
     if !killed.is_empty() {
         failures.push(format!(
-            "members {killed:?} overran the deadline and were killed"
+            "members {} overran the deadline and were killed",
+            killed
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     for w in &outcomes {

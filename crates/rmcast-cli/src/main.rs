@@ -1,9 +1,13 @@
 //! `rmcast`: the command-line tool of the rmcast reliable multicast toolkit.
 
 mod bench;
+mod config;
 mod demo;
 mod member;
+mod plot;
+mod signals;
 mod sim;
+mod stats;
 mod worker;
 mod workers;
 
@@ -12,6 +16,8 @@ use clap::{Parser, Subcommand};
 /// rmcast: reliable multicast and group communication.
 #[derive(Parser, Debug)]
 #[command(name = "rmcast", version, about, long_about = None)]
+// A flag given twice counts once, the last time: how typed flags override a config file.
+#[command(args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,32 +33,118 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an engine in the deterministic simulator under faults and check it.
     Sim(sim::SimArgs),
+    /// Show every member of a group on this host with its counters, refreshed each second.
+    Stat(stats::StatArgs),
+    /// Config files: `rmcast config --print-defaults > member.toml`, then
+    /// `rmcast member --config member.toml`.
+    Config(ConfigArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
 }
 
+/// The log filter: `RUST_LOG` (tracing-subscriber's `EnvFilter` syntax, e.g. `rmcast=debug`), or
+/// its older name `RMCAST_LOG`; warnings and errors only when neither is set.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    for var in ["RUST_LOG", "RMCAST_LOG"] {
+        if std::env::var_os(var).is_some() {
+            match EnvFilter::try_from_env(var) {
+                Ok(f) => return f,
+                Err(e) => eprintln!("warning: ignoring {var}: {e}"),
+            }
+        }
+    }
+    EnvFilter::new("warn")
+}
+
+/// Colour in log lines only on a terminal, and never when `NO_COLOR` is set (no-color.org).
+fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Arguments of `rmcast config`.
+#[derive(clap::Args, Debug)]
+struct ConfigArgs {
+    /// Print a commented config file with every setting of `rmcast member` and its default.
+    #[arg(long, required = true)]
+    print_defaults: bool,
+}
+
+/// The `member` subcommand's definition.
+fn member_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand("member")
+        .expect("the member subcommand")
+        .clone()
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RMCAST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(log_filter())
+        .with_ansi(log_colour())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let args = match config::expand(std::env::args().collect(), &member_command()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {}", error_text(&e));
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
+    if matches!(
+        cli.command,
+        Command::Demo(_) | Command::Bench(_) | Command::Stat(_)
+    ) {
+        // The run stops its workers at its next look at them (`WorkerSpec::run`).
+        let what = if matches!(cli.command, Command::Stat(_)) {
+            "stopping"
+        } else {
+            "stopping the workers"
+        };
+        if let Err(e) = signals::install(what, || {}) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Stat(a) => stats::run(a),
+        Command::Config(_) => {
+            print!("{}", config::defaults_file(&member_command()));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Worker(a) => worker::run(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rmcast: error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line, `context: cause: cause`, each cause once: a cause
+/// whose text its outer error already quotes (`socket error: Address in use`, then `Address
+/// in use` again) is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -14,10 +14,12 @@ use rmcast::{
     RecoveryPolicy,
 };
 use rmcast_sim::log::LogWriter;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The engine names `--engine` takes: those of the one registry
@@ -32,6 +34,33 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
     }
 }
 
+/// A group name: anything but empty (or blank).
+pub fn parse_group_name(name: &str) -> Result<String, String> {
+    if name.trim().is_empty() {
+        return Err("a group name must not be empty".into());
+    }
+    Ok(name.to_string())
+}
+
+/// Refuse unicast peers this host cannot send to from `interface` (a loopback interface reaches
+/// only loopback addresses): every datagram to them would fail.
+pub fn check_unicast_peers(
+    interface: std::net::Ipv4Addr,
+    peers: &[SocketAddrV4],
+) -> anyhow::Result<()> {
+    for p in peers {
+        let s = std::net::UdpSocket::bind((interface, 0))
+            .with_context(|| format!("opening a socket on interface {interface}"))?;
+        if let Err(e) = s.connect(p) {
+            bail!(
+                "unicast peer {p} cannot be reached from interface {interface} ({e}); \
+                 list addresses this interface reaches"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Help text of the `--engine` flags.
 pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::registry; `sequencer`: the Amoeba sequencer, total order, resilience r)";
 
@@ -40,7 +69,7 @@ pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine regist
 pub struct GroupArgs {
     /// Group name; hashed to the group id and, unless --addr or --unicast-peers is given, to
     /// the multicast address and port.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_group_name)]
     pub group: String,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
@@ -72,13 +101,13 @@ pub struct GroupArgs {
     #[arg(long, value_parser = parse_max_datagram)]
     pub max_datagram_bytes: Option<usize>,
     /// How long a join waits to be admitted, in milliseconds.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = rmcast::DEFAULT_JOIN_TIMEOUT.as_millis() as u64)]
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
 }
 
-/// The sequencer's failure detection and reset policy (seed 002 section 5.3). Every member of
+/// The sequencer's failure detection and reset policy (Amoeba paper section 5.3). Every member of
 /// a group should use the same values.
 #[derive(Args, Debug, Clone)]
 pub struct RecoveryArgs {
@@ -157,7 +186,10 @@ impl GroupArgs {
                 }
                 GroupAddr::Multicast(a)
             }
-            (None, false) => GroupAddr::Unicast(self.unicast_peers.clone()),
+            (None, false) => {
+                check_unicast_peers(node.interface, &self.unicast_peers)?;
+                GroupAddr::Unicast(self.unicast_peers.clone())
+            }
             (None, true) => GroupAddr::FromName,
         };
         group.max_datagram_bytes = self.max_datagram_bytes;
@@ -178,6 +210,11 @@ impl GroupArgs {
     }
 }
 
+/// Default of `--max-message-bytes`: a generous chat line.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 10;
+/// Largest `--max-message-bytes`: the sequencer's largest message.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
 /// Arguments of `rmcast member`.
 #[derive(Args, Debug)]
 pub struct MemberArgs {
@@ -186,6 +223,96 @@ pub struct MemberArgs {
     /// Write one JSON line per delivery and view change to this file.
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// Read settings from this TOML file (one key per flag, e.g. `resilience = 1`; see
+    /// `rmcast config --print-defaults`); flags given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Longest line sent, in bytes (without its newline); a longer line is refused, and the
+    /// exit status is then non-zero.
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=MAX_MESSAGE_BYTES as u64))]
+    pub max_message_bytes: usize,
+}
+
+/// How the stdin thread ended.
+enum InputEnd {
+    /// End of input: leave.
+    Eof,
+    /// Input the member cannot send (not text): leave and fail.
+    Bad(String),
+}
+
+/// Read one line of at most `max` bytes (newline excluded) into `buf`. `Ok(None)` at end of
+/// input; `Ok(Some(false))` for a longer line, whose rest is skipped without holding it.
+fn read_line_bounded(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(any.then_some(!too_long && buf.len() <= max));
+        }
+        any = true;
+        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !too_long {
+            // One byte of room for a `\r` before the newline, taken off below.
+            if buf.len() + part.len() > max + 1 {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        let used = done.unwrap_or(chunk.len());
+        input.consume(used);
+        if done.is_some() {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Some(!too_long && buf.len() <= max));
+        }
+    }
+}
+
+/// `text` as it may be shown on a terminal: control characters (escape sequences that could
+/// clear the screen or set the window title, bells, carriage returns) are written as `\x1b`,
+/// `\u{9b}` and so on; tabs stay.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push(c),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A list of node ids for people: `1, 2, 3`, or `nobody`.
+pub fn id_list(ids: &[NodeId]) -> String {
+    if ids.is_empty() {
+        return "nobody".to_string();
+    }
+    ids.iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Run `rmcast member`.
@@ -200,7 +327,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     eprintln!(
-        "member {me} {} group {:?} ({}, datagrams up to {} B)",
+        "member {me} {} group {:?} ({}, datagrams up to {} B); type lines to send them, \
+         /stats for counters, Ctrl-D or Ctrl-C to leave",
         if group.created() { "created" } else { "joined" },
         group.name(),
         match (group.multicast_addr(), group.unicast_peers()) {
@@ -215,59 +343,125 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         eprintln!("manual reset: after a failure, type /reset to rebuild the group");
     }
 
+    // SIGINT, SIGTERM, SIGHUP: leave (on the handler's thread); the receive loop below then
+    // ends as it does after end of input. A second signal exits at once.
+    let leave_result: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    {
+        let sender = group.sender();
+        let result = leave_result.clone();
+        crate::signals::install("leaving the group", move || {
+            let r = sender.leave().map_err(|e| e.to_string());
+            *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        })?;
+    }
+
+    // For `rmcast stat`; a member that cannot publish still chats.
+    let _publisher = match crate::stats::Publisher::start(group.sender()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("warning: not publishing counters for `rmcast stat`: {e}");
+            None
+        }
+    };
+
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.
     let sender = group.sender();
-    let input = std::thread::spawn(move || -> anyhow::Result<()> {
+    let max_message_bytes = args.max_message_bytes;
+    let refused = Arc::new(AtomicU64::new(0));
+    let refused_in = refused.clone();
+    let input = std::thread::spawn(move || -> anyhow::Result<InputEnd> {
         let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("rmcast: reading stdin: {e}; leaving");
-                    break;
-                }
+        let mut stdin = stdin.lock();
+        let mut buf = Vec::new();
+        let mut line_no = 0u64;
+        let end = loop {
+            line_no += 1;
+            let fits = match read_line_bounded(&mut stdin, &mut buf, max_message_bytes) {
+                Ok(None) => break InputEnd::Eof,
+                Ok(Some(fits)) => fits,
+                Err(e) => break InputEnd::Bad(format!("reading stdin: {e}")),
             };
-            if manual_reset && line.trim() == "/reset" {
-                // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
-                match sender.reset(min_members) {
-                    Ok(()) => eprintln!("rmcast: reset started"),
-                    Err(e) => eprintln!("rmcast: reset refused: {e}"),
-                }
+            if !fits {
+                refused_in.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "warning: line {line_no} not sent: longer than --max-message-bytes \
+                     ({max_message_bytes} bytes)"
+                );
                 continue;
             }
-            match sender.send(line) {
-                Ok(_) => {}
-                // One refused message (too large, or sent in recovery mode) does not end the
-                // session; the person sees why and may type it again.
-                Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
-                    eprintln!("rmcast: not sent: {e}")
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                break InputEnd::Bad(format!(
+                    "stdin line {line_no} is not UTF-8 text (binary input?)"
+                ));
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["/reset"] | ["/reset", _] => {
+                    let min = match words.get(1).map(|w| w.parse::<usize>()) {
+                        None => min_members,
+                        Some(Ok(n)) => n,
+                        Some(Err(_)) => {
+                            eprintln!("rmcast: usage: /reset [MIN_MEMBERS]");
+                            continue;
+                        }
+                    };
+                    // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
+                    match sender.reset(min) {
+                        Ok(()) => eprintln!("rmcast: reset started"),
+                        Err(e) => eprintln!("warning: reset refused: {e}"),
+                    }
+                    continue;
                 }
+                ["/stats"] => {
+                    match crate::stats::snapshot(&sender) {
+                        Ok(s) => print!("{}", s.render()),
+                        Err(e) => eprintln!("warning: no stats: {e}"),
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            match sender.send(line.to_string()) {
+                Ok(_) => {}
+                // One refused message (sent in recovery mode, say) does not end the session;
+                // the person sees why and may type it again.
+                Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
+                    refused_in.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("warning: not sent: {e}")
+                }
+                Err(rmcast::Error::Closed) => break InputEnd::Eof,
                 Err(e) => return Err(e).context("sending"),
             }
-        }
+        };
         // Whatever happened, leave: that also ends the receive loop below (a leave that times
-        // out still closes the group).
-        sender.leave().context("leaving the group")
+        // out still closes the group). After a signal the group may be closed already.
+        match sender.leave() {
+            Ok(()) | Err(rmcast::Error::Closed) => Ok(end),
+            Err(e) => Err(e).context("leaving the group"),
+        }
     });
 
     let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
     let mut expelled = false;
+    let mut notices = RecoveryNotices::new(manual_reset);
     // `recv` returns None once the leave (or an expulsion) completed and every event before it
     // was read.
     while let Some(ev) = group.recv() {
         let mut out = stdout.lock();
         match &ev {
             GroupEvent::Deliver(d) => {
-                writeln!(out, "{}: {}", d.sender, String::from_utf8_lossy(&d.payload))?;
+                let text = String::from_utf8_lossy(&d.payload);
+                let text = if terminal {
+                    escape_controls(&text)
+                } else {
+                    text
+                };
+                writeln!(out, "{}: {text}", d.sender)?;
             }
             GroupEvent::View(v) => {
-                let members: Vec<String> = v.members.iter().map(|m| m.to_string()).collect();
-                let members = if members.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    members.join(", ")
-                };
+                notices.clear();
                 let note = if v.members.contains(&me) {
                     ""
                 } else {
@@ -275,8 +469,10 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 };
                 writeln!(
                     out,
-                    "* view {}: members {members} (sequencer {}){note}",
-                    v.id, v.coordinator
+                    "* view {}: members {} (sequencer {}){note}",
+                    v.id,
+                    id_list(&v.members),
+                    v.coordinator
                 )?;
             }
             GroupEvent::SendComplete { .. } | GroupEvent::Left => {}
@@ -285,43 +481,20 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 "* reply from {} to message {}: {}",
                 r.from,
                 r.request,
-                String::from_utf8_lossy(&r.payload)
+                escape_controls(&String::from_utf8_lossy(&r.payload))
             )?,
             GroupEvent::Loss(l) => writeln!(
                 out,
                 "* lost: {} messages of member {} from position {}",
                 l.count, l.sender, l.first_seq
             )?,
-            GroupEvent::Recovery(Recovery::Failed { suspect }) => writeln!(
-                out,
-                "* failed: member {suspect} does not answer; recovery mode, sends refused until the reset{}",
-                if manual_reset { " (type /reset)" } else { "" }
-            )?,
-            GroupEvent::Recovery(Recovery::ResetFailed { reachable, needed }) => writeln!(
-                out,
-                "* reset failed: {reachable} of {needed} members reachable; trying again"
-            )?,
-            GroupEvent::Recovery(Recovery::Reset {
-                incarnation,
-                removed,
-            }) => {
-                let removed: Vec<String> = removed.iter().map(|m| m.to_string()).collect();
-                writeln!(
-                    out,
-                    "* reset: incarnation {incarnation}, removed {}",
-                    if removed.is_empty() {
-                        "nobody".to_string()
-                    } else {
-                        removed.join(", ")
-                    }
-                )?;
-            }
-            GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
-                expelled = true;
-                writeln!(
-                    out,
-                    "* expelled: the group went on without this member (incarnation {incarnation})"
-                )?;
+            GroupEvent::Recovery(r) => {
+                if let Recovery::Expelled { .. } = r {
+                    expelled = true;
+                }
+                if let Some(line) = notices.line(r) {
+                    writeln!(out, "{line}")?;
+                }
             }
         }
         out.flush()?;
@@ -340,11 +513,31 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         eprintln!("member {me} was expelled from the group");
         return Ok(ExitCode::FAILURE);
     }
-    let result = input
+    if crate::signals::received() {
+        // The stdin thread may wait for a line forever; the leave was the handler's.
+        let r = leave_result
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        return match r {
+            Some(Ok(())) | None => {
+                eprintln!("member {me} left the group");
+                Ok(ExitCode::SUCCESS)
+            }
+            Some(Err(e)) => bail!("leaving the group: {e}"),
+        };
+    }
+    let end = input
         .join()
-        .map_err(|_| anyhow::anyhow!("stdin thread panicked"))?;
-    result?;
+        .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
     eprintln!("member {me} left the group");
+    if let InputEnd::Bad(why) = end {
+        bail!("{why}; left the group");
+    }
+    let refused = refused.load(Ordering::Relaxed);
+    if refused > 0 {
+        bail!("{refused} line(s) were not sent");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -367,4 +560,158 @@ pub fn parse_max_datagram(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(n)
+}
+
+/// The `* failed`, `* reset failed`, `* reset` and `* expelled` lines: each situation is told
+/// once, with what the person can do, and after that only its changes (an automatic reset that
+/// finds too few members tries again every few hundred milliseconds, and says so each time).
+pub struct RecoveryNotices {
+    manual_reset: bool,
+    /// The suspect of the failure told, until the next view.
+    failed: Option<NodeId>,
+    /// The last reset failure told (reachable, needed), until the next view.
+    reset_failed: Option<(usize, usize)>,
+}
+
+impl RecoveryNotices {
+    /// Nothing told yet.
+    pub fn new(manual_reset: bool) -> Self {
+        RecoveryNotices {
+            manual_reset,
+            failed: None,
+            reset_failed: None,
+        }
+    }
+
+    /// A new view: the next failure is news again.
+    pub fn clear(&mut self) {
+        self.failed = None;
+        self.reset_failed = None;
+    }
+
+    /// The line to print for `r`, if it tells something new.
+    pub fn line(&mut self, r: &Recovery) -> Option<String> {
+        match r {
+            Recovery::Failed { suspect } => {
+                if self.failed.is_some() {
+                    return None;
+                }
+                self.failed = Some(*suspect);
+                Some(format!(
+                    "* failed: member {suspect} does not answer; sends are refused until the \
+                     group is reset{}",
+                    if self.manual_reset {
+                        " (type /reset)"
+                    } else {
+                        " (resetting)"
+                    }
+                ))
+            }
+            Recovery::ResetFailed { reachable, needed } => {
+                let first = self.reset_failed.is_none();
+                if self.reset_failed == Some((*reachable, *needed)) {
+                    return None;
+                }
+                self.reset_failed = Some((*reachable, *needed));
+                Some(if first {
+                    format!(
+                        "* reset failed: {reachable} member(s) reachable, {needed} needed; the \
+                         group waits for the others{}. To go on with fewer, type /reset \
+                         {reachable} (or start members with --min-members 1)",
+                        if self.manual_reset {
+                            ""
+                        } else {
+                            " and keeps trying"
+                        }
+                    )
+                } else {
+                    format!("* reset still waiting: {reachable} reachable, {needed} needed")
+                })
+            }
+            Recovery::Reset {
+                incarnation,
+                removed,
+            } => {
+                self.clear();
+                Some(format!(
+                    "* reset: incarnation {incarnation}, removed {}",
+                    id_list(removed)
+                ))
+            }
+            Recovery::Expelled { incarnation } => Some(format!(
+                "* expelled: the group went on without this member (incarnation {incarnation})"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_reset_is_told_once_then_only_its_changes() {
+        let mut n = RecoveryNotices::new(false);
+        let failed = Recovery::Failed { suspect: NodeId(2) };
+        let rf = Recovery::ResetFailed {
+            reachable: 1,
+            needed: 2,
+        };
+        let first = n.line(&failed).unwrap();
+        assert!(first.contains("member 2 does not answer"), "{first}");
+        let hint = n.line(&rf).unwrap();
+        assert!(
+            hint.contains("/reset 1") && hint.contains("--min-members 1"),
+            "{hint}"
+        );
+        for _ in 0..10 {
+            assert_eq!(n.line(&failed), None);
+            assert_eq!(n.line(&rf), None);
+        }
+        let change = n.line(&Recovery::ResetFailed {
+            reachable: 2,
+            needed: 3,
+        });
+        assert!(change.unwrap().contains("2 reachable, 3 needed"));
+        let reset = n
+            .line(&Recovery::Reset {
+                incarnation: 1,
+                removed: vec![NodeId(2)],
+            })
+            .unwrap();
+        assert_eq!(reset, "* reset: incarnation 1, removed 2");
+        // After the reset a new failure is news.
+        assert!(n.line(&failed).is_some());
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain text\tok"), "plain text\tok");
+        assert_eq!(
+            escape_controls("\u{1b}[2J\u{1b}]0;pwned\u{7}x\r"),
+            "\\x1b[2J\\x1b]0;pwned\\x07x\\x0d"
+        );
+        assert_eq!(escape_controls("a\u{9b}b"), "a\\u{9b}b");
+    }
+
+    #[test]
+    fn lines_are_read_within_the_bound() {
+        let mut input = std::io::Cursor::new(b"short\r\n0123456789\nend".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            read_line_bounded(&mut input, &mut buf, 5).unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"end");
+        assert_eq!(read_line_bounded(&mut input, &mut buf, 5).unwrap(), None);
+    }
 }

@@ -129,6 +129,10 @@ pub struct SimArgs {
     /// expulsions, leaves, crashes) and each engine's state at the end.
     #[arg(long, requires = "seed")]
     pub trace: bool,
+    /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
+    /// and recoveries show as flat stretches), as SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 impl SimArgs {
@@ -183,9 +187,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     };
     println!("rmcast sim {}", sc.cli_args());
     println!(
-        "engine {} declares {:?}",
+        "engine {} declares {}",
         sc.engine.name(),
-        sc.engine.guarantees()
+        describe_guarantees(&sc.engine.guarantees())
     );
     println!(
         "{} seed(s) on {} thread(s)",
@@ -199,6 +203,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let report = sweep_with_progress(&sc, &seeds, threads);
+    if let Some(p) = &args.plot {
+        plot_deliveries(p, &sc, seeds[0])?;
+        println!("figure of seed {} written to {}", seeds[0], p.display());
+    }
     print_verdicts(&report);
     println!();
     print_figures(&report.mean_figures(), report.runs.len());
@@ -206,7 +214,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         println!("\nall checkers passed on every seed");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("\nFAILED seeds: {:?}", report.failing_seeds());
+    let failing: Vec<String> = report
+        .failing_seeds()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    println!("\nFAILED seeds: {}", failing.join(", "));
     if let [run] = &report.runs[..] {
         // Replaying one seed: every violation the checkers kept.
         for (name, v) in &run.verdicts {
@@ -246,9 +259,14 @@ fn print_trace(rec: &rmcast_sim::Record) {
                     v.coordinator,
                     v.seq
                 ),
-                Event::Recovery(r) => {
-                    println!("  {:>10.3}  [{delivered} delivered] {r:?}", ms(e.at))
-                }
+                Event::Recovery(r) => println!(
+                    "  {:>10.3}  [{delivered} delivered] {}",
+                    ms(e.at),
+                    crate::member::RecoveryNotices::new(false)
+                        .line(r)
+                        .unwrap_or_default()
+                        .trim_start_matches("* ")
+                ),
                 other => println!("  {:>10.3}  [{delivered} delivered] {other:?}", ms(e.at)),
             }
         }
@@ -278,7 +296,11 @@ fn print_schedule(sc: &Scenario, seed: u64) {
         cfg.workload.senders.iter().map(|n| n.0).collect::<Vec<_>>()
     );
     for c in &cfg.churn {
-        println!("  {:>9.3}  {:?} of host {}", ms(c.at), c.kind, c.node);
+        let kind = match c.kind {
+            rmcast_sim::config::ChurnKind::Join => "join",
+            rmcast_sim::config::ChurnKind::Leave => "leave",
+        };
+        println!("  {:>9.3}  {kind} of host {}", ms(c.at), c.node);
     }
     for p in &cfg.faults.partitions {
         let ids = |v: &[rmcast_proto::NodeId]| v.iter().map(|n| n.0).collect::<Vec<_>>();
@@ -342,7 +364,7 @@ fn print_verdicts(report: &SweepReport) {
 
 fn print_figures(f: &Figures, runs: usize) {
     println!("figures (mean over {runs} run(s))");
-    let rows: [(&str, String); 19] = [
+    let rows: Vec<(&str, String)> = vec![
         ("messages submitted", f.messages.to_string()),
         (
             "datagrams per broadcast",
@@ -378,6 +400,10 @@ fn print_figures(f: &Figures, runs: usize) {
         ("duplicated copies", f.duplicated.to_string()),
         ("simulated time", format!("{:.1} ms", f.simulated_ms)),
     ];
+    // Without a crash there is nothing to detect or recover from: no "0.0 ms" rows.
+    let rows = rows
+        .into_iter()
+        .filter(|(name, _)| f.crashes > 0 || !name.starts_with("crash to"));
     for (k, v) in rows {
         println!("  {k:<26} {v}");
     }
@@ -426,6 +452,63 @@ fn message_counts(args: &SimArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What an engine promises, in words: `total order, virtual synchrony, resilience 1, ...`.
+pub fn describe_guarantees(g: &rmcast_proto::Guarantees) -> String {
+    let lower = |d: String| d.to_lowercase();
+    let mut parts = vec![format!("{} order", lower(format!("{:?}", g.order)))];
+    if g.virtual_synchrony {
+        parts.push("virtual synchrony".into());
+    }
+    parts.push(format!("resilience {}", g.resilience));
+    parts.push(format!(
+        "{} delivery",
+        lower(format!("{:?}", g.delivery)).replace("allornothing", "all-or-nothing")
+    ));
+    if g.crash_recovery {
+        parts.push("crash recovery".into());
+    }
+    if g.replies {
+        parts.push("replies".into());
+    }
+    parts.join(", ")
+}
+
+/// Deliveries of every host over virtual time in the run of `seed`, as an SVG chart.
+fn plot_deliveries(path: &std::path::Path, sc: &Scenario, seed: u64) -> anyhow::Result<()> {
+    use rmcast_proto::Event;
+    let rec = sc.run(seed).record;
+    let series: Vec<crate::plot::Series> = rec
+        .hosts
+        .iter()
+        .map(|h| {
+            let mut n = 0u64;
+            let mut points = vec![(0.0, 0.0)];
+            for e in &h.events {
+                if let Event::Deliver(_) = e.event {
+                    n += 1;
+                    points.push((e.at.0 as f64 / 1e6, n as f64));
+                }
+            }
+            let crashed = if h.crashed_at.is_some() {
+                " (crashed)"
+            } else {
+                ""
+            };
+            crate::plot::Series {
+                name: format!("host {}{crashed}", h.id),
+                points,
+            }
+        })
+        .collect();
+    crate::plot::line_chart(
+        path,
+        &format!("rmcast sim, seed {seed}: deliveries per host"),
+        "virtual time (ms)",
+        "messages delivered",
+        &series,
+    )
 }
 
 #[cfg(test)]

@@ -191,8 +191,9 @@ impl Tally {
             }) => {
                 self.resets += 1;
                 say!(
-                    "worker {}: group reset to incarnation {incarnation} without {removed:?}",
-                    self.me
+                    "worker {}: group reset to incarnation {incarnation} without {}",
+                    self.me,
+                    rmcast_proto::IdList(&removed)
                 );
             }
             GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
@@ -450,10 +451,13 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     let barrier = t.barrier_complete();
     if !barrier && !t.expelled {
+        let mut done: Vec<u32> = t.done_from.iter().copied().collect();
+        done.sort_unstable();
+        let ids = |v: &[u32]| v.iter().map(|&i| rmcast::NodeId(i)).collect::<Vec<_>>();
         say!(
-            "worker {me}: barrier incomplete (done: {:?}, view: {:?})",
-            t.done_from,
-            t.view
+            "worker {me}: barrier incomplete (done: {}, view: {})",
+            rmcast_proto::IdList(&ids(&done)),
+            rmcast_proto::IdList(&ids(&t.view))
         );
     }
 

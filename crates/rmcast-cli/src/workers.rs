@@ -325,6 +325,10 @@ impl WorkerSpec<'_> {
                 break;
             }
             ticked = tick(t0.elapsed(), &mut Running(&mut set.0));
+            if ticked.is_ok() && crate::signals::received() {
+                // SIGINT, SIGTERM or SIGHUP: stop the workers (by their handles) and report.
+                ticked = Err(anyhow::anyhow!("interrupted"));
+            }
             thread::sleep(self.poll);
         }
         started?;

@@ -507,3 +507,393 @@ fn an_unknown_engine_is_refused_with_the_registered_names() {
         }
     }
 }
+
+/// Send `signal` (a name such as `INT`) to a child process of this test, by its pid.
+fn signal(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} failed");
+}
+
+/// Wait up to `timeout` for a child to exit by itself.
+fn exit_within(m: &mut Member, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = m.child.try_wait().unwrap() {
+            while let Ok(l) = m.lines.recv_timeout(Duration::from_millis(200)) {
+                m.seen.push(l);
+            }
+            return s;
+        }
+        assert!(Instant::now() < deadline, "member {} did not exit", m.id);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigint_sigterm_and_sighup_leave_the_group_cleanly() {
+    let dir = scratch("signals");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut members = vec![Member::start(1, &group, "--create", &log(1))];
+    members[0].wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    for id in [2, 3, 4] {
+        members.push(Member::start(id, &group, "--join", &log(id)));
+        members[0].wait_for("the joined member", t, |s| {
+            s.iter().any(|l| view_size(l) == id as usize)
+        });
+    }
+    // One signal each; stdin stays open, so only the signal can make them leave.
+    for (m, sig) in members[1..].iter_mut().zip(["INT", "TERM", "HUP"]) {
+        signal(&m.child, sig);
+        let status = exit_within(m, t);
+        assert!(status.success(), "member {} after SIG{sig}: {status}", m.id);
+        assert!(
+            m.seen.iter().any(|l| l.ends_with("- this member has left")),
+            "member {} after SIG{sig} did not see its leave: {:#?}",
+            m.id,
+            m.seen
+        );
+    }
+    // The survivor saw three leaves, no failure, and its group still works.
+    members[0].wait_for("a view of itself alone", t, |s| {
+        s.iter().any(|l| l == "* view 7: members 1 (sequencer 1)")
+    });
+    let stdin = members[0].stdin.as_mut().unwrap();
+    writeln!(stdin, "still here").unwrap();
+    stdin.flush().unwrap();
+    members[0].wait_for("its own line", t, |s| {
+        s.iter().any(|l| l == "1: still here")
+    });
+    assert!(
+        !members[0].seen.iter().any(|l| l.starts_with("* failed")),
+        "{:#?}",
+        members[0].seen
+    );
+    let status = members[0].finish(t);
+    assert!(status.success());
+    let logs: Vec<Vec<LogRecord>> = (1..=4).map(|i| read_log(log(i)).unwrap()).collect();
+    verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
+    let dir = scratch("stuck");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    // A crash: with the default majority rule one of two cannot reset.
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    a.wait_for("the hint", t, |s| {
+        s.iter().any(|l| l.starts_with("* reset failed"))
+    });
+    // Several reset attempts later (one every few hundred milliseconds), still one line each.
+    std::thread::sleep(Duration::from_secs(3));
+    while let Ok(l) = a.lines.try_recv() {
+        a.seen.push(l);
+    }
+    let count = |p: &str| a.seen.iter().filter(|l| l.starts_with(p)).count();
+    assert_eq!(count("* failed"), 1, "{:#?}", a.seen);
+    assert_eq!(count("* reset"), 1, "{:#?}", a.seen);
+    let hint = a
+        .seen
+        .iter()
+        .find(|l| l.starts_with("* reset failed"))
+        .unwrap();
+    assert!(
+        hint.contains("/reset 1") && hint.contains("--min-members 1"),
+        "{hint}"
+    );
+    // The leave cannot complete in recovery mode; the second signal does not wait for it.
+    signal(&a.child, "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&a.child, "INT");
+    let status = exit_within(&mut a, Duration::from_secs(2));
+    assert_eq!(status.code(), Some(130), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run `rmcast <args>` with `input` on stdin and `env` set; its status and stderr.
+fn run_with_input(
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // On its own thread: a member that quits early must not leave this write blocked.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_failure_exits_non_zero_with_one_clear_error() {
+    let dir = scratch("badinput");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let create = ["member", "--create", "--group", &group];
+
+    let (status, err) = run_with_input(&["member", "--group", ""], b"", &[]);
+    assert!(
+        !status.success() && err.contains("must not be empty"),
+        "{err}"
+    );
+
+    let (status, err) = run_with_input(&create, b"hello\n\xff\xfe binary\n", &[]);
+    assert!(!status.success(), "binary stdin: {err}");
+    assert!(err.contains("error: stdin line 2 is not UTF-8"), "{err}");
+
+    let args = [&create[..], &["--max-message-bytes", "10"]].concat();
+    let (status, err) = run_with_input(&args, b"short\nthis line is too long\n", &[]);
+    assert!(!status.success(), "too-large line: {err}");
+    assert!(
+        err.contains("line 2 not sent: longer than --max-message-bytes (10 bytes)"),
+        "{err}"
+    );
+
+    let peers = "127.0.0.1:47311,10.255.255.1:47312";
+    let args = [
+        "member",
+        "--group",
+        &group,
+        "--unicast-peers",
+        peers,
+        "--port",
+        "47311",
+    ];
+    let (status, err) = run_with_input(&args, b"hi\n", &[]);
+    assert!(!status.success(), "unreachable peer: {err}");
+    assert!(
+        err.contains("10.255.255.1:47312 cannot be reached"),
+        "{err}"
+    );
+
+    // A port in use: the cause once, not twice.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let me = format!("127.0.0.1:{port}");
+    let args = [
+        "member",
+        "--group",
+        &group,
+        "--unicast-peers",
+        &me,
+        "--port",
+        &port,
+    ];
+    let (status, err) = run_with_input(&args, b"", &[]);
+    assert!(!status.success(), "port in use: {err}");
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rust_log_sets_the_log_filter_and_files_get_no_colour() {
+    let dir = scratch("rustlog");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let args = ["member", "--create", "--group", &group];
+    for var in ["RUST_LOG", "RMCAST_LOG"] {
+        let (status, err) = run_with_input(&args, b"hi\n", &[(var, "rmcast=debug")]);
+        assert!(status.success(), "{err}");
+        // The runtime's debug lines, e.g. the leave, and no escape sequence: stderr is a pipe.
+        assert!(
+            err.contains("DEBUG") || err.contains("INFO"),
+            "{var}: {err}"
+        );
+        assert!(!err.contains('\u{1b}'), "{var}: colour in a pipe: {err:?}");
+    }
+    // Neither set: warnings only.
+    let (status, err) = run_with_input(&args, b"hi\n", &[]);
+    assert!(status.success() && !err.contains("INFO"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_duplicate_id_is_refused_with_a_clear_error() {
+    let dir = scratch("dupid");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let t = Duration::from_secs(15);
+    let mut first = Member::start(7, &group, "--create", &dir.join("member-7.jsonl"));
+    first.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    // Join-or-create (no mode flag): today's failure was a silent second group.
+    let (status, err) = run_with_input(&["member", "--group", &group, "--id", "7"], b"", &[]);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("node id 7 is already used"), "{err}");
+    let status = first.finish(t);
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_config_file_sets_what_flags_set_and_typed_flags_override_it() {
+    let dir = scratch("config");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    // The printed defaults are a working file.
+    let out = Command::new(EXE)
+        .args(["config", "--print-defaults"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let defaults = String::from_utf8(out.stdout).unwrap();
+    let file = dir.join("member.toml");
+    std::fs::write(
+        &file,
+        format!("{defaults}\ngroup = {group:?}\n")
+            .replace("create = false\n", "create = true\n")
+            .replace("max_message_bytes = 65536\n", "max_message_bytes = 10\n"),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let line = b"a line of more than ten bytes\n";
+    // The file's limit applies...
+    let (status, err) = run_with_input(&["member", "--config", config], line, &[]);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("--max-message-bytes (10 bytes)"), "{err}");
+    // ...unless a typed flag overrides it, before or after --config.
+    for args in [
+        ["member", "--config", config, "--max-message-bytes", "100"],
+        ["member", "--max-message-bytes", "100", "--config", config],
+    ] {
+        let (status, err) = run_with_input(&args, line, &[]);
+        assert!(status.success(), "{args:?}: {err}");
+        assert!(err.contains(&format!("group {group:?}")), "{err}");
+    }
+    // A key that is no setting is refused, with the settings listed.
+    std::fs::write(&file, "group = \"x\"\nresilence = 1\n").unwrap();
+    let (status, err) = run_with_input(&["member", "--config", config], b"", &[]);
+    assert!(
+        !status.success() && err.contains("unknown setting `resilence`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stats_in_member_and_rmcast_stat_show_the_members_of_this_host() {
+    let dir = scratch("stat");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "/stats").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("its stats", t, |s| {
+        s.iter()
+            .any(|l| l.starts_with("* stats:") && l.contains("members 1, 2"))
+            && s.iter().any(|l| l.contains("delivered"))
+    });
+    // Published within a second of joining.
+    let stat = || {
+        let out = Command::new(EXE)
+            .args(["stat", "--once", "--group", &group])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let deadline = Instant::now() + t;
+    let mut table = stat();
+    while !table.contains("2 member(s)") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        table = stat();
+    }
+    assert!(table.contains("2 member(s) on this host"), "{table}");
+    for m in [&a, &b] {
+        assert!(table.contains(&m.child.id().to_string()), "{table}");
+    }
+    for m in [&mut a, &mut b] {
+        assert!(m.finish(t).success());
+    }
+    // Members that left remove their files.
+    assert!(stat().contains("0 member(s)"), "{}", stat());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_and_bench_draw_svg_figures() {
+    let dir = scratch("plot");
+    let sim = dir.join("sim.svg");
+    let (status, out) = run_to_end(
+        &[
+            "sim",
+            "--members",
+            "4",
+            "--resilience",
+            "1",
+            "--crashes",
+            "1",
+            "--seeds",
+            "2",
+            "--plot",
+            sim.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(status.success(), "{out}");
+    let svg = std::fs::read_to_string(&sim).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("deliveries per host"));
+    // One legend entry per host (the crashed one says so).
+    assert_eq!(svg.matches("\nhost ").count(), 4, "{svg}");
+    assert!(svg.contains("(crashed)"), "{svg}");
+    let bench = dir.join("bench.svg");
+    let (status, out) = run_to_end(
+        &[
+            "bench",
+            "--sizes",
+            "64,256",
+            "--members",
+            "2",
+            "--messages",
+            "200",
+            "--plot",
+            bench.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(status.success(), "{out}");
+    let svg = std::fs::read_to_string(&bench).unwrap();
+    assert!(
+        svg.contains("raw UDP multicast") && svg.contains("rmcast"),
+        "{svg}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,4 +1,4 @@
-//! The sans-IO engine interface shared by every protocol (DESIGN section 2).
+//! The sans-IO engine interface shared by every protocol (docs/ARCHITECTURE.md).
 //!
 //! An engine never reads a socket, a clock or a global RNG. The driver (the simulator or the
 //! runtime) passes the current [`Time`] and each received datagram in, and drains what the engine
@@ -48,6 +48,24 @@ pub struct NodeId(pub u32);
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+/// Node ids as people read them, `[1, 2, 3]`: for messages, where `{:?}` would print
+/// `[NodeId(1), ...]`.
+#[derive(Copy, Clone, Debug)]
+pub struct IdList<'a>(pub &'a [NodeId]);
+
+impl fmt::Display for IdList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, id) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{id}")?;
+        }
+        f.write_str("]")
     }
 }
 
@@ -212,7 +230,7 @@ pub enum Event<P = Bytes> {
     /// This member left the group; the engine does nothing more.
     Left,
     /// Crash recovery: a member failed, the group was reset, or this member was left out
-    /// (seed 002 section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
+    /// (Amoeba paper section 5.3). After [`Recovery::Expelled`] the engine does nothing more.
     Recovery(Recovery),
 }
 
@@ -274,7 +292,7 @@ impl<P: AsRef<[u8]>> Event<P> {
     }
 }
 
-/// What happens to a group when members crash (seed 002 section 5.3): a failure is found, the
+/// What happens to a group when members crash (Amoeba paper section 5.3): a failure is found, the
 /// group is in recovery mode, and ResetGroup rebuilds it without the members that did not answer.
 /// Engines emit it inside [`Event::Recovery`]; the simulator records it and the runtime hands it
 /// to the application unchanged.

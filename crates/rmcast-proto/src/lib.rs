@@ -16,8 +16,8 @@ pub mod toy;
 pub mod wire;
 
 pub use engine::{
-    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, Loss, NodeId, Qos, Recovery,
-    Reply, SendError, Time, Transmit, View,
+    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, Loss, NodeId, Qos,
+    Recovery, Reply, SendError, Time, Transmit, View,
 };
 pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{

@@ -1,4 +1,4 @@
-//! The packet codec shared by every engine (DESIGN section 6).
+//! The packet codec shared by every engine (docs/ARCHITECTURE.md).
 //!
 //! Every datagram starts with one fixed [`Header`]: magic, version, engine, packet type, flags,
 //! group id, incarnation and sender. When [`FLAG_AUTH`] is set, an authentication block (key id,
@@ -30,15 +30,15 @@ pub const MAX_DATAGRAM_LEN: usize = 65_507;
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum EngineKind {
-    /// Amoeba sequencer (seed 002).
+    /// Amoeba sequencer (Kaashoek and Tanenbaum).
     Sequencer = 1,
-    /// RMP token ring (seed 000).
+    /// RMP token ring (Whetten, Montgomery and Kaplan).
     Ring = 2,
-    /// Bimodal multicast (seed 003).
+    /// Bimodal Multicast (Birman et al.).
     Gossip = 3,
-    /// RMTP tree (seed 001).
+    /// RMTP tree (Paul, Sabnani, Lin and Bhattacharyya).
     Tree = 4,
-    /// Multidriver transactions (seed 004).
+    /// Multidriver transactions over XTP (Dempsey, Fenton and Weaver).
     Txn = 5,
     /// Engines built only for tests (the `toy` engine of the `testing` feature).
     Test = 255,

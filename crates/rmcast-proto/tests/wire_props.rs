@@ -1,4 +1,4 @@
-//! Property tests of the wire codec (DESIGN section 6: decoding is total).
+//! Property tests of the wire codec (docs/ARCHITECTURE.md: decoding is total).
 //!
 //! Three families, all over the common header codec (`wire::decode`) and the sequencer packet
 //! codec (`sequencer::packet::decode`):

@@ -42,7 +42,7 @@
 //! quiet. Where `senders == Creator` the workload sends from the creator (host 0) only.
 
 use crate::record::{HostRecord, Record};
-use rmcast_proto::{DeliveryPromise, Event, Guarantees, NodeId, Order, Recovery};
+use rmcast_proto::{DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -535,9 +535,15 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
                             .or_insert((v.members.clone(), v.coordinator, h.id));
                     if *members != v.members || *coord != v.coordinator {
                         f.push(format!(
-                            "view {} is {:?} (coordinator {}) at host {} but {:?} (coordinator \
+                            "view {} is {} (coordinator {}) at host {} but {} (coordinator \
                              {}) at host {}",
-                            v.id, members, coord, at, v.members, v.coordinator, h.id
+                            v.id,
+                            IdList(members),
+                            coord,
+                            at,
+                            IdList(&v.members),
+                            v.coordinator,
+                            h.id
                         ));
                     }
                     if let Some(c) = current {
@@ -724,8 +730,13 @@ pub fn liveness(rec: &Record) -> Verdict {
                 .filter(|v| v.id != first.id || v.members != first.members)
             {
                 f.push(format!(
-                    "members end in different views: {} in view {} {:?}, {} in view {} {:?}",
-                    members[0].id, first.id, first.members, m.id, v.id, v.members
+                    "members end in different views: {} in view {} {}, {} in view {} {}",
+                    members[0].id,
+                    first.id,
+                    IdList(&first.members),
+                    m.id,
+                    v.id,
+                    IdList(&v.members)
                 ));
             }
         }

@@ -1,5 +1,5 @@
 //! rmcast-sim: a deterministic simulator that runs rmcast's sans-IO engines under faults and
-//! checks what they delivered (DESIGN section 4).
+//! checks what they delivered (docs/ARCHITECTURE.md).
 //!
 //! A run is a pure function of its [`SimConfig`]: virtual time, one event queue ordered by
 //! `(time, insertion counter)`, one seeded RNG ([`rand_chacha::ChaCha8Rng`]). Hosts hold

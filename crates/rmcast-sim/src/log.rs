@@ -1,4 +1,4 @@
-//! The `--log FILE` record of a member (DESIGN section 5), and an independent checker over the
+//! The `--log FILE` record of a member (docs/ARCHITECTURE.md), and an independent checker over the
 //! logs of several members of one run. It lives with the simulator's checkers: a log line is the
 //! one event type ([`rmcast_proto::Event`]) with its payloads reduced to their [`Digest`], as a
 //! simulator record keeps it, plus the member, its view and the wall clock.
@@ -39,8 +39,8 @@
 
 use crate::checkers::{check_seqs, SeqList};
 use rmcast_proto::{
-    Delivery, DeliveryPromise, Digest, Event, Guarantees, Loss, NodeId, Order, Recovery, Reply,
-    View,
+    Delivery, DeliveryPromise, Digest, Event, Guarantees, IdList, Loss, NodeId, Order, Recovery,
+    Reply, View,
 };
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -749,8 +749,10 @@ pub fn verify_logs_for(
                         Some((other, who)) if *other != ms => v.push(
                             "view-agreement",
                             format!(
-                                "view {} is {other:?} at member {who} but {ms:?} at member {id}",
-                                view.id
+                                "view {} is {} at member {who} but {} at member {id}",
+                                view.id,
+                                IdList(other),
+                                IdList(ms)
                             ),
                         ),
                         Some(_) => {}
@@ -835,7 +837,9 @@ pub fn verify_logs_for(
                         Some((other, who)) if *other != removed => v.push(
                             "reset-agreement",
                             format!(
-                                "incarnation {incarnation} removed {other:?} at member {who} but {removed:?} at member {id}"
+                                "incarnation {incarnation} removed {} at member {who} but {} at member {id}",
+                                IdList(other),
+                                IdList(&removed)
                             ),
                         ),
                         Some(_) => {}

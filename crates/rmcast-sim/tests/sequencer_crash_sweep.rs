@@ -1,4 +1,4 @@
-//! The sequencer engine under crashes (seed 002 sections 3, 4 and 5.3): seed sweeps in which
+//! The sequencer engine under crashes (Amoeba paper sections 3, 4 and 5.3): seed sweeps in which
 //! members and the sequencer crash at random moments under traffic from many senders, crashes
 //! fall into the recovery from earlier ones, members pause for longer than the failure timeout
 //! (and are left out), and partitions last long enough that only a side with a majority may go

@@ -3,7 +3,7 @@
 //! must pass on every seed. A failure prints the failing seeds, what the checkers said and the
 //! `rmcast sim ... --seed N` command that replays each.
 //!
-//! Plus the paper's message counts (seed 002, section 5.1): with one broadcast in flight, a
+//! Plus the paper's message counts (the Amoeba paper, section 5.1): with one broadcast in flight, a
 //! message from a member that is not the sequencer costs 2 datagrams with r = 0 (request to the
 //! sequencer, ordered multicast) and 3 + r with r > 0 (request, ordered multicast, r
 //! acknowledgements, accept multicast).

@@ -1,5 +1,5 @@
 //! Configuration of nodes and groups. Every field has a default that works on a first run and
-//! keeps traffic on this host (DESIGN sections 3 and 8).
+//! keeps traffic on this host (docs/ARCHITECTURE.md).
 
 use rmcast_proto::common::{group_id, multicast_endpoint};
 use rmcast_proto::{ConfigError, EngineChoice, NodeId, Qos};
@@ -14,6 +14,10 @@ pub const DEFAULT_MAX_DATAGRAM_BYTES: usize = 1472;
 /// Largest UDP payload over IPv4. The loopback interface has an MTU of 65536, so a group whose
 /// members all live on one host may use datagrams up to this size.
 pub const MAX_DATAGRAM_BYTES: usize = rmcast_proto::wire::MAX_DATAGRAM_LEN;
+
+/// Default [`GroupConfig::join_timeout`], for the library and the `rmcast` tool alike: long
+/// enough for an answer from a loaded host, short enough to wait for by hand.
+pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Smallest [`GroupConfig::max_datagram_bytes`] the runtime takes.
 pub const MIN_DATAGRAM_BYTES: usize = 256;
@@ -126,7 +130,7 @@ impl GroupConfig {
             addr: GroupAddr::FromName,
             max_datagram_bytes: None,
             qos: Qos::TotallyOrdered,
-            join_timeout: Duration::from_secs(2),
+            join_timeout: DEFAULT_JOIN_TIMEOUT,
             leave_timeout: Duration::from_secs(5),
             event_queue_capacity: 4096,
             send_queue_capacity: 1024,
@@ -180,6 +184,12 @@ impl GroupConfig {
     /// then the engine's ([`EngineChoice::validate`], the one place engine settings are
     /// checked), and that the engine serves [`GroupConfig::qos`].
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "name",
+                reason: "is empty",
+            });
+        }
         ConfigError::check_range(
             "max_datagram_bytes",
             self.datagram_bytes() as u64,

@@ -13,6 +13,14 @@ pub enum Error {
     /// The configuration cannot work (checked before any socket or engine exists).
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    /// Another node of the group already uses this node's id; the join was given up.
+    #[error("node id {id} is already used in this group (by the node at {at}); choose another id")]
+    DuplicateId {
+        /// The id in use.
+        id: NodeId,
+        /// Where the node that has it sends from.
+        at: std::net::SocketAddr,
+    },
     /// Nobody admitted this node to the group in time.
     #[error("no member of the group answered the join request in time")]
     JoinTimeout,
@@ -28,7 +36,7 @@ pub enum Error {
     /// A call did not finish before its deadline.
     #[error("timed out")]
     Timeout,
-    /// A member failed and the group is in recovery mode (seed 002 section 5.3): sends fail and
+    /// A member failed and the group is in recovery mode (Amoeba paper section 5.3): sends fail and
     /// receives with nothing to deliver report this until the group is reset, automatically
     /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::Recovery::Reset`].
     #[error("member {suspect} failed: the group is in recovery mode until it is reset")]

@@ -637,6 +637,8 @@ impl IoLoop {
                 Some(reply),
             ),
         };
+        // A joiner's first HELLO ask goes out at once (see `duplicate_id`).
+        let next_hello = matches!(phase, Phase::Joining { .. }).then_some(now);
         info!(group = %cfg.name, gid, mode = ?cfg.mode, engine = cfg.engine.name(),
               dests = ?group_dests, "group opened");
         self.groups.push(GroupState {
@@ -663,7 +665,7 @@ impl IoLoop {
             leaving: None,
             members: Vec::new(),
             view_changed: false,
-            next_hello: None,
+            next_hello,
             hello_tries: 0,
             answer_window: (now, 0),
             done: false,
@@ -732,6 +734,11 @@ impl IoLoop {
                         .iter()
                         .position(|g| g.gid == packet.header.group && !g.done),
                 };
+                if sender == self.shared.id {
+                    // Another node uses our id (our own datagrams come from `local`).
+                    self.duplicate_id(target, from, hello::parse(&packet), now);
+                    return;
+                }
                 if let Some(h) = hello::parse(&packet) {
                     // The runtime's own: no engine sees it.
                     AtomicNodeCounters::add(&counters.hellos_received, 1);
@@ -851,7 +858,9 @@ impl IoLoop {
             .iter()
             .filter(|m| **m != me && !self.net.peers.contains_key(m))
             .count();
-        if unknown == 0 || g.hello_tries >= hello::TRIES {
+        // A joiner asks too: the answers reveal a member that already has its id.
+        let joining = matches!(g.phase, Phase::Joining { .. });
+        if (unknown == 0 && !joining) || g.hello_tries >= hello::TRIES {
             g.next_hello = None;
             return;
         }
@@ -862,6 +871,33 @@ impl IoLoop {
         AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
         for to in &g.group_dests {
             self.net.send(&buf, *to);
+        }
+    }
+
+    /// A datagram of group `target` carrying our own node id from another address: two nodes
+    /// share an id. A node still joining gives up ([`Error::DuplicateId`]); a member keeps its
+    /// place, answers a HELLO ask (which is how a joiner finds out) and drops the datagram.
+    fn duplicate_id(
+        &mut self,
+        target: Option<usize>,
+        from: SocketAddr,
+        hello: Option<Option<Hello>>,
+        now: Time,
+    ) {
+        let Some(i) = target else { return };
+        let g = &mut self.groups[i];
+        if matches!(g.phase, Phase::Joining { .. }) {
+            warn!(group = %g.name, id = %self.shared.id, %from, "node id in use: not joining");
+            if let Some(r) = g.open_reply.take() {
+                let _ = r.send(Err(Error::DuplicateId {
+                    id: self.shared.id,
+                    at: from,
+                }));
+            }
+            g.done = true;
+        } else if hello == Some(Some(Hello::Ask)) {
+            warn!(group = %g.name, id = %self.shared.id, %from, "another node asks with our id");
+            self.answer_hello(i, from, now);
         }
     }
 
@@ -1129,7 +1165,8 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                         g.shared.set_recovering(Some(*suspect));
                     }
                     Recovery::ResetFailed { reachable, needed } => {
-                        warn!(group = %g.name, reachable, needed, "reset failed: too few members");
+                        // Repeated at every attempt: the application tells its user once.
+                        debug!(group = %g.name, reachable, needed, "reset failed: too few members");
                     }
                     Recovery::Reset {
                         incarnation,

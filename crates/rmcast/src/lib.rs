@@ -1,4 +1,4 @@
-//! rmcast: reliable multicast groups over UDP/IP (DESIGN section 3).
+//! rmcast: reliable multicast groups over UDP/IP (docs/ARCHITECTURE.md).
 //!
 //! A [`Node`] is one process's presence on the network: one unicast UDP socket, one I/O thread
 //! running a `mio` event loop, and the protocol engines of the groups it belongs to. The engines
@@ -25,7 +25,7 @@
 //! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
 //!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
 //!   [`Node::counters`];
-//! * crash recovery (seed 002 section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],
+//! * crash recovery (Amoeba paper section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],
 //!   [`Recovery::Reset`] and friends) in the event stream, [`GroupSender::reset`] (ResetGroup)
 //!   and the [`RecoveryPolicy`] of the sequencer.
 //!
@@ -34,7 +34,7 @@
 //!
 //! let node = Node::new(NodeConfig::default())?;
 //! let mut group = node.open_group(GroupConfig::new("chat"))?;
-//! group.send(bytes::Bytes::from_static(b"hello"))?;
+//! group.send(rmcast::Bytes::from_static(b"hello"))?;
 //! while let Some(event) = group.recv() {
 //!     if let GroupEvent::Deliver(d) = event {
 //!         println!("{}: {}", d.sender, String::from_utf8_lossy(&d.payload));
@@ -86,9 +86,12 @@ mod net;
 mod node;
 mod shared;
 
+/// The payload type of every send and delivery, re-exported so that applications need no
+/// `bytes` dependency of their own.
+pub use bytes::Bytes;
 pub use config::{
-    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES,
-    MIN_DATAGRAM_BYTES,
+    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
+    MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
 pub use net::path_datagram_bytes;
@@ -100,3 +103,8 @@ pub use rmcast_proto::registry::{
 pub use rmcast_proto::{
     Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
 };
+
+/// The repository README's Rust snippets, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,4 +1,4 @@
-//! Socket setup. Multicast here follows DESIGN sections 3 and 8: traffic stays on the configured
+//! Socket setup. Multicast here follows docs/ARCHITECTURE.md: traffic stays on the configured
 //! interface (127.0.0.1 by default) with TTL 0 unless configured otherwise, and a group's
 //! multicast socket is bound to the group address, so it does not receive other groups that
 //! share the port (the Linux `IP_MULTICAST_ALL` pitfall).

@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 /// * [`Event::Reply`]: an answer to one of this member's messages ([`GroupSender::reply`]).
 /// * [`Event::Loss`]: messages the engine will never deliver (engines with probabilistic
 ///   delivery only).
-/// * [`Event::Recovery`]: crash recovery (seed 002 section 5.3), as the engine reported it. From
+/// * [`Event::Recovery`]: crash recovery (Amoeba paper section 5.3), as the engine reported it. From
 ///   [`Recovery::Failed`] until [`Recovery::Reset`] the group is in recovery mode: sends fail
 ///   with [`Error::MemberFailed`] ([`TrySendError::MemberFailed`] hands the message back), and
 ///   [`Group::try_recv`] and [`Group::recv_timeout`] report it instead of "nothing yet"; what
@@ -52,8 +52,9 @@ pub type GroupEvent = rmcast_proto::Event;
 /// One process's presence on the network: a unicast socket, an I/O thread, and the groups it
 /// belongs to.
 ///
-/// Dropping the node leaves its remaining groups (waiting at most one second) and stops the
-/// I/O thread; handles of its groups then report [`Error::Closed`].
+/// Dropping the node leaves its remaining groups and stops the I/O thread without blocking the
+/// caller (the thread finishes on its own, in at most a second); [`Node::shutdown`] does the
+/// same and waits. Handles of its groups then report [`Error::Closed`].
 pub struct Node {
     shared: Arc<NodeShared>,
     thread: Option<JoinHandle<()>>,
@@ -100,7 +101,36 @@ impl Node {
     /// Enter a group as `cfg` says. Returns once this node is a member: at once for
     /// [`OpenMode::Create`], after admission (or the creation that follows a join timeout)
     /// otherwise. The first [`GroupEvent::View`] is waiting in the group's queue.
-    pub fn open_group(&self, mut cfg: GroupConfig) -> Result<Group, Error> {
+    pub fn open_group(&self, cfg: GroupConfig) -> Result<Group, Error> {
+        self.start_open(cfg)?.finish()
+    }
+
+    /// [`Node::open_group`] for async code: the wait for admission does not block the
+    /// executor (it happens on a short-lived helper thread), and works on any async runtime.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), rmcast::Error> {
+    /// use rmcast::{GroupConfig, Node, NodeConfig};
+    /// let node = Node::new(NodeConfig::default())?;
+    /// let mut group = node.open_group_async(GroupConfig::new("chat")).await?;
+    /// group.send_async("hello").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_group_async(&self, cfg: GroupConfig) -> Result<Group, Error> {
+        let pending = self.start_open(cfg)?;
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("rmcast-open".into())
+            .spawn(move || {
+                let _ = tx.send(pending.finish());
+            })
+            .map_err(Error::Io)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Validate `cfg`, open the group's socket and hand the group to the I/O thread; the
+    /// answer comes through the returned [`PendingOpen`].
+    fn start_open(&self, mut cfg: GroupConfig) -> Result<PendingOpen, Error> {
         if cfg.max_datagram_bytes.is_none() {
             cfg.max_datagram_bytes = Some(net::path_datagram_bytes(
                 self.shared.interface,
@@ -154,28 +184,59 @@ impl Node {
             shared,
             reply: reply_tx,
         })))?;
-        let created = match reply_rx.recv_timeout(wait) {
-            Ok(r) => r?,
-            Err(std_mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(Error::Closed),
-        };
-        handle.created.store(created, Ordering::Relaxed);
-        Ok(Group {
-            sender: GroupSender {
-                inner: Arc::new(handle),
-            },
+        Ok(PendingOpen {
+            handle,
             events: events_rx,
+            reply: reply_rx,
+            wait,
         })
     }
-}
 
-impl Drop for Node {
-    fn drop(&mut self) {
+    /// Stop the node and wait for it: leave the remaining groups (waiting at most one second
+    /// for the leaves to complete) and stop the I/O thread. Dropping the node does the same
+    /// without waiting; call this before the process exits so that the leaves go out.
+    pub fn shutdown(mut self) {
         if self.shared.command(Command::Shutdown).is_ok() {
             if let Some(t) = self.thread.take() {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// A group handed to the I/O thread, waiting for the answer (admitted, created, or refused).
+struct PendingOpen {
+    handle: GroupHandle,
+    events: mpsc::Receiver<GroupEvent>,
+    reply: std_mpsc::Receiver<Result<bool, Error>>,
+    wait: Duration,
+}
+
+impl PendingOpen {
+    /// Block until the I/O thread answers.
+    fn finish(self) -> Result<Group, Error> {
+        let created = match self.reply.recv_timeout(self.wait) {
+            Ok(r) => r?,
+            Err(std_mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(Error::Closed),
+        };
+        self.handle.created.store(created, Ordering::Relaxed);
+        Ok(Group {
+            sender: GroupSender {
+                inner: Arc::new(self.handle),
+            },
+            events: self.events,
+        })
+    }
+}
+
+impl Drop for Node {
+    /// Never blocks: the I/O thread is told to shut down (leaving the remaining groups, at most
+    /// one second) and finishes on its own. [`Node::shutdown`] waits for it.
+    fn drop(&mut self) {
+        let _ = self.shared.command(Command::Shutdown);
+        // Detached: the thread ends by itself once the shutdown is done.
+        drop(self.thread.take());
     }
 }
 

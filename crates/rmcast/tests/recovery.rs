@@ -1,4 +1,4 @@
-//! Crash recovery (seed 002 section 5.3) on the real runtime with the real sequencer engine:
+//! Crash recovery (Amoeba paper section 5.3) on the real runtime with the real sequencer engine:
 //! three nodes in one process over loopback multicast, one of them crashed or cut off by the
 //! fault-injecting wrapper of `common::crash`. What the application sees is checked: the
 //! events in order, sends refused in recovery mode, ResetGroup by hand, expulsion, `info()`,

@@ -254,3 +254,26 @@ fn completion_events_come_in_order_and_reset_needs_an_engine_that_recovers() {
     g.leave().unwrap();
     assert!(matches!(g.reset(0), Err(Error::Closed)));
 }
+
+#[test]
+fn a_duplicate_node_id_is_refused_not_made_a_second_group() {
+    let name = unique_name("dup");
+    let a = node(401);
+    let mut ga = a
+        .open_group(cfg(&name, &EngineChoice::sequencer(0), OpenMode::Create))
+        .unwrap();
+    for mode in [OpenMode::Join, OpenMode::JoinOrCreate] {
+        let b = node(401);
+        let mut c = cfg(&name, &EngineChoice::sequencer(0), mode);
+        c.join_timeout = Duration::from_secs(3);
+        match b.open_group(c) {
+            Err(Error::DuplicateId { id, .. }) => assert_eq!(id.0, 401),
+            Err(e) => panic!("{mode:?}: expected DuplicateId, got {e}"),
+            Ok(g) => panic!("{mode:?}: joined (created: {})", g.created()),
+        }
+    }
+    // The first node keeps its group, alone.
+    assert_eq!(ga.info().unwrap().members, vec![a.id()]);
+    ga.send("still works").unwrap();
+    let _ = ga.recv_timeout(Duration::from_secs(1));
+}

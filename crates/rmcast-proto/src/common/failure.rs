@@ -1,10 +1,10 @@
-//! Failure detection by probing (seed 002 section 5.3: BC_ALIVEREQ / BC_ALIVE).
+//! Failure detection by probing (Amoeba paper section 5.3: BC_ALIVEREQ / BC_ALIVE).
 //!
 //! A peer not heard from for `interval` is sent a probe; a peer that answers none of `retries`
 //! probes, each given `max(min_timeout, 2 × RTO)` to be answered, is declared failed. Anything
 //! heard from a peer counts as an answer, so a busy group sends no probes at all.
 //!
-//! The trade-off (seed 002: "if the number is too low, a kernel may decide that another member
+//! The trade-off (the Amoeba paper: "if the number is too low, a kernel may decide that another member
 //! has failed while in reality the other group member was just busy") is explicit: a peer is declared failed at the
 //! earliest `interval + retries × probe timeout` after it was last heard, so a member paused for
 //! less than that is never suspected, and a crash is noticed within about that time. The probe

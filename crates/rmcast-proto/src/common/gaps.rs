@@ -1,7 +1,7 @@
 //! Gap tracking and NACK timing: which sequence numbers a member lacks below the highest it
 //! knows of, and when to ask for them.
 //!
-//! Why here: every engine with negative acknowledgements repairs gaps the same way (seed 002
+//! Why here: every engine with negative acknowledgements repairs gaps the same way (Amoeba paper
 //! section 5.2, BC_RETRANS). A member holds everything below `held_next`; anything in
 //! `[held_next, limit)`, where `limit` is the highest sequence number known to exist, is a gap.
 //! Suppression: a gap is first given a short grace period (reordered datagrams arrive in it) and

@@ -2,7 +2,7 @@
 //!
 //! Slots hold the window `[base, base + capacity)`. Entries below `base` are purged; an insert
 //! beyond the window is refused, never grown into: the protocol above keeps senders inside the
-//! window (Amoeba's history buffer, seed 002 section 5.2, Fig. 11).
+//! window (Amoeba's history buffer, Amoeba paper section 5.2, Fig. 11).
 
 /// An insert outside the window `[base, base + capacity)`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! membership entry carries.
 //!
 //! Why here: every engine that orders joins, leaves and resets with its data (virtual synchrony,
-//! seed 002 section 3) writes the same three facts into an entry, and must decode what a peer
+//! Amoeba paper section 3) writes the same three facts into an entry, and must decode what a peer
 //! wrote without trusting it. Layout: `view id: u64, coordinator: u32, n: u16, n × member: u32`,
 //! big-endian; the member count is checked against the payload's own length before anything is
 //! allocated, so a hostile count costs nothing.

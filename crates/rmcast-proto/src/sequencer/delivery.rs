@@ -1,4 +1,4 @@
-//! The receiver side (seed 002 section 5.2; `processrec`, Fig. 18): ordered entries into the
+//! The receiver side (Amoeba paper section 5.2; `processrec`, Fig. 18): ordered entries into the
 //! history, gap repair, delivery in sequence order, reassembly, and views installed as their
 //! membership entries are delivered.
 

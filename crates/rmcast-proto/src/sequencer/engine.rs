@@ -1,4 +1,4 @@
-//! The sequencer state machine: one struct plays every role of seed 002 section 5.2 — sender,
+//! The sequencer state machine: one struct plays every role of the Amoeba paper's section 5.2 — sender,
 //! member, and (when it created the group or inherited the role) sequencer. Its parts keep
 //! their own state and invariants: [`Sender`] (own messages), [`History`] (the history buffer
 //! and delivery), [`Ordering`] (the sequencer's duties), [`Succession`] (what a new sequencer
@@ -319,7 +319,7 @@ impl Sequencer {
     }
 
     /// Hand a decoded body to its handler. In recovery mode only what the recovery needs is
-    /// taken (seed 002 section 4): repairs, invitations, votes; nothing that moves the old order.
+    /// taken (Amoeba paper section 4): repairs, invitations, votes; nothing that moves the old order.
     fn dispatch(&mut self, from: NodeId, body: Body<'_>, data: &Bytes) {
         let seq_role = self.is_sequencer();
         let recovering = self.recovering();
@@ -421,7 +421,7 @@ impl Sequencer {
     fn on_request_timeout(&mut self, now: Time) {
         self.sender.req_deadline = None;
         // A sender that hears nothing from the sequencer over its retries declares it failed
-        // (seed 002 section 5.2, SendToGroup).
+        // (Amoeba paper section 5.2, SendToGroup).
         if self.rec.heard_sequencer {
             self.rec.silent_req_timeouts = 0;
         } else {

@@ -1,4 +1,4 @@
-//! A member's history (seed 002 section 5.2, Fig. 11): the history buffer of sequenced
+//! A member's history (Amoeba paper section 5.2, Fig. 11): the history buffer of sequenced
 //! messages, the points that divide it, and BB data that arrived before its accept.
 //!
 //! The buffer holds the window `[base, base + capacity)`. Below `next_deliver` (Amoeba's

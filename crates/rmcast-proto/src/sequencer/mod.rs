@@ -1,6 +1,6 @@
-//! The Amoeba sequencer engine (seed 002: Kaashoek and Tanenbaum, "Group Communication in
-//! Amoeba and its Applications", with the broadcast protocol of "An Efficient Reliable Broadcast
-//! Protocol"; sections 3, 4 and 5).
+//! The Amoeba sequencer engine (Kaashoek and Tanenbaum, "Efficient Reliable Group Communication
+//! for Distributed Systems", with the broadcast protocol of "An Efficient Reliable Broadcast
+//! Protocol"; sections 3, 4 and 5; see docs/PAPERS.md).
 //!
 //! **Guarantees.** Every member delivers the same messages in the same total order, assigned by
 //! one member, the *sequencer*; a message is delivered once, and only if it was sent; messages of

@@ -1,4 +1,4 @@
-//! The sequencer's duties (seed 002 section 5.2; the member table of Fig. 10): assigning sequence numbers to
+//! The sequencer's duties (Amoeba paper section 5.2; the member table of Fig. 10): assigning sequence numbers to
 //! requests, joins and leaves, tracking where every member stands, and deciding acceptance
 //! (resilience degree `r`) and stability (what every member delivered, purged everywhere).
 
@@ -403,7 +403,7 @@ impl Sequencer {
             }
             let o = self.ord.as_mut().expect("sequencer");
             // Requests wait in the third part of the history until they are next in their
-            // sender's stream and there is room (seed 002 Fig. 11): a lost request or a full
+            // sender's stream and there is room (Amoeba paper, Fig. 11): a lost request or a full
             // history then costs the sender no timeout for the requests behind it.
             let key = (from, e.pnum);
             if o.waiting.contains_key(&key) {

@@ -1,4 +1,4 @@
-//! Packet bodies of the sequencer engine (seed 002, Fig. 12), after the common [`Header`].
+//! Packet bodies of the sequencer engine (Amoeba paper, Fig. 12), after the common [`Header`].
 //!
 //! Amoeba's BC_BCAST carries one message; here a [`Body::Ordered`] datagram carries a run of
 //! consecutive sequence numbers so that small messages are bundled under load, and every packet

@@ -1,4 +1,4 @@
-//! The sender side (seed 002 section 5.2, SendToGroup): own messages split into fragments, the
+//! The sender side (Amoeba paper section 5.2, SendToGroup): own messages split into fragments, the
 //! send window, and the requests to the sequencer that carry them.
 //!
 //! A member sends each fragment to the sequencer (PB method, point to point) or multicasts it

@@ -1,5 +1,5 @@
 //! What a member remembers of the delivered order so that it can take over as sequencer
-//! (seed 002 section 5.2: the sequencer role passes on a leave, and after a reset, to a member
+//! (Amoeba paper section 5.2: the sequencer role passes on a leave, and after a reset, to a member
 //! that must continue duplicate detection and keep serving members that may still lack their
 //! join or leave).
 

@@ -433,7 +433,7 @@ fn everyone_leaves_at_once() {
     }
 }
 
-// ----- crash recovery (seed 002 section 5.3) ------------------------------------------------
+// ----- crash recovery (Amoeba paper section 5.3) ------------------------------------------------
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {
     events

@@ -1,4 +1,4 @@
-//! Crash recovery (seed 002 sections 3, 4 and 5.3): failure detection, recovery mode, and
+//! Crash recovery (Amoeba paper sections 3, 4 and 5.3): failure detection, recovery mode, and
 //! ResetGroup by the invitation protocol.
 //!
 //! - **Detection.** The sequencer watches the members, a member watches the sequencer (a

@@ -1,4 +1,4 @@
-//! The invitation protocol (seed 002 section 4, ResetGroup): following and yielding between
+//! The invitation protocol (Amoeba paper section 4, ResetGroup): following and yielding between
 //! coordinators, the coordinator's two phases, the commit of the result, and its installation
 //! at every member of the new group.
 

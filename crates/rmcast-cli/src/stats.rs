@@ -1,0 +1,326 @@
+//! A member's counters and group state as people read them: `/stats` in `rmcast member`, and
+//! `rmcast stat --group G`, which shows every member of a group on this host (like Aeron's
+//! AeronStat). Members publish their counters once a second to a small JSON file in a runtime
+//! directory ([`group_dir`]) and remove it when they exit; `rmcast stat` reads the directory.
+
+use rmcast::{Counters, GroupInfo, GroupSender};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One reading of a member's counters.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// Group name.
+    pub group: String,
+    /// Engine name.
+    pub engine: String,
+    /// The engine's view of the group.
+    pub info: GroupInfo,
+    /// The counters every engine keeps, by name.
+    pub counters: Vec<(&'static str, u64)>,
+    /// The counters only this engine keeps, by name.
+    pub engine_counters: Vec<(&'static str, u64)>,
+}
+
+/// Read `sender`'s group state and counters.
+pub fn snapshot(sender: &GroupSender) -> Result<Stats, rmcast::Error> {
+    Ok(Stats {
+        group: sender.name().to_string(),
+        engine: sender.engine_kind().to_string(),
+        info: sender.info()?,
+        counters: named(&sender.counters()?),
+        engine_counters: sender.engine_counters()?,
+    })
+}
+
+/// The common counters by name, in declaration order.
+pub fn named(c: &Counters) -> Vec<(&'static str, u64)> {
+    vec![
+        ("datagrams_sent", c.datagrams_sent),
+        ("bytes_sent", c.bytes_sent),
+        ("datagrams_received", c.datagrams_received),
+        ("malformed_dropped", c.malformed_dropped),
+        ("foreign_dropped", c.foreign_dropped),
+        ("duplicates", c.duplicates),
+        ("nacks_sent", c.nacks_sent),
+        ("nacks_received", c.nacks_received),
+        ("retransmissions", c.retransmissions),
+        ("acks_sent", c.acks_sent),
+        ("backpressure_refusals", c.backpressure_refusals),
+        ("delivered", c.delivered),
+        ("submitted", c.submitted),
+        ("view_changes", c.view_changes),
+        ("probes_sent", c.probes_sent),
+        ("failures_detected", c.failures_detected),
+        ("recovery_sent", c.recovery_sent),
+        ("resets", c.resets),
+    ]
+}
+
+impl Stats {
+    /// Lines for a terminal, starting with `* stats`.
+    pub fn render(&self) -> String {
+        let i = &self.info;
+        let mut s = format!(
+            "* stats: group {:?} ({}), member {}, view {}, members {}, sequencer {}, \
+             incarnation {}{}, buffered {}/{}\n",
+            self.group,
+            self.engine,
+            i.me,
+            i.view,
+            crate::member::id_list(&i.members),
+            i.coordinator
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "none".into()),
+            i.incarnation,
+            if i.recovering { ", recovering" } else { "" },
+            i.buffered_msgs,
+            i.buffer_capacity_msgs,
+        );
+        for (name, v) in self.counters.iter().chain(&self.engine_counters) {
+            s.push_str(&format!("*   {name:<24} {v}\n"));
+        }
+        s
+    }
+}
+
+/// One member's published counters: the file `rmcast stat` reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Published {
+    /// Group name.
+    pub group: String,
+    /// Engine name.
+    pub engine: String,
+    /// Node id.
+    pub member: u32,
+    /// The member's process id.
+    pub pid: u32,
+    /// When it was written, ns since the UNIX epoch.
+    pub updated_ns: u64,
+    /// View id.
+    pub view: u64,
+    /// Members of the view.
+    pub members: Vec<u32>,
+    /// The sequencer (coordinator), if any.
+    pub coordinator: Option<u32>,
+    /// Group incarnation.
+    pub incarnation: u32,
+    /// Whether the group is in recovery mode.
+    pub recovering: bool,
+    /// Every counter by name, the engine's own included.
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl Published {
+    /// What `s` says, stamped now.
+    pub fn new(s: &Stats) -> Published {
+        Published {
+            group: s.group.clone(),
+            engine: s.engine.clone(),
+            member: s.info.me.0,
+            pid: std::process::id(),
+            updated_ns: rmcast_sim::log::wall_clock_ns(),
+            view: s.info.view,
+            members: s.info.members.iter().map(|m| m.0).collect(),
+            coordinator: s.info.coordinator.map(|c| c.0),
+            incarnation: s.info.incarnation,
+            recovering: s.info.recovering,
+            counters: s
+                .counters
+                .iter()
+                .chain(&s.engine_counters)
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        }
+    }
+}
+
+/// Where the members of `group` on this host publish their counters:
+/// `$XDG_RUNTIME_DIR/rmcast/<group>` or, without it, `<temp dir>/rmcast-<user>/<group>`; the
+/// group name is hex-encoded so that any name is a safe file name.
+pub fn group_dir(group: &str) -> PathBuf {
+    let base = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("rmcast"),
+        _ => {
+            let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+            std::env::temp_dir().join(format!("rmcast-{user}"))
+        }
+    };
+    let hex: String = group.bytes().map(|b| format!("{b:02x}")).collect();
+    base.join(hex)
+}
+
+/// Publishes a member's counters once a second until dropped, then removes the file.
+pub struct Publisher {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl Publisher {
+    /// Start publishing `sender`'s counters for `rmcast stat`.
+    pub fn start(sender: GroupSender) -> std::io::Result<Publisher> {
+        let dir = group_dir(sender.name());
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}.json", sender.me()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, path2) = (stop.clone(), path.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                match snapshot(&sender) {
+                    Ok(s) => {
+                        let _ = write_atomically(&path2, &Published::new(&s));
+                    }
+                    Err(rmcast::Error::Closed) => break,
+                    Err(_) => {}
+                }
+                // Short steps, so that a drop does not wait a whole second.
+                for _ in 0..10 {
+                    if stop2.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        });
+        Ok(Publisher {
+            stop,
+            thread: Some(thread),
+            path,
+        })
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Write `p` to a temporary file and rename it over `path`: a reader never sees half a file.
+fn write_atomically(path: &Path, p: &Published) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(p)?)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Arguments of `rmcast stat`.
+#[derive(clap::Args, Debug)]
+pub struct StatArgs {
+    /// The group whose members on this host to show.
+    #[arg(long, value_parser = crate::member::parse_group_name)]
+    pub group: String,
+    /// Print once and exit (default: refresh every second until interrupted).
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// The members' published files, by member id; a file not updated for 3 s is from a member
+/// that is gone (a killed member cannot remove its file).
+fn read_all(dir: &Path) -> Vec<(Published, bool)> {
+    let now = rmcast_sim::log::wall_clock_ns();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&p) else {
+            continue;
+        };
+        let Ok(pb) = serde_json::from_slice::<Published>(&text) else {
+            continue;
+        };
+        let stale = now.saturating_sub(pb.updated_ns) > 3_000_000_000;
+        out.push((pb, stale));
+    }
+    out.sort_by_key(|(p, _)| p.member);
+    out
+}
+
+/// The table `rmcast stat` prints.
+fn table(group: &str, rows: &[(Published, bool)]) -> String {
+    let mut s = format!("group {group:?}: {} member(s) on this host\n", rows.len());
+    if rows.is_empty() {
+        s.push_str("(no member of this group publishes counters here)\n");
+        return s;
+    }
+    let names = [
+        "delivered",
+        "submitted",
+        "datagrams_sent",
+        "datagrams_received",
+        "retransmissions",
+        "nacks_sent",
+        "backpressure_refusals",
+        "resets",
+    ];
+    s.push_str(&format!(
+        "{:>10} {:>8} {:>5} {:>4} {:>9} {:>12}",
+        "member", "pid", "view", "inc", "sequencer", "state"
+    ));
+    for n in names {
+        s.push_str(&format!(" {:>w$}", n, w = n.len().max(8)));
+    }
+    s.push('\n');
+    for (p, stale) in rows {
+        let state = if *stale {
+            "gone?"
+        } else if p.recovering {
+            "recovering"
+        } else {
+            "ok"
+        };
+        s.push_str(&format!(
+            "{:>10} {:>8} {:>5} {:>4} {:>9} {:>12}",
+            p.member,
+            p.pid,
+            p.view,
+            p.incarnation,
+            p.coordinator.map_or("-".into(), |c| c.to_string()),
+            state
+        ));
+        for n in names {
+            let v = p.counters.get(n).copied().unwrap_or(0);
+            s.push_str(&format!(" {:>w$}", v, w = n.len().max(8)));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Run `rmcast stat`.
+pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
+    let dir = group_dir(&args.group);
+    let terminal = std::io::stdout().is_terminal();
+    loop {
+        let text = table(&args.group, &read_all(&dir));
+        if args.once {
+            print!("{text}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        if terminal {
+            // Clear the screen and go home: a live table, as top(1) shows one.
+            print!("\u{1b}[2J\u{1b}[H");
+        }
+        print!("{text}");
+        if !terminal {
+            println!();
+        }
+        std::io::stdout().flush()?;
+        std::thread::sleep(Duration::from_secs(1));
+        if crate::signals::received() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
