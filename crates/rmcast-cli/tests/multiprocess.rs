@@ -40,7 +40,9 @@ impl Member {
 
     fn start_with(id: u32, group: &str, mode: &str, log: &PathBuf, extra: &[&str]) -> Member {
         let mut child = Command::new(EXE)
-            .args(["member", "--group", group, "--id", &id.to_string(), mode])
+            .args(["member", "--group", group, "--id", &id.to_string()])
+            // An empty mode: the default, join-or-create.
+            .args((!mode.is_empty()).then_some(mode))
             .args(extra)
             .arg("--log")
             .arg(log)
@@ -505,5 +507,101 @@ fn an_unknown_engine_is_refused_with_the_registered_names() {
         for name in rmcast_proto::registry::names() {
             assert!(err.contains(name), "{args:?}: {err}");
         }
+    }
+}
+
+/// `ids.len()` `rmcast member` processes with these ids, all join-or-create (the default),
+/// started in one burst (within a few milliseconds): they must form one group, deliver every
+/// line in one order, and leave logs the verifier accepts. Returns the time from the first
+/// start until every member saw the full view.
+fn concurrent_start_once(ids: &[u32], extra: &[&str]) -> Duration {
+    let dir = scratch("concurrent");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(20);
+    let n = ids.len();
+    let started = Instant::now();
+    let mut members: Vec<Member> = ids
+        .iter()
+        .map(|id| Member::start_with(*id, &group, "", &log(*id), extra))
+        .collect();
+    let spread = started.elapsed();
+    for m in &mut members {
+        m.wait_for("a view of every member", t, |s| {
+            s.iter().any(|l| view_size(l) == n)
+        });
+    }
+    let formed = started.elapsed();
+    eprintln!("{n} members started within {spread:?}; one group of {n} after {formed:?}");
+    for m in &mut members {
+        let stdin = m.stdin.as_mut().unwrap();
+        for k in 0..2 {
+            writeln!(stdin, "line {k} from member {}", m.id).unwrap();
+        }
+        stdin.flush().unwrap();
+    }
+    for m in &mut members {
+        m.wait_for("every line", t, |s| Member::deliveries(s) == 2 * n);
+    }
+    for m in &mut members {
+        drop(m.stdin.take());
+    }
+    for m in &mut members {
+        let status = m.finish(t);
+        assert!(status.success(), "member {} exited with {status}", m.id);
+    }
+    let logs: Vec<Vec<LogRecord>> = ids.iter().map(|i| read_log(log(*i)).unwrap()).collect();
+    let report = verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    assert_eq!(report.messages, 2 * n);
+    // One group: exactly one member created it (one first view of one member), and every
+    // member's views name the members of that one group.
+    let creators = logs
+        .iter()
+        .filter(|l| {
+            l.iter().find_map(|r| match &r.event {
+                Event::View(v) => Some(v.members.len() == 1),
+                _ => None,
+            }) == Some(true)
+        })
+        .count();
+    assert_eq!(creators, 1, "members that created a group of their own");
+    let _ = std::fs::remove_dir_all(&dir);
+    formed
+}
+
+/// Ids in an order where the lowest is not started first, so that no start order decides.
+const CONCURRENT_IDS: [u32; 5] = [7, 3, 11, 2, 5];
+
+#[test]
+fn members_started_together_form_one_group() {
+    // A short join wait keeps the test quick; the agreement does not depend on it.
+    let extra = ["--join-timeout-ms", "800"];
+    for _ in 0..2 {
+        concurrent_start_once(&CONCURRENT_IDS[..3], &extra);
+        concurrent_start_once(&CONCURRENT_IDS, &extra);
+    }
+}
+
+/// The long version (20 times 3 and 5 members, default join wait), which also prints the time
+/// to form a group: `cargo test -p rmcast-cli --test multiprocess -- --ignored
+/// members_started_together_form_one_group_20_times --nocapture`.
+#[test]
+#[ignore = "about two minutes; run by hand"]
+fn members_started_together_form_one_group_20_times() {
+    let mut times = Vec::new();
+    for n in [3, 5] {
+        for _ in 0..20 {
+            times.push((n, concurrent_start_once(&CONCURRENT_IDS[..n], &[])));
+        }
+    }
+    for n in [3, 5] {
+        let mut t: Vec<Duration> = times.iter().filter(|x| x.0 == n).map(|x| x.1).collect();
+        t.sort();
+        eprintln!(
+            "{n} members: formed in min {:?}, median {:?}, max {:?} (20 runs)",
+            t[0],
+            t[t.len() / 2],
+            t[t.len() - 1]
+        );
     }
 }
