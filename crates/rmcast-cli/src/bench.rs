@@ -32,7 +32,7 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
-use crate::member::{parse_engine, ENGINE_HELP};
+use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
 use crate::worker::WORKER_WIND_DOWN;
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
@@ -125,6 +125,10 @@ pub struct BenchArgs {
     /// Also write one JSON line per measurement to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// rmcast: the workers' interface and multicast TTL (the raw baseline stays on loopback).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// Which members send.
@@ -322,6 +326,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
+            net: args.net.clone(),
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -372,6 +377,8 @@ struct RunConfig {
     max_datagram_bytes: usize,
     /// `--engine` of the rmcast workers.
     engine: String,
+    /// `--interface` and `--ttl` of the rmcast workers.
+    net: NetArgs,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -874,6 +881,7 @@ fn run_workers_in(
         timeout: worker_timeout,
         recovery: None,
         log_dir: None,
+        net: cfg.net.clone(),
     };
     let outcomes = spec.run(
         |id, cmd| {
