@@ -722,8 +722,8 @@ impl Netns {
     /// Drop `percent`% of the IPv4 datagrams arriving in member `i`'s namespace (nftables).
     fn drop_ingress(&self, i: usize, percent: u32) {
         let rules = format!(
-            "table inet rmloss {{ chain in {{ type filter hook input priority 0; \
-             meta protocol ip numgen random mod 100 < {percent} drop; }} }}"
+            "table inet rmloss {{\n chain in {{\n  type filter hook input priority 0;\n  \
+             meta protocol ip numgen random mod 100 < {percent} drop\n }}\n}}\n"
         );
         let st = Command::new("ip")
             .args(["netns", "exec", &self.members[i], "nft", "-f", "-"])
