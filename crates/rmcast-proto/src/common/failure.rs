@@ -12,10 +12,16 @@
 //! fraction `p` of probes that went unanswered, a live peer misses `k` probes in a row with
 //! probability `p^k`; the detector asks for the smallest `k` with `p^k` below
 //! [`FALSE_SUSPICION_ODDS`], and never fewer than the configured `retries` nor more than
-//! [`MAX_ADAPTIVE_RETRIES`]. **The price is detection time**: with probe timeout `t`, a crash is
-//! noticed after `interval + k × t`. With the defaults (300 ms, 4 probes of 100 ms) and no loss
-//! that is 0.7 s as before; at 20% loss each way (36% of probe round trips lost) `k` is about
-//! 21, so 2.4 s; at 10% each way (19% lost) `k` is about 13, so 1.6 s.
+//! [`MAX_ADAPTIVE_RETRIES`]. Before it has observed anything, the detector assumes 10% of the
+//! probes lost ([`PRIOR_LOSS`], an observation that decays like the others), so that a young
+//! detector under heavy loss does not suspect on the configured `retries` alone.
+//!
+//! **The price is detection time**: with probe timeout `t`, a crash is noticed after
+//! `interval + k × t`. With the defaults (300 ms, 4 probes of 100 ms): in a busy group, whose
+//! detector has seen few probing rounds, `k` is 9 (1.2 s instead of 0.7 s); in an idle
+//! loss-free group it falls back to 4 (0.7 s) within about a hundred rounds; at 10% loss each
+//! way (19% of probe round trips lost) `k` is about 13 (1.6 s); at 20% each way (36% lost)
+//! about 21 (2.4 s).
 //!
 //! The trade-off (seed 002: "if the number is too low, a kernel may decide that another member
 //! has failed while in reality the other group member was just busy") is explicit: a peer is declared failed at the
@@ -40,6 +46,13 @@ pub const MAX_ADAPTIVE_RETRIES: u32 = 64;
 /// Weight of the past in the probe loss estimate, per completed probing round (about the last
 /// hundred rounds count).
 const LOSS_DECAY: f64 = 0.99;
+
+/// Before any round was observed the detector assumes [`PRIOR_LOSS`] of the probes lost, with
+/// the weight of [`PRIOR_PROBES`] probes, which decays like any observation: a young detector
+/// under heavy loss must not trust the configured `retries` before it has seen a round.
+const PRIOR_LOSS: f64 = 0.1;
+/// See [`PRIOR_LOSS`].
+const PRIOR_PROBES: f64 = 10.0;
 
 /// The parameters of a [`FailureDetector`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -99,8 +112,8 @@ impl FailureDetector {
                 Duration::from_micros(100),
                 params.interval.max(params.min_timeout) * 4,
             ),
-            probes_sent: 0.0,
-            rounds: 0.0,
+            probes_sent: PRIOR_PROBES,
+            rounds: PRIOR_PROBES * (1.0 - PRIOR_LOSS),
         }
     }
 
@@ -252,12 +265,36 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn det() -> FailureDetector {
-        FailureDetector::new(DetectorParams {
+    fn params() -> DetectorParams {
+        DetectorParams {
             interval: Duration::from_millis(100),
             retries: 3,
             min_timeout: Duration::from_millis(50),
-        })
+        }
+    }
+
+    /// A detector that has seen many loss-free rounds: the configured retries apply.
+    fn det() -> FailureDetector {
+        let mut d = FailureDetector::new(params());
+        d.probes_sent = 0.0;
+        d.rounds = 0.0;
+        d
+    }
+
+    #[test]
+    fn a_young_detector_assumes_some_loss_until_rounds_show_none() {
+        let mut d = FailureDetector::new(params());
+        // 0.1^9 < 1e-9 <= 0.1^8
+        assert_eq!(d.retries(), 9);
+        d.watch([NodeId(1)], Time(0));
+        let mut t = 0;
+        for _ in 0..300 {
+            t += 100 * MS;
+            d.on_timeout(Time(t));
+            t += 5 * MS;
+            d.heard(NodeId(1), Time(t));
+        }
+        assert_eq!(d.retries(), 3);
     }
 
     #[test]
