@@ -111,22 +111,6 @@ impl Config {
             .min((self.fragment_bytes() - VIEW_FIXED) / VIEW_MEMBER)
     }
 
-    /// Members other than the sequencer that must hold an entry before it is accepted, in a
-    /// group of `members` (the sequencer included). With the majority policy (`min_members`
-    /// 0, the default) that is at least half of the others, so that the sequencer and they are
-    /// a majority: a send completes only where a majority holds it, which every majority that
-    /// may reset the group later meets; so no send completes on a minority side of a
-    /// partition, and every completed send is in the order of the group that goes on. With
-    /// an explicit `min_members` it is the resilience degree alone, as in the paper.
-    pub(super) fn acks_needed(&self, members: usize) -> usize {
-        let r = usize::from(self.resilience);
-        if self.min_members == 0 {
-            r.max(members / 2)
-        } else {
-            r
-        }
-    }
-
     /// Refuse values the engine cannot work with (typed, so that drivers report them instead of
     /// the engine failing an assertion).
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -135,7 +135,7 @@ impl Sequencer {
     /// Whether this member is one of the r lowest-ranked members other than the sequencer, which
     /// acknowledge every message at once (section 5.1).
     pub(super) fn ack_duty(&self) -> bool {
-        let r = self.cfg.acks_needed(self.view.members.len());
+        let r = self.cfg.resilience as usize;
         r > 0
             && self
                 .view

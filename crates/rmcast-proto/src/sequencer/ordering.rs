@@ -555,12 +555,10 @@ impl Sequencer {
     /// Recompute acceptance and stability from the members' reports, purge what everyone has.
     pub(super) fn sequencer_bookkeeping(&mut self) {
         let me = self.me;
+        let r = self.cfg.resilience as usize;
         let next_deliver = self.hist.next_deliver;
         let now = self.now;
         let o = self.ord.as_mut().expect("sequencer");
-        let r = self
-            .cfg
-            .acks_needed(o.members.iter().filter(|m| m.departed.is_none()).count());
         if let Some(m) = o.members.iter_mut().find(|m| m.id == me) {
             m.expect = next_deliver;
             m.held_next = o.next_seq;

@@ -140,14 +140,6 @@ fn cfg(r: u8) -> Config {
     c
 }
 
-/// The paper's acceptance: `r` acknowledgements whatever the group's size (an explicit
-/// smallest group instead of the majority policy).
-fn paper_cfg(r: u8) -> Config {
-    let mut c = cfg(r);
-    c.min_members = 1;
-    c
-}
-
 #[test]
 fn members_join_and_agree_on_total_order() {
     let mut net = Net::new(3, cfg(0));
@@ -188,7 +180,7 @@ fn members_join_and_agree_on_total_order() {
 
 #[test]
 fn pb_costs_two_datagrams_per_broadcast() {
-    let mut net = Net::new(4, paper_cfg(0));
+    let mut net = Net::new(4, cfg(0));
     net.sent_types.clear();
     for k in 0..10 {
         net.nodes[2]
@@ -203,7 +195,7 @@ fn pb_costs_two_datagrams_per_broadcast() {
 #[test]
 fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
     for r in 1..=3u8 {
-        let mut net = Net::new(5, paper_cfg(r));
+        let mut net = Net::new(5, cfg(r));
         net.sent_types.clear();
         for k in 0..10 {
             net.nodes[4]
@@ -299,32 +291,9 @@ fn full_window_pushes_back_and_nothing_is_lost() {
     assert_eq!(net.deliveries(0).len(), 4);
 }
 
-/// The majority policy (the default): a send completes only once a majority holds it, so a
-/// group of 5 with r = 0 costs what r = 2 costs in the paper, 3 + 2 datagrams per broadcast.
-#[test]
-fn majority_policy_completes_once_a_majority_holds_the_message() {
-    for (n, acks) in [(2, 1), (3, 1), (4, 2), (5, 2)] {
-        let mut net = Net::new(n, cfg(0));
-        net.sent_types.clear();
-        for k in 0..10 {
-            net.nodes[n - 1]
-                .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
-                .unwrap();
-            net.flush();
-        }
-        assert_eq!(
-            net.sent_types.len(),
-            10 * (3 + acks),
-            "n={n}: {:?}",
-            net.sent_types
-        );
-        assert_eq!(net.deliveries(0).len(), 10);
-    }
-}
-
 #[test]
 fn history_full_blocks_until_members_report() {
-    let mut c = paper_cfg(0);
+    let mut c = cfg(0);
     c.history_capacity_msgs = 16;
     c.state_interval_msgs = 1_000_000; // only BC_SYNC can free the history
     let mut net = Net::new(3, c);
