@@ -32,7 +32,7 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
-use crate::member::{parse_engine, ENGINE_HELP};
+use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
 use crate::worker::WORKER_WIND_DOWN;
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
@@ -133,6 +133,10 @@ pub struct BenchArgs {
     /// Also draw throughput against message size, rmcast beside raw UDP, as SVG to this file.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+
+    /// rmcast: the workers' interface and multicast TTL (the raw baseline stays on loopback).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// Which members send.
@@ -327,6 +331,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
             rate: args.rate,
+            net: args.net.clone(),
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -410,6 +415,8 @@ struct RunConfig {
     engine: String,
     /// `--rate`: messages per second per sender, or as fast as possible.
     rate: Option<u64>,
+    /// `--interface` and `--ttl` of the rmcast workers.
+    net: NetArgs,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -938,6 +945,7 @@ fn run_workers_in(
         timeout: worker_timeout,
         recovery: None,
         log_dir: None,
+        net: cfg.net.clone(),
     };
     let outcomes = spec.run(
         |id, cmd| {

@@ -22,7 +22,7 @@
 
 mod crash;
 
-use crate::member::{parse_engine, RecoveryArgs, ENGINE_HELP};
+use crate::member::{parse_engine, NetArgs, RecoveryArgs, ENGINE_HELP};
 use crate::workers::{
     fresh_group_name, killed, member_log_path, worker_timeout, MemberArgs, WorkerOutcome,
     WorkerSpec, WorkerStderr,
@@ -81,6 +81,8 @@ pub struct DemoArgs {
     pub run_after_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// Run `rmcast demo`.
@@ -195,6 +197,7 @@ fn member_args(
         timeout: worker_timeout,
         recovery: Some(args.recovery.clone()),
         log_dir: Some(dir.to_path_buf()),
+        net: args.net.clone(),
     }
 }
 

@@ -15,7 +15,7 @@ use rmcast::{
 };
 use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, IsTerminal, Write};
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +105,47 @@ pub struct GroupArgs {
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+/// Where this member's traffic goes on the network: `rmcast member`, `rmcast worker`,
+/// `rmcast demo` and `rmcast bench` take these flags, and the last two pass them to their
+/// workers.
+#[derive(Args, Debug, Clone)]
+pub struct NetArgs {
+    /// Interface address: the unicast socket binds to it and multicast is sent and joined on
+    /// it. The default keeps all traffic on this host; give an address of this host's network
+    /// interface to reach other hosts (and for --unicast-peers on other hosts).
+    #[arg(long, default_value_t = Ipv4Addr::LOCALHOST, value_parser = parse_interface)]
+    pub interface: Ipv4Addr,
+    /// Multicast time-to-live: 0 keeps multicast on this host, 1 reaches the local network.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=255))]
+    pub ttl: u32,
+}
+
+/// `--interface`: a unicast IPv4 address of this host (0.0.0.0: any interface, the kernel's
+/// choice for multicast).
+fn parse_interface(s: &str) -> Result<Ipv4Addr, String> {
+    let a: Ipv4Addr = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not an IPv4 address"))?;
+    if a.is_multicast() || a.is_broadcast() {
+        return Err(format!(
+            "`{s}` is not an interface address (a unicast address of this host)"
+        ));
+    }
+    Ok(a)
+}
+
+impl NetArgs {
+    /// The flags that give these settings to a child process (`rmcast worker`).
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            format!("--interface={}", self.interface),
+            format!("--ttl={}", self.ttl),
+        ]
+    }
 }
 
 /// The sequencer's failure detection and reset policy (Amoeba paper section 5.3). Every member of
@@ -168,6 +209,8 @@ impl GroupArgs {
         let node = NodeConfig {
             id: self.id.map(NodeId),
             port: self.port.unwrap_or(0),
+            interface: self.net.interface,
+            multicast_ttl: self.net.ttl,
             ..NodeConfig::default()
         };
         let mut group = GroupConfig::new(self.group.clone());

@@ -11,7 +11,7 @@
 //! [`WorkerStats`] is defined here, the one place both sides of that line (the worker printing
 //! it, the commands reading it) take it from.
 
-use crate::member::RecoveryArgs;
+use crate::member::{NetArgs, RecoveryArgs};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Read as _;
@@ -141,6 +141,8 @@ pub struct MemberArgs {
     pub recovery: Option<RecoveryArgs>,
     /// `--log`: each worker logs to [`member_log_path`] in this directory.
     pub log_dir: Option<PathBuf>,
+    /// `--interface` and `--ttl`.
+    pub net: NetArgs,
 }
 
 impl MemberArgs {
@@ -157,6 +159,7 @@ impl MemberArgs {
         if let Some(r) = &self.recovery {
             cmd.args(r.to_args());
         }
+        cmd.args(self.net.to_args());
         if let Some(dir) = &self.log_dir {
             cmd.arg("--log").arg(member_log_path(dir, index));
         }

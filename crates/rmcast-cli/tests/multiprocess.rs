@@ -39,8 +39,31 @@ impl Member {
     }
 
     fn start_with(id: u32, group: &str, mode: &str, log: &PathBuf, extra: &[&str]) -> Member {
-        let mut child = Command::new(EXE)
-            .args(["member", "--group", group, "--id", &id.to_string(), mode])
+        Member::start_in(None, id, group, mode, log, extra)
+    }
+
+    /// Start a member, in network namespace `netns` if given (`ip netns exec`, which execs the
+    /// member: the child is the member itself).
+    fn start_in(
+        netns: Option<&str>,
+        id: u32,
+        group: &str,
+        mode: &str,
+        log: &PathBuf,
+        extra: &[&str],
+    ) -> Member {
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, EXE]);
+                c
+            }
+            None => Command::new(EXE),
+        };
+        let mut child = cmd
+            .args(["member", "--group", group, "--id", &id.to_string()])
+            // An empty mode: the default, join-or-create.
+            .args((!mode.is_empty()).then_some(mode))
             .args(extra)
             .arg("--log")
             .arg(log)
@@ -896,4 +919,290 @@ fn sim_and_bench_draw_svg_figures() {
         "{svg}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where and how one member of [`form_and_talk`] runs.
+struct Spec {
+    /// Network namespace (None: this one).
+    netns: Option<String>,
+    id: u32,
+    /// More `rmcast member` flags.
+    extra: Vec<String>,
+}
+
+impl Spec {
+    fn local(id: u32, extra: &[&str]) -> Spec {
+        Spec {
+            netns: None,
+            id,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// `rmcast member` processes as `specs` say, all join-or-create (the default), started in one
+/// burst (within a few milliseconds): they must form one group, deliver every line in one
+/// order, and leave logs the verifier accepts. `idle` runs between the forming and the lines
+/// (no member may see a failure meanwhile). Returns the time from the first start until every
+/// member saw the full view.
+fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
+    let dir = scratch("concurrent");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(20);
+    let n = specs.len();
+    let started = Instant::now();
+    let mut members: Vec<Member> = specs
+        .iter()
+        .map(|s| {
+            let extra: Vec<&str> = s.extra.iter().map(String::as_str).collect();
+            Member::start_in(s.netns.as_deref(), s.id, &group, "", &log(s.id), &extra)
+        })
+        .collect();
+    let spread = started.elapsed();
+    for m in &mut members {
+        m.wait_for("a view of every member", t, |s| {
+            s.iter().any(|l| view_size(l) == n)
+        });
+    }
+    let formed = started.elapsed();
+    eprintln!("{n} members started within {spread:?}; one group of {n} after {formed:?}");
+    if !idle.is_zero() {
+        std::thread::sleep(idle);
+        for m in &mut members {
+            while let Ok(l) = m.lines.try_recv() {
+                m.seen.push(l);
+            }
+            let failed: Vec<&String> = m
+                .seen
+                .iter()
+                .filter(|l| l.starts_with("* failed"))
+                .collect();
+            assert!(failed.is_empty(), "member {} while idle: {failed:?}", m.id);
+        }
+    }
+    for m in &mut members {
+        let stdin = m.stdin.as_mut().unwrap();
+        for k in 0..2 {
+            writeln!(stdin, "line {k} from member {}", m.id).unwrap();
+        }
+        stdin.flush().unwrap();
+    }
+    for m in &mut members {
+        m.wait_for("every line", t, |s| Member::deliveries(s) == 2 * n);
+    }
+    for m in &mut members {
+        drop(m.stdin.take());
+    }
+    for m in &mut members {
+        let status = m.finish(t);
+        assert!(status.success(), "member {} exited with {status}", m.id);
+    }
+    let logs: Vec<Vec<LogRecord>> = specs.iter().map(|s| read_log(log(s.id)).unwrap()).collect();
+    let report = verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    assert_eq!(report.messages, 2 * n);
+    // One group: exactly one member created it (one first view of one member), and every
+    // member's views name the members of that one group.
+    let creators = logs
+        .iter()
+        .filter(|l| {
+            l.iter().find_map(|r| match &r.event {
+                Event::View(v) => Some(v.members.len() == 1),
+                _ => None,
+            }) == Some(true)
+        })
+        .count();
+    assert_eq!(creators, 1, "members that created a group of their own");
+    let _ = std::fs::remove_dir_all(&dir);
+    formed
+}
+
+/// [`form_and_talk`] on this host with ids `ids`.
+fn concurrent_start_once(ids: &[u32], extra: &[&str]) -> Duration {
+    let specs: Vec<Spec> = ids.iter().map(|id| Spec::local(*id, extra)).collect();
+    form_and_talk(&specs, Duration::ZERO)
+}
+
+/// Ids in an order where the lowest is not started first, so that no start order decides.
+const CONCURRENT_IDS: [u32; 5] = [7, 3, 11, 2, 5];
+
+#[test]
+fn members_started_together_form_one_group() {
+    // A short join wait keeps the test quick; the agreement does not depend on it.
+    let extra = ["--join-timeout-ms", "800"];
+    for _ in 0..2 {
+        concurrent_start_once(&CONCURRENT_IDS[..3], &extra);
+        concurrent_start_once(&CONCURRENT_IDS, &extra);
+    }
+}
+
+/// The long version (20 times 3 and 5 members, default join wait), which also prints the time
+/// to form a group: `cargo test -p rmcast-cli --test multiprocess -- --ignored
+/// members_started_together_form_one_group_20_times --nocapture`.
+#[test]
+#[ignore = "about two minutes; run by hand"]
+fn members_started_together_form_one_group_20_times() {
+    let mut times = Vec::new();
+    for n in [3, 5] {
+        for _ in 0..20 {
+            times.push((n, concurrent_start_once(&CONCURRENT_IDS[..n], &[])));
+        }
+    }
+    for n in [3, 5] {
+        let mut t: Vec<Duration> = times.iter().filter(|x| x.0 == n).map(|x| x.1).collect();
+        t.sort();
+        eprintln!(
+            "{n} members: formed in min {:?}, median {:?}, max {:?} (20 runs)",
+            t[0],
+            t[t.len() / 2],
+            t[t.len() - 1]
+        );
+    }
+}
+
+/// Network namespaces for one test: a bridge in a namespace of its own and one namespace per
+/// member with a veth into it, addresses 10.77.0.1, 10.77.0.2, ...; all deleted on drop. Needs
+/// root (the tests that use it are ignored by default).
+struct Netns {
+    bridge: String,
+    members: Vec<String>,
+}
+
+impl Netns {
+    fn ip(args: &[&str]) {
+        let st = Command::new("ip").args(args).status().expect("run ip");
+        assert!(st.success(), "ip {args:?} failed");
+    }
+
+    fn new(n: usize) -> Netns {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let tag = format!(
+            "rmt{}x{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let ns = Netns {
+            bridge: format!("{tag}-br"),
+            members: (1..=n).map(|i| format!("{tag}-m{i}")).collect(),
+        };
+        let br = ns.bridge.clone();
+        Netns::ip(&["netns", "add", &br]);
+        Netns::ip(&["-n", &br, "link", "add", "br0", "type", "bridge"]);
+        Netns::ip(&["-n", &br, "link", "set", "br0", "up"]);
+        for (i, m) in ns.members.iter().enumerate() {
+            let (v, p) = (format!("v{i}"), format!("p{i}"));
+            Netns::ip(&["netns", "add", m]);
+            Netns::ip(&[
+                "link", "add", &v, "netns", m, "type", "veth", "peer", "name", &p, "netns", &br,
+            ]);
+            Netns::ip(&["-n", &br, "link", "set", &p, "master", "br0", "up"]);
+            let addr = format!("{}/24", Netns::addr(i));
+            Netns::ip(&["-n", m, "addr", "add", &addr, "dev", &v]);
+            Netns::ip(&["-n", m, "link", "set", &v, "up"]);
+            Netns::ip(&["-n", m, "link", "set", "lo", "up"]);
+        }
+        ns
+    }
+
+    /// The address of member `i` (0-based).
+    fn addr(i: usize) -> String {
+        format!("10.77.0.{}", i + 1)
+    }
+
+    /// Drop `percent`% of the IPv4 datagrams arriving in member `i`'s namespace (nftables).
+    fn drop_ingress(&self, i: usize, percent: u32) {
+        let rules = format!(
+            "table inet rmloss {{\n chain in {{\n  type filter hook input priority 0;\n  \
+             meta protocol ip numgen random mod 100 < {percent} drop\n }}\n}}\n"
+        );
+        let st = Command::new("ip")
+            .args(["netns", "exec", &self.members[i], "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin.take().unwrap().write_all(rules.as_bytes())?;
+                c.wait()
+            })
+            .expect("run nft");
+        assert!(st.success(), "nft failed");
+    }
+
+    /// The members' specs: member `i` in its namespace with id `i + 1` and its interface.
+    fn specs(&self, extra: impl Fn(usize) -> Vec<String>) -> Vec<Spec> {
+        (0..self.members.len())
+            .map(|i| {
+                let mut e = vec![
+                    "--interface".to_string(),
+                    Netns::addr(i),
+                    "--ttl".to_string(),
+                    "1".to_string(),
+                ];
+                e.extend(extra(i));
+                Spec {
+                    netns: Some(self.members[i].clone()),
+                    id: i as u32 + 1,
+                    extra: e,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for m in self.members.iter().chain([&self.bridge]) {
+            let _ = Command::new("ip").args(["netns", "del", m]).status();
+        }
+    }
+}
+
+/// Members on other hosts: one member per network namespace, joined by a bridge, started
+/// together; first on an explicit multicast address, then in unicast mode with the members'
+/// own addresses. Needs root: `sudo -E cargo test -p rmcast-cli --test multiprocess --
+/// --ignored members_across_network_namespaces`.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn members_across_network_namespaces() {
+    let ns = Netns::new(3);
+    let join = ["--join-timeout-ms".to_string(), "1000".to_string()];
+    let mcast = ns.specs(|_| {
+        let mut e = join.to_vec();
+        e.extend(["--addr".to_string(), "239.77.1.1:41000".to_string()]);
+        e
+    });
+    form_and_talk(&mcast, Duration::ZERO);
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("{}:41001", Netns::addr(i)))
+        .collect();
+    let unicast = ns.specs(|_| {
+        let mut e = join.to_vec();
+        e.extend([
+            "--port".to_string(),
+            "41001".to_string(),
+            "--unicast-peers".to_string(),
+            peers.join(","),
+        ]);
+        e
+    });
+    form_and_talk(&unicast, Duration::ZERO);
+}
+
+/// An idle group of 3, one member per network namespace, with 20% of the datagrams arriving
+/// in every namespace dropped by nftables: nobody is suspected for `RMCAST_IDLE_SECS` seconds
+/// (default 600), and lines typed afterwards are delivered by all in one order. Needs root:
+/// `sudo -E cargo test -p rmcast-cli --test multiprocess -- --ignored
+/// idle_group_at_20_percent_loss_across_namespaces --nocapture`.
+#[test]
+#[ignore = "needs root (network namespaces, nftables) and ten minutes"]
+fn idle_group_at_20_percent_loss_across_namespaces() {
+    let secs = std::env::var("RMCAST_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    let ns = Netns::new(3);
+    for i in 0..3 {
+        ns.drop_ingress(i, 20);
+    }
+    let specs = ns.specs(|_| vec!["--addr".to_string(), "239.77.1.2:41002".to_string()]);
+    form_and_talk(&specs, Duration::from_secs(secs));
 }

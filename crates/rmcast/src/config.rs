@@ -62,8 +62,9 @@ pub enum OpenMode {
     /// within [`GroupConfig::join_timeout`].
     Join,
     /// Try to join for [`GroupConfig::join_timeout`], then create the group if nobody answered.
-    /// Two nodes that both time out at once create two groups: start one member first when it
-    /// matters.
+    /// Nodes that look for the group at the same time announce themselves while they wait, and
+    /// only the lowest id among them creates it; the others join that one (see the `hello`
+    /// module), so that members started together form one group.
     JoinOrCreate,
 }
 

@@ -10,6 +10,14 @@
 //! [`INTERVAL`] apart, while an address is still missing; answers are bounded per group to
 //! [`MAX_ANSWERS`] per [`INTERVAL`].
 //!
+//! **Concurrent start.** A node opening a group with [`crate::OpenMode::JoinOrCreate`] multicasts
+//! a HELLO *looking* every [`INTERVAL`] while it waits to be admitted, and remembers the
+//! lookers it hears (at most [`MAX_LOOKERS`]). When its join wait ends with nobody admitting it,
+//! it creates the group only if no looker with a lower id was heard in the last
+//! [`LOOKER_FRESH`]; otherwise it keeps joining for another [`LOOKER_FRESH`] (and looks again),
+//! so that of nodes started together exactly the lowest id creates and the others join it. A
+//! looker that crashed is silent for [`LOOKER_FRESH`] and no longer counts.
+//!
 //! **Wire format.** A HELLO is the shared 20-byte header ([`wire::Header`]) and one body byte
 //! ([`Hello`]). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
 //! runtime's packets carry engine byte [`wire::EngineKind::Sequencer`] (1) and are told apart
@@ -30,6 +38,12 @@ pub(crate) const TRIES: u32 = 10;
 /// Answers per group per [`INTERVAL`] at most (a bound against a flood of forged asks).
 pub(crate) const MAX_ANSWERS: u32 = 64;
 
+/// How long a looker counts after it was last heard; also how long a node that defers to a
+/// lower looker keeps joining before it looks again.
+pub(crate) const LOOKER_FRESH: Duration = Duration::from_millis(500);
+/// Lookers remembered per group at most (a bound against forged senders).
+pub(crate) const MAX_LOOKERS: usize = 256;
+
 /// The body byte.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Hello {
@@ -37,6 +51,8 @@ pub(crate) enum Hello {
     Ask = 1,
     /// The answer, unicast to the asker.
     Answer = 2,
+    /// "I am looking for this group and nobody admitted me yet" (concurrent start).
+    Looking = 3,
 }
 
 /// A HELLO of `sender` for group `group`.
@@ -65,6 +81,7 @@ pub(crate) fn parse(packet: &wire::Packet<'_>) -> Option<Option<Hello>> {
     Some(match packet.body {
         [1] => Some(Hello::Ask),
         [2] => Some(Hello::Answer),
+        [3] => Some(Hello::Looking),
         _ => None,
     })
 }
@@ -75,7 +92,7 @@ mod tests {
 
     #[test]
     fn hello_round_trips() {
-        for h in [Hello::Ask, Hello::Answer] {
+        for h in [Hello::Ask, Hello::Answer, Hello::Looking] {
             let buf = encode(7, NodeId(3), h);
             let p = wire::decode(&buf).unwrap();
             assert_eq!(p.header.group, 7);

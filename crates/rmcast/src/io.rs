@@ -317,6 +317,11 @@ struct GroupState {
     hello_tries: u32,
     /// Start of the current answer window and answers sent in it.
     answer_window: (Time, u32),
+    /// Concurrent start (see [`crate::hello`]): other nodes looking for this group while this
+    /// one waits to be admitted, with when each was last heard.
+    lookers: Vec<(NodeId, Time)>,
+    /// When the next HELLO looking goes, while this node looks for the group.
+    next_looking: Option<Time>,
     /// Finished: removed at the end of the turn.
     done: bool,
 }
@@ -346,6 +351,33 @@ impl GroupState {
             started: false,
             reply,
         });
+    }
+
+    /// A HELLO looking from `id` (concurrent start): remembered while this node looks itself,
+    /// at most [`hello::MAX_LOOKERS`] of them (the stalest is forgotten first).
+    fn note_looker(&mut self, id: NodeId, now: Time) {
+        if !matches!(self.phase, Phase::Joining { .. }) {
+            return;
+        }
+        if let Some(l) = self.lookers.iter_mut().find(|l| l.0 == id) {
+            l.1 = now;
+            return;
+        }
+        if self.lookers.len() >= hello::MAX_LOOKERS {
+            if let Some(i) = (0..self.lookers.len()).min_by_key(|i| self.lookers[*i].1) {
+                self.lookers.swap_remove(i);
+            }
+        }
+        self.lookers.push((id, now));
+    }
+
+    /// The lowest id among the lookers heard in the last [`hello::LOOKER_FRESH`].
+    fn lowest_looker(&self, now: Time) -> Option<NodeId> {
+        self.lookers
+            .iter()
+            .filter(|l| now.saturating_since(l.1) < hello::LOOKER_FRESH)
+            .map(|l| l.0)
+            .min()
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
@@ -502,6 +534,7 @@ impl IoLoop {
                 consider(Some(if l.started { l.deadline } else { l.start_by }));
             }
             consider(g.next_hello);
+            consider(g.next_looking);
         }
         // Round up to the next millisecond: epoll sleeps in whole milliseconds, and waking a
         // hair early would only spin.
@@ -668,6 +701,8 @@ impl IoLoop {
             next_hello,
             hello_tries: 0,
             answer_window: (now, 0),
+            lookers: Vec::new(),
+            next_looking: (cfg.mode == OpenMode::JoinOrCreate).then_some(now),
             done: false,
         });
     }
@@ -742,8 +777,10 @@ impl IoLoop {
                 if let Some(h) = hello::parse(&packet) {
                     // The runtime's own: no engine sees it.
                     AtomicNodeCounters::add(&counters.hellos_received, 1);
-                    if let (Some(i), Some(Hello::Ask)) = (target, h) {
-                        self.answer_hello(i, from, now);
+                    match (target, h) {
+                        (Some(i), Some(Hello::Ask)) => self.answer_hello(i, from, now),
+                        (Some(i), Some(Hello::Looking)) => self.groups[i].note_looker(sender, now),
+                        _ => {}
                     }
                     return;
                 }
@@ -787,6 +824,7 @@ impl IoLoop {
             progress |= self.transmit(i, now);
             progress |= drain_events(&mut self.groups[i], &self.shared);
             self.ask_hello(i, now);
+            self.announce_looking(i, now);
             if !progress {
                 return;
             }
@@ -901,6 +939,28 @@ impl IoLoop {
         }
     }
 
+    /// Concurrent start (see [`crate::hello`]): while group `i` waits to be admitted in
+    /// join-or-create mode, tell the group every [`hello::INTERVAL`] that this node is looking.
+    fn announce_looking(&mut self, i: usize, now: Time) {
+        let g = &mut self.groups[i];
+        let Some(at) = g.next_looking else {
+            return;
+        };
+        if g.done || !matches!(g.phase, Phase::Joining { .. }) {
+            g.next_looking = None;
+            return;
+        }
+        if now < at {
+            return;
+        }
+        g.next_looking = Some(now + hello::INTERVAL);
+        let buf = hello::encode(g.gid, self.shared.id, Hello::Looking);
+        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+        for to in &g.group_dests {
+            self.net.send(&buf, *to);
+        }
+    }
+
     /// Answer a HELLO ask for group `i` from `from`, within the answer bound.
     fn answer_hello(&mut self, i: usize, from: SocketAddr, now: Time) {
         let g = &mut self.groups[i];
@@ -926,7 +986,18 @@ impl IoLoop {
         }
         if let Phase::Joining { deadline, mode } = g.phase {
             if now >= deadline {
+                let deferred_to = g.lowest_looker(now).filter(|l| *l < me);
                 match mode {
+                    OpenMode::JoinOrCreate if deferred_to.is_some() => {
+                        // Another node looking at the same time has the lower id: it creates,
+                        // this one keeps joining (and looks again, should that one be gone).
+                        info!(group = %g.name, creator = ?deferred_to,
+                              "nobody answered the join; a lower id creates the group");
+                        g.phase = Phase::Joining {
+                            deadline: now + hello::LOOKER_FRESH,
+                            mode,
+                        };
+                    }
                     OpenMode::JoinOrCreate => {
                         info!(group = %g.name, "nobody answered the join: creating the group");
                         g.engine = g.cfg_engine.build(

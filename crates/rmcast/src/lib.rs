@@ -55,7 +55,12 @@
 //! `hello` module: an ask to the group, unicast answers). An engine's `Destination::Scoped`
 //! multicast goes out with its TTL (never above [`NodeConfig::multicast_ttl`]). [`GroupAddr::Unicast`] replaces multicast by a unicast fan-out to
 //! a list of addresses, for networks without multicast. By default everything stays on this
-//! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]).
+//! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]); set the interface to an
+//! address of this host and the TTL to 1 or more to reach other hosts.
+//!
+//! **Concurrent start.** Nodes that open a group with [`OpenMode::JoinOrCreate`] at the same time
+//! announce themselves while they wait to be admitted (a HELLO *looking*), and only the lowest
+//! id heard creates the group; the others join it (see the `hello` module).
 //!
 //! **Bounded memory.** The send queue and the event queue have fixed capacities
 //! ([`GroupConfig`]); when the application does not read its events, the runtime stops taking

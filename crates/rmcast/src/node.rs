@@ -138,6 +138,17 @@ impl Node {
             ));
         }
         cfg.validate()?;
+        if let GroupAddr::Unicast(peers) = &cfg.addr {
+            // A socket bound to loopback cannot send to another host (the kernel answers
+            // EINVAL): say what to do instead.
+            if self.shared.interface.is_loopback() && peers.iter().any(|p| !p.ip().is_loopback()) {
+                return Err(Error::Config(rmcast_proto::ConfigError::Invalid {
+                    field: "interface",
+                    reason: "is loopback but unicast peers are on other hosts: set the node's \
+                             interface to this host's address on their network",
+                }));
+            }
+        }
         let multicast = match cfg.multicast_addr() {
             Some(addr) => Some(net::multicast_socket(
                 addr,

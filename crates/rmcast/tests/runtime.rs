@@ -195,6 +195,13 @@ fn bad_configurations_are_refused() {
     assert!(matches!(n.open_group(c), Err(Error::Config(_))));
     let c = cfg("x", &toy(), OpenMode::Create).addr(GroupAddr::Unicast(vec![]));
     assert!(matches!(n.open_group(c), Err(Error::Config(_))));
+    // Unicast peers on another host from a node bound to loopback: refused with the cure.
+    let c = cfg("x", &toy(), OpenMode::Create)
+        .addr(GroupAddr::Unicast(vec!["10.1.2.3:5000".parse().unwrap()]));
+    match n.open_group(c) {
+        Err(Error::Config(e)) => assert!(e.to_string().contains("interface"), "{e}"),
+        other => panic!("{other:?}"),
+    }
     // Failure detection with no probe, or probes without a timeout, would assert in the
     // engine on the I/O thread: refused up front.
     for (retries, timeout_ms) in [(0, 100), (4, 0)] {

@@ -4,6 +4,25 @@
 //! probes, each given `max(min_timeout, 2 × RTO)` to be answered, is declared failed. Anything
 //! heard from a peer counts as an answer, so a busy group sends no probes at all.
 //!
+//! **Under loss** the number of unanswered probes needed grows with the loss the detector
+//! observes, in the spirit of the phi-accrual detectors (Hayashibara, Défago, Yared and
+//! Katayama, "The φ Accrual Failure Detector"): every probing round that ends because the peer
+//! was heard is a sample of how many probes a live peer needs (the probes of rounds that end
+//! in a suspicion are not counted, so a crash does not raise its own bar). From the observed
+//! fraction `p` of probes that went unanswered, a live peer misses `k` probes in a row with
+//! probability `p^k`; the detector asks for the smallest `k` with `p^k` below
+//! [`FALSE_SUSPICION_ODDS`], and never fewer than the configured `retries` nor more than
+//! [`MAX_ADAPTIVE_RETRIES`]. Before it has observed anything, the detector assumes 10% of the
+//! probes lost ([`PRIOR_LOSS`], an observation that decays like the others), so that a young
+//! detector under heavy loss does not suspect on the configured `retries` alone.
+//!
+//! **The price is detection time**: with probe timeout `t`, a crash is noticed after
+//! `interval + k × t`. With the defaults (300 ms, 4 probes of 100 ms): in a busy group, whose
+//! detector has seen few probing rounds, `k` is 9 (1.2 s instead of 0.7 s); in an idle
+//! loss-free group it falls back to 4 (0.7 s) within about a hundred rounds; at 10% loss each
+//! way (19% of probe round trips lost) `k` is about 13 (1.6 s); at 20% each way (36% lost)
+//! about 21 (2.4 s).
+//!
 //! The trade-off (the Amoeba paper: "if the number is too low, a kernel may decide that another member
 //! has failed while in reality the other group member was just busy") is explicit: a peer is declared failed at the
 //! earliest `interval + retries × probe timeout` after it was last heard, so a member paused for
@@ -15,6 +34,25 @@ use super::rtt::RttEstimator;
 use crate::engine::{NodeId, Time};
 use std::collections::VecDeque;
 use std::time::Duration;
+
+/// A live peer is declared failed at most this often per probing round, as far as the observed
+/// probe loss predicts: the adaptive number of probes is the smallest `k` with `p^k` below it.
+pub const FALSE_SUSPICION_ODDS: f64 = 1e-9;
+
+/// The adaptive number of probes never grows beyond this (a bound on detection time at heavy
+/// loss: `interval + 64 × probe timeout`).
+pub const MAX_ADAPTIVE_RETRIES: u32 = 64;
+
+/// Weight of the past in the probe loss estimate, per completed probing round (about the last
+/// hundred rounds count).
+const LOSS_DECAY: f64 = 0.99;
+
+/// Before any round was observed the detector assumes [`PRIOR_LOSS`] of the probes lost, with
+/// the weight of [`PRIOR_PROBES`] probes, which decays like any observation: a young detector
+/// under heavy loss must not trust the configured `retries` before it has seen a round.
+const PRIOR_LOSS: f64 = 0.1;
+/// See [`PRIOR_LOSS`].
+const PRIOR_PROBES: f64 = 10.0;
 
 /// The parameters of a [`FailureDetector`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -55,6 +93,10 @@ pub struct FailureDetector {
     /// Probes due to be sent (each peer at most once).
     due: VecDeque<NodeId>,
     rtt: RttEstimator,
+    /// Probes sent in completed rounds (decayed), and the rounds (decayed): the observed probe
+    /// loss is `1 - rounds / probes`.
+    probes_sent: f64,
+    rounds: f64,
 }
 
 impl FailureDetector {
@@ -70,7 +112,34 @@ impl FailureDetector {
                 Duration::from_micros(100),
                 params.interval.max(params.min_timeout) * 4,
             ),
+            probes_sent: PRIOR_PROBES,
+            rounds: PRIOR_PROBES * (1.0 - PRIOR_LOSS),
         }
+    }
+
+    /// The fraction of probes that went unanswered, as observed in completed rounds.
+    pub fn probe_loss(&self) -> f64 {
+        if self.probes_sent <= 0.0 {
+            0.0
+        } else {
+            (1.0 - self.rounds / self.probes_sent).clamp(0.0, 1.0)
+        }
+    }
+
+    /// Unanswered probes needed now before a peer is declared failed: the configured
+    /// `retries`, more when the observed probe loss would make that many misses of a live peer
+    /// likelier than [`FALSE_SUSPICION_ODDS`] (see the module docs).
+    pub fn retries(&self) -> u32 {
+        let p = self.probe_loss();
+        let base = self.params.retries;
+        if p <= 0.0 {
+            return base;
+        }
+        if p >= 1.0 {
+            return base.max(MAX_ADAPTIVE_RETRIES);
+        }
+        let k = (FALSE_SUSPICION_ODDS.ln() / p.ln()).ceil();
+        base.max((k as u32).min(MAX_ADAPTIVE_RETRIES))
     }
 
     /// The parameters.
@@ -83,9 +152,10 @@ impl FailureDetector {
         (self.rtt.base_rto() * 2).max(self.params.min_timeout)
     }
 
-    /// The time after which a silent peer is declared failed, with the current probe timeout.
+    /// The time after which a silent peer is declared failed, with the current probe timeout
+    /// and number of probes.
     pub fn failure_timeout(&self) -> Duration {
-        self.params.interval + self.probe_timeout() * self.params.retries
+        self.params.interval + self.probe_timeout() * self.retries()
     }
 
     /// Watch exactly `ids` from now on. Peers already watched keep their state; new ones count
@@ -134,6 +204,11 @@ impl FailureDetector {
                 self.rtt.on_sample(now.saturating_since(at));
             }
         }
+        if w.probes > 0 {
+            // A round ended by an answer: `probes` probes for one live peer.
+            self.probes_sent = self.probes_sent * LOSS_DECAY + f64::from(w.probes);
+            self.rounds = self.rounds * LOSS_DECAY + 1.0;
+        }
         w.last_heard = w.last_heard.max(now);
         w.probes = 0;
         w.deadline = None;
@@ -144,11 +219,12 @@ impl FailureDetector {
     /// (it stays watched, and is returned again by later calls until it is heard or unwatched).
     pub fn on_timeout(&mut self, now: Time) -> Option<NodeId> {
         let timeout = self.probe_timeout();
+        let retries = self.retries();
         let mut failed = None;
         for w in &mut self.peers {
             match w.deadline {
                 Some(d) if now >= d => {
-                    if w.probes >= self.params.retries {
+                    if w.probes >= retries {
                         failed = failed.or(Some(w.id));
                         continue;
                     }
@@ -189,12 +265,36 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn det() -> FailureDetector {
-        FailureDetector::new(DetectorParams {
+    fn params() -> DetectorParams {
+        DetectorParams {
             interval: Duration::from_millis(100),
             retries: 3,
             min_timeout: Duration::from_millis(50),
-        })
+        }
+    }
+
+    /// A detector that has seen many loss-free rounds: the configured retries apply.
+    fn det() -> FailureDetector {
+        let mut d = FailureDetector::new(params());
+        d.probes_sent = 0.0;
+        d.rounds = 0.0;
+        d
+    }
+
+    #[test]
+    fn a_young_detector_assumes_some_loss_until_rounds_show_none() {
+        let mut d = FailureDetector::new(params());
+        // 0.1^9 < 1e-9 <= 0.1^8
+        assert_eq!(d.retries(), 9);
+        d.watch([NodeId(1)], Time(0));
+        let mut t = 0;
+        for _ in 0..300 {
+            t += 100 * MS;
+            d.on_timeout(Time(t));
+            t += 5 * MS;
+            d.heard(NodeId(1), Time(t));
+        }
+        assert_eq!(d.retries(), 3);
     }
 
     #[test]
@@ -243,6 +343,43 @@ mod tests {
         assert_eq!(d.poll_probe(), Some(NodeId(2)));
         assert_eq!(d.poll_probe(), None);
         assert_eq!(d.next_timeout(), Some(Time(150 * MS)));
+    }
+
+    #[test]
+    fn observed_probe_loss_raises_the_probes_needed_and_a_crash_does_not() {
+        let mut d = det();
+        d.watch([NodeId(1), NodeId(2)], Time(0));
+        assert_eq!(d.retries(), 3);
+        // Rounds in which peer 1 answers only the second probe: half the probes are lost.
+        let mut t = 0;
+        for _ in 0..200 {
+            t += 100 * MS;
+            d.heard(NodeId(2), Time(t));
+            d.on_timeout(Time(t));
+            t += 50 * MS;
+            d.heard(NodeId(2), Time(t));
+            d.on_timeout(Time(t));
+            t += 10 * MS;
+            d.heard(NodeId(1), Time(t));
+            d.heard(NodeId(2), Time(t));
+        }
+        assert!((d.probe_loss() - 0.5).abs() < 0.01, "{}", d.probe_loss());
+        // 0.5^30 < 1e-9 <= 0.5^29.
+        assert_eq!(d.retries(), 30);
+        assert_eq!(
+            d.failure_timeout(),
+            Duration::from_millis(100) + d.probe_timeout() * 30
+        );
+        // Peer 1 crashes: its unanswered probes do not count, the bar stays where it was.
+        let before = d.retries();
+        let mut failed = None;
+        while failed.is_none() {
+            t += 10 * MS;
+            d.heard(NodeId(2), Time(t));
+            failed = d.on_timeout(Time(t));
+        }
+        assert_eq!(failed, Some(NodeId(1)));
+        assert_eq!(d.retries(), before);
     }
 
     #[test]

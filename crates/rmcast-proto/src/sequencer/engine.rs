@@ -432,7 +432,7 @@ impl Sequencer {
         // backed-off retries of an impatient sender.
         let silent_for = now.saturating_since(self.rec.last_heard_sequencer);
         if self.cfg.alive_interval_ms > 0
-            && self.rec.silent_req_timeouts > self.cfg.alive_retries
+            && self.rec.silent_req_timeouts > self.rec.detector.retries()
             && silent_for >= self.rec.detector.failure_timeout()
         {
             let suspect = self.sequencer_hint;
