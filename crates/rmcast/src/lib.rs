@@ -81,6 +81,7 @@ mod config;
 mod error;
 mod hello;
 mod io;
+mod keyfile;
 mod net;
 mod node;
 mod shared;
@@ -90,11 +91,14 @@ pub use config::{
     MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
+pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
 /// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
 pub use rmcast_proto::registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };
+/// Keys of secure groups ([`GroupConfig::keys`]; see [`rmcast_proto::secure`]).
+pub use rmcast_proto::secure::{GroupKey, KeyError, Keyring};
 pub use rmcast_proto::{
     Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
 };
