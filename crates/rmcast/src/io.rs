@@ -788,6 +788,12 @@ impl IoLoop {
                 }
             },
         };
+        if sealed && header.sender == self.shared.id {
+            // Only this node seals with its id, and its own echoes were dropped above: a
+            // replay of one of its datagrams, sent back from elsewhere.
+            AtomicNodeCounters::add(&counters.replays_dropped, 1);
+            return;
+        }
         self.net.learn(self.shared.id, header.sender, from);
         if header.ptype == hello::PTYPE {
             if let Some(h) = wire::decode(data).ok().as_ref().and_then(hello::parse) {
@@ -910,8 +916,13 @@ impl IoLoop {
         g.next_hello = Some(now + hello::INTERVAL);
         let buf = hello::encode(g.gid, me, Hello::Ask);
         let c = &self.shared.counters;
-        let Some(buf) = seal(g.cipher.as_ref(), &mut self.sealer, &buf, &mut self.seal_buf, c)
-        else {
+        let Some(buf) = seal(
+            g.cipher.as_ref(),
+            &mut self.sealer,
+            &buf,
+            &mut self.seal_buf,
+            c,
+        ) else {
             return;
         };
         AtomicNodeCounters::add(&c.hellos_sent, 1);
@@ -934,8 +945,13 @@ impl IoLoop {
         *n += 1;
         let buf = hello::encode(g.gid, self.shared.id, Hello::Answer);
         let c = &self.shared.counters;
-        let Some(buf) = seal(g.cipher.as_ref(), &mut self.sealer, &buf, &mut self.seal_buf, c)
-        else {
+        let Some(buf) = seal(
+            g.cipher.as_ref(),
+            &mut self.sealer,
+            &buf,
+            &mut self.seal_buf,
+            c,
+        ) else {
             return;
         };
         AtomicNodeCounters::add(&c.hellos_sent, 1);

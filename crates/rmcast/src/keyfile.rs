@@ -33,8 +33,12 @@ pub fn load_key_file(path: &Path) -> io::Result<GroupKey> {
             ));
         }
     }
-    GroupKey::from_file_contents(&contents)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
+    GroupKey::from_file_contents(&contents).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
 }
 
 /// Write `key` to a new file `path` readable by its owner only (mode 0600); an existing file is
