@@ -32,6 +32,7 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
+use crate::keys::KeyArgs;
 use crate::member::{parse_engine, ENGINE_HELP};
 use crate::worker::WORKER_WIND_DOWN;
 use crate::workers::{
@@ -125,6 +126,11 @@ pub struct BenchArgs {
     /// Also write one JSON line per measurement to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// rmcast: also measure a secure group with the key in this file, beside the group without
+    /// a key (rows `secure`; the last column then also gives secure/rmcast).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Which members send.
@@ -202,7 +208,7 @@ enum Limit {
 /// What one measurement (one implementation, one size) found.
 #[derive(Clone, Debug, serde::Serialize)]
 struct Measurement {
-    /// "raw" or "rmcast".
+    /// "raw", "rmcast", or "secure" (rmcast with a key).
     implementation: &'static str,
     size_bytes: usize,
     senders: usize,
@@ -322,6 +328,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
+            keys: KeyArgs::default(),
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -338,6 +345,22 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 Err(e) => {
                     failures += 1;
                     eprintln!("rmcast {size} B: {e:#}");
+                }
+            }
+            if let Some(k) = &args.key_file {
+                let secure = RunConfig {
+                    keys: KeyArgs {
+                        key_file: Some(k.clone()),
+                        accept_key_file: Vec::new(),
+                    },
+                    ..cfg.clone()
+                };
+                match run_rmcast(&secure) {
+                    Ok(m) => rows.push(m),
+                    Err(e) => {
+                        failures += 1;
+                        eprintln!("secure {size} B: {e:#}");
+                    }
                 }
             }
         }
@@ -372,6 +395,8 @@ struct RunConfig {
     max_datagram_bytes: usize,
     /// `--engine` of the rmcast workers.
     engine: String,
+    /// `--key-file` of the rmcast workers: a secure group when set.
+    keys: KeyArgs,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -814,7 +839,12 @@ fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
         Limit::Duration(d) => Some(d),
         Limit::Messages(_) => None,
     };
-    let mut m = run_workers(cfg, count, "rmcast", pb_len)?;
+    let what = if cfg.keys.key_file.is_some() {
+        "secure"
+    } else {
+        "rmcast"
+    };
+    let mut m = run_workers(cfg, count, what, pb_len)?;
     notes.append(&mut m.notes);
     m.notes = notes;
     Ok(m)
@@ -874,6 +904,7 @@ fn run_workers_in(
         timeout: worker_timeout,
         recovery: None,
         log_dir: None,
+        keys: cfg.keys.clone(),
     };
     let outcomes = spec.run(
         |id, cmd| {
@@ -954,7 +985,11 @@ fn run_workers_in(
         datagrams as f64 / sent.max(1) as f64
     ));
     Ok(Measurement {
-        implementation: "rmcast",
+        implementation: if cfg.keys.key_file.is_some() {
+            "secure"
+        } else {
+            "rmcast"
+        },
         size_bytes: cfg.size,
         senders: cfg.senders,
         sent,
@@ -1120,16 +1155,18 @@ fn render_table(rows: &[Measurement]) -> String {
         "size", "impl", "msgs/s at each member", "MB/s", "lat p50", "lat p99", "lost", "rmcast/raw"
     );
     for (m, pm) in rows.iter().zip(&per_member) {
-        let ratio = if m.implementation == "rmcast" {
+        // Against raw; a secure row also against rmcast without a key.
+        let versus = |imp: &str| {
             rows.iter()
-                .find(|r| r.implementation == "raw" && r.size_bytes == m.size_bytes)
-                .map(|raw| raw.mean_rate())
+                .find(|r| r.implementation == imp && r.size_bytes == m.size_bytes)
+                .map(|r| r.mean_rate())
                 .filter(|&r| r > 0.0)
-                .map_or("-".to_string(), |raw| {
-                    format!("{:.2}x", m.mean_rate() / raw)
-                })
-        } else {
-            String::new()
+                .map_or("-".to_string(), |r| format!("{:.2}x", m.mean_rate() / r))
+        };
+        let ratio = match m.implementation {
+            "rmcast" => versus("raw"),
+            "secure" => format!("{} ({} plain)", versus("raw"), versus("rmcast")),
+            _ => String::new(),
         };
         let lost = m.lost();
         let lost = if lost == 0 {
@@ -1156,7 +1193,8 @@ fn render_table(rows: &[Measurement]) -> String {
          message, its own included). MB/s: payload per member, mean over members. Latency, send\n\
          to delivery: median of the members' p50, worst member's p99. raw sends one datagram per\n\
          message; rmcast bundles small messages into one datagram, so it can outrun raw (see its\n\
-         datagrams per message below).\n",
+         datagrams per message below). secure: rmcast in a group with a key (every datagram\n\
+         sealed with AES-256-GCM); its ratio to rmcast without a key is in parentheses.\n",
     );
     for m in rows {
         for n in &m.notes {

@@ -189,6 +189,7 @@ fn member_args(
         timeout: worker_timeout,
         recovery: Some(args.recovery.clone()),
         log_dir: Some(dir.to_path_buf()),
+        keys: Default::default(),
     }
 }
 

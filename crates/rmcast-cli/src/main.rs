@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod keys;
 mod member;
 mod sim;
 mod worker;
@@ -27,6 +28,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an engine in the deterministic simulator under faults and check it.
     Sim(sim::SimArgs),
+    /// Write a new random group key (32 bytes, mode 0600) for --key-file.
+    Keygen(keys::KeygenArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -46,6 +49,7 @@ fn main() -> std::process::ExitCode {
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Keygen(a) => keys::keygen(a),
         Command::Worker(a) => worker::run(a),
     };
     match result {

@@ -75,6 +75,8 @@ pub struct GroupArgs {
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 /// The sequencer's failure detection and reset policy (seed 002 section 5.3). Every member of
@@ -170,6 +172,7 @@ impl GroupArgs {
         }
         group.max_datagram_bytes = self.max_datagram_bytes;
         group.join_timeout = Duration::from_millis(self.join_timeout_ms);
+        group.keys = self.keys.keyring()?;
         Ok((node, group))
     }
 

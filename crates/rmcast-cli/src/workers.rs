@@ -138,6 +138,8 @@ pub struct MemberArgs {
     pub recovery: Option<RecoveryArgs>,
     /// `--log`: each worker logs to [`member_log_path`] in this directory.
     pub log_dir: Option<PathBuf>,
+    /// `--key-file` and friends: a secure group.
+    pub keys: crate::keys::KeyArgs,
 }
 
 impl MemberArgs {
@@ -155,6 +157,9 @@ impl MemberArgs {
         if let Some(dir) = &self.log_dir {
             cmd.arg("--log").arg(member_log_path(dir, index));
         }
+        // The keys are the run's choice, not the environment's.
+        cmd.env_remove(rmcast::KEY_FILE_ENV)
+            .args(self.keys.to_args());
     }
 }
 
