@@ -934,6 +934,7 @@ fn run_workers_in(
     }
     let mut figures = Vec::new();
     let mut sent = 0;
+    let mut refused = 0;
     let (mut datagrams, mut retrans, mut nacks, mut refusals, mut stalls) = (0, 0, 0, 0, 0);
     let mut problems = Vec::new();
     for w in &outcomes {
@@ -969,6 +970,7 @@ fn run_workers_in(
         nacks += st.nacks_sent;
         refusals += st.backpressure_refusals;
         stalls += st.event_queue_stalls;
+        refused += st.node_refused;
         figures.push(MemberFigures {
             received: st.delivered,
             msgs_per_sec: st.msgs_per_s,
@@ -984,6 +986,11 @@ fn run_workers_in(
          {refusals} back-pressure refusals, {stalls} event-queue stalls",
         datagrams as f64 / sent.max(1) as f64
     ));
+    if cfg.keys.key_file.is_some() {
+        notes.push(format!(
+            "{refused} datagrams refused by the members (verification, replay window)"
+        ));
+    }
     Ok(Measurement {
         implementation: if cfg.keys.key_file.is_some() {
             "secure"

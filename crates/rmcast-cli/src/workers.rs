@@ -70,6 +70,10 @@ pub struct WorkerStats {
     pub node_send_deferred: u64,
     /// Sends that failed.
     pub node_send_errors: u64,
+    /// Secure groups: datagrams refused before the engine (failed verification, unknown key,
+    /// no authentication block, replays).
+    #[serde(default)]
+    pub node_refused: u64,
     /// Own messages whose send completed.
     #[serde(default)]
     pub completions: u64,

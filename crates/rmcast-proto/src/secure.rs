@@ -43,9 +43,10 @@ pub const KEY_LEN: usize = 32;
 const AAD_LEN: usize = HEADER_LEN + AUTH_BLOCK_LEN;
 /// Offset of the flags byte in the header.
 const FLAGS_AT: usize = 5;
-/// Senders whose replay window a group keeps at most. Only verified datagrams create one, so
-/// only key holders fill it; the bound is against a buggy one cycling through ids.
-pub const MAX_SENDERS: usize = 4096;
+/// Senders whose replay window (8 KiB each) a group keeps at most. Only verified datagrams
+/// create one, so only key holders fill it; the bound is against a buggy one cycling through
+/// ids.
+pub const MAX_SENDERS: usize = 1024;
 /// PBKDF2-HMAC-SHA-256 iterations stretching a passphrase (OWASP's 2023 recommendation).
 pub const PBKDF2_ITERATIONS: u32 = 600_000;
 /// Salt of the passphrase stretching: fixed, so that every member derives the same key from the
