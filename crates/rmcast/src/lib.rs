@@ -57,6 +57,13 @@
 //! a list of addresses, for networks without multicast. By default everything stays on this
 //! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]).
 //!
+//! **Secure groups.** A group without a key trusts its network: anyone who can reach its
+//! address can send into it. With [`GroupConfig::keys`] every datagram is sealed with
+//! AES-256-GCM and verified before any engine sees it; forgeries, replays and datagrams without
+//! the authentication block are counted ([`NodeCounters`]) and dropped, and peers' addresses are
+//! learnt only from verified datagrams. Keys come from key files ([`load_key_file`],
+//! [`write_key_file`]); see [`rmcast_proto::secure`] for nonces, replay windows and rotation.
+//!
 //! **Bounded memory.** The send queue and the event queue have fixed capacities
 //! ([`GroupConfig`]); when the application does not read its events, the runtime stops taking
 //! events from the engine, the engine (whose own queues are bounded) refuses new messages, and
