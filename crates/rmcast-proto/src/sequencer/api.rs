@@ -54,6 +54,7 @@ impl Engine for Sequencer {
         vec![
             ("syncs_sent", self.syncs_sent),
             ("ordering_refused", self.ordering_refused),
+            ("requests_far_ahead", self.requests_far_ahead),
         ]
     }
 

@@ -69,6 +69,8 @@ pub struct Sequencer {
     /// Ordering state (BC_BCAST, accepts, syncs) from a node that is not a member of the view,
     /// refused: roles, not claims.
     pub(super) ordering_refused: u64,
+    /// Requests further ahead of their sender's stream than a send window, refused.
+    pub(super) requests_far_ahead: u64,
 }
 
 impl Sequencer {
@@ -107,6 +109,7 @@ impl Sequencer {
             counters: Counters::default(),
             syncs_sent: 0,
             ordering_refused: 0,
+            requests_far_ahead: 0,
             cfg,
         }
     }

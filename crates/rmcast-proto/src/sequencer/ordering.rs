@@ -378,6 +378,13 @@ impl Sequencer {
                 duplicate = true;
                 continue;
             }
+            // No sender has more than its send window in flight beyond what was ordered: a
+            // request further ahead would only sit in the shared table of waiting requests
+            // (and a flood of them would block everyone).
+            if e.pnum - m.last_pnum > self.cfg.send_window_msgs as u64 {
+                self.requests_far_ahead += 1;
+                continue;
+            }
             // Requests wait in the third part of the history until they are next in their
             // sender's stream and there is room (seed 002 Fig. 11): a lost request or a full
             // history then costs the sender no timeout for the requests behind it.

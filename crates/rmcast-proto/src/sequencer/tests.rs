@@ -668,3 +668,43 @@ fn ordering_state_only_from_members_of_the_view() {
         .map(|(_, v)| v);
     assert_eq!(refused, Some(1));
 }
+
+/// A flood of requests far ahead of a member's stream does not fill the sequencer's table of
+/// waiting requests: they are refused and counted, and the members' messages still go through.
+#[test]
+fn far_ahead_requests_are_refused_and_counted() {
+    use crate::wire::{EngineKind, Header};
+    let mut net = Net::new(3, cfg(0));
+    let header = Header {
+        engine: EngineKind::Sequencer,
+        ptype: ptype::BCAST_REQ_PB,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(2),
+    };
+    let mut buf = Vec::new();
+    for k in 0..10_000u64 {
+        let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0);
+        w.push(&packet::ReqEntry {
+            pnum: 1_000_000 + k,
+            frag_index: 0,
+            frag_count: 1,
+            payload: b"far",
+        });
+        net.nodes[0].handle_datagram(net.now, NodeId(2), &buf);
+    }
+    let far = net.nodes[0]
+        .engine_counters()
+        .into_iter()
+        .find(|(n, _)| *n == "requests_far_ahead")
+        .map(|(_, v)| v);
+    assert_eq!(far, Some(10_000));
+    for i in 0..3 {
+        net.nodes[i]
+            .submit(net.now, Bytes::from(vec![i as u8]), Qos::default())
+            .unwrap();
+    }
+    net.run(Duration::from_millis(500));
+    assert_eq!(net.deliveries(1).len(), 3);
+}
