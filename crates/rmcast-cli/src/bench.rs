@@ -32,6 +32,7 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
 //! command spawned are ever killed, by their own handles.
 
+use crate::keys::KeyArgs;
 use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
 use crate::worker::WORKER_WIND_DOWN;
 use crate::workers::{
@@ -137,6 +138,11 @@ pub struct BenchArgs {
     /// rmcast: the workers' interface and multicast TTL (the raw baseline stays on loopback).
     #[command(flatten)]
     pub net: NetArgs,
+
+    /// rmcast: also measure a secure group with the key in this file, beside the group without
+    /// a key (rows `secure`; the last column then also gives secure/rmcast).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Which members send.
@@ -194,7 +200,7 @@ enum Limit {
 /// What one measurement (one implementation, one size) found.
 #[derive(Clone, Debug, serde::Serialize)]
 struct Measurement {
-    /// "raw" or "rmcast".
+    /// "raw", "rmcast", or "secure" (rmcast with a key).
     implementation: &'static str,
     size_bytes: usize,
     senders: usize,
@@ -332,6 +338,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             engine: args.engine.clone(),
             rate: args.rate,
             net: args.net.clone(),
+            keys: KeyArgs::default(),
         };
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
@@ -348,6 +355,22 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 Err(e) => {
                     failures += 1;
                     eprintln!("rmcast {size} B: {e:#}");
+                }
+            }
+            if let Some(k) = &args.key_file {
+                let secure = RunConfig {
+                    keys: KeyArgs {
+                        key_file: Some(k.clone()),
+                        accept_key_file: Vec::new(),
+                    },
+                    ..cfg.clone()
+                };
+                match run_rmcast(&secure) {
+                    Ok(m) => rows.push(m),
+                    Err(e) => {
+                        failures += 1;
+                        eprintln!("secure {size} B: {e:#}");
+                    }
                 }
             }
         }
@@ -417,6 +440,8 @@ struct RunConfig {
     rate: Option<u64>,
     /// `--interface` and `--ttl` of the rmcast workers.
     net: NetArgs,
+    /// `--key-file` of the rmcast workers: a secure group when set.
+    keys: KeyArgs,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -885,7 +910,12 @@ fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
         Limit::Duration(d) => Some(d),
         Limit::Messages(_) => None,
     };
-    let mut m = run_workers(cfg, count, "rmcast", pb_len)?;
+    let what = if cfg.keys.key_file.is_some() {
+        "secure"
+    } else {
+        "rmcast"
+    };
+    let mut m = run_workers(cfg, count, what, pb_len)?;
     notes.append(&mut m.notes);
     m.notes = notes;
     Ok(m)
@@ -946,6 +976,7 @@ fn run_workers_in(
         recovery: None,
         log_dir: None,
         net: cfg.net.clone(),
+        keys: cfg.keys.clone(),
     };
     let outcomes = spec.run(
         |id, cmd| {
@@ -978,6 +1009,7 @@ fn run_workers_in(
     }
     let mut figures = Vec::new();
     let mut sent = 0;
+    let mut refused = 0;
     let (mut datagrams, mut retrans, mut nacks, mut refusals, mut stalls) = (0, 0, 0, 0, 0);
     let mut problems = Vec::new();
     for w in &outcomes {
@@ -1013,6 +1045,7 @@ fn run_workers_in(
         nacks += st.nacks_sent;
         refusals += st.backpressure_refusals;
         stalls += st.event_queue_stalls;
+        refused += st.node_refused;
         figures.push(MemberFigures {
             received: st.delivered,
             msgs_per_sec: st.msgs_per_s,
@@ -1029,8 +1062,17 @@ fn run_workers_in(
          {refusals} back-pressure refusals, {stalls} event-queue stalls",
         datagrams as f64 / sent.max(1) as f64
     ));
+    if cfg.keys.key_file.is_some() {
+        notes.push(format!(
+            "{refused} datagrams refused by the members (verification, replay window)"
+        ));
+    }
     Ok(Measurement {
-        implementation: "rmcast",
+        implementation: if cfg.keys.key_file.is_some() {
+            "secure"
+        } else {
+            "rmcast"
+        },
         size_bytes: cfg.size,
         senders: cfg.senders,
         sent,
@@ -1204,16 +1246,18 @@ fn render_table(rows: &[Measurement]) -> String {
         "rmcast/raw"
     );
     for (m, pm) in rows.iter().zip(&per_member) {
-        let ratio = if m.implementation == "rmcast" {
+        // Against raw; a secure row also against rmcast without a key.
+        let versus = |imp: &str| {
             rows.iter()
-                .find(|r| r.implementation == "raw" && r.size_bytes == m.size_bytes)
-                .map(|raw| raw.mean_rate())
+                .find(|r| r.implementation == imp && r.size_bytes == m.size_bytes)
+                .map(|r| r.mean_rate())
                 .filter(|&r| r > 0.0)
-                .map_or("-".to_string(), |raw| {
-                    format!("{:.2}x", m.mean_rate() / raw)
-                })
-        } else {
-            String::new()
+                .map_or("-".to_string(), |r| format!("{:.2}x", m.mean_rate() / r))
+        };
+        let ratio = match m.implementation {
+            "rmcast" => versus("raw"),
+            "secure" => format!("{} ({} plain)", versus("raw"), versus("rmcast")),
+            _ => String::new(),
         };
         let lost = m.lost();
         let lost = if lost == 0 {
@@ -1241,7 +1285,8 @@ fn render_table(rows: &[Measurement]) -> String {
          message, its own included). MB/s: payload per member, mean over members. Latency, send\n\
          to delivery: median of the members' p50, worst member's p99 and p99.9. raw sends one datagram per\n\
          message; rmcast bundles small messages into one datagram, so it can outrun raw (see its\n\
-         datagrams per message below).\n",
+         datagrams per message below). secure: rmcast in a group with a key (every datagram\n\
+         sealed with AES-256-GCM); its ratio to rmcast without a key is in parentheses.\n",
     );
     for m in rows {
         for n in &m.notes {

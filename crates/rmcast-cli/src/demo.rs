@@ -198,6 +198,7 @@ fn member_args(
         recovery: Some(args.recovery.clone()),
         log_dir: Some(dir.to_path_buf()),
         net: args.net.clone(),
+        keys: Default::default(),
     }
 }
 

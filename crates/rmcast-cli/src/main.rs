@@ -3,6 +3,7 @@
 mod bench;
 mod config;
 mod demo;
+mod keys;
 mod member;
 mod plot;
 mod signals;
@@ -38,6 +39,8 @@ enum Command {
     /// Config files: `rmcast config --print-defaults > member.toml`, then
     /// `rmcast member --config member.toml`.
     Config(ConfigArgs),
+    /// Write a new random group key (32 bytes, mode 0600) for --key-file.
+    Keygen(keys::KeygenArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -120,6 +123,7 @@ fn main() -> std::process::ExitCode {
             print!("{}", config::defaults_file(&member_command()));
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Keygen(a) => keys::keygen(a),
         Command::Worker(a) => worker::run(a),
     };
     match result {

@@ -107,6 +107,8 @@ pub struct GroupArgs {
     pub recovery: RecoveryArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 /// Where this member's traffic goes on the network: `rmcast member`, `rmcast worker`,
@@ -237,6 +239,7 @@ impl GroupArgs {
         };
         group.max_datagram_bytes = self.max_datagram_bytes;
         group.join_timeout = Duration::from_millis(self.join_timeout_ms);
+        group.keys = self.keys.keyring()?;
         Ok((node, group))
     }
 

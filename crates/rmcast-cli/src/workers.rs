@@ -73,6 +73,10 @@ pub struct WorkerStats {
     pub node_send_deferred: u64,
     /// Sends that failed.
     pub node_send_errors: u64,
+    /// Secure groups: datagrams refused before the engine (failed verification, unknown key,
+    /// no authentication block, replays).
+    #[serde(default)]
+    pub node_refused: u64,
     /// Own messages whose send completed.
     #[serde(default)]
     pub completions: u64,
@@ -143,6 +147,8 @@ pub struct MemberArgs {
     pub log_dir: Option<PathBuf>,
     /// `--interface` and `--ttl`.
     pub net: NetArgs,
+    /// `--key-file` and friends: a secure group.
+    pub keys: crate::keys::KeyArgs,
 }
 
 impl MemberArgs {
@@ -163,6 +169,9 @@ impl MemberArgs {
         if let Some(dir) = &self.log_dir {
             cmd.arg("--log").arg(member_log_path(dir, index));
         }
+        // The keys are the run's choice, not the environment's.
+        cmd.env_remove(rmcast::KEY_FILE_ENV)
+            .args(self.keys.to_args());
     }
 }
 

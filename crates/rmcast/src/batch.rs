@@ -38,6 +38,11 @@ impl RecvBatch {
         (&self.bufs[i * SLOT..i * SLOT + self.lens[i]], self.from[i])
     }
 
+    /// Datagram `i` of the last [`RecvBatch::recv`], to decrypt in place.
+    pub(crate) fn get_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i * SLOT..i * SLOT + self.lens[i]]
+    }
+
     /// Read up to [`BATCH`] datagrams from non-blocking `sock` without waiting; returns how
     /// many (`WouldBlock` when there were none).
     #[cfg(target_os = "linux")]

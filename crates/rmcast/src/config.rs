@@ -2,6 +2,7 @@
 //! keeps traffic on this host (docs/ARCHITECTURE.md).
 
 use rmcast_proto::common::{group_id, multicast_endpoint};
+use rmcast_proto::secure::{Keyring, AUTH_OVERHEAD};
 use rmcast_proto::{ConfigError, EngineChoice, NodeId, Qos};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -118,6 +119,13 @@ pub struct GroupConfig {
     /// [`crate::GroupSender::send_nowait`] are stable, e.g. to log completions for
     /// [`crate::log::verify_logs`].
     pub completion_events: bool,
+    /// The group key(s): `Some` makes the group *secure*. Every datagram is then sealed with
+    /// authenticated encryption (AES-256-GCM, see [`rmcast_proto::secure`]) and a datagram that
+    /// does not verify, is replayed, or comes without the authentication block is counted
+    /// ([`crate::NodeCounters`]) and dropped before the engine sees it. Every member needs the
+    /// same key. `None` (the default): the group trusts its network, and anyone who can reach
+    /// its address can send into it; datagrams that carry an authentication block are dropped.
+    pub keys: Option<Keyring>,
 }
 
 impl GroupConfig {
@@ -136,6 +144,22 @@ impl GroupConfig {
             event_queue_capacity: 4096,
             send_queue_capacity: 1024,
             completion_events: false,
+            keys: None,
+        }
+    }
+
+    /// Make the group secure with `keys` ([`GroupConfig::keys`]).
+    pub fn keys(mut self, keys: Keyring) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Largest datagram the engine itself may write: [`GroupConfig::max_datagram_bytes`] less
+    /// the authentication block and tag of a secure group.
+    pub fn engine_datagram_bytes(&self) -> usize {
+        match self.keys {
+            Some(_) => self.datagram_bytes().saturating_sub(AUTH_OVERHEAD),
+            None => self.datagram_bytes(),
         }
     }
 
@@ -191,17 +215,19 @@ impl GroupConfig {
                 reason: "is empty",
             });
         }
+        // A secure group's engine still gets at least the minimum.
+        let sealing = self.datagram_bytes() - self.engine_datagram_bytes();
         ConfigError::check_range(
             "max_datagram_bytes",
             self.datagram_bytes() as u64,
-            MIN_DATAGRAM_BYTES as u64,
+            (MIN_DATAGRAM_BYTES + sealing) as u64,
             MAX_DATAGRAM_BYTES as u64,
         )?;
         let at_least_one =
             |field, n: usize| ConfigError::check_range(field, n as u64, 1, u32::MAX as u64);
         at_least_one("event_queue_capacity", self.event_queue_capacity)?;
         at_least_one("send_queue_capacity", self.send_queue_capacity)?;
-        self.engine.validate(self.datagram_bytes())?;
+        self.engine.validate(self.engine_datagram_bytes())?;
         if !self.engine.guarantees().qos.contains(self.qos) {
             return Err(ConfigError::Invalid {
                 field: "qos",

@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::hello::{self, Hello};
 use crate::net;
 use crate::shared::{AtomicNodeCounters, Command, GroupShared, NodeShared, Op, OpenRequest};
+use rmcast_proto::secure::{GroupCipher, Rejection, Sealer};
 use rmcast_proto::{
     wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
     Time,
@@ -114,6 +115,8 @@ pub(crate) fn spawn(
                 groups: Vec::new(),
                 rx: RecvBatch::new(),
                 tx_buf: Vec::with_capacity(1 << 16),
+                sealer: Sealer::new(id, sealer_start()),
+                seal_buf: Vec::with_capacity(1 << 16),
                 unicast_pending: false,
                 shutdown: None,
             }
@@ -287,6 +290,8 @@ struct GroupState {
     leave_timeout: Duration,
     /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
     completion_events: bool,
+    /// A secure group's keys and replay windows ([`crate::GroupConfig::keys`]).
+    cipher: Option<GroupCipher>,
     engine: Box<dyn Engine>,
     phase: Phase,
     /// The multicast socket and whether it may still hold unread datagrams.
@@ -435,6 +440,10 @@ struct IoLoop {
     /// Receive buffers, filled by one system call per batch.
     rx: RecvBatch,
     tx_buf: Vec<u8>,
+    /// The node's nonce source, shared by its secure groups.
+    sealer: Sealer,
+    /// A sealed datagram on its way out.
+    seal_buf: Vec<u8>,
     /// The unicast socket may hold unread datagrams (the read budget ran out).
     unicast_pending: bool,
     /// Set once the node shuts down: when the loop ends at the latest.
@@ -653,7 +662,7 @@ impl IoLoop {
             role,
             gid,
             self.shared.id,
-            cfg.datagram_bytes(),
+            cfg.engine_datagram_bytes(),
             now,
             os_seed(),
         );
@@ -679,9 +688,10 @@ impl IoLoop {
             name: cfg.name.clone(),
             gid,
             cfg_engine: cfg.engine.clone(),
-            max_datagram_bytes: cfg.datagram_bytes(),
+            max_datagram_bytes: cfg.engine_datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
             completion_events: cfg.completion_events,
+            cipher: cfg.keys.as_ref().map(GroupCipher::new),
             engine,
             phase,
             mcast,
@@ -749,60 +759,103 @@ impl IoLoop {
         true
     }
 
-    /// Hand received datagram `k` of the batch to the engine it belongs to.
+    /// Hand received datagram `k` of the batch to the engine it belongs to. A secure group's
+    /// datagram is verified and decrypted first (in place), and only a verified datagram teaches
+    /// a peer's address; whatever does not verify is counted and dropped here.
     fn dispatch(&mut self, group: Option<usize>, k: usize, now: Time) {
-        let (data, from) = self.rx.get(k);
+        let from = self.rx.get(k).1;
         let counters = &self.shared.counters;
         if from == self.net.local {
             // Our own multicast, looped back so that other members on this host get it.
             AtomicNodeCounters::add(&counters.own_echoes, 1);
             return;
         }
-        match wire::decode(data) {
-            Ok(packet) => {
-                let sender = packet.header.sender;
-                self.net.learn(self.shared.id, sender, from);
-                let target = match group {
-                    Some(i) => Some(i),
-                    None => self
-                        .groups
-                        .iter()
-                        .position(|g| g.gid == packet.header.group && !g.done),
-                };
-                if sender == self.shared.id {
-                    // Another node uses our id (our own datagrams come from `local`).
-                    self.duplicate_id(target, from, hello::parse(&packet), now);
-                    return;
-                }
-                if let Some(h) = hello::parse(&packet) {
-                    // The runtime's own: no engine sees it.
-                    AtomicNodeCounters::add(&counters.hellos_received, 1);
-                    match (target, h) {
-                        (Some(i), Some(Hello::Ask)) => self.answer_hello(i, from, now),
-                        (Some(i), Some(Hello::Looking)) => self.groups[i].note_looker(sender, now),
-                        _ => {}
-                    }
-                    return;
-                }
-                match target {
-                    Some(i) => self.groups[i].engine.handle_datagram(now, sender, data),
-                    None => AtomicNodeCounters::add(&counters.foreign_dropped, 1),
-                }
-            }
+        let (header, sealed) = match wire::decode(self.rx.get(k).0) {
+            Ok(p) => (p.header, p.auth.is_some()),
             Err(e) => {
-                // Not for learning addresses, but the engines count malformed input.
                 AtomicNodeCounters::add(&counters.malformed, 1);
                 trace!(%from, error = %e, "malformed datagram");
+                // Engines count malformed input too, except a secure group's, which never sees
+                // a datagram that did not verify.
+                let data = self.rx.get(k).0;
                 match group {
-                    Some(i) => self.groups[i].engine.handle_datagram(now, NodeId(0), data),
+                    Some(i) if self.groups[i].cipher.is_none() => {
+                        self.groups[i].engine.handle_datagram(now, NodeId(0), data);
+                    }
+                    Some(_) => {}
                     None => {
-                        for g in &mut self.groups {
+                        for g in self.groups.iter_mut().filter(|g| g.cipher.is_none()) {
                             g.engine.handle_datagram(now, NodeId(0), data);
                         }
                     }
                 }
+                return;
+            }
+        };
+        let target = match group {
+            Some(i) => Some(i),
+            None => self
+                .groups
+                .iter()
+                .position(|g| g.gid == header.group && !g.done),
+        };
+        // A datagram of another group (on a shared multicast address) changes nothing here.
+        let Some(i) = target.filter(|i| self.groups[*i].gid == header.group) else {
+            AtomicNodeCounters::add(&counters.foreign_dropped, 1);
+            return;
+        };
+        let g = &mut self.groups[i];
+        let data: &[u8] = match (&mut g.cipher, sealed) {
+            (None, false) => self.rx.get(k).0,
+            (None, true) => {
+                AtomicNodeCounters::add(&counters.auth_unexpected, 1);
+                return;
+            }
+            (Some(_), false) => {
+                AtomicNodeCounters::add(&counters.auth_missing, 1);
+                return;
+            }
+            (Some(cipher), true) => match cipher.open(self.rx.get_mut(k)) {
+                Ok(plain) => plain,
+                Err(r) => {
+                    let c = match r {
+                        Rejection::Missing | Rejection::Malformed => &counters.auth_missing,
+                        Rejection::UnknownKey => &counters.auth_unknown_key,
+                        Rejection::BadTag | Rejection::TooManySenders => &counters.auth_failed,
+                        Rejection::Replay(_) => &counters.replays_dropped,
+                    };
+                    AtomicNodeCounters::add(c, 1);
+                    trace!(%from, sender = %header.sender, rejection = ?r, "datagram refused");
+                    return;
+                }
+            },
+        };
+        if sealed && header.sender == self.shared.id {
+            // Only this node seals with its id, and its own echoes were dropped above: a
+            // replay of one of its datagrams, sent back from elsewhere.
+            AtomicNodeCounters::add(&counters.replays_dropped, 1);
+            return;
+        }
+        if header.sender == self.shared.id {
+            // Another node uses our id (our own datagrams come from `local`).
+            let hello = wire::decode(data).ok().as_ref().and_then(hello::parse);
+            self.duplicate_id(Some(i), from, hello, now);
+            return;
+        }
+        self.net.learn(self.shared.id, header.sender, from);
+        if header.ptype == hello::PTYPE {
+            if let Some(h) = wire::decode(data).ok().as_ref().and_then(hello::parse) {
+                // The runtime's own: no engine sees it.
+                AtomicNodeCounters::add(&counters.hellos_received, 1);
+                match h {
+                    Some(Hello::Ask) => self.answer_hello(i, from, now),
+                    Some(Hello::Looking) => self.groups[i].note_looker(header.sender, now),
+                    _ => {}
+                }
+                return;
             }
         }
+        g.engine.handle_datagram(now, header.sender, data);
     }
 
     /// Move messages in, datagrams out and events out for group `i`.
@@ -854,6 +907,15 @@ impl IoLoop {
             // Several datagrams for one destination (`segment_size`) go one by one; UDP GSO
             // (`UDP_SEGMENT`) could send the whole buffer in one system call here.
             for d in t.datagrams(&self.tx_buf) {
+                let Some(d) = seal(
+                    g.cipher.as_ref(),
+                    &mut self.sealer,
+                    d,
+                    &mut self.seal_buf,
+                    &self.shared.counters,
+                ) else {
+                    continue;
+                };
                 match (peer, t.destination, g.multicast) {
                     (Some(to), _, _) => self.net.send(d, to),
                     // Scoping needs multicast; a unicast fan-out reaches the whole group.
@@ -906,9 +968,19 @@ impl IoLoop {
         g.hello_tries += 1;
         g.next_hello = Some(now + hello::INTERVAL);
         let buf = hello::encode(g.gid, me, Hello::Ask);
-        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+        let c = &self.shared.counters;
+        let Some(buf) = seal(
+            g.cipher.as_ref(),
+            &mut self.sealer,
+            &buf,
+            &mut self.seal_buf,
+            c,
+        ) else {
+            return;
+        };
+        AtomicNodeCounters::add(&c.hellos_sent, 1);
         for to in &g.group_dests {
-            self.net.send(&buf, *to);
+            self.net.send(buf, *to);
         }
     }
 
@@ -974,8 +1046,18 @@ impl IoLoop {
         }
         *n += 1;
         let buf = hello::encode(g.gid, self.shared.id, Hello::Answer);
-        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
-        self.net.send(&buf, from);
+        let c = &self.shared.counters;
+        let Some(buf) = seal(
+            g.cipher.as_ref(),
+            &mut self.sealer,
+            &buf,
+            &mut self.seal_buf,
+            c,
+        ) else {
+            return;
+        };
+        AtomicNodeCounters::add(&c.hellos_sent, 1);
+        self.net.send(buf, from);
     }
 
     fn check_deadlines(&mut self, i: usize, now: Time) {
@@ -1269,6 +1351,36 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
         g.finish(Ok(()));
     }
     progress
+}
+
+/// `plain` as it goes on the wire: sealed into `buf` for a secure group (`cipher`), as it is
+/// otherwise; `None` (counted) if it could not be sealed.
+fn seal<'a>(
+    cipher: Option<&GroupCipher>,
+    sealer: &mut Sealer,
+    plain: &'a [u8],
+    buf: &'a mut Vec<u8>,
+    counters: &AtomicNodeCounters,
+) -> Option<&'a [u8]> {
+    let Some(cipher) = cipher else {
+        return Some(plain);
+    };
+    match cipher.seal(sealer, plain, buf) {
+        Ok(()) => Some(buf),
+        Err(_) => {
+            AtomicNodeCounters::add(&counters.seal_errors, 1);
+            None
+        }
+    }
+}
+
+/// Where the node's datagram counter starts (see [`rmcast_proto::secure`]): the wall-clock time
+/// in nanoseconds, so that a restarted node never reuses a nonce or a counter its peers saw.
+fn sealer_start() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// A seed for an engine's own RNG, from the operating system: `RandomState` is keyed from the

@@ -62,6 +62,13 @@
 //! announce themselves while they wait to be admitted (a HELLO *looking*), and only the lowest
 //! id heard creates the group; the others join it (see the `hello` module).
 //!
+//! **Secure groups.** A group without a key trusts its network: anyone who can reach its
+//! address can send into it. With [`GroupConfig::keys`] every datagram is sealed with
+//! AES-256-GCM and verified before any engine sees it; forgeries, replays and datagrams without
+//! the authentication block are counted ([`NodeCounters`]) and dropped, and peers' addresses are
+//! learnt only from verified datagrams. Keys come from key files ([`load_key_file`],
+//! [`write_key_file`]); see [`rmcast_proto::secure`] for nonces, replay windows and rotation.
+//!
 //! **Bounded memory.** The send queue and the event queue have fixed capacities
 //! ([`GroupConfig`]); when the application does not read its events, the runtime stops taking
 //! events from the engine, the engine (whose own queues are bounded) refuses new messages, and
@@ -87,6 +94,7 @@ mod config;
 mod error;
 mod hello;
 mod io;
+mod keyfile;
 mod net;
 mod node;
 mod shared;
@@ -99,12 +107,15 @@ pub use config::{
     MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES,
 };
 pub use error::{Error, TrySendError};
+pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
 /// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
 pub use rmcast_proto::registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };
+/// Keys of secure groups ([`GroupConfig::keys`]; see [`rmcast_proto::secure`]).
+pub use rmcast_proto::secure::{GroupKey, KeyError, Keyring};
 pub use rmcast_proto::{
     Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
 };

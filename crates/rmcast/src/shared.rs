@@ -171,7 +171,8 @@ node_counters! {
     send_deferred,
     /// Receive errors other than `WouldBlock`.
     recv_errors,
-    /// Datagrams that did not decode (also passed to the engine, which counts them too).
+    /// Datagrams that did not decode (also passed to the engines of groups without a key,
+    /// which count them too).
     malformed,
     /// Datagrams for a group this node is not in.
     foreign_dropped,
@@ -190,6 +191,21 @@ node_counters! {
     event_queue_stalls,
     /// Iterations of the event loop.
     loop_iterations,
+    /// Secure groups: datagrams that failed verification (forged or altered: bad tag, or a
+    /// nonce naming another sender than the header), dropped before the engine.
+    auth_failed,
+    /// Secure groups: datagrams sealed with a key id the group does not hold, dropped.
+    auth_unknown_key,
+    /// Secure groups: datagrams without an authentication block, dropped (those that do not
+    /// decode at all count as `malformed`).
+    auth_missing,
+    /// Groups without a key: datagrams carrying an authentication block, dropped.
+    auth_unexpected,
+    /// Secure groups: verified-looking datagrams refused by the sender's replay window (seen
+    /// before, or too old to tell), dropped.
+    replays_dropped,
+    /// Secure groups: datagrams an engine wrote that could not be sealed (not sent; a bug).
+    seal_errors,
 }
 
 impl AtomicNodeCounters {

@@ -7,6 +7,7 @@ pub mod fragment;
 pub mod gaps;
 pub mod group;
 pub mod history;
+pub mod replay;
 pub mod rtt;
 pub mod timers;
 pub mod view;
@@ -17,6 +18,7 @@ pub use fragment::{Fragment, Fragmenter, Fragments, Reassembly, Refused, TooLarg
 pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};
 pub use history::{HistoryBuffer, OutOfWindow};
+pub use replay::{Replay, ReplayWindow};
 pub use rtt::RttEstimator;
 pub use timers::Deadlines;
 pub use view::{decode_view, encode_view, view_bytes};

@@ -389,6 +389,13 @@ impl Sequencer {
                 duplicate = true;
                 continue;
             }
+            // No sender has more than its send window in flight beyond what was ordered: a
+            // request further ahead would only sit in the shared table of waiting requests
+            // (and a flood of them would block everyone).
+            if e.pnum - m.last_pnum > self.cfg.send_window_msgs as u64 {
+                self.requests_far_ahead += 1;
+                continue;
+            }
             let w = Waiting {
                 frag_index: e.frag_index,
                 frag_count: e.frag_count,
