@@ -246,6 +246,21 @@ fn member_rejects_bad_arguments() {
             "127.0.0.1:4000",
         ],
         vec!["member"],
+        vec!["member", "--group", "g", "--interface", "239.1.2.3"],
+        vec!["member", "--group", "g", "--interface", "eth0"],
+        vec!["member", "--group", "g", "--ttl", "256"],
+        vec!["bench", "--ttl", "-1"],
+        vec!["demo", "--interface", "255.255.255.255"],
+        // A node on loopback cannot reach unicast peers on other hosts: refused with the cure.
+        vec![
+            "member",
+            "--group",
+            "g",
+            "--port",
+            "40123",
+            "--unicast-peers",
+            "10.1.2.3:40123",
+        ],
     ] {
         let out = Command::new(EXE)
             .args(&args)
@@ -767,8 +782,8 @@ impl Drop for Netns {
 }
 
 /// Members on other hosts: one member per network namespace, joined by a bridge, started
-/// together; first on an explicit multicast address, then in unicast mode with the members'
-/// own addresses. Needs root: `sudo -E cargo test -p rmcast-cli --test multiprocess --
+/// together; three on an explicit multicast address, then in unicast mode with the members'
+/// own addresses, then five on the address hashed from the group name. Needs root: `sudo -E cargo test -p rmcast-cli --test multiprocess --
 /// --ignored members_across_network_namespaces`.
 #[test]
 #[ignore = "needs root (network namespaces)"]
@@ -795,6 +810,9 @@ fn members_across_network_namespaces() {
         e
     });
     form_and_talk(&unicast, Duration::ZERO);
+    // Five members on the address hashed from the group name.
+    let ns = Netns::new(5);
+    form_and_talk(&ns.specs(|_| join.to_vec()), Duration::ZERO);
 }
 
 /// An idle group of 3, one member per network namespace, with 20% of the datagrams arriving
