@@ -659,6 +659,23 @@ fn members_started_together_form_one_group() {
         concurrent_start_once(&CONCURRENT_IDS[..3], &extra);
         concurrent_start_once(&CONCURRENT_IDS, &extra);
     }
+    // The same in unicast mode (the lookers' announcements go to the listed peers), on ports
+    // picked from this process's id so that concurrent test runs do not meet.
+    let base = 20_000 + (std::process::id() % 10_000) as u16 * 3;
+    let ports: Vec<u16> = (0..3).map(|i| base + i).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let specs: Vec<Spec> = CONCURRENT_IDS[..3]
+        .iter()
+        .zip(&ports)
+        .map(|(id, port)| {
+            let port = port.to_string();
+            let peers = peers.join(",");
+            let mut extra = extra.to_vec();
+            extra.extend(["--port", &port, "--unicast-peers", &peers]);
+            Spec::local(*id, &extra)
+        })
+        .collect();
+    form_and_talk(&specs, Duration::ZERO);
 }
 
 /// The long version (20 times 3 and 5 members, default join wait), which also prints the time
