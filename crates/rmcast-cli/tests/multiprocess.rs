@@ -576,14 +576,26 @@ fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
     let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
     let t = Duration::from_secs(20);
     let n = specs.len();
-    let started = Instant::now();
-    let mut members: Vec<Member> = specs
-        .iter()
-        .map(|s| {
-            let extra: Vec<&str> = s.extra.iter().map(String::as_str).collect();
-            Member::start_in(s.netns.as_deref(), s.id, &group, "", &log(s.id), &extra)
-        })
-        .collect();
+    // One thread per member, released together, so that the starts are as close as the
+    // machine allows (sequential spawns of debug binaries take a few ms each).
+    let gate = std::sync::Barrier::new(n);
+    let (mut members, starts): (Vec<Member>, Vec<Instant>) = std::thread::scope(|sc| {
+        let threads: Vec<_> = specs
+            .iter()
+            .map(|s| {
+                let (gate, group, log) = (&gate, &group, log(s.id));
+                sc.spawn(move || {
+                    let extra: Vec<&str> = s.extra.iter().map(String::as_str).collect();
+                    gate.wait();
+                    let at = Instant::now();
+                    let m = Member::start_in(s.netns.as_deref(), s.id, group, "", &log, &extra);
+                    (m, at)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).unzip()
+    });
+    let started = *starts.iter().min().unwrap();
     let spread = started.elapsed();
     for m in &mut members {
         m.wait_for("a view of every member", t, |s| {
