@@ -246,6 +246,21 @@ fn member_rejects_bad_arguments() {
             "127.0.0.1:4000",
         ],
         vec!["member"],
+        vec!["member", "--group", "g", "--interface", "239.1.2.3"],
+        vec!["member", "--group", "g", "--interface", "eth0"],
+        vec!["member", "--group", "g", "--ttl", "256"],
+        vec!["bench", "--ttl", "-1"],
+        vec!["demo", "--interface", "255.255.255.255"],
+        // A node on loopback cannot reach unicast peers on other hosts: refused with the cure.
+        vec![
+            "member",
+            "--group",
+            "g",
+            "--port",
+            "40123",
+            "--unicast-peers",
+            "10.1.2.3:40123",
+        ],
     ] {
         let out = Command::new(EXE)
             .args(&args)
@@ -951,14 +966,26 @@ fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
     let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
     let t = Duration::from_secs(20);
     let n = specs.len();
-    let started = Instant::now();
-    let mut members: Vec<Member> = specs
-        .iter()
-        .map(|s| {
-            let extra: Vec<&str> = s.extra.iter().map(String::as_str).collect();
-            Member::start_in(s.netns.as_deref(), s.id, &group, "", &log(s.id), &extra)
-        })
-        .collect();
+    // One thread per member, released together, so that the starts are as close as the
+    // machine allows (sequential spawns of debug binaries take a few ms each).
+    let gate = std::sync::Barrier::new(n);
+    let (mut members, starts): (Vec<Member>, Vec<Instant>) = std::thread::scope(|sc| {
+        let threads: Vec<_> = specs
+            .iter()
+            .map(|s| {
+                let (gate, group, log) = (&gate, &group, log(s.id));
+                sc.spawn(move || {
+                    let extra: Vec<&str> = s.extra.iter().map(String::as_str).collect();
+                    gate.wait();
+                    let at = Instant::now();
+                    let m = Member::start_in(s.netns.as_deref(), s.id, group, "", &log, &extra);
+                    (m, at)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).unzip()
+    });
+    let started = *starts.iter().min().unwrap();
     let spread = started.elapsed();
     for m in &mut members {
         m.wait_for("a view of every member", t, |s| {
@@ -1034,6 +1061,23 @@ fn members_started_together_form_one_group() {
         concurrent_start_once(&CONCURRENT_IDS[..3], &extra);
         concurrent_start_once(&CONCURRENT_IDS, &extra);
     }
+    // The same in unicast mode (the lookers' announcements go to the listed peers), on ports
+    // picked from this process's id so that concurrent test runs do not meet.
+    let base = 20_000 + (std::process::id() % 10_000) as u16 * 3;
+    let ports: Vec<u16> = (0..3).map(|i| base + i).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let specs: Vec<Spec> = CONCURRENT_IDS[..3]
+        .iter()
+        .zip(&ports)
+        .map(|(id, port)| {
+            let port = port.to_string();
+            let peers = peers.join(",");
+            let mut extra = extra.to_vec();
+            extra.extend(["--port", &port, "--unicast-peers", &peers]);
+            Spec::local(*id, &extra)
+        })
+        .collect();
+    form_and_talk(&specs, Duration::ZERO);
 }
 
 /// The long version (20 times 3 and 5 members, default join wait), which also prints the time
@@ -1157,8 +1201,8 @@ impl Drop for Netns {
 }
 
 /// Members on other hosts: one member per network namespace, joined by a bridge, started
-/// together; first on an explicit multicast address, then in unicast mode with the members'
-/// own addresses. Needs root: `sudo -E cargo test -p rmcast-cli --test multiprocess --
+/// together; three on an explicit multicast address, then in unicast mode with the members'
+/// own addresses, then five on the address hashed from the group name. Needs root: `sudo -E cargo test -p rmcast-cli --test multiprocess --
 /// --ignored members_across_network_namespaces`.
 #[test]
 #[ignore = "needs root (network namespaces)"]
@@ -1185,6 +1229,9 @@ fn members_across_network_namespaces() {
         e
     });
     form_and_talk(&unicast, Duration::ZERO);
+    // Five members on the address hashed from the group name.
+    let ns = Netns::new(5);
+    form_and_talk(&ns.specs(|_| join.to_vec()), Duration::ZERO);
 }
 
 /// An idle group of 3, one member per network namespace, with 20% of the datagrams arriving

@@ -45,7 +45,8 @@ pub enum Role {
 ///
 /// The defaults: a peer silent for 300 ms is probed, four probes of at least 100 ms each go
 /// unanswered before it counts as failed (so a crash is noticed about 0.7 s after the member was
-/// last heard), and the group then resets itself automatically once a majority of the old view
+/// last heard; more probes are asked for while the detector observes probe loss or has not yet
+/// observed enough probing rounds, see [`crate::common::FailureDetector`]), and the group then resets itself automatically once a majority of the old view
 /// can form the new group.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RecoveryPolicy {

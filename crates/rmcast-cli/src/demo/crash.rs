@@ -17,7 +17,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How long the survivors get to reset after the kill before the demo calls it failed (far
-/// beyond the default detection time of about 0.7 s plus a few protocol rounds).
+/// beyond the default detection time of about 1.2 s in a busy group plus a few protocol
+/// rounds).
 const RESET_BOUND: Duration = Duration::from_secs(15);
 /// How long the group gets to form (every member in the view) before the demo gives up.
 const FORM_BOUND: Duration = Duration::from_secs(15);
