@@ -1,9 +1,11 @@
 //! `rmcast member`: a chat-style group member. Lines read from stdin are sent to the group (one
-//! message per line); deliveries are printed as `<sender>: <text>`, view changes as
+//! message per line, at most `--max-message-bytes`); deliveries are printed as
+//! `<sender>: <text>` (control characters escaped on a terminal), view changes as
 //! `* view ...` lines and crash recovery as `* failed ...`, `* reset ...`, `* reset failed ...`
-//! and `* expelled ...` lines. With `--manual-reset`, the line `/reset` rebuilds the group
-//! after a failure (ResetGroup) instead of being sent. When stdin closes, the member leaves the
-//! group cleanly and exits.
+//! and `* expelled ...` lines, each situation told once. `/reset [N]` rebuilds the group after
+//! a failure (ResetGroup) and `/stats` prints the counters. End of input, SIGINT, SIGTERM or
+//! SIGHUP make the member leave the group cleanly and exit; a second signal exits at once.
+//! The exit status is non-zero when anything typed could not be sent.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
@@ -235,6 +237,10 @@ pub struct MemberArgs {
     /// `rmcast config --print-defaults`); flags given here override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Serve this member's counters for Prometheus on 127.0.0.1:PORT (0: any free port,
+    /// printed at start).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
     /// Longest line sent, in bytes (without its newline); a longer line is refused, and the
     /// exit status is then non-zero.
     #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
@@ -370,6 +376,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
+
+    if let Some(port) = args.metrics_port {
+        let addr = crate::stats::serve_prometheus(group.sender(), port)
+            .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))?;
+        eprintln!("metrics for Prometheus on http://{addr}/metrics");
+    }
 
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.

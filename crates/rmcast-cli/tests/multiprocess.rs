@@ -897,3 +897,35 @@ fn sim_and_bench_draw_svg_figures() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn metrics_are_served_for_prometheus_on_loopback() {
+    let dir = scratch("metrics");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let t = Duration::from_secs(15);
+    let port = {
+        // A free port; released just before the member takes it.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut m = Member::start_with(
+        1,
+        &group,
+        "--create",
+        &dir.join("member-1.jsonl"),
+        &["--metrics-port", &port.to_string()],
+    );
+    m.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    let want = format!("rmcast_members{{group=\"{group}\",member=\"1\"}} 1");
+    assert!(body.contains(&want), "{body}");
+    assert!(body.contains("# TYPE rmcast_delivered counter"), "{body}");
+    assert!(m.finish(t).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
