@@ -929,3 +929,22 @@ fn metrics_are_served_for_prometheus_on_loopback() {
     assert!(m.finish(t).success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn output_closed_early_ends_quietly_without_a_panic() {
+    let mut child = Command::new(EXE)
+        .args(["sim", "--members", "3", "--seeds", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line and close the pipe, as `| head -1` does.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("rmcast sim"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
