@@ -948,3 +948,25 @@ fn output_closed_early_ends_quietly_without_a_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn control_characters_from_the_group_are_escaped_on_a_terminal() {
+    // `script` (util-linux) gives the member a terminal for its stdout.
+    let group = format!("rmcast-test-esc-{}", std::process::id());
+    let cmd =
+        format!("printf 'x\\033[2J\\033]0;title\\007y\\n' | {EXE} member --group {group} --create");
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("`script` from util-linux runs the member on a terminal");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains(": x")).unwrap_or_default();
+    assert!(
+        line.ends_with(": x\\x1b[2J\\x1b]0;title\\x07y\r")
+            || line.ends_with(": x\\x1b[2J\\x1b]0;title\\x07y"),
+        "{text:?}"
+    );
+    assert!(!line.contains('\u{1b}'), "{line:?}");
+}
