@@ -970,3 +970,26 @@ fn control_characters_from_the_group_are_escaped_on_a_terminal() {
     );
     assert!(!line.contains('\u{1b}'), "{line:?}");
 }
+
+#[test]
+fn log_colour_on_a_terminal_only_without_no_color() {
+    let group = format!("rmcast-test-colour-{}", std::process::id());
+    let run = |no_color: bool| {
+        let env = if no_color { "NO_COLOR=1 " } else { "" };
+        let cmd = format!(
+            "echo hi | {env}RUST_LOG=rmcast=info {EXE} member --group {group}-{no_color} --create"
+        );
+        let out = Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("`script` from util-linux runs the member on a terminal");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains("INFO"), "{text:?}");
+        text
+    };
+    assert!(run(false).contains('\u{1b}'), "no colour on a terminal");
+    assert!(!run(true).contains('\u{1b}'), "colour despite NO_COLOR");
+}
