@@ -318,6 +318,12 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Print `line` and a newline to stderr in one write, so that it does not interleave with
+/// another process's line on a shared terminal.
+pub fn say(line: &str) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 /// A list of node ids for people: `1, 2, 3`, or `nobody`.
 pub fn id_list(ids: &[NodeId]) -> String {
     if ids.is_empty() {
@@ -340,7 +346,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    eprintln!(
+    // One write per line: members started together share a terminal.
+    say(&format!(
         "member {me} {} group {:?} ({}); type lines to send them, /stats for counters, \
          Ctrl-D or Ctrl-C to leave",
         if group.created() { "created" } else { "joined" },
@@ -349,11 +356,11 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             (Some(a), _) => format!("multicast {a}"),
             (None, peers) => format!("unicast to {} peers", peers.len()),
         }
-    );
+    ));
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
     if manual_reset {
-        eprintln!("manual reset: after a failure, type /reset to rebuild the group");
+        say("manual reset: after a failure, type /reset to rebuild the group");
     }
 
     // SIGINT, SIGTERM, SIGHUP: leave (on the handler's thread); the receive loop below then
