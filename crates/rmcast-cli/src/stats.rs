@@ -7,6 +7,7 @@ use rmcast::{Counters, GroupInfo, GroupSender};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,14 +143,15 @@ impl Published {
 }
 
 /// Where the members of `group` on this host publish their counters:
-/// `$XDG_RUNTIME_DIR/rmcast/<group>` or, without it, `<temp dir>/rmcast-<user>/<group>`; the
+/// `$XDG_RUNTIME_DIR/rmcast/<group>` or, without it, `<temp dir>/rmcast-<uid>/<group>`; the
 /// group name is hex-encoded so that any name is a safe file name.
 pub fn group_dir(group: &str) -> PathBuf {
     let base = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d).join("rmcast"),
         _ => {
-            let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
-            std::env::temp_dir().join(format!("rmcast-{user}"))
+            // SAFETY: getuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::getuid() };
+            std::env::temp_dir().join(format!("rmcast-{uid}"))
         }
     };
     let hex: String = group.bytes().map(|b| format!("{b:02x}")).collect();
@@ -167,7 +169,11 @@ impl Publisher {
     /// Start publishing `sender`'s counters for `rmcast stat`.
     pub fn start(sender: GroupSender) -> std::io::Result<Publisher> {
         let dir = group_dir(sender.name());
-        std::fs::create_dir_all(&dir)?;
+        // Only this user's processes write or read their counters.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
         let path = dir.join(format!("{}.json", sender.me()));
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, path2) = (stop.clone(), path.clone());
