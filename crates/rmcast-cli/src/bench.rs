@@ -326,6 +326,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
         };
+        if crate::signals::received() {
+            // Interrupted: no new measurement (one under way ends within its duration).
+            failures += 1;
+            eprintln!("interrupted: skipping {size} B");
+            continue;
+        }
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
                 Ok(m) => rows.push(m),

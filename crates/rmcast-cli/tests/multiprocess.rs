@@ -993,3 +993,40 @@ fn log_colour_on_a_terminal_only_without_no_color() {
     assert!(run(false).contains('\u{1b}'), "no colour on a terminal");
     assert!(!run(true).contains('\u{1b}'), "colour despite NO_COLOR");
 }
+
+#[test]
+fn sigint_stops_a_long_bench_and_its_workers() {
+    let mut child = Command::new(EXE)
+        .args([
+            "bench",
+            "--sizes",
+            "64",
+            "--members",
+            "2",
+            "--only",
+            "rmcast",
+        ])
+        .args(["--duration-secs", "60", "--timeout-secs", "120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&child, "INT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("bench still running 10 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+}
