@@ -1030,3 +1030,35 @@ fn sigint_stops_a_long_bench_and_its_workers() {
     assert!(!status.success(), "{err}");
     assert!(err.contains("interrupted"), "{err}");
 }
+
+#[test]
+fn the_hinted_reset_lets_the_last_of_two_go_on() {
+    let dir = scratch("hint");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    a.wait_for("the hint", t, |s| {
+        s.iter().any(|l| l.starts_with("* reset failed"))
+    });
+    // What the hint says to type.
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "/reset 1").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("the reset", t, |s| {
+        s.iter().any(|l| l == "* reset: incarnation 1, removed 2")
+    });
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "alone now").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("its line", t, |s| s.iter().any(|l| l == "1: alone now"));
+    assert!(a.finish(t).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
