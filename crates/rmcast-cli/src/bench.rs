@@ -340,6 +340,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             net: args.net.clone(),
             keys: KeyArgs::default(),
         };
+        if crate::signals::received() {
+            // Interrupted: no new measurement (one under way ends within its duration).
+            failures += 1;
+            eprintln!("interrupted: skipping {size} B");
+            continue;
+        }
         if args.only != Only::Rmcast {
             match run_raw(&cfg) {
                 Ok(m) => rows.push(m),

@@ -85,6 +85,13 @@ fn member_command() -> clap::Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Output piped into `head` and closed early: end quietly, as Unix tools do, instead of a
+    // panic at the next print (Rust ignores SIGPIPE by default). Sockets are unaffected: std
+    // sends with MSG_NOSIGNAL, and UDP raises no SIGPIPE.
+    // SAFETY: setting a signal's disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .with_ansi(log_colour())

@@ -1,9 +1,11 @@
 //! `rmcast member`: a chat-style group member. Lines read from stdin are sent to the group (one
-//! message per line); deliveries are printed as `<sender>: <text>`, view changes as
+//! message per line, at most `--max-message-bytes`); deliveries are printed as
+//! `<sender>: <text>` (control characters escaped on a terminal), view changes as
 //! `* view ...` lines and crash recovery as `* failed ...`, `* reset ...`, `* reset failed ...`
-//! and `* expelled ...` lines. With `--manual-reset`, the line `/reset` rebuilds the group
-//! after a failure (ResetGroup) instead of being sent. When stdin closes, the member leaves the
-//! group cleanly and exits.
+//! and `* expelled ...` lines, each situation told once. `/reset [N]` rebuilds the group after
+//! a failure (ResetGroup) and `/stats` prints the counters. End of input, SIGINT, SIGTERM or
+//! SIGHUP make the member leave the group cleanly and exit; a second signal exits at once.
+//! The exit status is non-zero when anything typed could not be sent.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
@@ -273,6 +275,10 @@ pub struct MemberArgs {
     /// `rmcast config --print-defaults`); flags given here override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Serve this member's counters for Prometheus on 127.0.0.1:PORT (0: any free port,
+    /// printed at start).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
     /// Longest line sent, in bytes (without its newline); a longer line is refused, and the
     /// exit status is then non-zero.
     #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
@@ -350,6 +356,12 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Print `line` and a newline to stderr in one write, so that it does not interleave with
+/// another process's line on a shared terminal.
+pub fn say(line: &str) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 /// A list of node ids for people: `1, 2, 3`, or `nobody`.
 pub fn id_list(ids: &[NodeId]) -> String {
     if ids.is_empty() {
@@ -372,7 +384,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    eprintln!(
+    // One write per line: members started together share a terminal.
+    say(&format!(
         "member {me} {} group {:?} ({}, datagrams up to {} B); type lines to send them, \
          /stats for counters, Ctrl-D or Ctrl-C to leave",
         if group.created() { "created" } else { "joined" },
@@ -382,11 +395,11 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             (None, peers) => format!("unicast to {} peers", peers.len()),
         },
         group.max_datagram_bytes()
-    );
+    ));
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
     if manual_reset {
-        eprintln!("manual reset: after a failure, type /reset to rebuild the group");
+        say("manual reset: after a failure, type /reset to rebuild the group");
     }
 
     // SIGINT, SIGTERM, SIGHUP: leave (on the handler's thread); the receive loop below then
@@ -409,6 +422,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
+
+    if let Some(port) = args.metrics_port {
+        let addr = crate::stats::serve_prometheus(group.sender(), port)
+            .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))?;
+        eprintln!("metrics for Prometheus on http://{addr}/metrics");
+    }
 
     // stdin on its own thread: sending may block on back-pressure, and deliveries must keep
     // flowing meanwhile or the group stalls.

@@ -7,6 +7,7 @@ use rmcast::{Counters, GroupInfo, GroupSender};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,14 +143,15 @@ impl Published {
 }
 
 /// Where the members of `group` on this host publish their counters:
-/// `$XDG_RUNTIME_DIR/rmcast/<group>` or, without it, `<temp dir>/rmcast-<user>/<group>`; the
+/// `$XDG_RUNTIME_DIR/rmcast/<group>` or, without it, `<temp dir>/rmcast-<uid>/<group>`; the
 /// group name is hex-encoded so that any name is a safe file name.
 pub fn group_dir(group: &str) -> PathBuf {
     let base = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d).join("rmcast"),
         _ => {
-            let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
-            std::env::temp_dir().join(format!("rmcast-{user}"))
+            // SAFETY: getuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::getuid() };
+            std::env::temp_dir().join(format!("rmcast-{uid}"))
         }
     };
     let hex: String = group.bytes().map(|b| format!("{b:02x}")).collect();
@@ -167,7 +169,11 @@ impl Publisher {
     /// Start publishing `sender`'s counters for `rmcast stat`.
     pub fn start(sender: GroupSender) -> std::io::Result<Publisher> {
         let dir = group_dir(sender.name());
-        std::fs::create_dir_all(&dir)?;
+        // Only this user's processes write or read their counters.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
         let path = dir.join(format!("{}.json", sender.me()));
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, path2) = (stop.clone(), path.clone());
@@ -323,4 +329,68 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
+}
+
+/// Serves a member's counters in the Prometheus text format on `127.0.0.1:port`
+/// (`rmcast member --metrics-port PORT`), one connection at a time, until the process ends.
+pub fn serve_prometheus(sender: GroupSender, port: u16) -> std::io::Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            // A slow or silent client must not hold the endpoint.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+            let mut req = [0u8; 1024];
+            let _ = std::io::Read::read(&mut conn, &mut req);
+            let (status, body) = match snapshot(&sender) {
+                Ok(s) => ("200 OK", prometheus_text(&s)),
+                Err(rmcast::Error::Closed) => break,
+                Err(e) => ("503 Service Unavailable", format!("# {e}\n")),
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    Ok(addr)
+}
+
+/// The counters in the Prometheus text exposition format, labelled with group and member.
+pub fn prometheus_text(s: &Stats) -> String {
+    let labels = format!(
+        "group=\"{}\",member=\"{}\"",
+        s.group.replace('\\', "\\\\").replace('"', "\\\""),
+        s.info.me
+    );
+    let mut out = String::new();
+    let mut put = |name: &str, kind: &str, v: u64| {
+        out.push_str(&format!(
+            "# TYPE rmcast_{name} {kind}\nrmcast_{name}{{{labels}}} {v}\n"
+        ));
+    };
+    for (name, v) in s.counters.iter().chain(&s.engine_counters) {
+        // Metric names take letters, digits and `_` only.
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        put(&name, "counter", *v);
+    }
+    put("view", "gauge", s.info.view);
+    put("members", "gauge", s.info.members.len() as u64);
+    put("incarnation", "gauge", s.info.incarnation as u64);
+    put("recovering", "gauge", s.info.recovering as u64);
+    put("buffered_messages", "gauge", s.info.buffered_msgs as u64);
+    out
 }

@@ -1253,3 +1253,168 @@ fn idle_group_at_20_percent_loss_across_namespaces() {
     let specs = ns.specs(|_| vec!["--addr".to_string(), "239.77.1.2:41002".to_string()]);
     form_and_talk(&specs, Duration::from_secs(secs));
 }
+
+#[test]
+fn metrics_are_served_for_prometheus_on_loopback() {
+    let dir = scratch("metrics");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let t = Duration::from_secs(15);
+    let port = {
+        // A free port; released just before the member takes it.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut m = Member::start_with(
+        1,
+        &group,
+        "--create",
+        &dir.join("member-1.jsonl"),
+        &["--metrics-port", &port.to_string()],
+    );
+    m.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    let want = format!("rmcast_members{{group=\"{group}\",member=\"1\"}} 1");
+    assert!(body.contains(&want), "{body}");
+    assert!(body.contains("# TYPE rmcast_delivered counter"), "{body}");
+    assert!(m.finish(t).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn output_closed_early_ends_quietly_without_a_panic() {
+    let mut child = Command::new(EXE)
+        .args(["sim", "--members", "3", "--seeds", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line and close the pipe, as `| head -1` does.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("rmcast sim"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn control_characters_from_the_group_are_escaped_on_a_terminal() {
+    // `script` (util-linux) gives the member a terminal for its stdout.
+    let group = format!("rmcast-test-esc-{}", std::process::id());
+    let cmd =
+        format!("printf 'x\\033[2J\\033]0;title\\007y\\n' | {EXE} member --group {group} --create");
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("`script` from util-linux runs the member on a terminal");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains(": x")).unwrap_or_default();
+    assert!(
+        line.ends_with(": x\\x1b[2J\\x1b]0;title\\x07y\r")
+            || line.ends_with(": x\\x1b[2J\\x1b]0;title\\x07y"),
+        "{text:?}"
+    );
+    assert!(!line.contains('\u{1b}'), "{line:?}");
+}
+
+#[test]
+fn log_colour_on_a_terminal_only_without_no_color() {
+    let group = format!("rmcast-test-colour-{}", std::process::id());
+    let run = |no_color: bool| {
+        let env = if no_color { "NO_COLOR=1 " } else { "" };
+        let cmd = format!(
+            "echo hi | {env}RUST_LOG=rmcast=info {EXE} member --group {group}-{no_color} --create"
+        );
+        let out = Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("`script` from util-linux runs the member on a terminal");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains("INFO"), "{text:?}");
+        text
+    };
+    assert!(run(false).contains('\u{1b}'), "no colour on a terminal");
+    assert!(!run(true).contains('\u{1b}'), "colour despite NO_COLOR");
+}
+
+#[test]
+fn sigint_stops_a_long_bench_and_its_workers() {
+    let mut child = Command::new(EXE)
+        .args([
+            "bench",
+            "--sizes",
+            "64",
+            "--members",
+            "2",
+            "--only",
+            "rmcast",
+        ])
+        .args(["--duration-secs", "60", "--timeout-secs", "120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&child, "INT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("bench still running 10 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+}
+
+#[test]
+fn the_hinted_reset_lets_the_last_of_two_go_on() {
+    let dir = scratch("hint");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(15);
+    let mut a = Member::start(1, &group, "--create", &log(1));
+    a.wait_for("its first view", t, |s| {
+        s.iter().any(|l| l.starts_with("* view"))
+    });
+    let mut b = Member::start(2, &group, "--join", &log(2));
+    a.wait_for("a view of two", t, |s| s.iter().any(|l| view_size(l) == 2));
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    a.wait_for("the hint", t, |s| {
+        s.iter().any(|l| l.starts_with("* reset failed"))
+    });
+    // What the hint says to type.
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "/reset 1").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("the reset", t, |s| {
+        s.iter().any(|l| l == "* reset: incarnation 1, removed 2")
+    });
+    let stdin = a.stdin.as_mut().unwrap();
+    writeln!(stdin, "alone now").unwrap();
+    stdin.flush().unwrap();
+    a.wait_for("its line", t, |s| s.iter().any(|l| l == "1: alone now"));
+    assert!(a.finish(t).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -22,7 +22,8 @@
 //! * engines: [`EngineChoice`] from the one registry of [`rmcast_proto::registry`] (re-exported
 //!   here with [`EngineFactory`], [`Role`] and [`RecoveryPolicy`]); configuration errors are
 //!   typed ([`ConfigError`] in [`Error::Config`]);
-//! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name),
+//! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name) and
+//!   [`Node::open_group_async`]; [`Node::shutdown`] (dropping a [`Node`] never blocks);
 //!   [`GroupSender::leave`], [`GroupSender::info`], and [`GroupSender::counters`] /
 //!   [`Node::counters`];
 //! * crash recovery (Amoeba paper section 5.3): [`GroupEvent::Recovery`] ([`Recovery::Failed`],

@@ -332,8 +332,14 @@ impl Sequencer {
         let recovering = self.recovering();
         // Roles, not claims: a member takes ordering state only from a member of its view (the
         // sequencer, its successor, a recovery coordinator), never from an id it does not know.
+        // A joiner admitted before it installed any view (its first view entry is still on the
+        // way, perhaps from a sequencer that took over since) has no roles to check yet.
         let ordering = matches!(body, Body::Ordered { .. } | Body::Accept(_) | Body::Sync(_));
-        if ordering && self.phase == Phase::Member && !self.orders_here(from) {
+        if ordering
+            && self.phase == Phase::Member
+            && !self.view.members.is_empty()
+            && !self.orders_here(from)
+        {
             self.ordering_refused += 1;
             return;
         }
