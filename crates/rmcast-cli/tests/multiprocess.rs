@@ -1078,6 +1078,23 @@ fn members_started_together_form_one_group() {
         })
         .collect();
     form_and_talk(&specs, Duration::ZERO);
+    // A secure group: the announcements are sealed like everything else, or the members would
+    // not hear each other and each would create a group of its own.
+    let dir = scratch("concurrent-key");
+    let key = dir.join("group.key");
+    let ok = Command::new(EXE)
+        .arg("keygen")
+        .arg(&key)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "rmcast keygen failed");
+    let key = key.to_string_lossy().into_owned();
+    let mut secure = extra.to_vec();
+    secure.extend(["--key-file", &key]);
+    concurrent_start_once(&CONCURRENT_IDS[..3], &secure);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The long version (20 times 3 and 5 members, default join wait), which also prints the time

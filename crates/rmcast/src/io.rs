@@ -1027,9 +1027,20 @@ impl IoLoop {
         }
         g.next_looking = Some(now + hello::INTERVAL);
         let buf = hello::encode(g.gid, self.shared.id, Hello::Looking);
-        AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+        let c = &self.shared.counters;
+        // Sealed like every datagram of a secure group, or its members would not hear it.
+        let Some(buf) = seal(
+            g.cipher.as_ref(),
+            &mut self.sealer,
+            &buf,
+            &mut self.seal_buf,
+            c,
+        ) else {
+            return;
+        };
+        AtomicNodeCounters::add(&c.hellos_sent, 1);
         for to in &g.group_dests {
-            self.net.send(&buf, *to);
+            self.net.send(buf, *to);
         }
     }
 
