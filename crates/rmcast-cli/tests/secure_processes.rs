@@ -244,7 +244,7 @@ fn a_secure_group_of_processes_refuses_every_injection() {
     // Nothing was accepted: every datagram that reached a member was refused by its runtime.
     assert_eq!(refused, receipts, "{injected} injected");
     let logs: Vec<_> = (1..=MEMBERS)
-        .map(|id| read_log(&dir.join(format!("member-{id}.jsonl"))).unwrap())
+        .map(|id| read_log(dir.join(format!("member-{id}.jsonl"))).unwrap())
         .collect();
     let report = verify_logs(&logs).expect("logs verify");
     assert_eq!(
