@@ -54,6 +54,7 @@ impl Engine for Sequencer {
         vec![
             ("syncs_sent", self.syncs_sent),
             ("requests_far_ahead", self.requests_far_ahead),
+            ("requests_oversized", self.requests_oversized),
         ]
     }
 

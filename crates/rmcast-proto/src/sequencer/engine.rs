@@ -68,6 +68,8 @@ pub struct Sequencer {
     pub(super) syncs_sent: u64,
     /// Requests further ahead of their sender's stream than a send window, refused.
     pub(super) requests_far_ahead: u64,
+    /// Requests announcing more fragments than a message of the maximum size has, refused.
+    pub(super) requests_oversized: u64,
 }
 
 impl Sequencer {
@@ -106,6 +108,7 @@ impl Sequencer {
             counters: Counters::default(),
             syncs_sent: 0,
             requests_far_ahead: 0,
+            requests_oversized: 0,
             cfg,
         }
     }

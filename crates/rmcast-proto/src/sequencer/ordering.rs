@@ -385,6 +385,12 @@ impl Sequencer {
                 self.requests_far_ahead += 1;
                 continue;
             }
+            // A message of more fragments than the largest message needs is never ordered:
+            // every member would refuse it at reassembly.
+            if usize::from(e.frag_count) > self.cfg.fragmenter().max_fragments() {
+                self.requests_oversized += 1;
+                continue;
+            }
             // Requests wait in the third part of the history until they are next in their
             // sender's stream and there is room (seed 002 Fig. 11): a lost request or a full
             // history then costs the sender no timeout for the requests behind it.

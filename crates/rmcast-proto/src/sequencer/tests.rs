@@ -638,7 +638,8 @@ fn coordinator_crash_during_recovery_restarts_it() {
 }
 
 /// A flood of requests far ahead of a member's stream does not fill the sequencer's table of
-/// waiting requests: they are refused and counted, and the members' messages still go through.
+/// waiting requests, and a request announcing too many fragments is not ordered: both are
+/// refused and counted, and the members' messages still go through.
 #[test]
 fn far_ahead_requests_are_refused_and_counted() {
     use crate::wire::{EngineKind, Header};
@@ -668,6 +669,21 @@ fn far_ahead_requests_are_refused_and_counted() {
         .find(|(n, _)| *n == "requests_far_ahead")
         .map(|(_, v)| v);
     assert_eq!(far, Some(10_000));
+    // A fragment count beyond what the largest message needs is not ordered either.
+    let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0);
+    w.push(&packet::ReqEntry {
+        pnum: 1,
+        frag_index: 0,
+        frag_count: u16::MAX,
+        payload: b"huge",
+    });
+    net.nodes[0].handle_datagram(net.now, NodeId(2), &buf);
+    let oversized = net.nodes[0]
+        .engine_counters()
+        .into_iter()
+        .find(|(n, _)| *n == "requests_oversized")
+        .map(|(_, v)| v);
+    assert_eq!(oversized, Some(1));
     for i in 0..3 {
         net.nodes[i]
             .submit(net.now, Bytes::from(vec![i as u8]), Qos::default())
