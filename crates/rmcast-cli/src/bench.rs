@@ -1070,7 +1070,7 @@ fn run_workers_in(
     ));
     if cfg.keys.key_file.is_some() {
         notes.push(format!(
-            "{refused} datagrams refused by the members (verification, replay window)"
+            "{refused} datagrams refused by the members' runtimes (verification, replay window)"
         ));
     }
     Ok(Measurement {

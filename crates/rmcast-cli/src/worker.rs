@@ -515,9 +515,12 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         node_datagrams_sent: node_counters.datagrams_sent,
         node_send_deferred: node_counters.send_deferred,
         node_send_errors: node_counters.send_errors,
-        node_refused: node_counters.auth_failed
+        node_refused: node_counters.malformed
+            + node_counters.foreign_dropped
+            + node_counters.auth_failed
             + node_counters.auth_unknown_key
             + node_counters.auth_missing
+            + node_counters.auth_unexpected
             + node_counters.replays_dropped,
         completions: t.completions,
         failures: t.failures,

@@ -73,8 +73,9 @@ pub struct WorkerStats {
     pub node_send_deferred: u64,
     /// Sends that failed.
     pub node_send_errors: u64,
-    /// Secure groups: datagrams refused before the engine (failed verification, unknown key,
-    /// no authentication block, replays).
+    /// Datagrams the runtime refused before any engine: malformed, of another group, and in
+    /// secure groups those that failed verification, carried an unknown key id or no
+    /// authentication block, or were replays.
     #[serde(default)]
     pub node_refused: u64,
     /// Own messages whose send completed.

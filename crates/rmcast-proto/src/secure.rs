@@ -460,6 +460,30 @@ mod tests {
         out
     }
 
+    proptest::proptest! {
+        /// Arbitrary bytes never open (and never panic), and never create a replay window.
+        #[test]
+        fn arbitrary_bytes_never_open(mut data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let mut rx = GroupCipher::new(&ring_of(1));
+            proptest::prop_assert!(rx.open(&mut data).is_err());
+            proptest::prop_assert_eq!(rx.senders(), 0);
+        }
+
+        /// Whatever is sealed opens to exactly itself, once.
+        #[test]
+        fn sealed_bodies_round_trip(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), start in 0u64..u64::MAX / 2) {
+            let tx = GroupCipher::new(&ring_of(3));
+            let mut rx = GroupCipher::new(&ring_of(3));
+            let mut sealer = Sealer::new(NodeId(9), start);
+            let p = plain(9, &body);
+            let mut sealed = Vec::new();
+            tx.seal(&mut sealer, &p, &mut sealed).unwrap();
+            let mut copy = sealed.clone();
+            proptest::prop_assert_eq!(rx.open(&mut copy).unwrap(), &p[..]);
+            proptest::prop_assert!(rx.open(&mut sealed).is_err());
+        }
+    }
+
     #[test]
     fn rotation_accepts_both_keys() {
         let old = GroupKey::from_bytes([1; KEY_LEN]);

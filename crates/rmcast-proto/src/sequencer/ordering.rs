@@ -396,6 +396,12 @@ impl Sequencer {
                 self.requests_far_ahead += 1;
                 continue;
             }
+            // A message of more fragments than the largest message needs is never ordered:
+            // every member would refuse it at reassembly.
+            if usize::from(e.frag_count) > self.cfg.fragmenter().max_fragments() {
+                self.requests_oversized += 1;
+                continue;
+            }
             let w = Waiting {
                 frag_index: e.frag_index,
                 frag_count: e.frag_count,
