@@ -53,6 +53,7 @@ impl Engine for Sequencer {
     fn engine_counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("syncs_sent", self.syncs_sent),
+            ("ordering_refused", self.ordering_refused),
             ("requests_far_ahead", self.requests_far_ahead),
             ("requests_oversized", self.requests_oversized),
         ]

@@ -66,6 +66,9 @@ pub struct Sequencer {
     pub(super) counters: Counters,
     /// BC_SYNC datagrams sent (an [`Engine::engine_counters`](crate::Engine::engine_counters) entry).
     pub(super) syncs_sent: u64,
+    /// Ordering state (BC_BCAST, accepts, syncs) from a node that is not a member of the view,
+    /// refused: roles, not claims.
+    pub(super) ordering_refused: u64,
     /// Requests further ahead of their sender's stream than a send window, refused.
     pub(super) requests_far_ahead: u64,
     /// Requests announcing more fragments than a message of the maximum size has, refused.
@@ -107,6 +110,7 @@ impl Sequencer {
             events: VecDeque::new(),
             counters: Counters::default(),
             syncs_sent: 0,
+            ordering_refused: 0,
             requests_far_ahead: 0,
             requests_oversized: 0,
             cfg,
@@ -329,6 +333,19 @@ impl Sequencer {
     fn dispatch(&mut self, from: NodeId, body: Body<'_>, data: &Bytes) {
         let seq_role = self.is_sequencer();
         let recovering = self.recovering();
+        // Roles, not claims: a member takes ordering state only from a member of its view (the
+        // sequencer, its successor, a recovery coordinator), never from an id it does not know.
+        // A joiner admitted before it installed any view (its first view entry is still on the
+        // way, perhaps from a sequencer that took over since) has no roles to check yet.
+        let ordering = matches!(body, Body::Ordered { .. } | Body::Accept(_) | Body::Sync(_));
+        if ordering
+            && self.phase == Phase::Member
+            && !self.view.members.is_empty()
+            && !self.orders_here(from)
+        {
+            self.ordering_refused += 1;
+            return;
+        }
         match body {
             Body::BcastReq { .. }
             | Body::Accept(_)
@@ -371,6 +388,13 @@ impl Sequencer {
             Body::Result { .. } => unreachable!("handled in on_datagram"),
             other => self.on_recovery_body(from, other),
         }
+    }
+
+    /// Whether `from` may send ordering state to this member.
+    fn orders_here(&self, from: NodeId) -> bool {
+        from == self.view.coordinator
+            || from == self.sequencer_hint
+            || self.view.members.contains(&from)
     }
 
     /// BC_SYNC: report where we stand.

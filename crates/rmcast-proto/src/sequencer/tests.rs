@@ -637,6 +637,38 @@ fn coordinator_crash_during_recovery_restarts_it() {
     assert_eq!(net.deliveries(2).len(), 10);
 }
 
+/// Roles, not claims: an ordered-data packet (a real one, recorded) claiming a sender that is not
+/// a member of the view changes nothing at a member, and is counted.
+#[test]
+fn ordering_state_only_from_members_of_the_view() {
+    let mut net = Net::new(3, cfg(0));
+    net.nodes[0]
+        .submit(net.now, Bytes::from_static(b"real"), Qos::default())
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut ordered = None;
+    while let Some(_t) = net.nodes[0].poll_transmit(net.now, &mut buf) {
+        if buf[4] == ptype::ORDERED {
+            ordered = Some(buf.clone());
+        }
+    }
+    let mut forged = ordered.expect("the sequencer multicast the message");
+    // The header's sender field: an id nobody in the view has.
+    forged[16..20].copy_from_slice(&99u32.to_be_bytes());
+    let before = net.deliveries(1).len();
+    net.nodes[1].handle_datagram(net.now, NodeId(99), &forged);
+    while let Some(e) = net.nodes[1].poll_event() {
+        net.events[1].push(e);
+    }
+    assert_eq!(net.deliveries(1).len(), before);
+    let refused = net.nodes[1]
+        .engine_counters()
+        .into_iter()
+        .find(|(n, _)| *n == "ordering_refused")
+        .map(|(_, v)| v);
+    assert_eq!(refused, Some(1));
+}
+
 /// A flood of requests far ahead of a member's stream does not fill the sequencer's table of
 /// waiting requests, and a request announcing too many fragments is not ordered: both are
 /// refused and counted, and the members' messages still go through.
