@@ -967,7 +967,14 @@ impl IoLoop {
         trace!(group = %g.name, unknown, try_ = g.hello_tries, "HELLO ask");
         g.hello_tries += 1;
         g.next_hello = Some(now + hello::INTERVAL);
-        let buf = hello::encode(g.gid, me, Hello::Ask);
+        self.send_hello(i, Hello::Ask, None);
+    }
+
+    /// Send a HELLO of group `i` to the whole group (`to` None) or to `to`, sealed like every
+    /// datagram of a secure group (or its members would not hear it).
+    fn send_hello(&mut self, i: usize, h: Hello, to: Option<SocketAddr>) {
+        let g = &self.groups[i];
+        let buf = hello::encode(g.gid, self.shared.id, h);
         let c = &self.shared.counters;
         let Some(buf) = seal(
             g.cipher.as_ref(),
@@ -979,8 +986,13 @@ impl IoLoop {
             return;
         };
         AtomicNodeCounters::add(&c.hellos_sent, 1);
-        for to in &g.group_dests {
-            self.net.send(buf, *to);
+        match to {
+            Some(to) => self.net.send(buf, to),
+            None => {
+                for d in &g.group_dests {
+                    self.net.send(buf, *d);
+                }
+            }
         }
     }
 
@@ -1026,22 +1038,7 @@ impl IoLoop {
             return;
         }
         g.next_looking = Some(now + hello::INTERVAL);
-        let buf = hello::encode(g.gid, self.shared.id, Hello::Looking);
-        let c = &self.shared.counters;
-        // Sealed like every datagram of a secure group, or its members would not hear it.
-        let Some(buf) = seal(
-            g.cipher.as_ref(),
-            &mut self.sealer,
-            &buf,
-            &mut self.seal_buf,
-            c,
-        ) else {
-            return;
-        };
-        AtomicNodeCounters::add(&c.hellos_sent, 1);
-        for to in &g.group_dests {
-            self.net.send(buf, *to);
-        }
+        self.send_hello(i, Hello::Looking, None);
     }
 
     /// Answer a HELLO ask for group `i` from `from`, within the answer bound.
@@ -1056,19 +1053,7 @@ impl IoLoop {
             return;
         }
         *n += 1;
-        let buf = hello::encode(g.gid, self.shared.id, Hello::Answer);
-        let c = &self.shared.counters;
-        let Some(buf) = seal(
-            g.cipher.as_ref(),
-            &mut self.sealer,
-            &buf,
-            &mut self.seal_buf,
-            c,
-        ) else {
-            return;
-        };
-        AtomicNodeCounters::add(&c.hellos_sent, 1);
-        self.net.send(buf, from);
+        self.send_hello(i, Hello::Answer, Some(from));
     }
 
     fn check_deadlines(&mut self, i: usize, now: Time) {
