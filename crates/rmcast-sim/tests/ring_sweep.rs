@@ -128,3 +128,22 @@ fn ring_long_sweep() {
         println!("{qos:?}: {} seeds passed", rep.runs.len());
     }
 }
+
+#[test]
+#[ignore]
+fn debug_seed() {
+    let sc = faulty(5, 2);
+    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let rec = rmcast_sim::simulate(&sc.config(seed));
+    for h in &rec.hosts {
+        println!("{:?} {:?}\n {:?}", h.id, h.final_state, h.counters);
+        for e in h.events.iter().filter(|e| {
+            !matches!(
+                e.event,
+                rmcast_proto::Event::Deliver(_) | rmcast_proto::Event::SendComplete { .. }
+            )
+        }) {
+            println!("   {:?} {:?}", e.at, e.event);
+        }
+    }
+}

@@ -47,12 +47,17 @@ const NACK_RETRY: Duration = Duration::from_millis(25);
 const NACK_ESCALATE: u32 = 2;
 /// Own data packets sent again per retry at most.
 const DATA_RETRY_BURST: u64 = 32;
+/// A member waiting for stability or its leave asks for ACKs after this long without one.
+const STALL: Duration = Duration::from_millis(60);
+/// How long slots a leaver may lack are kept for it when its goodbye is not heard.
+const DEPART_LINGER: Duration = Duration::from_secs(2);
 
 /// An applied ACK kept until it is stable, to answer NACKs.
 struct Logged {
     bytes: Vec<u8>,
     sender: NodeId,
     first_ts: u64,
+    end_ts: u64,
 }
 
 /// The token as this member sees it.
@@ -107,6 +112,11 @@ pub struct Ring {
     token: TokenSite,
     lcrs: BTreeMap<NodeId, u8>,
     removed_lists: VecDeque<(NodeId, Vec<u8>)>,
+    /// Members removed by a New List that may still lack slots up to and including it:
+    /// (member, what was stable when it was removed, until when). Stability stays there
+    /// until the member says goodbye or the time is up, so that NACKs of a leaver catching
+    /// up are still answered.
+    departing: Vec<(NodeId, u64, Time)>,
     own_next: u64,
     /// Own ordered messages not yet stable: (sseq, timestamp).
     own_ordered: VecDeque<(u64, u64)>,
@@ -116,6 +126,12 @@ pub struct Ring {
     lcr_at: Option<Time>,
     gaps: GapTracker,
     nack_tries: u32,
+    /// While this member waits for something (own messages to become stable, its leave), it
+    /// asks for ACKs after the last it applied when none came for a while: trailing ACKs
+    /// lost before the ring went quiescent are otherwise never noticed.
+    stall_at: Option<Time>,
+    stall_mark: u64,
+    stall_tries: u32,
 }
 
 impl Ring {
@@ -154,6 +170,7 @@ impl Ring {
             token: TokenSite::default(),
             lcrs: BTreeMap::new(),
             removed_lists: VecDeque::new(),
+            departing: Vec::new(),
             own_next: 0,
             own_ordered: VecDeque::new(),
             own_complete: 0,
@@ -162,6 +179,9 @@ impl Ring {
             lcr_at: None,
             gaps: GapTracker::new(),
             nack_tries: 0,
+            stall_at: None,
+            stall_mark: 0,
+            stall_tries: 0,
         };
         if p.role == Role::Create {
             r.member = true;
@@ -282,12 +302,12 @@ impl Ring {
                 self.counters.malformed_dropped += 1;
                 break;
             }
-            self.apply(from, ack, bytes);
+            self.apply(now, from, ack, bytes);
         }
         self.after_progress(now);
     }
 
-    fn apply(&mut self, from: NodeId, ack: Ack, bytes: Vec<u8>) {
+    fn apply(&mut self, now: Time, from: NodeId, ack: Ack, bytes: Vec<u8>) {
         let first_ts = ack.first_ts;
         match ack.body {
             AckBody::Entries(entries) => {
@@ -319,6 +339,10 @@ impl Ring {
                     if self.removed_lists.len() >= MAX_REMOVED {
                         self.removed_lists.pop_front();
                     }
+                    if gone != self.me && self.departing.len() < MAX_REMOVED {
+                        self.departing
+                            .push((gone, self.stable_ts, now + DEPART_LINGER));
+                    }
                     self.removed_lists.push_back((gone, bytes.clone()));
                 }
                 if let Some(j) = l.joined {
@@ -340,6 +364,7 @@ impl Ring {
                 bytes,
                 sender: from,
                 first_ts,
+                end_ts: self.q.end(),
             },
         );
         self.next_ack = ack.num + 1;
@@ -370,8 +395,10 @@ impl Ring {
             }
         }
         if let Some((n, ts)) = cut {
-            self.stable_ts = self.stable_ts.max(ts);
-            self.log = self.log.split_off(&n);
+            let cap = self.departing.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
+            let stable = self.stable_ts.max(ts.min(cap));
+            self.stable_ts = stable;
+            self.log.retain(|&k, e| k >= n || e.end_ts > stable);
         }
         while self
             .own_ordered
@@ -392,6 +419,49 @@ impl Ring {
         self.try_accept(now);
         self.token_work(now);
         self.watch_gaps(now);
+        self.arm_stall(now);
+    }
+
+    fn waiting(&self) -> bool {
+        self.member && !self.left && (!self.own_ordered.is_empty() || self.leaving)
+    }
+
+    fn arm_stall(&mut self, now: Time) {
+        if !self.waiting() {
+            self.stall_at = None;
+        } else if self.stall_at.is_none() {
+            self.stall_at = Some(now + STALL);
+            self.stall_mark = self.next_ack;
+            self.stall_tries = 0;
+        }
+    }
+
+    fn stall(&mut self, now: Time) {
+        if !self.stall_at.is_some_and(|t| now >= t) {
+            return;
+        }
+        self.stall_at = None;
+        if !self.waiting() {
+            return;
+        }
+        if self.next_ack == self.stall_mark && !self.token.holding {
+            self.stall_tries += 1;
+            let to = if self.stall_tries > NACK_ESCALATE || self.last_site == self.me {
+                Destination::Group
+            } else {
+                Destination::Peer(self.last_site)
+            };
+            self.counters.nacks_sent += 1;
+            let n = Nack {
+                acks: self.next_ack..self.next_ack + 32,
+                slots: vec![],
+            };
+            self.send(to, packet::NACK, |b| n.encode(b));
+        } else {
+            self.stall_tries = 0;
+        }
+        self.stall_mark = self.next_ack;
+        self.stall_at = Some(now + STALL);
     }
 
     fn deliver(&mut self) {
@@ -421,6 +491,10 @@ impl Ring {
                     let gone = v.left == Some(self.me);
                     self.events.push_back(Event::View(v));
                     if gone {
+                        // Twice: a lost goodbye only delays stability by DEPART_LINGER.
+                        for _ in 0..2 {
+                            self.send(Destination::Group, packet::GOODBYE, |_| {});
+                        }
                         self.left = true;
                         self.events.push_back(Event::Left);
                     }
@@ -558,7 +632,7 @@ impl Ring {
         self.highest_heard = Some(ack.num);
         self.last_site = self.me;
         let num = ack.num;
-        self.apply(self.me, ack, buf);
+        self.apply(now, self.me, ack, buf);
         if next != self.me {
             self.token.passing = Some((num, next, now + PASS_RETRY, PASS_RETRY));
         }
@@ -713,7 +787,9 @@ impl Ring {
             .at("pass", self.token.passing.map(|p| p.2))
             .at("data", self.data_retry_at)
             .at("lcr", self.lcr_at)
-            .at("nack", self.gaps.deadline());
+            .at("nack", self.gaps.deadline())
+            .at("stall", self.stall_at)
+            .at("depart", self.departing.iter().map(|d| d.2).min());
         d
     }
 }
@@ -738,6 +814,11 @@ impl Engine for Ring {
             packet::ACK => self.on_ack(now, h.sender, datagram, pkt.body),
             packet::NACK => self.on_nack(h.sender, pkt.body),
             packet::LCR => self.on_lcr(now, h.sender, pkt.body),
+            packet::GOODBYE => {
+                self.departing.retain(|d| d.0 != h.sender);
+                self.update_stable();
+                self.after_progress(now);
+            }
             packet::CONFIRM => {
                 let mut r = wire::Reader::new(pkt.body);
                 match r.u64() {
@@ -801,8 +882,15 @@ impl Engine for Ring {
                 self.data_retry_at = Some(now + DATA_RETRY);
             }
         }
+        if self.departing.iter().any(|d| now >= d.2) {
+            self.departing.retain(|d| now < d.2);
+            self.update_stable();
+            self.after_progress(now);
+        }
         self.nack(now);
+        self.stall(now);
         self.token_work(now);
+        self.arm_stall(now);
     }
 
     fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
@@ -916,7 +1004,7 @@ impl Engine for Ring {
         format!(
             "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
              held_all={} stable={} token(holding={} idle={} named={:?} passing={:?}) own={}/{} \
-             unordered={} lcrs={:?} leaving={} removed={}",
+             unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?}",
             self.me,
             self.member,
             self.ring.iter().map(|m| m.0).collect::<Vec<_>>(),
@@ -938,6 +1026,14 @@ impl Engine for Ring {
             self.lcrs,
             self.leaving,
             self.removed,
+            self.q.get(self.q.deliver_next()).map(|s| (
+                s.state,
+                match &s.entry {
+                    Entry::Data { origin, sseq, .. } => (origin.0, *sseq),
+                    Entry::View(v) => (u32::MAX, v.id),
+                }
+            )),
+            self.departing,
         )
     }
 }

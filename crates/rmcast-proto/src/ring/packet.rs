@@ -16,6 +16,9 @@ pub const LCR: u8 = 4;
 /// The token site confirms it accepted the token (when it goes quiescent).
 pub const CONFIRM: u8 = 5;
 
+/// A removed member delivered the New List that removed it: it needs nothing more.
+pub const GOODBYE: u8 = 6;
+
 /// LCR kinds.
 pub const LCR_JOIN: u8 = 1;
 /// LCR kinds.
