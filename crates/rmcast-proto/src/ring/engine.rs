@@ -437,7 +437,7 @@ impl Ring {
     }
 
     fn stall(&mut self, now: Time) {
-        if !self.stall_at.is_some_and(|t| now >= t) {
+        if self.stall_at.is_none_or(|t| now < t) {
             return;
         }
         self.stall_at = None;
