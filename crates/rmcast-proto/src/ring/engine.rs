@@ -118,9 +118,10 @@ pub struct Ring {
     /// up are still answered.
     departing: Vec<(NodeId, u64, Time)>,
     own_next: u64,
-    /// Own ordered messages not yet stable: (sseq, timestamp).
+    /// Own ordered messages not yet stable: (sseq, timestamp). The send window counts from the
+    /// oldest of them; a send completes (resilience 0) once ordered and delivered here.
     own_ordered: VecDeque<(u64, u64)>,
-    own_complete: u64,
+    own_stable: u64,
     data_retry_at: Option<Time>,
     data_retry_mark: u64,
     lcr_at: Option<Time>,
@@ -173,7 +174,7 @@ impl Ring {
             departing: Vec::new(),
             own_next: 0,
             own_ordered: VecDeque::new(),
-            own_complete: 0,
+            own_stable: 0,
             data_retry_at: None,
             data_retry_mark: 0,
             lcr_at: None,
@@ -406,20 +407,31 @@ impl Ring {
             .is_some_and(|&(_, ts)| ts < self.stable_ts)
         {
             let (sseq, _) = self.own_ordered.pop_front().expect("front checked");
-            self.own_complete = sseq + 1;
-            if !self.removed {
-                self.events.push_back(Event::SendComplete { msg: sseq });
-            }
+            self.own_stable = sseq + 1;
         }
         self.q.prune(self.stable_ts);
     }
 
     fn after_progress(&mut self, now: Time) {
         self.deliver();
+        if self.leave_alone() {
+            return;
+        }
         self.try_accept(now);
         self.token_work(now);
         self.watch_gaps(now);
         self.arm_stall(now);
+    }
+
+    /// The last member leaves at once, or once the members that left before it said goodbye
+    /// (until then it still answers their NACKs).
+    fn leave_alone(&mut self) -> bool {
+        if !self.leaving || self.left || self.ring != [self.me] || !self.departing.is_empty() {
+            return false;
+        }
+        self.left = true;
+        self.events.push_back(Event::Left);
+        true
     }
 
     fn waiting(&self) -> bool {
@@ -476,13 +488,18 @@ impl Ring {
                     payload,
                 } => {
                     self.counters.delivered += 1;
+                    let (origin, sseq) = (*origin, *sseq);
                     self.events.push_back(Event::Deliver(Delivery {
                         seq: ts,
-                        sender: *origin,
-                        msg: *sseq,
+                        sender: origin,
+                        msg: sseq,
                         view: self.delivered_view.id,
                         payload: payload.clone().unwrap_or_default(),
                     }));
+                    // Resilience 0: ordered, and so delivered by every member that stays.
+                    if origin == self.me {
+                        self.events.push_back(Event::SendComplete { msg: sseq });
+                    }
                 }
                 Entry::View(v) => {
                     let v = v.clone();
@@ -926,9 +943,12 @@ impl Engine for Ring {
             return;
         }
         self.leaving = true;
-        if !self.member || self.ring == [self.me] {
+        if !self.member {
             self.left = true;
             self.events.push_back(Event::Left);
+            return;
+        }
+        if self.leave_alone() {
             return;
         }
         self.lcr_at = Some(now);
@@ -997,7 +1017,7 @@ impl Engine for Ring {
     }
 
     fn can_submit(&self) -> bool {
-        self.own_next - self.own_complete < WINDOW && self.events.len() < MAX_EVENTS
+        self.own_next - self.own_stable < WINDOW && self.events.len() < MAX_EVENTS
     }
 
     fn describe(&self) -> String {
@@ -1020,7 +1040,7 @@ impl Engine for Ring {
             self.token.idle,
             self.token.named,
             self.token.passing.map(|p| (p.0, p.1 .0)),
-            self.own_complete,
+            self.own_stable,
             self.own_next,
             self.data.len(),
             self.lcrs,
