@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Own messages not yet stable at most (the send window): sends push back beyond it.
-const WINDOW: u64 = 256;
+pub(super) const WINDOW: u64 = 256;
 /// Events held for the driver at most before delivery pauses.
 const MAX_EVENTS: usize = 1024;
 /// Slots ordered but not stable at most: the token site orders no more beyond it.

@@ -31,6 +31,8 @@
 mod engine;
 pub mod order;
 pub mod packet;
+#[cfg(test)]
+mod tests;
 
 pub use engine::Ring;
 
