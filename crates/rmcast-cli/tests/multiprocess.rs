@@ -235,7 +235,7 @@ fn member_rejects_bad_arguments() {
         vec!["demo", "--kill-sequencer", "--min-members", "4"],
         vec!["demo", "--kill-sequencer", "--messages", "10"],
         vec!["demo", "--rate", "100"],
-        vec!["member", "--group", "g", "--engine", "ring"],
+        vec!["member", "--group", "g", "--engine", "no-such-engine"],
         vec!["member", "--group", "g", "--create", "--join"],
         vec!["member", "--group", "g", "--addr", "127.0.0.1:4000"],
         vec![

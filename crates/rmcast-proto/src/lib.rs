@@ -10,6 +10,7 @@ pub mod common;
 pub mod engine;
 pub mod guarantees;
 pub mod registry;
+pub mod ring;
 pub mod secure;
 pub mod sequencer;
 #[cfg(feature = "testing")]

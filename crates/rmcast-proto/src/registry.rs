@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub fn engines() -> &'static [&'static dyn EngineFactory] {
     &[
         &sequencer::SequencerFactory::DEFAULT,
+        &crate::ring::RingFactory,
         #[cfg(feature = "testing")]
         &crate::toy::ToyFactory,
     ]

@@ -1,0 +1,1059 @@
+//! The ring engine: the token site's duties, ACK processing, NACKs, List Change Requests.
+
+use super::order::{DataList, Entry, OrderingQ};
+use super::packet::{self, Ack, AckBody, Nack, NewList};
+use super::RingFactory;
+use crate::common::{Deadlines, GapTracker};
+use crate::engine::{
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
+    Transmit, View,
+};
+use crate::guarantees::Guarantees;
+use crate::registry::{EngineParams, Role};
+use crate::wire::{self, EngineKind, Header};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// Own messages not yet stable at most (the send window): sends push back beyond it.
+pub(super) const WINDOW: u64 = 256;
+/// Events held for the driver at most before delivery pauses.
+const MAX_EVENTS: usize = 1024;
+/// Slots ordered but not stable at most: the token site orders no more beyond it.
+const MAX_UNSTABLE: u64 = 4096;
+/// A member with this many slots not yet delivered does not accept the token (so that a slow
+/// application stops the ring rather than filling memory).
+const MAX_BACKLOG: u64 = 2048;
+/// ACKs received ahead of the next one to apply, at most.
+const MAX_EARLY_ACKS: u64 = 512;
+/// List Change Requests held at most.
+const MAX_LCRS: usize = 32;
+/// New Lists that removed a member, kept to answer a late leaver.
+const MAX_REMOVED: usize = 16;
+/// How long a token site with nothing to order waits before it passes a NULL ACK.
+const NULL_DELAY: Duration = Duration::from_millis(2);
+/// First wait before the token is passed again when the next site did not take it.
+const PASS_RETRY: Duration = Duration::from_millis(20);
+/// Longest wait between two passes of the same token (exponential backoff).
+const PASS_RETRY_MAX: Duration = Duration::from_millis(320);
+/// Own unordered data is sent again this often while nothing of it gets ordered.
+const DATA_RETRY: Duration = Duration::from_millis(40);
+/// List Change Requests are repeated this often.
+const LCR_RETRY: Duration = Duration::from_millis(50);
+/// Grace before a gap is asked for (reordered datagrams arrive in it), and NACK retry.
+const NACK_GRACE: Duration = Duration::from_millis(3);
+const NACK_RETRY: Duration = Duration::from_millis(25);
+/// Unanswered NACKs to the last token site before the whole ring is asked.
+const NACK_ESCALATE: u32 = 2;
+/// Own data packets sent again per retry at most.
+const DATA_RETRY_BURST: u64 = 32;
+/// A member waiting for stability or its leave asks for ACKs after this long without one.
+const STALL: Duration = Duration::from_millis(60);
+/// How long slots a leaver may lack are kept for it when its goodbye is not heard.
+const DEPART_LINGER: Duration = Duration::from_secs(2);
+
+/// An applied ACK kept until it is stable, to answer NACKs.
+struct Logged {
+    bytes: Vec<u8>,
+    sender: NodeId,
+    first_ts: u64,
+    end_ts: u64,
+}
+
+/// The token as this member sees it.
+#[derive(Default)]
+struct TokenSite {
+    /// This member holds the token.
+    holding: bool,
+    /// NULL ACKs in a row up to the one that passed it here.
+    idle: u32,
+    /// When a NULL ACK is due.
+    null_at: Option<Time>,
+    /// The ACK naming this member, not accepted yet.
+    named: Option<u64>,
+    /// The last ACK whose token this member accepted, and who passed it.
+    accepted: Option<(u64, NodeId)>,
+    /// An ACK this member passed the token with, not yet confirmed: number, next site,
+    /// when to pass it again, backoff.
+    passing: Option<(u64, NodeId, Time, Duration)>,
+    /// This site keeps the token of a quiescent ring and said so.
+    quiet: bool,
+}
+
+/// The ring engine (see the module docs).
+pub struct Ring {
+    group: u32,
+    me: NodeId,
+    max_datagram_bytes: usize,
+    counters: Counters,
+    out: VecDeque<(Destination, Vec<u8>)>,
+    events: VecDeque<Event>,
+    /// A member (installed a view).
+    member: bool,
+    leaving: bool,
+    /// The view removing this member was ordered.
+    removed: bool,
+    left: bool,
+    /// The ring as of the last applied ACK.
+    ring: Vec<NodeId>,
+    view_id: u64,
+    /// The view as of the last delivered slot.
+    delivered_view: View,
+    /// Next sequence number to be ordered, per ring member.
+    ordered_next: BTreeMap<NodeId, u64>,
+    data: DataList,
+    q: OrderingQ,
+    next_ack: u64,
+    early_acks: BTreeMap<u64, (NodeId, Vec<u8>)>,
+    log: BTreeMap<u64, Logged>,
+    highest_heard: Option<u64>,
+    last_site: NodeId,
+    stable_ts: u64,
+    token: TokenSite,
+    lcrs: BTreeMap<NodeId, u8>,
+    removed_lists: VecDeque<(NodeId, Vec<u8>)>,
+    /// Members removed by a New List that may still lack slots up to and including it:
+    /// (member, what was stable when it was removed, until when). Stability stays there
+    /// until the member says goodbye or the time is up, so that NACKs of a leaver catching
+    /// up are still answered.
+    departing: Vec<(NodeId, u64, Time)>,
+    own_next: u64,
+    /// Own ordered messages not yet stable: (sseq, timestamp). The send window counts from the
+    /// oldest of them; a send completes (resilience 0) once ordered and delivered here.
+    own_ordered: VecDeque<(u64, u64)>,
+    own_stable: u64,
+    data_retry_at: Option<Time>,
+    data_retry_mark: u64,
+    lcr_at: Option<Time>,
+    gaps: GapTracker,
+    nack_tries: u32,
+    /// While this member waits for something (own messages to become stable, its leave), it
+    /// asks for ACKs after the last it applied when none came for a while: trailing ACKs
+    /// lost before the ring went quiescent are otherwise never noticed.
+    stall_at: Option<Time>,
+    stall_mark: u64,
+    stall_tries: u32,
+}
+
+impl Ring {
+    /// A ring member: the creator holds the token of a one-member ring, a joiner asks in.
+    pub fn new(p: &EngineParams<'_>) -> Ring {
+        let mut r = Ring {
+            group: p.group,
+            me: p.me,
+            max_datagram_bytes: p.max_datagram_bytes,
+            counters: Counters::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            member: false,
+            leaving: false,
+            removed: false,
+            left: false,
+            ring: vec![],
+            view_id: 0,
+            delivered_view: View {
+                id: 0,
+                seq: 0,
+                members: vec![],
+                coordinator: p.me,
+                joined: None,
+                left: None,
+            },
+            ordered_next: BTreeMap::new(),
+            data: DataList::default(),
+            q: OrderingQ::new(0),
+            next_ack: 0,
+            early_acks: BTreeMap::new(),
+            log: BTreeMap::new(),
+            highest_heard: None,
+            last_site: p.me,
+            stable_ts: 0,
+            token: TokenSite::default(),
+            lcrs: BTreeMap::new(),
+            removed_lists: VecDeque::new(),
+            departing: Vec::new(),
+            own_next: 0,
+            own_ordered: VecDeque::new(),
+            own_stable: 0,
+            data_retry_at: None,
+            data_retry_mark: 0,
+            lcr_at: None,
+            gaps: GapTracker::new(),
+            nack_tries: 0,
+            stall_at: None,
+            stall_mark: 0,
+            stall_tries: 0,
+        };
+        if p.role == Role::Create {
+            r.member = true;
+            r.ring = vec![p.me];
+            r.view_id = 1;
+            r.ordered_next.insert(p.me, 0);
+            r.q.push(Entry::View(View {
+                id: 1,
+                seq: 0,
+                members: vec![p.me],
+                coordinator: p.me,
+                joined: Some(p.me),
+                left: None,
+            }));
+            // A ring of one is quiescent with the token at its only member.
+            r.token.holding = true;
+            r.token.idle = 1;
+            r.deliver();
+        } else {
+            r.lcr_at = Some(p.now);
+        }
+        r
+    }
+
+    fn header(&self, ptype: u8) -> Vec<u8> {
+        let mut buf = Vec::new();
+        Header {
+            engine: EngineKind::Ring,
+            ptype,
+            flags: 0,
+            group: self.group,
+            incarnation: 0,
+            sender: self.me,
+        }
+        .encode(&mut buf);
+        buf
+    }
+
+    fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = self.header(ptype);
+        body(&mut buf);
+        self.out.push_back((to, buf));
+    }
+
+    fn send_data(&mut self, to: Destination, origin: NodeId, sseq: u64, payload: &Bytes) {
+        self.send(to, packet::DATA, |b| {
+            packet::encode_data(
+                b,
+                origin,
+                sseq,
+                packet::qos_byte(Qos::TotallyOrdered),
+                payload,
+            )
+        });
+    }
+
+    fn idx(&self, m: NodeId) -> Option<usize> {
+        self.ring.iter().position(|&x| x == m)
+    }
+
+    /// The member after `m` in `ring`.
+    fn successor(ring: &[NodeId], m: NodeId) -> NodeId {
+        let i = ring.iter().position(|&x| x == m).unwrap_or(0);
+        ring[(i + 1) % ring.len()]
+    }
+
+    // ---- ACK processing -------------------------------------------------------------------
+
+    fn on_ack(&mut self, now: Time, from: NodeId, bytes: &[u8], body: &[u8]) {
+        let Ok(ack) = Ack::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if self.highest_heard.is_none_or(|h| ack.num >= h) {
+            self.highest_heard = Some(ack.num);
+            self.last_site = from;
+        }
+        if !self.member {
+            match &ack.body {
+                AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving => {
+                    self.start_at(&ack);
+                }
+                _ => return,
+            }
+        }
+        if ack.num < self.next_ack {
+            self.counters.duplicates += 1;
+            if ack.next_site == self.me && self.token.accepted == Some((ack.num, from)) {
+                self.confirm(from, ack.num);
+            }
+            return;
+        }
+        if ack.num >= self.next_ack + MAX_EARLY_ACKS {
+            return; // asked for again later
+        }
+        self.early_acks.insert(ack.num, (from, bytes.to_vec()));
+        self.apply_ready(now);
+    }
+
+    /// A joiner starts its OrderingQ at the New List that admits it.
+    fn start_at(&mut self, ack: &Ack) {
+        self.member = true;
+        self.lcr_at = None;
+        self.next_ack = ack.num;
+        self.q = OrderingQ::new(ack.first_ts);
+        self.stable_ts = ack.first_ts;
+        self.early_acks.clear();
+    }
+
+    fn apply_ready(&mut self, now: Time) {
+        while let Some((from, bytes)) = self.early_acks.remove(&self.next_ack) {
+            // Decoded before it was kept.
+            let Ok(pkt) = wire::decode(&bytes) else { break };
+            let Ok(ack) = Ack::decode(pkt.body) else {
+                break;
+            };
+            if ack.first_ts != self.q.end() {
+                self.counters.malformed_dropped += 1;
+                break;
+            }
+            self.apply(now, from, ack, bytes);
+        }
+        self.after_progress(now);
+    }
+
+    fn apply(&mut self, now: Time, from: NodeId, ack: Ack, bytes: Vec<u8>) {
+        let first_ts = ack.first_ts;
+        match ack.body {
+            AckBody::Entries(entries) => {
+                for (origin, sseq) in entries {
+                    let payload = self.data.take(origin, sseq);
+                    let next = self.ordered_next.entry(origin).or_insert(0);
+                    *next = (*next).max(sseq + 1);
+                    if origin == self.me {
+                        self.own_ordered.push_back((sseq, self.q.end()));
+                    }
+                    self.q.push(Entry::Data {
+                        origin,
+                        sseq,
+                        payload,
+                    });
+                }
+            }
+            AckBody::NewList(l) => {
+                self.ordered_next = l.members.iter().copied().zip(l.next_sseq).collect();
+                self.ring = l.members.clone();
+                self.view_id = l.view_id;
+                if let Some(gone) = l.left {
+                    self.data.drop_below(gone, u64::MAX);
+                    self.lcrs.remove(&gone);
+                    if gone == self.me {
+                        self.removed = true;
+                        self.lcr_at = None;
+                    }
+                    if self.removed_lists.len() >= MAX_REMOVED {
+                        self.removed_lists.pop_front();
+                    }
+                    if gone != self.me && self.departing.len() < MAX_REMOVED {
+                        self.departing
+                            .push((gone, self.stable_ts, now + DEPART_LINGER));
+                    }
+                    self.removed_lists.push_back((gone, bytes.clone()));
+                }
+                if let Some(j) = l.joined {
+                    self.lcrs.remove(&j);
+                }
+                self.q.push(Entry::View(View {
+                    id: l.view_id,
+                    seq: first_ts,
+                    members: l.members,
+                    coordinator: from,
+                    joined: l.joined,
+                    left: l.left,
+                }));
+            }
+        }
+        self.log.insert(
+            ack.num,
+            Logged {
+                bytes,
+                sender: from,
+                first_ts,
+                end_ts: self.q.end(),
+            },
+        );
+        self.next_ack = ack.num + 1;
+        if let Some((n, ..)) = self.token.passing {
+            if ack.num > n {
+                self.token.passing = None;
+            }
+        }
+        if from != self.me {
+            self.token.holding = false;
+            self.token.null_at = None;
+        }
+        self.token.named = (ack.next_site == self.me && !self.removed).then_some(ack.num);
+        self.token.idle = ack.idle;
+        self.update_stable();
+    }
+
+    /// Stable: everything up to the ACK before the oldest of the latest ACKs whose senders
+    /// cover the ring (each of them accepted the token, so held it all).
+    fn update_stable(&mut self) {
+        let mut need: BTreeSet<NodeId> = self.ring.iter().copied().collect();
+        let mut cut = None;
+        for (&n, e) in self.log.iter().rev() {
+            need.remove(&e.sender);
+            if need.is_empty() {
+                cut = Some((n, e.first_ts));
+                break;
+            }
+        }
+        if let Some((n, ts)) = cut {
+            let cap = self.departing.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
+            let stable = self.stable_ts.max(ts.min(cap));
+            self.stable_ts = stable;
+            self.log.retain(|&k, e| k >= n || e.end_ts > stable);
+        }
+        while self
+            .own_ordered
+            .front()
+            .is_some_and(|&(_, ts)| ts < self.stable_ts)
+        {
+            let (sseq, _) = self.own_ordered.pop_front().expect("front checked");
+            self.own_stable = sseq + 1;
+        }
+        self.q.prune(self.stable_ts);
+    }
+
+    fn after_progress(&mut self, now: Time) {
+        self.deliver();
+        if self.leave_alone() {
+            return;
+        }
+        self.try_accept(now);
+        self.token_work(now);
+        self.watch_gaps(now);
+        self.arm_stall(now);
+    }
+
+    /// The last member leaves at once, or once the members that left before it said goodbye
+    /// (until then it still answers their NACKs).
+    fn leave_alone(&mut self) -> bool {
+        if !self.leaving || self.left || self.ring != [self.me] || !self.departing.is_empty() {
+            return false;
+        }
+        self.left = true;
+        self.events.push_back(Event::Left);
+        true
+    }
+
+    fn waiting(&self) -> bool {
+        self.member && !self.left && (!self.own_ordered.is_empty() || self.leaving)
+    }
+
+    fn arm_stall(&mut self, now: Time) {
+        if !self.waiting() {
+            self.stall_at = None;
+        } else if self.stall_at.is_none() {
+            self.stall_at = Some(now + STALL);
+            self.stall_mark = self.next_ack;
+            self.stall_tries = 0;
+        }
+    }
+
+    fn stall(&mut self, now: Time) {
+        if self.stall_at.is_none_or(|t| now < t) {
+            return;
+        }
+        self.stall_at = None;
+        if !self.waiting() {
+            return;
+        }
+        if self.next_ack == self.stall_mark && !self.token.holding {
+            self.stall_tries += 1;
+            let to = if self.stall_tries > NACK_ESCALATE || self.last_site == self.me {
+                Destination::Group
+            } else {
+                Destination::Peer(self.last_site)
+            };
+            self.counters.nacks_sent += 1;
+            let n = Nack {
+                acks: self.next_ack..self.next_ack + 32,
+                slots: vec![],
+            };
+            self.send(to, packet::NACK, |b| n.encode(b));
+        } else {
+            self.stall_tries = 0;
+        }
+        self.stall_mark = self.next_ack;
+        self.stall_at = Some(now + STALL);
+    }
+
+    fn deliver(&mut self) {
+        while !self.left && self.events.len() < MAX_EVENTS {
+            let Some((ts, entry)) = self.q.deliverable() else {
+                break;
+            };
+            match entry {
+                Entry::Data {
+                    origin,
+                    sseq,
+                    payload,
+                } => {
+                    self.counters.delivered += 1;
+                    let (origin, sseq) = (*origin, *sseq);
+                    self.events.push_back(Event::Deliver(Delivery {
+                        seq: ts,
+                        sender: origin,
+                        msg: sseq,
+                        view: self.delivered_view.id,
+                        payload: payload.clone().unwrap_or_default(),
+                    }));
+                    // Resilience 0: ordered, and so delivered by every member that stays.
+                    if origin == self.me {
+                        self.events.push_back(Event::SendComplete { msg: sseq });
+                    }
+                }
+                Entry::View(v) => {
+                    let v = v.clone();
+                    self.counters.view_changes += 1;
+                    self.delivered_view = v.clone();
+                    let gone = v.left == Some(self.me);
+                    self.events.push_back(Event::View(v));
+                    if gone {
+                        // Twice: a lost goodbye only delays stability by DEPART_LINGER.
+                        for _ in 0..2 {
+                            self.send(Destination::Group, packet::GOODBYE, |_| {});
+                        }
+                        self.left = true;
+                        self.events.push_back(Event::Left);
+                    }
+                }
+            }
+            self.q.delivered();
+        }
+    }
+
+    // ---- the token site -------------------------------------------------------------------
+
+    fn try_accept(&mut self, now: Time) {
+        let Some(n) = self.token.named else { return };
+        let backlog = self.q.end() - self.q.deliver_next();
+        if n + 1 != self.next_ack || !self.q.holds_all() || backlog > MAX_BACKLOG {
+            return;
+        }
+        self.token.named = None;
+        self.token.holding = true;
+        self.token.quiet = false;
+        let passer = self.log.get(&n).map_or(self.me, |e| e.sender);
+        self.token.accepted = Some((n, passer));
+        let _ = now;
+    }
+
+    fn confirm(&mut self, to: NodeId, num: u64) {
+        if to != self.me {
+            self.send(Destination::Peer(to), packet::CONFIRM, |b| {
+                b.extend_from_slice(&num.to_be_bytes())
+            });
+        }
+    }
+
+    /// What the token site does now: order a membership change, order data, pass a NULL
+    /// ACK after a short wait, or keep the token when the ring is quiescent.
+    fn token_work(&mut self, now: Time) {
+        if !self.token.holding || self.removed || self.left {
+            return;
+        }
+        if let Some(list) = self.next_change() {
+            let next = Self::successor(&list.members, self.me);
+            return self.pass(now, next, 0, AckBody::NewList(list));
+        }
+        let room = self.stable_ts + MAX_UNSTABLE > self.q.end();
+        let entries = if room { self.orderable() } else { vec![] };
+        let next = Self::successor(&self.ring, self.me);
+        if !entries.is_empty() {
+            return self.pass(now, next, 0, AckBody::Entries(entries));
+        }
+        // Data waits for room, or this member leaves: the token must go on.
+        let busy = !room || self.leaving;
+        if busy && self.ring.len() > 1 {
+            return self.pass(now, next, 0, AckBody::Entries(vec![]));
+        }
+        if (self.token.idle as usize) < self.ring.len() {
+            let at = *self.token.null_at.get_or_insert(now + NULL_DELAY);
+            if now >= at {
+                let idle = self.token.idle + 1;
+                self.pass(now, next, idle, AckBody::Entries(vec![]));
+            }
+        } else if !self.token.quiet {
+            // Quiescent: keep the token; tell the site that passed it, once.
+            self.token.quiet = true;
+            if let Some((n, from)) = self.token.accepted {
+                self.confirm(from, n);
+            }
+        }
+    }
+
+    /// The next valid List Change Request as a New List.
+    fn next_change(&mut self) -> Option<NewList> {
+        while let Some((&who, &kind)) = self.lcrs.iter().next() {
+            self.lcrs.remove(&who);
+            let mut members = self.ring.clone();
+            let (joined, left) = match kind {
+                packet::LCR_JOIN if !members.contains(&who) => {
+                    let i = self.idx(self.me).unwrap_or(0);
+                    members.insert(i + 1, who);
+                    (Some(who), None)
+                }
+                // A leaver never orders its own leave: it needs the token to move on.
+                packet::LCR_LEAVE if members.contains(&who) && who != self.me => {
+                    members.retain(|&m| m != who);
+                    (None, Some(who))
+                }
+                _ => continue,
+            };
+            let next_sseq = members
+                .iter()
+                .map(|m| self.ordered_next.get(m).copied().unwrap_or(0))
+                .collect();
+            return Some(NewList {
+                view_id: self.view_id + 1,
+                members,
+                joined,
+                left,
+                next_sseq,
+            });
+        }
+        None
+    }
+
+    /// Data this site holds that can be ordered: each member's packets in sequence.
+    fn orderable(&self) -> Vec<(NodeId, u64)> {
+        let mut out = Vec::new();
+        let room = (self.stable_ts + MAX_UNSTABLE - self.q.end()) as usize;
+        let max = packet::MAX_ENTRIES.min(room);
+        // Start after this site, so that no member is always served first.
+        let start = self.idx(self.me).map_or(0, |i| i + 1);
+        for k in 0..self.ring.len() {
+            let m = self.ring[(start + k) % self.ring.len()];
+            let mut s = self.ordered_next.get(&m).copied().unwrap_or(0);
+            while out.len() < max && self.data.has(m, s) {
+                out.push((m, s));
+                s += 1;
+            }
+        }
+        out
+    }
+
+    fn pass(&mut self, now: Time, next: NodeId, idle: u32, body: AckBody) {
+        let ack = Ack {
+            num: self.next_ack,
+            first_ts: self.q.end(),
+            next_site: next,
+            idle,
+            body,
+        };
+        self.counters.acks_sent += 1;
+        let mut buf = self.header(packet::ACK);
+        ack.encode(&mut buf);
+        self.out.push_back((Destination::Group, buf.clone()));
+        self.token.holding = false;
+        self.token.null_at = None;
+        self.highest_heard = Some(ack.num);
+        self.last_site = self.me;
+        let num = ack.num;
+        self.apply(now, self.me, ack, buf);
+        if next != self.me {
+            self.token.passing = Some((num, next, now + PASS_RETRY, PASS_RETRY));
+        }
+        self.deliver();
+        self.try_accept(now);
+        // A ring of one passes to itself: go on at once (bounded by what there is to do).
+        if next == self.me && self.token.holding {
+            self.token_work(now);
+        }
+    }
+
+    // ---- NACKs ------------------------------------------------------------------------------
+
+    fn watch_gaps(&mut self, now: Time) {
+        let acks_missing = self.highest_heard.is_some_and(|h| h >= self.next_ack);
+        let gap = self.member && !self.left && (acks_missing || !self.q.holds_all());
+        self.gaps.watch(now, 0, gap.then_some(1), NACK_GRACE);
+        if !gap {
+            self.nack_tries = 0;
+        }
+    }
+
+    fn nack(&mut self, now: Time) {
+        self.gaps
+            .on_timeout(now, self.member && !self.left, NACK_RETRY);
+        if !self.gaps.take_request() {
+            return;
+        }
+        let acks = match self.highest_heard {
+            Some(h) if h >= self.next_ack => self.next_ack..h + 1,
+            _ => self.next_ack..self.next_ack,
+        };
+        let slots = self.q.request_missing(packet::MAX_NACK_SLOTS);
+        if acks.is_empty() && slots.is_empty() {
+            return;
+        }
+        self.nack_tries += 1;
+        let to = if self.nack_tries > NACK_ESCALATE || self.last_site == self.me {
+            Destination::Group
+        } else {
+            Destination::Peer(self.last_site)
+        };
+        self.counters.nacks_sent += 1;
+        let n = Nack { acks, slots };
+        self.send(to, packet::NACK, |b| n.encode(b));
+    }
+
+    fn on_nack(&mut self, from: NodeId, body: &[u8]) {
+        let Ok(n) = Nack::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        self.counters.nacks_received += 1;
+        let to = Destination::Peer(from);
+        let end = n.acks.end.min(n.acks.start.saturating_add(32));
+        for a in n.acks.start..end {
+            if let Some(e) = self.log.get(&a) {
+                let b = e.bytes.clone();
+                self.counters.retransmissions += 1;
+                self.out.push_back((to, b));
+            }
+        }
+        for ts in n.slots {
+            if let Some(Entry::Data {
+                origin,
+                sseq,
+                payload: Some(p),
+            }) = self.q.get(ts).map(|s| s.entry.clone())
+            {
+                self.counters.retransmissions += 1;
+                self.send_data(to, origin, sseq, &p);
+            }
+        }
+    }
+
+    // ---- data and List Change Requests ----------------------------------------------------
+
+    fn on_data(&mut self, now: Time, body: &[u8]) {
+        let mut r = wire::Reader::new(body);
+        let (Ok(origin), Ok(sseq), Ok(_qos)) = (r.u32(), r.u64(), r.u8()) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let origin = NodeId(origin);
+        let payload = Bytes::copy_from_slice(r.rest());
+        if !self.member {
+            return;
+        }
+        if self.q.fill(origin, sseq, payload.clone()) {
+            self.after_progress(now);
+            return;
+        }
+        let Some(&next) = self.ordered_next.get(&origin) else {
+            self.counters.foreign_dropped += 1;
+            return;
+        };
+        if sseq < next || sseq >= next + WINDOW || !self.data.insert(origin, sseq, payload) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        self.token_work(now);
+    }
+
+    fn on_lcr(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Some(&kind) = body.first() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member || self.removed {
+            return;
+        }
+        let member = self.ring.contains(&from);
+        match kind {
+            packet::LCR_JOIN if member => {
+                // Admitted already: the New List again, to the joiner only.
+                let list = self.log.values().find(|e| {
+                    wire::decode(&e.bytes)
+                        .ok()
+                        .and_then(|p| Ack::decode(p.body).ok())
+                        .is_some_and(
+                            |a| matches!(a.body, AckBody::NewList(l) if l.joined == Some(from)),
+                        )
+                });
+                if let Some(e) = list {
+                    let b = e.bytes.clone();
+                    self.out.push_back((Destination::Peer(from), b));
+                }
+            }
+            packet::LCR_LEAVE if !member => {
+                if let Some((_, b)) = self.removed_lists.iter().find(|(m, _)| *m == from) {
+                    let b = b.clone();
+                    self.out.push_back((Destination::Peer(from), b));
+                }
+            }
+            packet::LCR_JOIN | packet::LCR_LEAVE => {
+                if self.lcrs.len() < MAX_LCRS || self.lcrs.contains_key(&from) {
+                    self.lcrs.insert(from, kind);
+                }
+                if self.token.holding {
+                    self.token.idle = 0;
+                    self.token.null_at = None;
+                    self.token_work(now);
+                }
+            }
+            _ => self.counters.malformed_dropped += 1,
+        }
+    }
+
+    fn timers(&self) -> Deadlines {
+        let mut d = Deadlines::new();
+        d.at("null", self.token.null_at)
+            .at("pass", self.token.passing.map(|p| p.2))
+            .at("data", self.data_retry_at)
+            .at("lcr", self.lcr_at)
+            .at("nack", self.gaps.deadline())
+            .at("stall", self.stall_at)
+            .at("depart", self.departing.iter().map(|d| d.2).min());
+        d
+    }
+}
+
+impl Engine for Ring {
+    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
+        let Ok(pkt) = wire::decode(datagram) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let h = pkt.header;
+        if h.engine != EngineKind::Ring || h.group != self.group || h.sender == self.me {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        if self.left {
+            return;
+        }
+        self.counters.datagrams_received += 1;
+        match h.ptype {
+            packet::DATA => self.on_data(now, pkt.body),
+            packet::ACK => self.on_ack(now, h.sender, datagram, pkt.body),
+            packet::NACK => self.on_nack(h.sender, pkt.body),
+            packet::LCR => self.on_lcr(now, h.sender, pkt.body),
+            packet::GOODBYE => {
+                self.departing.retain(|d| d.0 != h.sender);
+                self.update_stable();
+                self.after_progress(now);
+            }
+            packet::CONFIRM => {
+                let mut r = wire::Reader::new(pkt.body);
+                match r.u64() {
+                    Ok(n) if self.token.passing.is_some_and(|p| p.0 == n) => {
+                        self.token.passing = None
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.counters.malformed_dropped += 1,
+                }
+            }
+            _ => self.counters.malformed_dropped += 1,
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.left {
+            return;
+        }
+        if let Some((n, next, at, backoff)) = self.token.passing {
+            if now >= at {
+                if let Some(e) = self.log.get(&n) {
+                    let b = e.bytes.clone();
+                    self.counters.retransmissions += 1;
+                    self.out.push_back((Destination::Peer(next), b));
+                }
+                let backoff = (backoff * 2).min(PASS_RETRY_MAX);
+                self.token.passing = Some((n, next, now + backoff, backoff));
+            }
+        }
+        if self.lcr_at.is_some_and(|t| now >= t) {
+            self.lcr_at = Some(now + LCR_RETRY);
+            let kind = if self.member {
+                packet::LCR_LEAVE
+            } else {
+                packet::LCR_JOIN
+            };
+            // A leaver asks once its own messages are all ordered.
+            let ready = !self.member || self.ordered_next.get(&self.me) == Some(&self.own_next);
+            if ready {
+                self.send(Destination::Group, packet::LCR, |b| b.push(kind));
+                if self.member && self.token.holding {
+                    self.token_work(now);
+                }
+            }
+        }
+        if self.data_retry_at.is_some_and(|t| now >= t) {
+            let ordered = self.ordered_next.get(&self.me).copied().unwrap_or(0);
+            if ordered >= self.own_next || self.removed {
+                self.data_retry_at = None;
+            } else {
+                if ordered == self.data_retry_mark {
+                    let end = self.own_next.min(ordered + DATA_RETRY_BURST);
+                    for s in ordered..end {
+                        if let Some(p) = self.data.get(self.me, s).cloned() {
+                            self.counters.retransmissions += 1;
+                            self.send_data(Destination::Group, self.me, s, &p);
+                        }
+                    }
+                }
+                self.data_retry_mark = ordered;
+                self.data_retry_at = Some(now + DATA_RETRY);
+            }
+        }
+        if self.departing.iter().any(|d| now >= d.2) {
+            self.departing.retain(|d| now < d.2);
+            self.update_stable();
+            self.after_progress(now);
+        }
+        self.nack(now);
+        self.stall(now);
+        self.token_work(now);
+        self.arm_stall(now);
+    }
+
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        if !self.guarantees().qos.contains(qos) {
+            return Err(SendError::Unsupported);
+        }
+        if !self.member || self.leaving || self.removed || self.left {
+            return Err(SendError::NotMember);
+        }
+        let room = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
+        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > room {
+            return Err(SendError::TooLarge);
+        }
+        if !self.can_submit() {
+            self.counters.backpressure_refusals += 1;
+            return Err(SendError::WouldBlock);
+        }
+        let n = self.own_next;
+        self.own_next += 1;
+        self.counters.submitted += 1;
+        self.send_data(Destination::Group, self.me, n, &payload);
+        self.data.insert(self.me, n, payload);
+        if self.data_retry_at.is_none() {
+            self.data_retry_at = Some(now + DATA_RETRY);
+            self.data_retry_mark = self.ordered_next.get(&self.me).copied().unwrap_or(0);
+        }
+        self.token_work(now);
+        Ok(n)
+    }
+
+    fn leave(&mut self, now: Time) {
+        if self.left || self.leaving {
+            return;
+        }
+        self.leaving = true;
+        if !self.member {
+            self.left = true;
+            self.events.push_back(Event::Left);
+            return;
+        }
+        if self.leave_alone() {
+            return;
+        }
+        self.lcr_at = Some(now);
+        self.token_work(now);
+    }
+
+    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (to, data) = self.out.pop_front()?;
+        *buf = data;
+        self.counters.datagrams_sent += 1;
+        self.counters.bytes_sent += buf.len() as u64;
+        Some(Transmit::single(to))
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        let full = self.events.len() >= MAX_EVENTS;
+        let e = self.events.pop_front();
+        if full {
+            // Delivery paused on a full queue; there is room again.
+            self.deliver();
+        }
+        e
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        if self.left {
+            return None;
+        }
+        self.timers().earliest()
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        RingFactory::declared()
+    }
+
+    fn info(&self) -> GroupInfo {
+        GroupInfo {
+            me: self.me,
+            view: self.view_id,
+            members: self.ring.clone(),
+            rank: self.idx(self.me),
+            coordinator: self.member.then_some(self.last_site),
+            recovering: false,
+            incarnation: 0,
+            guarantees: self.guarantees(),
+            buffered_msgs: self.q.len() + self.data.len(),
+            buffer_capacity_msgs: MAX_UNSTABLE as usize,
+            max_datagram_bytes: self.max_datagram_bytes,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn engine_counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("next_ack", self.next_ack),
+            ("stable_ts", self.stable_ts),
+            ("unordered", self.data.len() as u64),
+        ]
+    }
+
+    fn can_submit(&self) -> bool {
+        self.own_next - self.own_stable < WINDOW && self.events.len() < MAX_EVENTS
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
+             held_all={} stable={} token(holding={} idle={} named={:?} passing={:?}) own={}/{} \
+             unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?}",
+            self.me,
+            self.member,
+            self.ring.iter().map(|m| m.0).collect::<Vec<_>>(),
+            self.view_id,
+            self.next_ack,
+            self.highest_heard,
+            self.q.end() - self.q.len() as u64,
+            self.q.end(),
+            self.q.deliver_next(),
+            self.q.holds_all(),
+            self.stable_ts,
+            self.token.holding,
+            self.token.idle,
+            self.token.named,
+            self.token.passing.map(|p| (p.0, p.1 .0)),
+            self.own_stable,
+            self.own_next,
+            self.data.len(),
+            self.lcrs,
+            self.leaving,
+            self.removed,
+            self.q.get(self.q.deliver_next()).map(|s| (
+                s.state,
+                match &s.entry {
+                    Entry::Data { origin, sseq, .. } => (origin.0, *sseq),
+                    Entry::View(v) => (u32::MAX, v.id),
+                }
+            )),
+            self.departing,
+        )
+    }
+}

@@ -1,0 +1,75 @@
+//! `ring`: the Reliable Multicast Protocol in normal operation, after "RMP: Fault-Tolerant
+//! Group Communication" by Brian Whetten, Todd Montgomery and Simon Kaplan (sections 3.1-3.3,
+//! 4.1-4.3).
+//!
+//! **Guarantees.** Every member that stays delivers every message sent while it is a member,
+//! once, in one total order; membership changes are delivered in that order too (virtual
+//! synchrony). No crash recovery (RMP's reformation is not built): a member that crashes stalls
+//! the ring. Every QoS level up to totally ordered is served by delivering it totally ordered
+//! (more than asked); K-resilient, majority and totally resilient are refused.
+//!
+//! **How** (section 4.2). Members form a logical ring. Each member stamps its data packets with
+//! `(member id, sequence number, QoS)` and multicasts them ([`order::DataList`]). One member at
+//! a time is the *token site*: it multicasts an ACK that gives consecutive timestamps to one or
+//! more data packets it holds, and names the next member of the ring as the new token site. A
+//! member puts every ACK in its [`order::OrderingQ`] (slots missing, requested, received,
+//! delivered) and delivers slots in timestamp order. Missing ACKs and data are asked for by
+//! NACK, first from the last known token site and then from the whole ring. The named member
+//! accepts the token only once it holds every slot up to that ACK; its own next ACK (or a
+//! Confirm, when it has nothing to do) tells the previous site, which repeats its ACK until
+//! then. Hence once the token has visited every member after an ACK, every member holds what
+//! it ordered: it is stable, and buffers are freed (they stay bounded by that). A token site
+//! with nothing to order passes a NULL ACK; after the token has gone round once with nothing
+//! to order, the ring is quiescent and the site keeps the token until data arrives.
+//!
+//! **Membership** (sections 3.1 and 4.3). A joiner multicasts a List Change Request; the token
+//! site orders a New List with the joiner right after itself and passes it the token (the same
+//! ACK reaches the joiner, which starts there; the New List names each member's next sequence
+//! number). A leaver sends its request once its own messages are ordered, never orders its own
+//! leave, and stops once it delivered the view that removes it.
+
+mod engine;
+pub mod order;
+pub mod packet;
+#[cfg(test)]
+mod tests;
+
+pub use engine::Ring;
+
+use crate::engine::Engine;
+use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::registry::{EngineFactory, EngineParams, EngineSettings};
+
+/// The ring's registry entry.
+pub struct RingFactory;
+
+impl RingFactory {
+    /// What the ring promises (settings do not change it).
+    pub fn declared() -> Guarantees {
+        Guarantees {
+            order: Order::Total,
+            virtual_synchrony: true,
+            resilience: 0,
+            delivery: DeliveryPromise::AllOrNothing,
+            qos: QosLevels::all(None),
+            senders: Senders::Any,
+            crash_recovery: false,
+            replies: false,
+        }
+    }
+}
+
+impl EngineFactory for RingFactory {
+    fn name(&self) -> &str {
+        "ring"
+    }
+    fn about(&self) -> &str {
+        "RMP (Whetten, Montgomery, Kaplan): rotating token site, total order, no crash recovery"
+    }
+    fn guarantees(&self, _: &EngineSettings) -> Guarantees {
+        Self::declared()
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        Box::new(Ring::new(p))
+    }
+}

@@ -1,0 +1,281 @@
+//! RMP packet bodies after the common header: Data, ACK (which carries the token and either a
+//! run of ordered data or a New List), NACK, List Change Request and Confirm.
+
+use crate::common::{decode_view, encode_view};
+use crate::engine::{NodeId, Qos};
+use crate::wire::{Reader, WireError, WriteExt};
+
+/// A data packet: `(origin, sseq, qos, payload)`.
+pub const DATA: u8 = 1;
+/// An ACK: orders data (or a membership change) and passes the token.
+pub const ACK: u8 = 2;
+/// A retransmission request for ACKs and ordered slots.
+pub const NACK: u8 = 3;
+/// A List Change Request: join or leave.
+pub const LCR: u8 = 4;
+/// The token site confirms it accepted the token (when it goes quiescent).
+pub const CONFIRM: u8 = 5;
+
+/// A removed member delivered the New List that removed it: it needs nothing more.
+pub const GOODBYE: u8 = 6;
+
+/// LCR kinds.
+pub const LCR_JOIN: u8 = 1;
+/// LCR kinds.
+pub const LCR_LEAVE: u8 = 2;
+
+/// Most data packets one ACK orders (keeps an ACK well below any datagram size).
+pub const MAX_ENTRIES: usize = 96;
+/// Most ordered slots one NACK names.
+pub const MAX_NACK_SLOTS: usize = 64;
+
+/// The QoS byte on the wire.
+pub fn qos_byte(q: Qos) -> u8 {
+    match q {
+        Qos::Unreliable => 0,
+        Qos::Reliable => 1,
+        Qos::SourceOrdered => 2,
+        Qos::TotallyOrdered => 3,
+        Qos::KResilient(k) => 0x80 | (k & 0x7f),
+    }
+}
+
+/// A New List: the ring after one member joined or left, and where each member's numbering
+/// stands, so that a joiner can take the token at once (section 4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewList {
+    /// The new view id.
+    pub view_id: u64,
+    /// Members in ring order.
+    pub members: Vec<NodeId>,
+    /// The member that joined, if any.
+    pub joined: Option<NodeId>,
+    /// The member that left, if any.
+    pub left: Option<NodeId>,
+    /// For each member (same order), the next sequence number of its to be ordered.
+    pub next_sseq: Vec<u64>,
+}
+
+/// What an ACK orders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AckBody {
+    /// Data packets `(origin, sseq)` given consecutive timestamps from `first_ts` (empty: a
+    /// NULL ACK that only passes the token).
+    Entries(Vec<(NodeId, u64)>),
+    /// A membership change, in one slot at `first_ts`.
+    NewList(NewList),
+}
+
+/// A decoded ACK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// ACK number: consecutive, so that a missing one is noticed.
+    pub num: u64,
+    /// Timestamp of the first slot it orders.
+    pub first_ts: u64,
+    /// The next token site.
+    pub next_site: NodeId,
+    /// Consecutive NULL ACKs up to this one (0 when it orders something).
+    pub idle: u32,
+    /// What it orders.
+    pub body: AckBody,
+}
+
+impl Ack {
+    /// Slots it orders.
+    pub fn slots(&self) -> u64 {
+        match &self.body {
+            AckBody::Entries(e) => e.len() as u64,
+            AckBody::NewList(_) => 1,
+        }
+    }
+
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.num);
+        b.put_u64(self.first_ts);
+        b.put_u32(self.next_site.0);
+        b.put_u32(self.idle);
+        match &self.body {
+            AckBody::Entries(e) => {
+                b.push(0);
+                b.put_u16(e.len() as u16);
+                for (s, q) in e {
+                    b.put_u32(s.0);
+                    b.put_u64(*q);
+                }
+            }
+            AckBody::NewList(l) => {
+                b.push(1);
+                let opt = |b: &mut Vec<u8>, v: Option<NodeId>| {
+                    b.push(v.is_some() as u8);
+                    b.put_u32(v.map_or(0, |n| n.0));
+                };
+                opt(b, l.joined);
+                opt(b, l.left);
+                for n in &l.next_sseq {
+                    b.put_u64(*n);
+                }
+                encode_view(b, l.view_id, l.members[0], &l.members);
+            }
+        }
+    }
+
+    /// Decode a body; never panics, allocations bounded by the body's length.
+    pub fn decode(body: &[u8]) -> Result<Ack, WireError> {
+        let mut r = Reader::new(body);
+        let (num, first_ts) = (r.u64()?, r.u64()?);
+        let next_site = NodeId(r.u32()?);
+        let idle = r.u32()?;
+        let body = match r.u8()? {
+            0 => {
+                let n = r.u16()? as usize;
+                if r.remaining() != n * 12 {
+                    return Err(WireError::BadValue("ack entries"));
+                }
+                let mut e = Vec::with_capacity(n);
+                for _ in 0..n {
+                    e.push((NodeId(r.u32()?), r.u64()?));
+                }
+                AckBody::Entries(e)
+            }
+            1 => {
+                let opt = |r: &mut Reader<'_>| -> Result<Option<NodeId>, WireError> {
+                    let some = r.u8()?;
+                    let v = NodeId(r.u32()?);
+                    Ok((some == 1).then_some(v))
+                };
+                let joined = opt(&mut r)?;
+                let left = opt(&mut r)?;
+                // The sequence numbers come before the view; the view's own count says how
+                // many: members * (8 + 4) + 14 bytes remain.
+                let rest = r.rest();
+                if rest.len() < 14 {
+                    return Err(WireError::Truncated);
+                }
+                let n = (rest.len() - 14) / 12;
+                if n == 0 || rest.len() != 14 + 12 * n {
+                    return Err(WireError::BadValue("new list"));
+                }
+                let mut rr = Reader::new(&rest[..8 * n]);
+                let mut next_sseq = Vec::with_capacity(n);
+                for _ in 0..n {
+                    next_sseq.push(rr.u64()?);
+                }
+                let (view_id, _, members) = decode_view(&rest[8 * n..])?;
+                if members.len() != n {
+                    return Err(WireError::BadValue("new list"));
+                }
+                AckBody::NewList(NewList {
+                    view_id,
+                    members,
+                    joined,
+                    left,
+                    next_sseq,
+                })
+            }
+            _ => return Err(WireError::BadValue("ack kind")),
+        };
+        Ok(Ack {
+            num,
+            first_ts,
+            next_site,
+            idle,
+            body,
+        })
+    }
+}
+
+/// A NACK: ACK numbers `acks` (half open) and ordered slots whose data is missing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nack {
+    /// Missing ACK numbers.
+    pub acks: std::ops::Range<u64>,
+    /// Timestamps of slots whose data is missing.
+    pub slots: Vec<u64>,
+}
+
+impl Nack {
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.acks.start);
+        b.put_u64(self.acks.end);
+        b.put_u16(self.slots.len() as u16);
+        for t in &self.slots {
+            b.put_u64(*t);
+        }
+    }
+
+    /// Decode a body.
+    pub fn decode(body: &[u8]) -> Result<Nack, WireError> {
+        let mut r = Reader::new(body);
+        let (a, z) = (r.u64()?, r.u64()?);
+        let n = r.u16()? as usize;
+        if n > MAX_NACK_SLOTS || r.remaining() != n * 8 {
+            return Err(WireError::BadValue("nack slots"));
+        }
+        let mut slots = Vec::with_capacity(n);
+        for _ in 0..n {
+            slots.push(r.u64()?);
+        }
+        Ok(Nack { acks: a..z, slots })
+    }
+}
+
+/// Write a data packet body.
+pub fn encode_data(b: &mut Vec<u8>, origin: NodeId, sseq: u64, qos: u8, payload: &[u8]) {
+    b.put_u32(origin.0);
+    b.put_u64(sseq);
+    b.push(qos);
+    b.extend_from_slice(payload);
+}
+
+/// Bytes of a data packet body before the payload.
+pub const DATA_FIXED: usize = 13;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_roundtrip_and_truncations_fail() {
+        let acks = [
+            Ack {
+                num: 7,
+                first_ts: 40,
+                next_site: NodeId(3),
+                idle: 0,
+                body: AckBody::Entries(vec![(NodeId(1), 4), (NodeId(2), 9)]),
+            },
+            Ack {
+                num: 8,
+                first_ts: 42,
+                next_site: NodeId(5),
+                idle: 2,
+                body: AckBody::NewList(NewList {
+                    view_id: 3,
+                    members: vec![NodeId(1), NodeId(5), NodeId(2)],
+                    joined: Some(NodeId(5)),
+                    left: None,
+                    next_sseq: vec![5, 0, 10],
+                }),
+            },
+        ];
+        for a in acks {
+            let mut b = Vec::new();
+            a.encode(&mut b);
+            assert_eq!(Ack::decode(&b).unwrap(), a);
+            for n in 0..b.len() {
+                assert!(Ack::decode(&b[..n]).is_err(), "{n}");
+            }
+        }
+        let n = Nack {
+            acks: 3..9,
+            slots: vec![1, 5],
+        };
+        let mut b = Vec::new();
+        n.encode(&mut b);
+        assert_eq!(Nack::decode(&b).unwrap(), n);
+        assert!(Nack::decode(&b[..b.len() - 1]).is_err());
+    }
+}
