@@ -32,6 +32,7 @@ const STATE: SeqState = SeqState {
     accepted_next: 1_000,
     stable: 900,
     next_seq: 1_000,
+    complete_next: 950,
 };
 
 fn write_ordered(buf: &mut Vec<u8>, payloads: &[[u8; PAYLOAD_BYTES]]) {
@@ -50,7 +51,7 @@ fn write_ordered(buf: &mut Vec<u8>, payloads: &[[u8; PAYLOAD_BYTES]]) {
 }
 
 fn write_req(buf: &mut Vec<u8>, payloads: &[[u8; PAYLOAD_BYTES]]) {
-    let mut w = ReqWriter::new(buf, &header(ptype::BCAST_REQ_PB), 1_000, 1_000);
+    let mut w = ReqWriter::new(buf, &header(ptype::BCAST_REQ_PB), 1_000, 1_000, 999);
     for (i, p) in payloads.iter().enumerate() {
         w.push(&ReqEntry {
             pnum: 10_000 + i as u64,

@@ -90,6 +90,10 @@ pub struct Guarantees {
     /// Resilience degree r: a message whose send completed is delivered by every member that
     /// survives any r crashes (0: held by the sender's group as long as nobody crashes).
     pub resilience: u8,
+    /// Majority policy: a send completes only once a majority of its view holds the message,
+    /// and only a majority may rebuild the group, so a completed send survives any failures
+    /// (crashes, partitions) after which the group goes on, beyond `resilience`.
+    pub majority_safe: bool,
     /// All-or-nothing or probabilistic delivery.
     pub delivery: DeliveryPromise,
     /// The per-message qualities of service served.
@@ -111,6 +115,7 @@ impl Guarantees {
             order: Order::Fifo,
             virtual_synchrony: false,
             resilience: 0,
+            majority_safe: false,
             delivery: DeliveryPromise::AllOrNothing,
             qos: QosLevels {
                 unreliable: false,

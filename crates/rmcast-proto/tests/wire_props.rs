@@ -66,10 +66,11 @@ fn reencode(header: &Header, auth: Option<&Auth>, body: &Body<'_>) -> Vec<u8> {
         Body::BcastReq {
             expect,
             held_next,
+            ordered_through,
             entries,
             ..
         } => {
-            let mut w = ReqWriter::new(&mut buf, header, *expect, *held_next);
+            let mut w = ReqWriter::new(&mut buf, header, *expect, *held_next, *ordered_through);
             for e in entries.clone() {
                 w.push(&e);
             }
@@ -324,7 +325,8 @@ impl Model {
                 held_next,
                 entries,
             } => {
-                let mut w = ReqWriter::new(&mut buf, header, *expect, *held_next);
+                let mut w =
+                    ReqWriter::new(&mut buf, header, *expect, *held_next, expect ^ held_next);
                 count_field = Some(HEADER_LEN + REQ_FIXED - 2);
                 for e in entries {
                     len_fields.push(w.len() + packet::REQ_ENTRY_OVERHEAD - 2);
@@ -411,11 +413,12 @@ impl Model {
                     bb,
                     expect: e,
                     held_next: hn,
+                    ordered_through: ot,
                     entries: got,
                 },
             ) => {
                 assert_eq!(bb, header.ptype == ptype::BCAST_REQ_BB);
-                assert_eq!((e, hn), (*expect, *held_next));
+                assert_eq!((e, hn, ot), (*expect, *held_next, expect ^ held_next));
                 let got: Vec<_> = got.collect();
                 let want: Vec<_> = entries.iter().map(OwnedReq::borrow).collect();
                 assert_eq!(got, want);
@@ -466,15 +469,16 @@ fn header_strategy(ptypes: &'static [u8]) -> impl Strategy<Value = Header> {
         })
 }
 
-/// A sequencer state the decoder accepts: stable <= accepted_next <= next_seq.
+/// A sequencer state the decoder accepts: stable <= complete_next <= accepted_next <= next_seq.
 fn state_strategy() -> impl Strategy<Value = SeqState> {
-    (edgy_u64(), edgy_u64(), edgy_u64()).prop_map(|(a, b, c)| {
-        let mut v = [a, b, c];
+    (edgy_u64(), edgy_u64(), edgy_u64(), edgy_u64()).prop_map(|(a, b, c, d)| {
+        let mut v = [a, b, c, d];
         v.sort_unstable();
         SeqState {
             stable: v[0],
-            accepted_next: v[1],
-            next_seq: v[2],
+            complete_next: v[1],
+            accepted_next: v[2],
+            next_seq: v[3],
         }
     })
 }
@@ -603,6 +607,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                     Body::Status {
                         expect: a,
                         held_next: b,
+                        ask: c % 2 == 0,
                     },
                 ),
                 3 => {

@@ -30,7 +30,7 @@
 //! | `total_order`       | `order == Total`                                                  |
 //! | `fifo`              | `order >= Fifo` (total order includes FIFO)                       |
 //! | `virtual_synchrony` | `virtual_synchrony`                                               |
-//! | `resilience`        | `crash_recovery`, or `resilience > 0`                             |
+//! | `resilience`        | `crash_recovery`, `resilience > 0` or `majority_safe`             |
 //! | `liveness`          | always; "every survivor delivered every message" and "every send  |
 //! |                     | completed" only for `delivery == AllOrNothing`                    |
 //! | `loss_reported`     | `delivery == Probabilistic`: a message a member does not deliver  |
@@ -86,7 +86,7 @@ pub fn applies(name: &str, g: &Guarantees) -> bool {
         "total_order" => g.order == Order::Total,
         "fifo" => g.order >= Order::Fifo,
         "virtual_synchrony" => g.virtual_synchrony,
-        "resilience" => g.crash_recovery || g.resilience > 0,
+        "resilience" => g.crash_recovery || g.resilience > 0 || g.majority_safe,
         "loss_reported" => g.delivery == DeliveryPromise::Probabilistic,
         _ => true,
     }
@@ -602,13 +602,21 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
 /// Resilience: a message whose send completed survives any r failures (crashes, expulsions):
 /// it is delivered by every member at the end that was in its view, even when its sender and up
 /// to r - 1 other holders crashed. Beyond r failures only completed sends of hosts that did not
-/// fail are held to it.
+/// fail are held to it, except under the majority policy ([`Guarantees::majority_safe`]): then
+/// every completed send, on any side of any partition and whoever failed since, is delivered by
+/// every member at the end that was in its view.
 pub fn resilience(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
     let sets = delivered_sets(members.iter().copied());
-    let maxv = max_views(rec.trusted_hosts());
-    for h in rec.trusted_hosts() {
+    let majority = rec.guarantees.majority_safe;
+    let held: Vec<&HostRecord> = if majority {
+        rec.hosts.iter().collect()
+    } else {
+        rec.trusted_hosts().collect()
+    };
+    let maxv = max_views(held.iter().copied());
+    for h in held {
         for e in &h.events {
             let Event::SendComplete { msg } = e.event else {
                 continue;
@@ -1156,6 +1164,7 @@ mod tests {
     #[test]
     fn resilience_holds_crashed_senders_to_their_completions_within_r() {
         let mut rec = good();
+        rec.guarantees.majority_safe = false;
         rec.guarantees.resilience = 1;
         rec.hosts[1].crashed_at = Some(Time(1 << 29));
         for h in [0, 2] {
@@ -1168,6 +1177,25 @@ mod tests {
         );
         rec.guarantees.resilience = 0;
         assert_eq!(resilience(&rec), Ok(()));
+    }
+
+    /// Under the majority policy a crashed (or cut-off) sender's completed send must survive
+    /// however many failed: the group that goes on holds it.
+    #[test]
+    fn resilience_under_the_majority_policy_holds_every_completion() {
+        let mut rec = good();
+        rec.guarantees.resilience = 0;
+        rec.guarantees.majority_safe = true;
+        rec.hosts[1].crashed_at = Some(Time(1 << 29));
+        for h in [0, 2] {
+            let i = position(&rec, h, 1, 4);
+            rec.hosts[h].events.remove(i);
+        }
+        fails(
+            resilience(&rec),
+            "completed send 1#4 (view 2) lost at member 0",
+        );
+        assert!(check_all(&rec)["resilience"].is_err());
     }
 
     /// A host that crashed delivered a message at a sequence number the survivors use for
@@ -1297,6 +1325,7 @@ mod tests {
             order: Order::Fifo,
             virtual_synchrony: false,
             resilience: 0,
+            majority_safe: false,
             delivery: DeliveryPromise::Probabilistic,
             crash_recovery: false,
             ..Guarantees::reliable_fifo()
@@ -1383,6 +1412,7 @@ mod tests {
     #[test]
     fn resilience_is_checked_only_where_it_is_promised() {
         let mut rec = good();
+        rec.guarantees.majority_safe = false;
         rec.hosts[1].leave_requested_at = Some(Time(1));
         rec.hosts[1].events.push(Recorded {
             at: Time(1 << 30),

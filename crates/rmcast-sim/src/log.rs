@@ -648,7 +648,7 @@ struct Member {
     id: u32,
     /// Deliveries in order: (seq, message).
     delivs: Vec<(u64, Msg)>,
-    /// Own messages whose send completed: (view, msg).
+    /// Own messages whose send completed: (view the message was delivered in, msg).
     completions: Vec<(u64, u64)>,
     /// Where each delivered message was delivered: (sender, msg) -> (seq, view).
     delivered: HashMap<(u32, u64), (u64, u64)>,
@@ -825,7 +825,10 @@ pub fn verify_logs_for(
                             );
                         }
                     }
-                    m.completions.push((rec.view, *msg));
+                    // A send may complete after later view changes (once enough members hold
+                    // it): what counts is the view its message was delivered in here.
+                    let view = m.delivered.get(&(id, *msg)).map_or(rec.view, |&(_, dv)| dv);
+                    m.completions.push((view, *msg));
                 }
                 Event::Recovery(Recovery::Reset {
                     incarnation,

@@ -50,6 +50,7 @@ impl RingFactory {
             order: Order::Total,
             virtual_synchrony: true,
             resilience: 0,
+            majority_safe: false,
             delivery: DeliveryPromise::AllOrNothing,
             qos: QosLevels::all(None),
             senders: Senders::Any,

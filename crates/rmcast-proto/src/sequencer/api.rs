@@ -60,7 +60,7 @@ impl Engine for Sequencer {
     }
 
     fn guarantees(&self) -> Guarantees {
-        super::guarantees(self.cfg.resilience)
+        super::guarantees(self.cfg.resilience, self.cfg.majority_policy())
     }
 
     fn describe(&self) -> String {

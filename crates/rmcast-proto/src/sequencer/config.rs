@@ -105,6 +105,23 @@ impl Config {
         Fragmenter::new(self.max_message_bytes, self.fragment_bytes())
     }
 
+    /// The majority policy: resets need a majority of the view (`min_members == 0`), and so a
+    /// send completes only once a majority of its view holds the message.
+    pub(super) fn majority_policy(&self) -> bool {
+        self.min_members == 0
+    }
+
+    /// Members other than the sequencer that must hold a message before its send completes,
+    /// in a view of `n` members: r, or under the majority policy enough for a majority.
+    pub(super) fn completion_holders(&self, n: usize) -> usize {
+        let r = self.resilience as usize;
+        if self.majority_policy() {
+            r.max(n / 2)
+        } else {
+            r
+        }
+    }
+
     pub(super) fn max_members_effective(&self) -> usize {
         // A view entry (8 + 4 + 2 + 4n bytes) must fit in one fragment.
         self.max_members

@@ -135,7 +135,8 @@ impl Sequencer {
     /// Whether this member is one of the r lowest-ranked members other than the sequencer, which
     /// acknowledge every message at once (section 5.1).
     pub(super) fn ack_duty(&self) -> bool {
-        let r = self.cfg.resilience as usize;
+        // Acceptance needs r holders besides the sequencer, completion possibly more.
+        let r = self.cfg.completion_holders(self.view.members.len());
         r > 0
             && self
                 .view
@@ -227,7 +228,8 @@ impl Sequencer {
         if e.sender == self.me {
             self.sender.on_delivered(e.pnum);
             if last {
-                self.events.push_back(Event::SendComplete { msg });
+                // Complete once enough members hold it (`release_completions`).
+                self.sender.awaiting_complete.push_back((seq, msg));
             }
         }
         if let Some(payload) = whole {
@@ -240,6 +242,27 @@ impl Sequencer {
                 payload,
             }));
         }
+    }
+
+    /// Own sends whose messages enough members hold complete now, in order.
+    pub(super) fn release_completions(&mut self) {
+        let mut progress = false;
+        while let Some(&(seq, msg)) = self.sender.awaiting_complete.front() {
+            if seq >= self.hist.complete_next {
+                break;
+            }
+            self.sender.awaiting_complete.pop_front();
+            self.events.push_back(Event::SendComplete { msg });
+            progress = true;
+        }
+        let at = self.now + self.repair_rto();
+        let s = &mut self.sender;
+        if s.awaiting_complete.is_empty() {
+            s.complete_deadline = None;
+        } else if progress || s.complete_deadline.is_none() {
+            s.complete_deadline = Some(at);
+        }
+        debug_assert!(self.sender.awaiting_complete.len() <= self.hist.buffer.capacity());
     }
 
     /// Install the view carried by the membership entry `e` delivered at `seq`.

@@ -53,6 +53,8 @@ pub struct Sequencer {
     pub(super) join_deadline: Option<Time>,
     /// A last status owed to a member that waits to see us have a leave: the departing
     /// sequencer (when it handed over), or the sequencer (when we left).
+    /// The next status report asks the sequencer for its state (completion stalled).
+    pub(super) ask_state: bool,
     pub(super) farewell: Option<NodeId>,
     pub(super) leave_requested: bool,
     pub(super) leave_deadline: Option<Time>,
@@ -102,6 +104,7 @@ impl Sequencer {
             sender: Sender::new(&cfg),
             join_deadline: None,
             farewell: None,
+            ask_state: false,
             leave_requested: false,
             leave_deadline: None,
             succession: Succession::default(),
@@ -166,10 +169,15 @@ impl Sequencer {
             .as_ref()
             .map(|o| o.next_seq)
             .unwrap_or(self.hist.seq_next_known);
+        let stable = self.hist.stable.min(self.hist.accepted_next);
         SeqState {
             accepted_next: self.hist.accepted_next,
-            stable: self.hist.stable.min(self.hist.accepted_next),
+            stable,
             next_seq,
+            complete_next: self
+                .hist
+                .complete_next
+                .clamp(stable, self.hist.accepted_next),
         }
     }
 
@@ -194,6 +202,7 @@ impl Sequencer {
             self.hist.purge();
             self.finish_sequencer_leave();
         }
+        self.release_completions();
         self.check_gap();
         self.refresh_detector();
         self.sender.check_invariants();
@@ -213,7 +222,10 @@ impl Sequencer {
         // The leave timer only runs while the leave can go out; otherwise an input unblocks it
         // (in recovery mode, the reset).
         if (self.is_sequencer() && self.sequencer_can_leave())
-            || (!self.is_sequencer() && self.sender.outq.is_empty() && !self.recovering())
+            || (!self.is_sequencer()
+                && self.sender.outq.is_empty()
+                && self.sender.awaiting_complete.is_empty()
+                && !self.recovering())
         {
             t.at("leave", self.leave_deadline);
         }
@@ -221,6 +233,7 @@ impl Sequencer {
             t.at("request", self.sender.req_deadline);
         }
         t.at("sync", self.sync_at())
+            .at("complete", self.sender.complete_deadline)
             .at("probe", self.rec.detector.next_timeout())
             .at("recovery", self.recovery_deadline());
         if let Some(o) = &self.ord {
@@ -358,10 +371,17 @@ impl Sequencer {
                 bb,
                 expect,
                 held_next,
+                ordered_through,
                 entries,
             } => {
                 if seq_role {
-                    self.on_request(from, expect, held_next, entries, bb, data);
+                    self.on_request(
+                        from,
+                        (expect, held_next, ordered_through),
+                        entries,
+                        bb,
+                        data,
+                    );
                 } else if bb && self.phase == Phase::Member {
                     self.on_bb_data(from, entries, data);
                 }
@@ -373,9 +393,16 @@ impl Sequencer {
             } => self.on_ordered(from, state, base_seq, entries, data),
             Body::Accept(s) => self.apply_state(from, s),
             Body::Sync(s) => self.on_sync(from, s, seq_role),
-            Body::Status { expect, held_next } => {
+            Body::Status {
+                expect,
+                held_next,
+                ask,
+            } => {
                 if let Some(i) = self.member_index(from) {
                     self.note_member_state(i, expect, held_next);
+                    if ask {
+                        self.nudge(from);
+                    }
                 }
             }
             Body::Retrans {
@@ -439,6 +466,14 @@ impl Sequencer {
         self.hist.gaps.on_timeout(now, open, rto);
         if self.sync_at().is_some_and(|t| now >= t) {
             self.ord.as_mut().expect("sequencer").sync_due = true;
+        }
+        if self.sender.complete_deadline.is_some_and(|d| now >= d) {
+            // Own sends wait for completion and nothing moved: ask where the sequence stands.
+            self.sender.complete_deadline = Some(now + 2 * rto);
+            if !self.is_sequencer() {
+                self.hist.need_status = true;
+                self.ask_state = true;
+            }
         }
         if let Some(suspect) = self.rec.detector.on_timeout(now) {
             self.member_failed(suspect);
@@ -505,7 +540,7 @@ impl Sequencer {
             coordinator: (self.view.id > 0).then_some(self.view.coordinator),
             recovering: self.recovering(),
             incarnation: self.incarnation,
-            guarantees: super::guarantees(self.cfg.resilience),
+            guarantees: super::guarantees(self.cfg.resilience, self.cfg.majority_policy()),
             buffered_msgs: self.hist.buffer.len(),
             buffer_capacity_msgs: self.hist.buffer.capacity(),
             max_datagram_bytes: self.cfg.max_datagram_bytes,

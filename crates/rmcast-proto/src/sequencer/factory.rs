@@ -47,7 +47,7 @@ impl EngineFactory for SequencerFactory {
     }
 
     fn guarantees(&self, settings: &EngineSettings) -> Guarantees {
-        guarantees(settings.resilience)
+        guarantees(settings.resilience, settings.recovery.min_members == 0)
     }
 
     fn validate(

@@ -74,6 +74,9 @@ pub(super) struct History {
     pub(super) accepted_next: u64,
     /// Every member delivered below this: purged here.
     pub(super) stable: u64,
+    /// Enough members hold everything below this for a send to complete
+    /// ([`super::packet::SeqState::complete_next`]).
+    pub(super) complete_next: u64,
     /// Highest `next_seq` heard from the sequencer: anything between `held_next` and it is a gap.
     pub(super) seq_next_known: u64,
     pub(super) bb: BbStash,
@@ -95,6 +98,7 @@ impl History {
             held_next: 0,
             accepted_next: 0,
             stable: 0,
+            complete_next: 0,
             seq_next_known: 0,
             bb: BbStash::default(),
             reassembly,
@@ -125,6 +129,7 @@ impl History {
         self.next_deliver = s;
         self.held_next = s;
         self.accepted_next = s;
+        self.complete_next = s;
         self.seq_next_known = s;
     }
 
@@ -133,6 +138,7 @@ impl History {
         self.accepted_next = self.accepted_next.max(s.accepted_next);
         self.seq_next_known = self.seq_next_known.max(s.next_seq);
         self.stable = self.stable.max(s.stable);
+        self.complete_next = self.complete_next.max(s.complete_next);
     }
 
     /// Store an ordered entry at `seq` (its payload, if known). Returns false for a duplicate.

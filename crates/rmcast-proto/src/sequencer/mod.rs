@@ -69,14 +69,17 @@ pub use factory::SequencerFactory;
 use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 
 /// What a sequencer group with resilience degree `resilience` promises: total order, virtual
-/// synchrony, all-or-nothing delivery that survives `resilience` crashes, crash recovery.
+/// synchrony, all-or-nothing delivery that survives `resilience` crashes, crash recovery; under
+/// the majority policy (`majority`: resets need a majority of the view, the default) a send
+/// completes only once a majority holds it, so it survives whatever failures the group survives.
 /// Every QoS level is served by total order (a weaker level gets more than it asked);
 /// [`crate::Qos::KResilient`] up to the group's resilience.
-pub fn guarantees(resilience: u8) -> Guarantees {
+pub fn guarantees(resilience: u8, majority: bool) -> Guarantees {
     Guarantees {
         order: Order::Total,
         virtual_synchrony: true,
         resilience,
+        majority_safe: majority,
         delivery: DeliveryPromise::AllOrNothing,
         qos: QosLevels::all(Some(resilience)),
         senders: Senders::Any,

@@ -4,7 +4,7 @@
 
 use super::engine::{Phase, Sequencer, MAX_RETRANS_QUEUE};
 use super::history::Entry;
-use super::packet::{self, EntryKind};
+use super::packet::{self, EntryKind, ReqEntry};
 use crate::common::view_bytes;
 use crate::engine::{Event, NodeId, Time};
 use bytes::Bytes;
@@ -363,11 +363,11 @@ impl Sequencer {
         });
     }
 
+    /// BC_BCASTREQ from `from`, which reports `(expect, held_next, ordered_through)`.
     pub(super) fn on_request(
         &mut self,
         from: NodeId,
-        expect: u64,
-        held: u64,
+        (expect, held, ordered_through): (u64, u64, u64),
         entries: packet::ReqIter<'_>,
         bb: bool,
         data: &Bytes,
@@ -376,6 +376,7 @@ impl Sequencer {
             return;
         };
         self.note_member_state(i, expect, held);
+        self.learn_stream(i, ordered_through, entries.clone().next());
         let mut duplicate = false;
         let mut refused = false;
         for e in entries {
@@ -436,10 +437,42 @@ impl Sequencer {
         if duplicate {
             // The sender missed the broadcast of something already ordered: tell it where the
             // sequence stands so that it asks for what it lacks (section 5.2).
-            let o = self.ord.as_mut().expect("sequencer");
-            if o.nudge.len() < MAX_RETRANS_QUEUE && !o.nudge.contains(&from) {
-                o.nudge.push_back(from);
-            }
+            self.nudge(from);
+        }
+    }
+
+    /// A sender saw its stream ordered through `ordered_through`, further than this sequencer
+    /// knows: it took over ordering without having delivered those (they were ordered before it
+    /// joined). Its stream continues from there, with the request's first entry, which must be
+    /// the next one (so that a message begun before is known to be mid-way). The claim only
+    /// concerns the sender's own stream, so an authenticated member can skip nothing but its
+    /// own messages.
+    fn learn_stream(&mut self, i: usize, ordered_through: u64, first: Option<ReqEntry<'_>>) {
+        let o = self.ord.as_mut().expect("sequencer");
+        let m = &mut o.members[i];
+        let Some(first) = first else { return };
+        if ordered_through <= m.last_pnum || first.pnum != ordered_through + 1 {
+            return;
+        }
+        m.last_pnum = ordered_through;
+        m.mid_message = first.frag_index > 0;
+        let id = m.id;
+        // Requests of that stream already waiting are duplicates now.
+        let stale: Vec<(NodeId, u64)> = o
+            .waiting
+            .range((id, 0)..=(id, ordered_through))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in stale {
+            o.waiting.remove(&k);
+        }
+    }
+
+    /// Tell `from` where the sequence stands (a unicast BC_ACCEPT), once per queue turn.
+    pub(super) fn nudge(&mut self, from: NodeId) {
+        let o = self.ord.as_mut().expect("sequencer");
+        if o.nudge.len() < MAX_RETRANS_QUEUE && !o.nudge.contains(&from) {
+            o.nudge.push_back(from);
         }
     }
 
@@ -616,6 +649,20 @@ impl Sequencer {
         }
         let stable = o.stable_point(next_deliver);
         self.hist.stable = self.hist.stable.max(stable);
+        // Completion: as many holders as a reset needs (a majority under the majority policy),
+        // so that every group formed after a failure holds a completed send.
+        let n = o.members.iter().filter(|m| m.departed.is_none()).count();
+        let need = self.cfg.completion_holders(n);
+        let complete = if need <= r {
+            self.hist.accepted_next
+        } else {
+            o.accept_point(me, need, self.hist.complete_next)
+        };
+        let complete = complete.max(self.hist.stable).min(self.hist.accepted_next);
+        if complete > self.hist.complete_next {
+            self.hist.complete_next = complete;
+            o.accept_due = true;
+        }
         o.check_invariants();
     }
 
@@ -677,6 +724,7 @@ impl Sequencer {
         self.leave_requested
             && self.leave_deadline.is_some()
             && self.sender.unsent == self.sender.outq.len()
+            && self.sender.awaiting_complete.is_empty()
             && self
                 .ord
                 .as_ref()
@@ -714,7 +762,7 @@ impl Sequencer {
         let quiet_since = o.last_multicast.max(o.last_sync);
         let at = if o.sync_due {
             allowed
-        } else if self.hist.accepted_next < o.next_seq {
+        } else if self.hist.accepted_next < o.next_seq || self.hist.complete_next < o.next_seq {
             quiet_since + self.repair_rto()
         } else if self.hist.stable < o.next_seq {
             quiet_since + Duration::from_millis(self.cfg.sync_interval_ms)

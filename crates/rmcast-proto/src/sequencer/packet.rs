@@ -73,9 +73,9 @@ pub const ORDERED_ENTRY_OVERHEAD: usize = 1 + 1 + 4 + 8 + 2 + 2 + 2;
 /// Bytes a request entry adds to its payload on the wire.
 pub const REQ_ENTRY_OVERHEAD: usize = 8 + 2 + 2 + 2;
 /// Bytes of the fixed part of an ordered packet after the header.
-pub const ORDERED_FIXED: usize = 8 * 4 + 2;
+pub const ORDERED_FIXED: usize = 8 * 5 + 2;
 /// Bytes of the fixed part of a request packet after the header.
-pub const REQ_FIXED: usize = 8 * 2 + 2;
+pub const REQ_FIXED: usize = 8 * 3 + 2;
 
 /// One entry of an ordered run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -118,6 +118,10 @@ pub struct SeqState {
     pub stable: u64,
     /// Next sequence number the sequencer will assign.
     pub next_seq: u64,
+    /// Every sequence number below this is held by as many members as a reset needs to go on
+    /// (a majority of the view under the majority policy): a send below it is complete, since
+    /// any group formed after a failure holds it.
+    pub complete_next: u64,
 }
 
 /// A decoded body. Entries are decoded lazily from the borrowed bytes.
@@ -131,6 +135,10 @@ pub enum Body<'a> {
         expect: u64,
         /// Sender's contiguous holding point.
         held_next: u64,
+        /// Highest own protocol number the sender has seen ordered: a sequencer that took over
+        /// without having delivered those (they were ordered before it joined) learns where the
+        /// sender's stream stands.
+        ordered_through: u64,
         /// The entries.
         entries: ReqIter<'a>,
     },
@@ -153,6 +161,10 @@ pub enum Body<'a> {
         expect: u64,
         /// Contiguous holding point.
         held_next: u64,
+        /// The member waits for its sends to complete and heard nothing new for a while: the
+        /// sequencer answers with where the sequence stands (a lost BC_ACCEPT is not repeated
+        /// otherwise).
+        ask: bool,
     },
     /// Request for retransmission of `[from, to)`.
     Retrans {
@@ -329,8 +341,12 @@ fn read_state(r: &mut Reader<'_>) -> Result<SeqState, WireError> {
         accepted_next: r.u64()?,
         stable: r.u64()?,
         next_seq: r.u64()?,
+        complete_next: r.u64()?,
     };
-    if s.accepted_next > s.next_seq || s.stable > s.accepted_next {
+    if s.accepted_next > s.next_seq
+        || s.complete_next > s.accepted_next
+        || s.stable > s.complete_next
+    {
         return Err(WireError::BadValue("sequencer state"));
     }
     Ok(s)
@@ -344,6 +360,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
         ptype::BCAST_REQ_PB | ptype::BCAST_REQ_BB => {
             let expect = r.u64()?;
             let held_next = r.u64()?;
+            let ordered_through = r.u64()?;
             let n = r.u16()?;
             let start = r.clone();
             for _ in 0..n {
@@ -353,6 +370,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
                 bb: ptype == ptype::BCAST_REQ_BB,
                 expect,
                 held_next,
+                ordered_through,
                 entries: ReqIter { r: start, left: n },
             }
         }
@@ -378,6 +396,11 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
         ptype::STATUS => Body::Status {
             expect: r.u64()?,
             held_next: r.u64()?,
+            ask: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::BadValue("status ask")),
+            },
         },
         ptype::RETRANS => {
             let from = r.u64()?;
@@ -469,6 +492,7 @@ impl<'b> OrderedWriter<'b> {
         buf.put_u64(state.accepted_next);
         buf.put_u64(state.stable);
         buf.put_u64(state.next_seq);
+        buf.put_u64(state.complete_next);
         buf.put_u64(base_seq);
         let count_at = buf.len();
         buf.put_u16(0);
@@ -515,11 +539,18 @@ pub struct ReqWriter<'b> {
 
 impl<'b> ReqWriter<'b> {
     /// Start a request (header's ptype says PB or BB).
-    pub fn new(buf: &'b mut Vec<u8>, header: &Header, expect: u64, held_next: u64) -> Self {
+    pub fn new(
+        buf: &'b mut Vec<u8>,
+        header: &Header,
+        expect: u64,
+        held_next: u64,
+        ordered_through: u64,
+    ) -> Self {
         buf.clear();
         header.encode(buf);
         buf.put_u64(expect);
         buf.put_u64(held_next);
+        buf.put_u64(ordered_through);
         let count_at = buf.len();
         buf.put_u16(0);
         ReqWriter {
@@ -561,10 +592,16 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(s.accepted_next);
             buf.put_u64(s.stable);
             buf.put_u64(s.next_seq);
+            buf.put_u64(s.complete_next);
         }
-        Body::Status { expect, held_next } => {
+        Body::Status {
+            expect,
+            held_next,
+            ask,
+        } => {
             buf.put_u64(expect);
             buf.put_u64(held_next);
+            buf.push(ask as u8);
         }
         Body::Retrans { from, to, expect } => {
             buf.put_u64(from);
@@ -655,6 +692,7 @@ mod tests {
             accepted_next: 10,
             stable: 3,
             next_seq: 12,
+            complete_next: 8,
         };
         let mut w = OrderedWriter::new(&mut buf, &hdr(ptype::ORDERED), st, 10);
         let a = OrderedEntry {
@@ -699,7 +737,7 @@ mod tests {
         let mut view = Vec::new();
         encode_view(&mut view, 4, NodeId(2), &[NodeId(2), NodeId(3)]);
         let mut buf = Vec::new();
-        let mut w = ReqWriter::new(&mut buf, &hdr(ptype::BCAST_REQ_BB), 4, 6);
+        let mut w = ReqWriter::new(&mut buf, &hdr(ptype::BCAST_REQ_BB), 4, 6, 3);
         let e = ReqEntry {
             pnum: 1,
             frag_index: 1,
@@ -712,10 +750,11 @@ mod tests {
                 bb,
                 expect,
                 held_next,
+                ordered_through,
                 entries,
             } => {
                 assert!(bb);
-                assert_eq!((expect, held_next), (4, 6));
+                assert_eq!((expect, held_next, ordered_through), (4, 6, 3));
                 assert_eq!(entries.collect::<Vec<_>>(), vec![e]);
             }
             other => panic!("{other:?}"),
@@ -724,6 +763,7 @@ mod tests {
             Body::Status {
                 expect: 1,
                 held_next: 2,
+                ask: true,
             },
             Body::Retrans {
                 from: 1,
@@ -765,6 +805,7 @@ mod tests {
                 accepted_next: 2,
                 stable: 1,
                 next_seq: 3,
+                complete_next: 1,
             }),
         ] {
             let t = match body {

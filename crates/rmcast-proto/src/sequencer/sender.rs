@@ -52,6 +52,12 @@ pub(super) struct Sender {
     pub(super) rtt_probe: Option<(u64, Time)>,
     pub(super) rtt: RttEstimator,
     pub(super) cwnd: CongestionWindow,
+    /// Own messages delivered back whose send has not completed yet: (sequence number of the
+    /// last fragment, message number), in order. Bounded by the history window: each lies at
+    /// or above the completion point, which never falls below stability.
+    pub(super) awaiting_complete: VecDeque<(u64, u64)>,
+    /// When to ask the sequencer where completion stands, while sends await it.
+    pub(super) complete_deadline: Option<Time>,
     fragmenter: Fragmenter,
 }
 
@@ -65,6 +71,8 @@ impl Sender {
             req_deadline: None,
             max_sent_pnum: 0,
             rtt_probe: None,
+            awaiting_complete: VecDeque::new(),
+            complete_deadline: None,
             rtt: RttEstimator::new(
                 Duration::from_millis(cfg.retrans_timeout_ms),
                 Duration::from_millis(cfg.min_retrans_timeout_ms),
@@ -283,7 +291,13 @@ impl Sequencer {
             ptype::BCAST_REQ_PB
         });
         let max = self.cfg.max_datagram_bytes;
-        let mut w = ReqWriter::new(buf, &header, self.hist.next_deliver, self.hist.held_next);
+        let mut w = ReqWriter::new(
+            buf,
+            &header,
+            self.hist.next_deliver,
+            self.hist.held_next,
+            self.sender.own_ordered,
+        );
         let last = self.sender.write_batch(&mut w, bb, max);
         self.hist.delivered_since_report = 0;
         self.sender.sent_batch(last, self.now);

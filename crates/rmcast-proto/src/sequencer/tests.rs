@@ -140,6 +140,13 @@ fn cfg(r: u8) -> Config {
     c
 }
 
+/// The paper's costs: resilience r alone decides when a send completes (no majority policy).
+fn cfg_paper(r: u8) -> Config {
+    let mut c = cfg(r);
+    c.min_members = 1;
+    c
+}
+
 #[test]
 fn members_join_and_agree_on_total_order() {
     let mut net = Net::new(3, cfg(0));
@@ -180,7 +187,7 @@ fn members_join_and_agree_on_total_order() {
 
 #[test]
 fn pb_costs_two_datagrams_per_broadcast() {
-    let mut net = Net::new(4, cfg(0));
+    let mut net = Net::new(4, cfg_paper(0));
     net.sent_types.clear();
     for k in 0..10 {
         net.nodes[2]
@@ -195,7 +202,7 @@ fn pb_costs_two_datagrams_per_broadcast() {
 #[test]
 fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
     for r in 1..=3u8 {
-        let mut net = Net::new(5, cfg(r));
+        let mut net = Net::new(5, cfg_paper(r));
         net.sent_types.clear();
         for k in 0..10 {
             net.nodes[4]
@@ -218,6 +225,60 @@ fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
             10 * r as usize
         );
     }
+}
+
+/// The majority policy (the default): a send completes only once a majority of the view holds
+/// it. In a group of n = 5 that is the sequencer and two others, so an isolated broadcast costs
+/// what r = 2 costs in the paper (3 + 2 datagrams), and acceptance (delivery) does not wait.
+#[test]
+fn majority_policy_completes_once_a_majority_holds_the_message() {
+    let mut net = Net::new(5, cfg(0));
+    net.sent_types.clear();
+    for k in 0..10 {
+        net.nodes[4]
+            .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
+            .unwrap();
+        net.flush();
+    }
+    assert_eq!(net.deliveries(1).len(), 10);
+    let statuses = net
+        .sent_types
+        .iter()
+        .filter(|t| **t == ptype::STATUS)
+        .count();
+    assert_eq!(statuses, 10 * 2, "{:?}", net.sent_types);
+    let completes = net.events[4]
+        .iter()
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(completes, 10);
+}
+
+/// A sequencer cut off with a minority of its view (2 of 5) still orders and delivers, but no
+/// send there completes: the majority side may rebuild the group without those messages.
+#[test]
+fn no_send_completes_on_a_minority_side() {
+    let mut net = Net::new(5, cfg(0));
+    // Node 0 orders; nodes 2, 3 and 4 are cut off (to this side, they have gone silent).
+    for i in [2, 3, 4] {
+        net.down[i] = true;
+    }
+    let before = net.events[1].len();
+    for k in 0..5 {
+        let _ = net.nodes[1].submit(net.now, Bytes::from(vec![k; 10]), Qos::default());
+        net.flush();
+    }
+    assert!(
+        net.deliveries(1).len() >= 5,
+        "ordered and delivered on the minority side"
+    );
+    assert!(
+        !net.events[1][before..]
+            .iter()
+            .any(|e| matches!(e, Event::SendComplete { .. })),
+        "{:?}",
+        &net.events[1][before..]
+    );
 }
 
 #[test]
@@ -686,7 +747,7 @@ fn far_ahead_requests_are_refused_and_counted() {
     };
     let mut buf = Vec::new();
     for k in 0..10_000u64 {
-        let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0);
+        let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0, 0);
         w.push(&packet::ReqEntry {
             pnum: 1_000_000 + k,
             frag_index: 0,
@@ -702,7 +763,7 @@ fn far_ahead_requests_are_refused_and_counted() {
         .map(|(_, v)| v);
     assert_eq!(far, Some(10_000));
     // A fragment count beyond what the largest message needs is not ordered either.
-    let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0);
+    let mut w = packet::ReqWriter::new(&mut buf, &header, 0, 0, 0);
     w.push(&packet::ReqEntry {
         pnum: 1,
         frag_index: 0,

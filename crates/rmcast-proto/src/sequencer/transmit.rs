@@ -295,11 +295,12 @@ impl Sequencer {
     }
 
     /// BC_STATE: where this member stands (also the farewell to a departing sequencer).
-    fn write_status(&self, buf: &mut Vec<u8>) {
+    fn write_status(&mut self, buf: &mut Vec<u8>) {
         let header = self.header(ptype::STATUS);
         let body = Body::Status {
             expect: self.hist.next_deliver,
             held_next: self.hist.held_next,
+            ask: std::mem::take(&mut self.ask_state),
         };
         encode_control(buf, &header, &body);
     }
@@ -310,6 +311,7 @@ impl Sequencer {
         if !self.leave_requested
             || self.is_sequencer()
             || !self.sender.outq.is_empty()
+            || !self.sender.awaiting_complete.is_empty()
             || self.leave_deadline.is_none_or(|d| now < d)
         {
             return None;

@@ -62,7 +62,7 @@ impl EngineFactory for CrashFactory {
 
     /// The engine's `cfg` is what counts (the common settings are ignored).
     fn guarantees(&self, _settings: &EngineSettings) -> Guarantees {
-        sequencer::guarantees(self.cfg.resilience)
+        sequencer::guarantees(self.cfg.resilience, self.cfg.min_members == 0)
     }
 
     fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {

@@ -573,6 +573,9 @@ impl Sequencer {
         self.hist.seq_next_known = t + 1;
         // Members may deliver the reset at once; the coordinator waits for the acknowledgements.
         self.hist.accepted_next = if coordinator == self.me { t } else { t + 1 };
+        // Every member of the new group, which a reset forms only with enough members, holds
+        // everything below `t`: sends there are complete.
+        self.hist.complete_next = self.hist.complete_next.max(t);
         self.sequencer_hint = coordinator;
         self.rec.last_result = Some(res.clone());
         self.counters.resets += 1;
