@@ -162,7 +162,8 @@ pub struct RecoveryArgs {
     #[arg(long)]
     pub manual_reset: bool,
     /// Smallest group a reset may form, this member included; 0: a majority of the view
-    /// before the failure.
+    /// before the failure (the majority policy: a send then completes only once a majority
+    /// holds it, so no send completes on a minority side of a partition).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
     pub min_members: u16,
     /// Probe a peer not heard from for this many milliseconds; 0 turns failure detection off.

@@ -23,7 +23,10 @@
 //! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup
 //! (by hand, or automatically) rebuilds it by the invitation protocol with a new incarnation and
 //! a new sequencer. With resilience degree `r`, every message whose send completed is delivered,
-//! in one order, by every member that survives any `r` failures, the sequencer included.
+//! in one order, by every member that survives any `r` failures, the sequencer included. Under
+//! the majority policy (the default: only a majority may reset the group) a send completes only
+//! once a majority of its view holds it ([`packet::SeqState::complete_next`]), so every group
+//! formed after any failures or partitions holds it, and no send completes on a minority side.
 //!
 //! **Layout.** One [`Sequencer`] per member, made of parts that each keep their own state and
 //! check their own invariants:
