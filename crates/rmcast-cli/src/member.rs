@@ -247,10 +247,16 @@ impl GroupArgs {
     }
 
     /// Start a node and enter the group; `completion_events`: see
-    /// [`GroupConfig::completion_events`] (wanted by whoever logs completions).
-    pub fn open(&self, completion_events: bool) -> anyhow::Result<(Node, rmcast::Group)> {
+    /// [`GroupConfig::completion_events`] (wanted by whoever logs completions); `heal`: see
+    /// [`GroupConfig::heal`].
+    pub fn open(
+        &self,
+        completion_events: bool,
+        heal: Option<Duration>,
+    ) -> anyhow::Result<(Node, rmcast::Group)> {
         let (node_cfg, mut group_cfg) = self.configs()?;
         group_cfg.completion_events = completion_events;
+        group_cfg.heal = heal;
         let node = Node::new(node_cfg).context("starting the node")?;
         let group = node
             .open_group(group_cfg)
@@ -286,6 +292,16 @@ pub struct MemberArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(1..=MAX_MESSAGE_BYTES as u64))]
     pub max_message_bytes: usize,
+    /// Do not heal the group: a member left out of it stays out (and exits), and a group that
+    /// formed apart from another of the same name stays apart.
+    #[arg(long)]
+    pub no_heal: bool,
+    /// How often the member that coordinates the group announces it, so that groups of one
+    /// name that hear each other merge (the larger absorbs the smaller) and members left out
+    /// come back, within a few of these.
+    #[arg(long, default_value_t = 1000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(50..=600_000))]
+    pub heal_interval_ms: u64,
 }
 
 /// How the stdin thread ended.
@@ -377,7 +393,8 @@ pub fn id_list(ids: &[NodeId]) -> String {
 /// Run `rmcast member`.
 pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     // Completions are worth logging (the log checker uses them), and only then worth having.
-    let (node, mut group) = args.group.open(args.log.is_some())?;
+    let heal = (!args.no_heal).then(|| Duration::from_millis(args.heal_interval_ms));
+    let (node, mut group) = args.group.open(args.log.is_some(), heal)?;
     let me = node.id();
     let mut log = match &args.log {
         Some(p) => {
@@ -512,6 +529,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     let terminal = stdout.is_terminal();
     let mut expelled = false;
     let mut notices = RecoveryNotices::new(manual_reset);
+    notices.heal = heal.is_some();
     // `recv` returns None once the leave (or an expulsion) completed and every event before it
     // was read.
     while let Some(ev) = group.recv() {
@@ -555,7 +573,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 l.count, l.sender, l.first_seq
             )?,
             GroupEvent::Recovery(r) => {
-                if let Recovery::Expelled { .. } = r {
+                if let (Recovery::Expelled { .. }, None) = (r, heal) {
                     expelled = true;
                 }
                 if let Some(line) = notices.line(r) {
@@ -633,6 +651,8 @@ pub fn parse_max_datagram(s: &str) -> Result<usize, String> {
 /// finds too few members tries again every few hundred milliseconds, and says so each time).
 pub struct RecoveryNotices {
     manual_reset: bool,
+    /// The member joins again when left out ([`GroupConfig::heal`]).
+    pub heal: bool,
     /// The suspect of the failure told, until the next view.
     failed: Option<NodeId>,
     /// The last reset failure told (reachable, needed), until the next view.
@@ -644,6 +664,7 @@ impl RecoveryNotices {
     pub fn new(manual_reset: bool) -> Self {
         RecoveryNotices {
             manual_reset,
+            heal: false,
             failed: None,
             reset_failed: None,
         }
@@ -705,8 +726,16 @@ impl RecoveryNotices {
                 ))
             }
             Recovery::Expelled { incarnation } => Some(format!(
-                "* expelled: the group went on without this member (incarnation {incarnation})"
+                "* expelled: the group went on without this member (incarnation {incarnation}){}",
+                if self.heal { "; joining it again" } else { "" }
             )),
+            Recovery::Merging { into } => {
+                self.clear();
+                Some(format!(
+                    "* merging: a larger group of this name (member {into}'s) was found; \
+                     joining it (lines not yet confirmed are not sent: type them again)"
+                ))
+            }
         }
     }
 }

@@ -196,6 +196,12 @@ impl Tally {
                     rmcast_proto::IdList(&removed)
                 );
             }
+            GroupEvent::Recovery(Recovery::Merging { into }) => {
+                say!(
+                    "worker {}: merging into the group of member {into}",
+                    self.me
+                );
+            }
             GroupEvent::Recovery(Recovery::Expelled { incarnation }) => {
                 self.expelled = true;
                 say!(
@@ -296,7 +302,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if args.stop_file.is_some() && args.rate == 0 {
         bail!("--stop-file needs a --rate of at least 1 message per second");
     }
-    let (node, mut group) = args.group.open(args.log.is_some())?;
+    let (node, mut group) = args.group.open(args.log.is_some(), None)?;
     let me = node.id().0;
     if let Some(f) = &args.ready_file {
         std::fs::write(f, format!("{me}\n")).with_context(|| format!("writing {}", f.display()))?;

@@ -958,9 +958,10 @@ impl Spec {
 /// `rmcast member` processes as `specs` say, all join-or-create (the default), started in one
 /// burst (within a few milliseconds): they must form one group, deliver every line in one
 /// order, and leave logs the verifier accepts. `idle` runs between the forming and the lines
-/// (no member may see a failure meanwhile). Returns the time from the first start until every
-/// member saw the full view.
-fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
+/// (no member may see a failure meanwhile). `apart`: the members were started to create groups
+/// of their own, which must merge (their logs are checked part by part). Returns the time from
+/// the first start until every member saw the full view.
+fn form_and_talk(specs: &[Spec], idle: Duration, apart: bool) -> Duration {
     let dir = scratch("concurrent");
     let group = dir.file_name().unwrap().to_string_lossy().into_owned();
     let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
@@ -1026,6 +1027,24 @@ fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
         assert!(status.success(), "member {} exited with {status}", m.id);
     }
     let logs: Vec<Vec<LogRecord>> = specs.iter().map(|s| read_log(log(s.id)).unwrap()).collect();
+    if apart {
+        // Each member created a group of its own; the groups merged. A log is the history of
+        // one group up to each `merging` line: the last parts are the one group's history,
+        // each earlier part that of a group that merged away.
+        let mut last = Vec::new();
+        for l in &logs {
+            let mut parts = l.split(|r| r.kind() == "merging").collect::<Vec<_>>();
+            last.push(parts.pop().unwrap().to_vec());
+            for p in parts {
+                verify_logs(&[p.to_vec()])
+                    .unwrap_or_else(|v| panic!("log violations before a merge: {v:#?}"));
+            }
+        }
+        let report = verify_logs(&last).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+        assert_eq!(report.messages, 2 * n);
+        let _ = std::fs::remove_dir_all(&dir);
+        return formed;
+    }
     let report = verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
     assert_eq!(report.messages, 2 * n);
     // One group: exactly one member created it (one first view of one member), and every
@@ -1047,7 +1066,7 @@ fn form_and_talk(specs: &[Spec], idle: Duration) -> Duration {
 /// [`form_and_talk`] on this host with ids `ids`.
 fn concurrent_start_once(ids: &[u32], extra: &[&str]) -> Duration {
     let specs: Vec<Spec> = ids.iter().map(|id| Spec::local(*id, extra)).collect();
-    form_and_talk(&specs, Duration::ZERO)
+    form_and_talk(&specs, Duration::ZERO, false)
 }
 
 /// Ids in an order where the lowest is not started first, so that no start order decides.
@@ -1077,7 +1096,7 @@ fn members_started_together_form_one_group() {
             Spec::local(*id, &extra)
         })
         .collect();
-    form_and_talk(&specs, Duration::ZERO);
+    form_and_talk(&specs, Duration::ZERO, false);
     // A secure group: the announcements are sealed like everything else, or the members would
     // not hear each other and each would create a group of its own.
     let dir = scratch("concurrent-key");
@@ -1094,6 +1113,103 @@ fn members_started_together_form_one_group() {
     let mut secure = extra.to_vec();
     secure.extend(["--key-file", &key]);
     concurrent_start_once(&CONCURRENT_IDS[..3], &secure);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Groups created apart merge (self-healing): 3 and then 5 members each started with
+/// `--create` at the same instant make as many groups of one, which hear each other's
+/// announcements and merge, the smaller into the larger (ties: the lower coordinator id), until
+/// one group is left; lines typed then are delivered by all in one order, and the logs pass the
+/// verifier (each member's log part by part, split where it merged). Prints the merge time.
+#[test]
+fn groups_created_apart_merge_into_one() {
+    let extra = ["--create", "--heal-interval-ms", "200"];
+    for n in [3, 5] {
+        let specs: Vec<Spec> = CONCURRENT_IDS[..n]
+            .iter()
+            .map(|id| Spec::local(*id, &extra))
+            .collect();
+        let t = form_and_talk(&specs, Duration::ZERO, true);
+        eprintln!("{n} groups of one created apart merged into one in {t:?}");
+    }
+}
+
+/// A member that the group left out comes back (self-healing, on by default in `rmcast
+/// member`): paused past the failure-detection time (SIGSTOP) it is expelled by the reset of the
+/// other two; resumed, it learns so, joins again as a new member, and a line typed by each
+/// member then is delivered by all three. The logs pass the verifier with the expelled member's
+/// log taken in two parts: its first membership and its second.
+#[test]
+fn an_expelled_member_comes_back() {
+    let dir = scratch("comeback");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(20);
+    let extra = ["--heal-interval-ms", "200"];
+    let mut members = Vec::new();
+    for id in [1, 2, 3] {
+        members.push(Member::start_with(id, &group, "", &log(id), &extra));
+        members
+            .last_mut()
+            .unwrap()
+            .wait_for("a view with itself", t, |s| {
+                s.iter().any(|l| view_size(l) == id as usize)
+            });
+    }
+    for m in &mut members {
+        m.wait_for("a view of 3", t, |s| s.iter().any(|l| view_size(l) == 3));
+    }
+    signal(&members[2].child, "STOP");
+    let stopped = members[2].seen.len();
+    members[0].wait_for("a reset without member 3", t, |s| {
+        s.iter().any(|l| l.starts_with("* reset"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&members[2].child, "CONT");
+    let back = Instant::now();
+    members[2].wait_for("its expulsion and a view of 3 after it", t, |s| {
+        let after = &s[stopped..];
+        after
+            .iter()
+            .position(|l| l.starts_with("* expelled"))
+            .is_some_and(|p| after[p..].iter().any(|l| view_size(l) == 3))
+    });
+    eprintln!(
+        "member 3 expelled, resumed and back in a group of 3 after {:?}",
+        back.elapsed()
+    );
+    for m in &mut members {
+        let n = m.seen.len();
+        m.wait_for("the view of 3 again", t, move |s| {
+            s.iter()
+                .rev()
+                .find(|l| l.starts_with("* view"))
+                .is_some_and(|l| view_size(l) == 3)
+                || s[n..].iter().any(|l| view_size(l) == 3)
+        });
+        let stdin = m.stdin.as_mut().unwrap();
+        writeln!(stdin, "back from member {}", m.id).unwrap();
+        stdin.flush().unwrap();
+    }
+    for m in &mut members {
+        m.wait_for("every line", t, |s| {
+            s.iter().filter(|l| l.contains("back from member")).count() == 3
+        });
+    }
+    for m in &mut members {
+        let status = m.finish(t);
+        assert!(status.success(), "member {} exited with {status}", m.id);
+    }
+    let logs: Vec<Vec<LogRecord>> = [1, 2, 3].map(|i| read_log(log(i)).unwrap()).to_vec();
+    let cut = logs[2]
+        .iter()
+        .position(|r| r.kind() == "expelled")
+        .expect("member 3's log shows its expulsion")
+        + 1;
+    for part in [&logs[2][..cut], &logs[2][cut..]] {
+        let set = vec![logs[0].clone(), logs[1].clone(), part.to_vec()];
+        verify_logs(&set).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1231,7 +1347,7 @@ fn members_across_network_namespaces() {
         e.extend(["--addr".to_string(), "239.77.1.1:41000".to_string()]);
         e
     });
-    form_and_talk(&mcast, Duration::ZERO);
+    form_and_talk(&mcast, Duration::ZERO, false);
     let peers: Vec<String> = (0..3)
         .map(|i| format!("{}:41001", Netns::addr(i)))
         .collect();
@@ -1245,10 +1361,10 @@ fn members_across_network_namespaces() {
         ]);
         e
     });
-    form_and_talk(&unicast, Duration::ZERO);
+    form_and_talk(&unicast, Duration::ZERO, false);
     // Five members on the address hashed from the group name.
     let ns = Netns::new(5);
-    form_and_talk(&ns.specs(|_| join.to_vec()), Duration::ZERO);
+    form_and_talk(&ns.specs(|_| join.to_vec()), Duration::ZERO, false);
 }
 
 /// An idle group of 3, one member per network namespace, with 20% of the datagrams arriving
@@ -1268,7 +1384,7 @@ fn idle_group_at_20_percent_loss_across_namespaces() {
         ns.drop_ingress(i, 20);
     }
     let specs = ns.specs(|_| vec!["--addr".to_string(), "239.77.1.2:41002".to_string()]);
-    form_and_talk(&specs, Duration::from_secs(secs));
+    form_and_talk(&specs, Duration::from_secs(secs), false);
 }
 
 #[test]

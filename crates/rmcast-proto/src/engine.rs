@@ -328,6 +328,15 @@ pub enum Recovery {
         /// The incarnation of the group that left it out.
         incarnation: u32,
     },
+    /// This member's group found a larger group of the same name (a healed partition, members
+    /// that started apart): it leaves its group and joins that one as a new member
+    /// ([`crate::Engine::rejoin`]); a [`Event::View`] of the group merged into follows. Sends
+    /// that had not completed are not sent. Queued by [`crate::Engine::rejoin`] after the
+    /// events of the old group.
+    Merging {
+        /// The member that coordinates the group merged into.
+        into: NodeId,
+    },
 }
 
 /// Why `submit` refused a message. Nothing is ever dropped silently: the caller keeps the data.
@@ -504,6 +513,20 @@ pub trait Engine {
     /// without crash recovery answer [`SendError::Unsupported`].
     fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
         let _ = (now, min_members);
+        Err(SendError::Unsupported)
+    }
+
+    /// Leave whatever group this member is in, without a farewell, and join the group again as
+    /// a new member: how a member left out of the group ([`Recovery::Expelled`]) comes back, and
+    /// how the members of a smaller group that found a larger one of the same name merge into
+    /// it (`merging_into`: that group's coordinator; the engine then queues
+    /// [`Recovery::Merging`] after the events of its old group). Message numbers go on from
+    /// where they were, so that a message is never confused with one sent before; what was
+    /// submitted and had not completed is not sent (the driver tells the application). Events
+    /// follow as for a joiner: a [`Event::View`] once admitted. Engines that cannot answer
+    /// [`SendError::Unsupported`].
+    fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
+        let _ = (now, merging_into);
         Err(SendError::Unsupported)
     }
 

@@ -95,6 +95,7 @@ impl LogRecord {
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset_failed",
             Event::Recovery(Recovery::Reset { .. }) => "reset",
             Event::Recovery(Recovery::Expelled { .. }) => "expelled",
+            Event::Recovery(Recovery::Merging { .. }) => "merging",
         }
     }
 }
@@ -162,6 +163,7 @@ impl fmt::Display for LogRecord {
             Event::Recovery(Recovery::Expelled { incarnation }) => {
                 write!(f, r#","incarnation":{incarnation}"#)?
             }
+            Event::Recovery(Recovery::Merging { into }) => write!(f, r#","into":{}"#, into.0)?,
         }
         write!(f, r#","t_ns":{t_ns}}}"#)
     }
@@ -242,6 +244,12 @@ enum Line {
         member: u32,
         view: u64,
         incarnation: u32,
+        t_ns: u64,
+    },
+    Merging {
+        member: u32,
+        view: u64,
+        into: u32,
         t_ns: u64,
     },
 }
@@ -401,6 +409,17 @@ impl TryFrom<Line> for LogRecord {
                 view,
                 t_ns,
                 Event::Recovery(Recovery::Expelled { incarnation }),
+            ),
+            Line::Merging {
+                member,
+                view,
+                into,
+                t_ns,
+            } => rec(
+                member,
+                view,
+                t_ns,
+                Event::Recovery(Recovery::Merging { into: NodeId(into) }),
             ),
         })
     }

@@ -126,6 +126,18 @@ pub struct GroupConfig {
     /// same key. `None` (the default): the group trusts its network, and anyone who can reach
     /// its address can send into it; datagrams that carry an authentication block are dropped.
     pub keys: Option<Keyring>,
+    /// Self-healing, as JGroups' MERGE3 and Corosync's ring formation do it. `Some(interval)`:
+    /// the member that coordinates the group announces it every `interval` (a HELLO with the
+    /// number of members); a member whose group hears a larger group of the same name (more
+    /// members; as many and a lower coordinator id), after a healed partition or when members
+    /// started apart, merges into it ([`crate::Recovery::Merging`]), and a member the group left
+    /// out ([`crate::Recovery::Expelled`]) joins it again, both as new members
+    /// ([`rmcast_proto::Engine::rejoin`]); sends that had not completed then fail with
+    /// [`crate::Error::Merged`] or [`crate::Error::Expelled`], nothing is lost silently.
+    /// Application state is the application's to reconcile (as with JGroups). Engines without
+    /// `rejoin` (all but the sequencer today) close the group when expelled, as with `None`
+    /// (the default).
+    pub heal: Option<Duration>,
 }
 
 impl GroupConfig {
@@ -145,6 +157,7 @@ impl GroupConfig {
             send_queue_capacity: 1024,
             completion_events: false,
             keys: None,
+            heal: None,
         }
     }
 

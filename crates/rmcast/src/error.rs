@@ -52,6 +52,14 @@ pub enum Error {
         /// The incarnation of the group that left this member out.
         incarnation: u32,
     },
+    /// This member's group merged into a larger group of the same name
+    /// ([`crate::Recovery::Merging`]) before the message completed: it was not sent in the
+    /// group merged into, and may or may not have reached members of the old one. Send again.
+    #[error("the group merged into the group of member {into} before this message completed")]
+    Merged {
+        /// The member that coordinates the group merged into.
+        into: NodeId,
+    },
 }
 
 /// Why [`crate::GroupSender::try_send`] did not take a message; the message is handed back.

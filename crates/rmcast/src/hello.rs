@@ -18,8 +18,15 @@
 //! so that of nodes started together exactly the lowest id creates and the others join it. A
 //! looker that crashed is silent for [`LOOKER_FRESH`] and no longer counts.
 //!
-//! **Wire format.** A HELLO is the shared 20-byte header ([`wire::Header`]) and one body byte
-//! ([`Hello`]). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
+//! **Self-healing.** With [`crate::GroupConfig::heal`], the member that coordinates a group
+//! multicasts a HELLO *group* with its member count every interval. A member whose group hears
+//! the HELLO of a larger group of the same name (more members; as many and a lower coordinator
+//! id), whose coordinator is not in its view, merges into it: it joins that group as a new
+//! member, as does a member that its group left out. The rule is the same on both sides, so
+//! exactly one side moves, and groups that find each other end as one.
+//!
+//! **Wire format.** A HELLO is the shared 20-byte header ([`wire::Header`]) and a body: one
+//! type byte ([`Hello`]; a HELLO group adds its member count, 2 bytes). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
 //! runtime's packets carry engine byte [`wire::EngineKind::Sequencer`] (1) and are told apart
 //! by packet type [`PTYPE`] (0xFF), which the runtime reserves in every engine's numbering (the
 //! sequencer's types run from 1 to 15). The runtime takes them out before any engine sees them;
@@ -44,20 +51,26 @@ pub(crate) const LOOKER_FRESH: Duration = Duration::from_millis(500);
 /// Lookers remembered per group at most (a bound against forged senders).
 pub(crate) const MAX_LOOKERS: usize = 256;
 
-/// The body byte.
+/// The body: a type byte (and for [`Hello::Group`] the member count, 2 bytes big-endian).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Hello {
     /// "Tell me where you are": every member that hears it answers.
-    Ask = 1,
+    Ask,
     /// The answer, unicast to the asker.
-    Answer = 2,
+    Answer,
     /// "I am looking for this group and nobody admitted me yet" (concurrent start).
-    Looking = 3,
+    Looking,
+    /// "I coordinate a group of this name with this many members" (self-healing, see
+    /// [`crate::GroupConfig::heal`]): a smaller group that hears it merges into it.
+    Group {
+        /// Members of the sender's view.
+        members: u16,
+    },
 }
 
 /// A HELLO of `sender` for group `group`.
 pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(wire::HEADER_LEN + 1);
+    let mut buf = Vec::with_capacity(wire::HEADER_LEN + 3);
     Header {
         engine: EngineKind::Sequencer,
         ptype: PTYPE,
@@ -67,7 +80,15 @@ pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello) -> Vec<u8> {
         sender,
     }
     .encode(&mut buf);
-    buf.push(hello as u8);
+    match hello {
+        Hello::Ask => buf.push(1),
+        Hello::Answer => buf.push(2),
+        Hello::Looking => buf.push(3),
+        Hello::Group { members } => {
+            buf.push(4);
+            buf.extend_from_slice(&members.to_be_bytes());
+        }
+    }
     buf
 }
 
@@ -82,6 +103,9 @@ pub(crate) fn parse(packet: &wire::Packet<'_>) -> Option<Option<Hello>> {
         [1] => Some(Hello::Ask),
         [2] => Some(Hello::Answer),
         [3] => Some(Hello::Looking),
+        [4, a, b] => Some(Hello::Group {
+            members: u16::from_be_bytes([*a, *b]),
+        }),
         _ => None,
     })
 }
@@ -92,7 +116,12 @@ mod tests {
 
     #[test]
     fn hello_round_trips() {
-        for h in [Hello::Ask, Hello::Answer, Hello::Looking] {
+        for h in [
+            Hello::Ask,
+            Hello::Answer,
+            Hello::Looking,
+            Hello::Group { members: 513 },
+        ] {
             let buf = encode(7, NodeId(3), h);
             let p = wire::decode(&buf).unwrap();
             assert_eq!(p.header.group, 7);

@@ -327,8 +327,29 @@ struct GroupState {
     lookers: Vec<(NodeId, Time)>,
     /// When the next HELLO looking goes, while this node looks for the group.
     next_looking: Option<Time>,
+    /// Self-healing: the announcement interval ([`crate::GroupConfig::heal`]).
+    heal: Option<Duration>,
+    /// Who coordinates the last view (a HELLO group from anyone else outside the view is
+    /// another group of this name).
+    coordinator: Option<NodeId>,
+    /// When this member, coordinating, next announces the group.
+    next_beacon: Option<Time>,
+    /// A rejoin to run at the end of the turn (the engine was expelled, or a larger group was
+    /// heard).
+    rejoin_due: Option<Rejoin>,
+    /// When this member last joined again (merges are spaced out).
+    last_rejoin: Option<Time>,
     /// Finished: removed at the end of the turn.
     done: bool,
+}
+
+/// Why a member joins its group again ([`crate::GroupConfig::heal`]).
+#[derive(Copy, Clone, Debug)]
+enum Rejoin {
+    /// The group was reset without this member.
+    Expelled { incarnation: u32 },
+    /// A larger group of the same name, coordinated by `into`, was heard.
+    Merge { into: NodeId },
 }
 
 impl GroupState {
@@ -360,6 +381,33 @@ impl GroupState {
 
     /// A HELLO looking from `id` (concurrent start): remembered while this node looks itself,
     /// at most [`hello::MAX_LOOKERS`] of them (the stalest is forgotten first).
+    /// A HELLO group of `from`, whose group has `members` members: merge into it if it is
+    /// another group of this name and the larger one (see [`crate::hello`]).
+    fn on_group_hello(&mut self, from: NodeId, members: u16, now: Time) {
+        let Some(every) = self.heal else { return };
+        if self.done
+            || self.leaving.is_some()
+            || self.rejoin_due.is_some()
+            || !matches!(self.phase, Phase::Member)
+            || self.members.contains(&from)
+        {
+            return;
+        }
+        let Some(coordinator) = self.coordinator else {
+            return; // joining again already
+        };
+        let (theirs, ours) = (members as usize, self.members.len());
+        if theirs < ours || (theirs == ours && from >= coordinator) {
+            return; // the other group merges into this one
+        }
+        // One merge at a time: a group that is still forming does not pull members to and fro.
+        if self.last_rejoin.is_some_and(|t| now < t + 3 * every) {
+            return;
+        }
+        info!(group = %self.name, into = %from, theirs, ours, "a larger group of this name: merging");
+        self.rejoin_due = Some(Rejoin::Merge { into: from });
+    }
+
     fn note_looker(&mut self, id: NodeId, now: Time) {
         if !matches!(self.phase, Phase::Joining { .. }) {
             return;
@@ -396,6 +444,41 @@ impl GroupState {
         }
         self.shared.set_recovering(None);
         self.done = true;
+    }
+
+    /// Join the group again as a new member (self-healing). Sends that had not completed fail
+    /// with why (for a merge once [`Recovery::Merging`] reaches the queue, behind whatever the
+    /// old group still delivers), queued ones wait for the new membership.
+    fn rejoin(&mut self, now: Time, why: Rejoin) {
+        let into = match why {
+            Rejoin::Expelled { .. } => None,
+            Rejoin::Merge { into } => Some(into),
+        };
+        if let Err(e) = self.engine.rejoin(now, into) {
+            debug!(group = %self.name, error = %e, "the engine cannot join again");
+            if let Rejoin::Expelled { incarnation } = why {
+                self.expelled(incarnation);
+            }
+            return;
+        }
+        info!(group = %self.name, ?why, "joining the group again");
+        if let Rejoin::Expelled { incarnation } = why {
+            self.left_group(|| Error::Expelled { incarnation });
+        }
+        self.last_rejoin = Some(now);
+    }
+
+    /// This member is out of the group it was in (and joins again): completions waiting fail
+    /// with `error`.
+    fn left_group(&mut self, error: impl Fn() -> Error) {
+        for (_, d) in self.completions.drain() {
+            let _ = d.send(Err(error()));
+        }
+        self.outstanding = 0;
+        self.members.clear();
+        self.coordinator = None;
+        self.next_beacon = None;
+        self.shared.set_recovering(None);
     }
 
     /// The group went on without this member: tell whoever waits why, then close.
@@ -544,6 +627,7 @@ impl IoLoop {
             }
             consider(g.next_hello);
             consider(g.next_looking);
+            consider(g.next_beacon);
         }
         // Round up to the next millisecond: epoll sleeps in whole milliseconds, and waking a
         // hair early would only spin.
@@ -713,6 +797,11 @@ impl IoLoop {
             answer_window: (now, 0),
             lookers: Vec::new(),
             next_looking: (cfg.mode == OpenMode::JoinOrCreate).then_some(now),
+            heal: cfg.heal,
+            coordinator: None,
+            next_beacon: None,
+            rejoin_due: None,
+            last_rejoin: None,
             done: false,
         });
     }
@@ -850,6 +939,9 @@ impl IoLoop {
                 match h {
                     Some(Hello::Ask) => self.answer_hello(i, from, now),
                     Some(Hello::Looking) => self.groups[i].note_looker(header.sender, now),
+                    Some(Hello::Group { members }) => {
+                        self.groups[i].on_group_hello(header.sender, members, now)
+                    }
                     _ => {}
                 }
                 return;
@@ -876,8 +968,13 @@ impl IoLoop {
             }
             progress |= self.transmit(i, now);
             progress |= drain_events(&mut self.groups[i], &self.shared);
+            if let Some(why) = self.groups[i].rejoin_due.take() {
+                self.groups[i].rejoin(now, why);
+                progress = true;
+            }
             self.ask_hello(i, now);
             self.announce_looking(i, now);
+            self.announce_group(i, now);
             if !progress {
                 return;
             }
@@ -1039,6 +1136,27 @@ impl IoLoop {
         }
         g.next_looking = Some(now + hello::INTERVAL);
         self.send_hello(i, Hello::Looking, None);
+    }
+
+    /// Self-healing: the member that coordinates group `i` announces it every interval.
+    fn announce_group(&mut self, i: usize, now: Time) {
+        let me = self.shared.id;
+        let g = &mut self.groups[i];
+        let coordinating = g.heal.is_some()
+            && !g.done
+            && g.leaving.is_none()
+            && matches!(g.phase, Phase::Member)
+            && g.coordinator == Some(me);
+        let Some(every) = g.heal.filter(|_| coordinating) else {
+            g.next_beacon = None;
+            return;
+        };
+        if g.next_beacon.is_some_and(|t| now < t) {
+            return;
+        }
+        g.next_beacon = Some(now + every);
+        let members = u16::try_from(g.members.len()).unwrap_or(u16::MAX);
+        self.send_hello(i, Hello::Group { members }, None);
     }
 
     /// Answer a HELLO ask for group `i` from `from`, within the answer bound.
@@ -1241,6 +1359,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
 /// Move the engine's events to the application while the event queue has room.
 fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut progress = false;
+    let mut merged = None;
     let mut expelled = None;
     let mut left = false;
     for _ in 0..EVENTS_BUDGET {
@@ -1283,6 +1402,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 }
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
                 g.members.clone_from(&v.members);
+                g.coordinator = Some(v.coordinator);
                 g.view_changed = true;
                 if let Some(p) = permit {
                     p.send(Event::View(v));
@@ -1322,6 +1442,12 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                         removed,
                     } => info!(group = %g.name, incarnation, ?removed, "group reset"),
                     Recovery::Expelled { incarnation } => expelled = Some(*incarnation),
+                    // Everything of the old group is through: what did not complete there
+                    // never will.
+                    Recovery::Merging { .. } => {}
+                }
+                if let Recovery::Merging { into } = r {
+                    merged = Some(into);
                 }
                 let reset = matches!(r, Recovery::Reset { .. });
                 if reset {
@@ -1333,15 +1459,23 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 if let Some(p) = permit {
                     p.send(Event::Recovery(r));
                 }
-                if expelled.is_some() {
+                if expelled.is_some() || merged.is_some() {
                     // After the loop: the permit still borrows the queue here.
                     break;
                 }
             }
         }
     }
+    if let Some(into) = merged {
+        // Everything of the old group is through: what did not complete there never will.
+        g.left_group(|| Error::Merged { into });
+    }
     if let Some(incarnation) = expelled {
-        g.expelled(incarnation);
+        if g.heal.is_some() && g.leaving.is_none() {
+            g.rejoin_due = Some(Rejoin::Expelled { incarnation });
+        } else {
+            g.expelled(incarnation);
+        }
     }
     if left {
         g.finish(Ok(()));

@@ -2,7 +2,9 @@
 //! that the trait's shape can change without touching the protocol.
 
 use super::Sequencer;
-use crate::engine::{Counters, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time, Transmit};
+use crate::engine::{
+    Counters, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time, Transmit,
+};
 use crate::guarantees::Guarantees;
 use bytes::Bytes;
 
@@ -69,6 +71,15 @@ impl Engine for Sequencer {
 
     fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
         self.request_reset(now, min_members)
+    }
+
+    fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
+        self.start_over(now);
+        if let Some(into) = merging_into {
+            self.events
+                .push_back(Event::Recovery(Recovery::Merging { into }));
+        }
+        Ok(())
     }
 
     fn can_submit(&self) -> bool {

@@ -136,6 +136,25 @@ impl Sequencer {
         s
     }
 
+    /// Join again as a new member ([`crate::Engine::rejoin`]): a joiner's state, with the
+    /// message numbering, the counters and the events not yet taken kept. The stream goes on
+    /// after the last number used, and the first request says so (`ordered_through`), so the
+    /// sequencer that admits us orders it at once.
+    pub(super) fn start_over(&mut self, now: Time) {
+        let mut fresh = Sequencer::join(self.cfg.clone(), self.me, now.max(self.now));
+        let next = self.sender.next_pnum;
+        fresh.sender.next_pnum = next;
+        fresh.sender.own_ordered = next - 1;
+        fresh.sender.max_sent_pnum = next - 1;
+        fresh.counters = std::mem::take(&mut self.counters);
+        fresh.syncs_sent = self.syncs_sent;
+        fresh.ordering_refused = self.ordering_refused;
+        fresh.requests_far_ahead = self.requests_far_ahead;
+        fresh.requests_oversized = self.requests_oversized;
+        fresh.events = std::mem::take(&mut self.events);
+        *self = fresh;
+    }
+
     pub(super) fn header(&self, ptype: u8) -> Header {
         Header {
             engine: EngineKind::Sequencer,
