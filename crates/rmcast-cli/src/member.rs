@@ -507,9 +507,15 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             }
             match sender.send(line.to_string()) {
                 Ok(_) => {}
-                // One refused message (sent in recovery mode, say) does not end the session;
+                // One refused message (sent in recovery mode, say, or lost with a membership
+                // that ended: expelled or merged, and joining again) does not end the session;
                 // the person sees why and may type it again.
-                Err(e @ (rmcast::Error::Send(_) | rmcast::Error::MemberFailed { .. })) => {
+                Err(
+                    e @ (rmcast::Error::Send(_)
+                    | rmcast::Error::MemberFailed { .. }
+                    | rmcast::Error::Expelled { .. }
+                    | rmcast::Error::Merged { .. }),
+                ) => {
                     refused_in.fetch_add(1, Ordering::Relaxed);
                     eprintln!("warning: not sent: {e}")
                 }
