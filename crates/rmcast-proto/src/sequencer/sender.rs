@@ -262,7 +262,7 @@ impl Sequencer {
         {
             return Err(SendError::NotMember);
         }
-        let bb = payload.len() >= self.cfg.large_threshold_bytes;
+        let bb = payload.len() >= self.cfg.bb_threshold();
         let fragments = self
             .sender
             .split(payload)
