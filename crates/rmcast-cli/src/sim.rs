@@ -110,6 +110,10 @@ pub struct SimArgs {
     /// Smallest group a reset may form (0: a majority of the view before the failure).
     #[arg(long, default_value_t = 0)]
     pub min_members: u32,
+    /// Self-healing, as `rmcast member` does by default: an expelled host joins the group again,
+    /// and a run passes only once every host not meant to leave or crash is back in one group.
+    #[arg(long)]
+    pub heal: bool,
     /// Number of seeds to run (seeds 0..N).
     #[arg(long, default_value_t = 20)]
     pub seeds: u64,
@@ -164,6 +168,7 @@ impl SimArgs {
             crash_sequencer: self.crash_sequencer,
             crash_in_recovery: self.crash_in_recovery,
             min_members: self.min_members,
+            heal: self.heal,
         }
     }
 }

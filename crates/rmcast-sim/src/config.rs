@@ -345,6 +345,11 @@ pub struct SimConfig {
     pub churn: Vec<ChurnEvent>,
     /// Loop bounds.
     pub limits: Limits,
+    /// Self-healing, as `rmcast member` runs by default: a host the group went on without
+    /// ([`rmcast_proto::Recovery::Expelled`]) joins it again as a new member
+    /// ([`rmcast_proto::Engine::rejoin`]), and the run ends only once every host that was never
+    /// meant to leave or crash is back in one group. Off: an expelled host stays out.
+    pub heal: bool,
 }
 
 impl Default for SimConfig {
@@ -360,6 +365,7 @@ impl Default for SimConfig {
             workload: Workload::default(),
             churn: Vec::new(),
             limits: Limits::default(),
+            heal: false,
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct Scenario {
     pub crash_in_recovery: bool,
     /// Smallest group a reset may form (0: a majority of the view before the failure).
     pub min_members: u32,
+    /// Expelled hosts join the group again ([`SimConfig::heal`]).
+    pub heal: bool,
 }
 
 impl Default for Scenario {
@@ -106,6 +108,7 @@ impl Default for Scenario {
             crash_sequencer: false,
             crash_in_recovery: false,
             min_members: 0,
+            heal: false,
         }
     }
 }
@@ -385,6 +388,7 @@ impl Scenario {
                 ..Workload::default()
             },
             churn,
+            heal: self.heal,
             ..SimConfig::default()
         }
     }
@@ -434,6 +438,9 @@ impl Scenario {
         }
         if self.min_members > 0 {
             s.push_str(&format!(" --min-members {}", self.min_members));
+        }
+        if self.heal {
+            s.push_str(" --heal");
         }
         s
     }

@@ -140,6 +140,12 @@ struct Host {
     delivered: HashSet<(NodeId, u64)>,
     /// Never scheduled to leave or crash: held to deliver everything.
     planned_survivor: bool,
+    /// `planned_survivor` as scheduled: with [`SimConfig::heal`] such a host that was expelled
+    /// joins again and is held to deliver everything from then on.
+    meant_to_stay: bool,
+    /// After a rejoin: the sender's message numbers below this were submitted in the group it
+    /// was expelled from; the ones that had not completed are not its to deliver any more.
+    msgs_before_rejoin: u64,
     sender: Option<SenderState>,
     rec: HostRecord,
 }
@@ -191,6 +197,9 @@ pub(crate) struct World<'a> {
     same_time_steps: u64,
     stop: bool,
     quiesced: bool,
+    /// Records of hosts that were expelled and joined again ([`SimConfig::heal`]): each
+    /// incarnation of a host keeps its own record.
+    past: Vec<HostRecord>,
 }
 
 impl<'a> World<'a> {
@@ -230,6 +239,8 @@ impl<'a> World<'a> {
                     first_view: None,
                     delivered: HashSet::new(),
                     planned_survivor: !leaving.contains(&id),
+                    meant_to_stay: !leaving.contains(&id),
+                    msgs_before_rejoin: 0,
                     sender: is_sender.then(|| SenderState {
                         total,
                         next: 0,
@@ -269,6 +280,7 @@ impl<'a> World<'a> {
             same_time_steps: 0,
             stop: false,
             quiesced: false,
+            past: Vec::new(),
         }
     }
 
@@ -662,6 +674,9 @@ impl<'a> World<'a> {
             }
             self.evs = evs;
         }
+        if left && self.rejoin(host) {
+            return self.flush(host);
+        }
         let h = &mut self.hosts[host];
         if left {
             if let Some(e) = h.engine() {
@@ -691,6 +706,52 @@ impl<'a> World<'a> {
                 }
             }
         }
+    }
+
+    /// With [`SimConfig::heal`], a host that was expelled although it was never meant to leave
+    /// joins the group again as a new member, as `rmcast member` does: its old incarnation's
+    /// record is kept apart and a new one begins. Returns whether it did.
+    fn rejoin(&mut self, host: usize) -> bool {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        if !self.cfg.heal || !h.meant_to_stay || !h.rec.expelled() {
+            return false;
+        }
+        let HostState::Running(engine) = &mut h.state else {
+            return false;
+        };
+        if engine.rejoin(now, None).is_err() {
+            return false;
+        }
+        let fresh = HostRecord {
+            id: h.rec.id,
+            started_at: Some(now),
+            messages_planned: h.rec.messages_planned,
+            // Counters go on in the engine: the new record carries them, the old one none.
+            counters_at_workload_start: h.rec.counters_at_workload_start.clone(),
+            guarantees: h.rec.guarantees,
+            ..HostRecord::default()
+        };
+        let mut old = std::mem::replace(&mut h.rec, fresh);
+        old.counters = old.counters_at_workload_start.clone();
+        old.final_state = format!("expelled; joined again at {} ns", now.0);
+        self.past.push(old);
+        h.planned_survivor = true;
+        h.delivered.clear();
+        h.first_view = None;
+        if let Some(s) = h.sender.as_mut() {
+            h.msgs_before_rejoin = self
+                .submissions
+                .iter()
+                .filter(|x| x.sender.0 as usize == host)
+                .map(|x| x.msg + 1)
+                .max()
+                .unwrap_or(0);
+            s.in_flight.clear();
+            s.retry_pending = false;
+            s.stopped = false;
+        }
+        true
     }
 
     /// Records one engine event; returns whether the host is out of the group ([`Event::Left`] or
@@ -983,10 +1044,15 @@ impl<'a> World<'a> {
             }
         }
         views.sort_unstable();
-        let complete = self.tracks.iter().all(|((sender, _), t)| {
+        let complete = self.tracks.iter().all(|((sender, msg), t)| {
             // A message that only hosts the group went on without delivered, from a sender
             // that is gone too, is nobody's to deliver any more (more than r failed).
-            if t.survivor_deliveries == 0 && !self.hosts[sender.0 as usize].planned_survivor {
+            let s = &self.hosts[sender.0 as usize];
+            if t.survivor_deliveries == 0 && !s.planned_survivor {
+                return true;
+            }
+            // Nor is a message its sender submitted in a group it was expelled from.
+            if t.survivor_deliveries == 0 && msg < &s.msgs_before_rejoin {
                 return true;
             }
             let required = views.partition_point(|v| *v <= t.max_view);
@@ -994,7 +1060,9 @@ impl<'a> World<'a> {
         });
         complete
             && self.submissions.iter().all(|s| {
-                !self.hosts[s.sender.0 as usize].planned_survivor
+                let h = &self.hosts[s.sender.0 as usize];
+                !h.planned_survivor
+                    || s.msg < h.msgs_before_rejoin
                     || self.tracks.contains_key(&(s.sender, s.msg))
             })
     }
@@ -1040,6 +1108,8 @@ impl<'a> World<'a> {
                 }
                 h.rec
             })
+            // Host `i`'s current record stays at index `i`; earlier incarnations follow.
+            .chain(self.past)
             .collect();
         Record {
             seed: self.cfg.seed,
