@@ -1017,6 +1017,7 @@ fn run_workers_in(
     let mut sent = 0;
     let mut refused = 0;
     let (mut datagrams, mut retrans, mut nacks, mut refusals, mut stalls) = (0, 0, 0, 0, 0);
+    let mut engine_counters: std::collections::BTreeMap<String, u64> = Default::default();
     let mut problems = Vec::new();
     for w in &outcomes {
         let Some(st) = &w.stats else {
@@ -1048,6 +1049,9 @@ fn run_workers_in(
         sent += st.sent;
         datagrams += st.datagrams_sent;
         retrans += st.retransmissions;
+        for (k, v) in &st.engine_counters {
+            *engine_counters.entry(k.clone()).or_insert(0u64) += v;
+        }
         nacks += st.nacks_sent;
         refusals += st.backpressure_refusals;
         stalls += st.event_queue_stalls;
@@ -1068,6 +1072,16 @@ fn run_workers_in(
          {refusals} back-pressure refusals, {stalls} event-queue stalls",
         datagrams as f64 / sent.max(1) as f64
     ));
+    if !engine_counters.is_empty() {
+        let list: Vec<String> = engine_counters
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        notes.push(format!(
+            "engine counters (sum over members): {}",
+            list.join(", ")
+        ));
+    }
     if cfg.keys.key_file.is_some() {
         notes.push(format!(
             "{refused} datagrams refused by the members' runtimes (verification, replay window)"

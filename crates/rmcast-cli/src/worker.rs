@@ -469,6 +469,13 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 
     // 4. Counters, then leave, taking the last events until the group closes.
     let counters = group.counters().unwrap_or_default();
+    let engine_counters = group
+        .engine_counters()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let node_counters = node.counters();
     let left_cleanly = !t.expelled
         && match group.leave_timeout(Duration::from_secs(LEAVE_S)) {
@@ -514,6 +521,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         datagrams_sent: counters.datagrams_sent,
         bytes_sent: counters.bytes_sent,
         retransmissions: counters.retransmissions,
+        engine_counters,
         nacks_sent: counters.nacks_sent,
         backpressure_refusals: counters.backpressure_refusals,
         event_queue_stalls: node_counters.event_queue_stalls,

@@ -59,6 +59,9 @@ pub struct WorkerStats {
     pub bytes_sent: u64,
     /// Messages the engine retransmitted.
     pub retransmissions: u64,
+    /// The counters only this engine keeps, by name (non-zero ones).
+    #[serde(default)]
+    pub engine_counters: std::collections::BTreeMap<String, u64>,
     /// Retransmission requests the engine sent.
     pub nacks_sent: u64,
     /// Times the engine refused a request for lack of room.

@@ -186,7 +186,7 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
         Body::Accept(s) | Body::Sync(s) => {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }
-        Body::Retrans { from, to, .. } => assert!(from < to),
+        Body::Retrans { from, to, .. } | Body::ReqGap { from, to } => assert!(from < to),
         Body::Result {
             seq, stable, view, ..
         } => {
@@ -592,7 +592,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
         });
     let control = (
         header_strategy(&[0]),
-        0u8..11,
+        0u8..12,
         state_strategy(),
         edgy_u64(),
         edgy_u64(),
@@ -610,22 +610,27 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         ask: c % 2 == 0,
                     },
                 ),
-                3 => {
-                    // A retransmission range is never empty.
+                3 | 11 => {
+                    // A retransmission range (of sequence or of protocol numbers) is never
+                    // empty.
                     let (from, to) = match a.cmp(&b) {
                         std::cmp::Ordering::Less => (a, b),
                         std::cmp::Ordering::Greater => (b, a),
                         std::cmp::Ordering::Equal if a == u64::MAX => (a - 1, a),
                         std::cmp::Ordering::Equal => (a, a + 1),
                     };
-                    (
-                        ptype::RETRANS,
-                        Body::Retrans {
-                            from,
-                            to,
-                            expect: c,
-                        },
-                    )
+                    if which == 11 {
+                        (ptype::REQ_GAP, Body::ReqGap { from, to })
+                    } else {
+                        (
+                            ptype::RETRANS,
+                            Body::Retrans {
+                                from,
+                                to,
+                                expect: c,
+                            },
+                        )
+                    }
                 }
                 4 => (ptype::JOIN_REQ, Body::JoinReq),
                 5 => (ptype::LEAVE_REQ, Body::LeaveReq { expect: a }),
@@ -653,7 +658,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                             [(a % 3) as usize],
                     },
                 ),
-                _ => (
+                10 => (
                     ptype::RESULT_ACK,
                     Body::ResultAck {
                         incarnation: b as u32,
@@ -661,6 +666,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         mid_message: c % 2 == 0,
                     },
                 ),
+                _ => unreachable!("0..12"),
             };
             header.ptype = t;
             Model::Control { header, body }
@@ -674,7 +680,7 @@ fn noise_strategy() -> impl Strategy<Value = Vec<u8>> {
     let pure = prop::collection::vec(any::<u8>(), 0..1600);
     let behind_header = (
         prop_oneof![4 => Just(EngineKind::Sequencer as u8), 1 => any::<u8>()],
-        prop_oneof![4 => 0u8..=15, 1 => any::<u8>()],
+        prop_oneof![4 => 0u8..=16, 1 => any::<u8>()],
         prop_oneof![3 => Just(0u8), 2 => Just(FLAG_AUTH), 1 => any::<u8>()],
         prop::collection::vec(any::<u8>(), 0..600),
     )

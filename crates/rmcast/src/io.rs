@@ -35,7 +35,7 @@ const UNICAST: mio::Token = mio::Token(1);
 const GROUP_TOKEN_BASE: usize = 2;
 
 /// Datagrams read from one socket per turn before the loop attends to everything else.
-const RX_BUDGET: usize = 256;
+const RX_BUDGET: usize = 2048;
 /// Datagrams taken from one engine per turn.
 const TX_BUDGET: usize = 1024;
 /// Messages moved from the send queue into one engine per turn.

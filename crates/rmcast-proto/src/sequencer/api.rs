@@ -57,6 +57,9 @@ impl Engine for Sequencer {
             ("syncs_sent", self.syncs_sent),
             ("ordering_refused", self.ordering_refused),
             ("requests_far_ahead", self.requests_far_ahead),
+            ("request_gaps_asked", self.request_gaps_asked),
+            ("request_gaps_filled", self.request_gaps_filled),
+            ("request_timeouts", self.request_timeouts),
             ("requests_oversized", self.requests_oversized),
         ]
     }

@@ -73,6 +73,12 @@ pub struct Sequencer {
     pub(super) ordering_refused: u64,
     /// Requests further ahead of their sender's stream than a send window, refused.
     pub(super) requests_far_ahead: u64,
+    /// Gaps in a sender's requests this sequencer asked the sender to fill at once.
+    pub(super) request_gaps_asked: u64,
+    /// Requests sent again because the sequencer asked for them.
+    pub(super) request_gaps_filled: u64,
+    /// Times the request timer fired (no progress of own requests for a timeout).
+    pub(super) request_timeouts: u64,
     /// Requests announcing more fragments than a message of the maximum size has, refused.
     pub(super) requests_oversized: u64,
 }
@@ -115,6 +121,9 @@ impl Sequencer {
             syncs_sent: 0,
             ordering_refused: 0,
             requests_far_ahead: 0,
+            request_gaps_asked: 0,
+            request_gaps_filled: 0,
+            request_timeouts: 0,
             requests_oversized: 0,
             cfg,
         }
@@ -150,6 +159,9 @@ impl Sequencer {
         fresh.syncs_sent = self.syncs_sent;
         fresh.ordering_refused = self.ordering_refused;
         fresh.requests_far_ahead = self.requests_far_ahead;
+        fresh.request_gaps_asked = self.request_gaps_asked;
+        fresh.request_gaps_filled = self.request_gaps_filled;
+        fresh.request_timeouts = self.request_timeouts;
         fresh.requests_oversized = self.requests_oversized;
         fresh.events = std::mem::take(&mut self.events);
         *self = fresh;
@@ -385,6 +397,7 @@ impl Sequencer {
             | Body::Status { .. }
             | Body::LeaveReq { .. }
             | Body::JoinReq
+            | Body::ReqGap { .. }
                 if recovering => {}
             Body::BcastReq {
                 bb,
@@ -429,6 +442,13 @@ impl Sequencer {
                 to,
                 expect,
             } => self.on_retrans(from, f, to, expect, recovering),
+            Body::ReqGap { from: f, to } => {
+                // Only the sequencer of our view asks; what it asks for is our own stream.
+                if !seq_role && self.phase == Phase::Member && from == self.sequencer_hint {
+                    let now = self.now;
+                    self.sender.on_gap(f, to, now);
+                }
+            }
             Body::JoinReq => self.on_join_req(from),
             Body::LeaveReq { expect } => self.on_leave_req(from, expect),
             Body::Result { .. } => unreachable!("handled in on_datagram"),
@@ -522,7 +542,8 @@ impl Sequencer {
             let suspect = self.sequencer_hint;
             self.member_failed(suspect);
         }
-        self.counters.retransmissions += self.sender.on_request_timeout();
+        self.counters.retransmissions += self.sender.on_request_timeout(now);
+        self.request_timeouts += 1;
     }
 
     pub(super) fn request_leave(&mut self, now: Time) {

@@ -17,7 +17,13 @@
 //! (purged at the minimum of the piggybacked `expect` values), and messages received out of
 //! sequence. Gaps are repaired by BC_RETRANS; quiet members send BC_STATE after a number of
 //! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
-//! While the history is full, senders wait: nothing is ever dropped.
+//! While the history is full, senders wait: nothing is ever dropped. Beyond the paper, a lost
+//! request is repaired without waiting for the sender's timeout: a sequencer that holds later
+//! requests of a sender but not the next one asks the sender for the gap (BC_REQGAP), and a
+//! sender whose timer fires sends again only its first unordered request and its last one (so
+//! the sequencer sees any gap between them), to the sequencer alone, rather than its whole
+//! window to the group; under load the loss is the sequencer's receive buffer, where a
+//! go-back-N multicast would add to the overload that caused it.
 //!
 //! **Crashes** (sections 3, 4 and 5.3, in `recovery`): members and the sequencer
 //! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup

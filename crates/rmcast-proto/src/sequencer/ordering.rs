@@ -27,6 +27,9 @@ pub(super) struct MemberState {
     pub(super) mid_message: bool,
     /// Set once its leave is ordered: (leave seq, give-up time).
     pub(super) departed: Option<(u64, Time)>,
+    /// The last gap in its requests it was asked to fill: (first missing protocol number,
+    /// when), so that one gap is asked for once per repair timeout.
+    pub(super) gap_asked: Option<(u64, Time)>,
 }
 
 impl MemberState {
@@ -58,6 +61,8 @@ pub(super) struct Ordering {
     pub(super) view_id: u64,
     /// Members that sent a duplicate request and get a unicast of where the sequencer stands.
     pub(super) nudge: VecDeque<NodeId>,
+    /// Gaps in senders' request streams to ask them to fill: (sender, from, to).
+    pub(super) gap_asks: VecDeque<(NodeId, u64, u64)>,
     /// Requests received ahead of their turn (history full, an earlier one lost, a join
     /// waiting), keyed by sender and protocol number; bounded by half the history capacity.
     pub(super) waiting: BTreeMap<(NodeId, u64), Waiting>,
@@ -91,6 +96,7 @@ impl Ordering {
             members,
             view_id,
             nudge: VecDeque::new(),
+            gap_asks: VecDeque::new(),
             pending_joins: VecDeque::new(),
             waiting: BTreeMap::new(),
             last_multicast: now,
@@ -107,6 +113,7 @@ impl Ordering {
         debug_assert!(self.bcast_next <= self.next_seq);
         debug_assert!(self.pending_joins.len() <= MAX_RETRANS_QUEUE);
         debug_assert!(self.nudge.len() <= MAX_RETRANS_QUEUE);
+        debug_assert!(self.gap_asks.len() <= MAX_RETRANS_QUEUE);
     }
 
     /// Current members (not departed), in rank order.
@@ -312,6 +319,7 @@ impl Sequencer {
             join_seq: seq,
             mid_message: false,
             departed: None,
+            gap_asked: None,
         });
         self.assign(Entry {
             kind: EntryKind::Join,
@@ -434,6 +442,7 @@ impl Sequencer {
             self.ord.as_mut().expect("sequencer").sync_due = true;
         }
         self.order_waiting(i);
+        self.ask_for_gap(i);
         if duplicate {
             // The sender missed the broadcast of something already ordered: tell it where the
             // sequence stands so that it asks for what it lacks (section 5.2).
@@ -466,6 +475,37 @@ impl Sequencer {
         for k in stale {
             o.waiting.remove(&k);
         }
+    }
+
+    /// Member `i`'s next request is missing while later ones wait: ask it for the missing run
+    /// at once (once per repair timeout for one gap), rather than leave the requests behind
+    /// the gap waiting for the sender's timeout. Loss of requests at the sequencer is mostly
+    /// its receive buffer overflowing under load, where a timeout followed by go-back-N costs
+    /// the most.
+    fn ask_for_gap(&mut self, i: usize) {
+        let (now, rto) = (self.now, self.repair_rto());
+        let o = self.ord.as_mut().expect("sequencer");
+        let m = &o.members[i];
+        let next = m.last_pnum + 1;
+        if m.departed.is_some() || o.waiting.contains_key(&(m.id, next)) {
+            return;
+        }
+        let Some((&(_, ahead), _)) = o.waiting.range((m.id, next + 1)..=(m.id, u64::MAX)).next()
+        else {
+            return;
+        };
+        if m.gap_asked
+            .is_some_and(|(f, at)| f == next && now < at + rto)
+        {
+            return;
+        }
+        if o.gap_asks.len() >= MAX_RETRANS_QUEUE {
+            return;
+        }
+        let id = m.id;
+        o.members[i].gap_asked = Some((next, now));
+        o.gap_asks.push_back((id, next, ahead));
+        self.request_gaps_asked += 1;
     }
 
     /// Tell `from` where the sequence stands (a unicast BC_ACCEPT), once per queue turn.
@@ -688,6 +728,7 @@ impl Sequencer {
                     join_seq: floor,
                     mid_message: false,
                     departed: Some((seq, deadline)),
+                    gap_asked: None,
                 });
             }
         }
@@ -716,6 +757,7 @@ impl Sequencer {
             join_seq: self.succession.join_seqs.get(&id).copied().unwrap_or(floor),
             mid_message: stream.map_or_else(|| self.hist.reassembly.in_progress(id), |s| s.2),
             departed: None,
+            gap_asked: None,
         }
     }
 

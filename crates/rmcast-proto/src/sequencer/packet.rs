@@ -41,6 +41,10 @@ pub mod ptype {
     pub const RESULT: u8 = 14;
     /// BC_RESULTACK: a member installed the new group.
     pub const RESULT_ACK: u8 = 15;
+    /// The sequencer asks a sender for requests it missed while later ones arrived (a fast
+    /// retransmission: the later ones wait at the sequencer, so repeating only the missing ones
+    /// at once saves the sender a timeout and a go-back-N).
+    pub const REQ_GAP: u8 = 16;
 }
 
 /// Kind of an ordered entry.
@@ -174,6 +178,13 @@ pub enum Body<'a> {
         to: u64,
         /// Next sequence number to deliver.
         expect: u64,
+    },
+    /// The sequencer lacks the sender's requests `[from, to)` (protocol numbers).
+    ReqGap {
+        /// First missing protocol number.
+        from: u64,
+        /// One past the last missing one.
+        to: u64,
     },
     /// Request to join.
     JoinReq,
@@ -414,6 +425,14 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
                 expect: r.u64()?,
             }
         }
+        ptype::REQ_GAP => {
+            let from = r.u64()?;
+            let to = r.u64()?;
+            if from >= to {
+                return Err(WireError::BadValue("request gap"));
+            }
+            Body::ReqGap { from, to }
+        }
         ptype::JOIN_REQ => Body::JoinReq,
         ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
         ptype::ALIVE_REQ => Body::AliveReq,
@@ -608,6 +627,10 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(to);
             buf.put_u64(expect);
         }
+        Body::ReqGap { from, to } => {
+            buf.put_u64(from);
+            buf.put_u64(to);
+        }
         Body::JoinReq => {}
         Body::LeaveReq { expect } => buf.put_u64(expect),
         Body::AliveReq | Body::Alive => {}
@@ -770,6 +793,7 @@ mod tests {
                 to: 5,
                 expect: 1,
             },
+            Body::ReqGap { from: 3, to: 7 },
             Body::JoinReq,
             Body::LeaveReq { expect: 9 },
             Body::AliveReq,
@@ -811,6 +835,7 @@ mod tests {
             let t = match body {
                 Body::Status { .. } => ptype::STATUS,
                 Body::Retrans { .. } => ptype::RETRANS,
+                Body::ReqGap { .. } => ptype::REQ_GAP,
                 Body::JoinReq => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
                 Body::AliveReq => ptype::ALIVE_REQ,

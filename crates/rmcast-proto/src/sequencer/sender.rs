@@ -58,6 +58,12 @@ pub(super) struct Sender {
     pub(super) awaiting_complete: VecDeque<(u64, u64)>,
     /// When to ask the sequencer where completion stands, while sends await it.
     pub(super) complete_deadline: Option<Time>,
+    /// Own fragments the sequencer asked for again (BC_REQGAP), `[next, end)` by protocol
+    /// number: sent to it before anything new.
+    pub(super) repair: Option<(u64, u64)>,
+    /// After a timeout: the last fragment sent, sent again after the first unordered one, so
+    /// that a sequencer that lost a run of requests sees where the run ended and asks for it.
+    pub(super) tail_probe: Option<u64>,
     fragmenter: Fragmenter,
 }
 
@@ -73,6 +79,8 @@ impl Sender {
             rtt_probe: None,
             awaiting_complete: VecDeque::new(),
             complete_deadline: None,
+            repair: None,
+            tail_probe: None,
             rtt: RttEstimator::new(
                 Duration::from_millis(cfg.retrans_timeout_ms),
                 Duration::from_millis(cfg.min_retrans_timeout_ms),
@@ -172,26 +180,101 @@ impl Sender {
         self.unsent = self.unsent.saturating_sub(popped);
     }
 
-    /// The request timer fired: back off, shrink the window, and go back N (resend everything
-    /// not yet seen ordered). Returns the number of fragments to be sent again.
-    pub(super) fn on_request_timeout(&mut self) -> u64 {
+    /// The request timer fired: back off, shrink the window, and send again the first fragment
+    /// not seen ordered and the last one sent (a tail probe), to the sequencer only. Under
+    /// load a timeout is most often the sequencer's queue rather than loss, so a go-back-N of
+    /// the whole window would only add to that queue (and by the BB method to every member's);
+    /// if requests were lost, the probe lets the sequencer see the gap and ask for exactly
+    /// what it lacks (BC_REQGAP). Returns the number of fragments to be sent again.
+    pub(super) fn on_request_timeout(&mut self, now: Time) -> u64 {
         self.rtt.on_timeout();
         self.cwnd.on_loss();
         self.rtt_probe = None;
-        let mut resent = 0;
-        if let Some(i) = self.first_unordered() {
-            if i < self.unsent {
-                resent = (self.unsent - i) as u64;
-            }
-            self.unsent = self.unsent.min(i);
+        let Some(i) = self.first_unordered().filter(|i| *i < self.unsent) else {
+            return 0;
+        };
+        let (first, last) = (self.outq[i].pnum, self.outq[self.unsent - 1].pnum);
+        self.repair = Some((first, first + 1));
+        self.tail_probe = (last > first).then_some(last);
+        // The repeat is timed like the first send: if it is lost too, the timer fires again.
+        self.req_deadline = Some(now + self.rtt.rto());
+        1 + u64::from(last > first)
+    }
+
+    /// The sequencer lacks our fragments `[from, to)` while later ones reached it: its
+    /// receive buffer overflowed, so send those again at once, and only those, and slow down
+    /// as after a loss. Fragments not sent yet, or already seen ordered, are not repeated.
+    pub(super) fn on_gap(&mut self, from: u64, to: u64, now: Time) {
+        let from = from.max(self.own_ordered + 1);
+        let to = to.min(self.max_sent_pnum + 1);
+        if from >= to {
+            return;
         }
-        resent
+        self.repair = Some(match self.repair {
+            Some((f, t)) => (f.min(from), t.max(to)),
+            None => (from, to),
+        });
+        self.cwnd.on_loss();
+        // Karn's rule: a repeated fragment must not time the round trip.
+        self.rtt_probe = None;
+        self.req_deadline = Some(now + self.rtt.rto());
+    }
+
+    /// What is left to repair, as indices in `outq` (dropping a repair that is done or moot),
+    /// and the method of its first fragment; the tail probe once the repair is done.
+    fn repair_range(&mut self) -> Option<(usize, usize, bool)> {
+        if self.repair.is_none() {
+            self.repair = self.tail_probe.take().map(|t| (t, t + 1));
+        }
+        let (next, end) = self.repair?;
+        let first = self.outq.front().map(|f| f.pnum);
+        let range = first.and_then(|first| {
+            let next = next.max(first).max(self.own_ordered + 1);
+            let end = end.min(first + self.unsent as u64);
+            (next < end).then(|| ((next - first) as usize, (end - first) as usize))
+        });
+        let Some((start, end)) = range else {
+            self.repair = None;
+            return None;
+        };
+        Some((start, end, self.outq[start].bb))
+    }
+
+    /// The method of the next fragment to repair, if any.
+    pub(super) fn repair_method(&mut self) -> Option<bool> {
+        self.repair_range().map(|r| r.2)
+    }
+
+    /// Write the next fragments the sequencer asked for again after `w`'s header (all of the
+    /// method [`Sender::repair_method`] said).
+    fn write_repair(&mut self, w: &mut ReqWriter<'_>, max: usize) {
+        let Some((start, end, bb)) = self.repair_range() else {
+            return;
+        };
+        let end_pnum = self.outq[0].pnum + end as u64;
+        let mut last = self.outq[start].pnum;
+        for f in self.outq.range(start..end) {
+            if f.bb != bb || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
+            {
+                break;
+            }
+            w.push(&ReqEntry {
+                pnum: f.pnum,
+                frag_index: f.frag_index,
+                frag_count: f.frag_count,
+                payload: &f.payload,
+            });
+            last = f.pnum;
+        }
+        self.repair = (last + 1 < end_pnum).then_some((last + 1, end_pnum));
     }
 
     /// Whoever orders now has not seen our unordered requests: send them again at once.
     pub(super) fn resend_unordered(&mut self) {
         self.unsent = self.first_unordered().unwrap_or(self.outq.len());
         self.req_deadline = None;
+        self.repair = None;
+        self.tail_probe = None;
     }
 
     /// We order our own fragments from now on (we became the sequencer at `own_ordered`'s
@@ -277,9 +360,43 @@ impl Sequencer {
         Ok(msg)
     }
 
+    /// Fragments the sequencer asked for again: to the sequencer only, whatever their method
+    /// (by the BB method the members hold the data already; one that does not asks the
+    /// sequencer for it once it is ordered).
+    fn transmit_repair(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        if self.sender.repair.is_none() && self.sender.tail_probe.is_none() {
+            return None;
+        }
+        if self.is_sequencer() {
+            self.sender.repair = None;
+            self.sender.tail_probe = None;
+            return None;
+        }
+        let bb = self.sender.repair_method()?;
+        let max = self.cfg.max_datagram_bytes;
+        let header = self.header(if bb {
+            ptype::BCAST_REQ_BB
+        } else {
+            ptype::BCAST_REQ_PB
+        });
+        let mut w = ReqWriter::new(
+            buf,
+            &header,
+            self.hist.next_deliver,
+            self.hist.held_next,
+            self.sender.own_ordered,
+        );
+        self.sender.write_repair(&mut w, max);
+        self.request_gaps_filled += 1;
+        Some(Destination::Peer(self.sequencer_hint))
+    }
+
     /// The next batch of requests to the sequencer (PB) or the group (BB), if the window has
     /// room and something is unsent.
     pub(super) fn transmit_requests(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        if let Some(d) = self.transmit_repair(buf) {
+            return Some(d);
+        }
         let s = &self.sender;
         if self.is_sequencer() || s.unsent >= s.outq.len() || s.in_flight() >= s.cwnd.get() {
             return None;

@@ -827,3 +827,105 @@ fn far_ahead_requests_are_refused_and_counted() {
     net.run(Duration::from_millis(500));
     assert_eq!(net.deliveries(1).len(), 3);
 }
+
+/// A request lost on its way to the sequencer while a later one arrives: the sequencer asks
+/// for the missing one at once (BC_REQGAP) and the sender repeats only it, long before its
+/// retransmission timeout (1 s here) would have.
+#[test]
+fn a_lost_request_is_asked_for_at_once() {
+    let mut c = cfg_paper(0);
+    c.retrans_timeout_ms = 1000;
+    c.min_retrans_timeout_ms = 1000;
+    c.max_retrans_timeout_ms = 1000;
+    let mut net = Net::new(3, c);
+    net.sent_types.clear();
+    let lost = net.count;
+    net.drop = Box::new(move |n| n == lost);
+    net.nodes[1]
+        .submit(net.now, Bytes::from_static(b"first"), Qos::default())
+        .unwrap();
+    net.flush();
+    assert_eq!(
+        net.sent_types,
+        vec![ptype::BCAST_REQ_PB],
+        "the lost request"
+    );
+    assert!(net.deliveries(2).is_empty());
+    net.nodes[1]
+        .submit(net.now, Bytes::from_static(b"second"), Qos::default())
+        .unwrap();
+    net.run(Duration::from_millis(20));
+    assert!(
+        net.sent_types.contains(&ptype::REQ_GAP),
+        "{:?}",
+        net.sent_types
+    );
+    for i in 0..3 {
+        let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
+        assert_eq!(got, vec![&b"first"[..], &b"second"[..]], "node {i}");
+    }
+    let counter = |i: usize, name: &str| {
+        net.nodes[i]
+            .engine_counters()
+            .into_iter()
+            .find(|c| c.0 == name)
+            .map(|c| c.1)
+    };
+    assert_eq!(counter(0, "request_gaps_asked"), Some(1));
+    assert_eq!(counter(1, "request_gaps_filled"), Some(1));
+    // Only the missing request was repeated: no go-back-N.
+    let requests = net
+        .sent_types
+        .iter()
+        .filter(|t| **t == ptype::BCAST_REQ_PB)
+        .count();
+    assert_eq!(requests, 3, "{:?}", net.sent_types);
+}
+
+/// Three requests in a row lost on their way to the sequencer, nothing after them: the
+/// sender's timer fires once and sends the first and the last again (not the whole window);
+/// the sequencer sees the gap between them and asks for it; all three are delivered
+/// everywhere, in order, after one timeout.
+#[test]
+fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
+    let mut c = cfg_paper(0);
+    c.retrans_timeout_ms = 50;
+    c.min_retrans_timeout_ms = 50;
+    c.max_retrans_timeout_ms = 50;
+    let mut net = Net::new(3, c);
+    net.sent_types.clear();
+    let lost = net.count;
+    net.drop = Box::new(move |n| (lost..lost + 3).contains(&n));
+    for p in [&b"one"[..], b"two", b"three"] {
+        net.nodes[1]
+            .submit(net.now, Bytes::from_static(p), Qos::default())
+            .unwrap();
+        net.flush();
+    }
+    assert_eq!(
+        net.sent_types,
+        vec![ptype::BCAST_REQ_PB; 3],
+        "the lost requests"
+    );
+    net.run(Duration::from_millis(80));
+    for i in 0..3 {
+        let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
+        assert_eq!(got, vec![&b"one"[..], b"two", b"three"], "node {i}");
+    }
+    let counter = |i: usize, name: &str| {
+        net.nodes[i]
+            .engine_counters()
+            .into_iter()
+            .find(|c| c.0 == name)
+            .map_or(0, |c| c.1)
+    };
+    assert_eq!(counter(1, "request_timeouts"), 1);
+    assert_eq!(counter(0, "request_gaps_asked"), 1);
+    // First and last after the timeout, then the middle one the sequencer asked for.
+    let requests = net
+        .sent_types
+        .iter()
+        .filter(|t| **t == ptype::BCAST_REQ_PB)
+        .count();
+    assert_eq!(requests, 6, "{:?}", net.sent_types);
+}

@@ -139,6 +139,12 @@ impl Sequencer {
         if let Some(dest) = self.transmit_retrans(buf) {
             return Some(dest);
         }
+        if let Some((to, from, until)) = self.ord.as_mut().expect("sequencer").gap_asks.pop_front()
+        {
+            let header = self.header(ptype::REQ_GAP);
+            encode_control(buf, &header, &Body::ReqGap { from, to: until });
+            return Some(Destination::Peer(to));
+        }
         if let Some(to) = self.ord.as_mut().expect("sequencer").nudge.pop_front() {
             let header = self.header(ptype::ACCEPT);
             encode_control(buf, &header, &Body::Accept(self.seq_state()));
