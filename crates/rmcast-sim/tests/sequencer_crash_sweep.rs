@@ -304,6 +304,40 @@ fn an_old_sequencer_wakes_with_joins_in_its_buffer() {
     sc.sweep_expect_pass(100);
 }
 
+/// r = 2, the sequencer and one more member crash while a partition cuts a member that has
+/// just joined from the sequencer, at 10% loss: a joiner may miss every copy of its own join
+/// entry before the sequencer fails, and then the majority the reset needs includes a node
+/// that still thinks it is joining. The recovery coordinator sends it its history from its
+/// join on, so that it takes part (seeds 108 and 406 waited for it for ever before).
+#[test]
+fn a_joiner_that_missed_its_join_takes_part_in_the_reset() {
+    let sc = Scenario {
+        engine: EngineChoice::sequencer(2),
+        members: 6,
+        senders: 3,
+        messages: 200,
+        loss: 0.1,
+        dup: 0.05,
+        reorder_ms: 5.0,
+        partitions: 1,
+        pauses: 2,
+        crashes: 2,
+        crash_sequencer: true,
+        ..Scenario::default()
+    };
+    sc.validate().expect("valid scenario");
+    for seed in [108, 406] {
+        let rep = sc.run(seed);
+        assert!(
+            rep.passed(),
+            "{}\n{}",
+            rep.summary(),
+            sc.replay_command(seed)
+        );
+    }
+    sc.sweep_expect_pass(200);
+}
+
 /// The same seed replays bit for bit, crashes and recovery included.
 #[test]
 fn a_crash_seed_replays_bit_for_bit() {

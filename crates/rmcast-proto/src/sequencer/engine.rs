@@ -396,9 +396,9 @@ impl Sequencer {
             | Body::Sync(_)
             | Body::Status { .. }
             | Body::LeaveReq { .. }
-            | Body::JoinReq
             | Body::ReqGap { .. }
                 if recovering => {}
+            Body::JoinReq if recovering => self.serve_admitted_joiner(from),
             Body::BcastReq {
                 bb,
                 expect,

@@ -426,6 +426,22 @@ impl Sequencer {
         }
     }
 
+    /// A node that asks to join while the group recovers, although its join was ordered (it is
+    /// in the view): it missed every copy of its join entry before the sequencer failed, so it
+    /// is still a joiner and cannot take part in the reset, and a majority may need it. The
+    /// coordinator sends it the history from its join entry on, as the sequencer would have; it
+    /// then is a member and answers the invitations.
+    pub(super) fn serve_admitted_joiner(&mut self, id: NodeId) {
+        let Some(r) = &self.rec.mode else { return };
+        if !matches!(r.role, Role::Coordinator(_)) || !self.recovery_invites(id) {
+            return;
+        }
+        if let Some(&seq) = self.succession.join_seqs.get(&id) {
+            let until = self.hist.held_next;
+            self.queue_retrans(id, seq, until);
+        }
+    }
+
     /// Our vote: the highest sequence number we hold contiguously.
     fn my_vote(&self) -> u64 {
         self.hist.held_next
