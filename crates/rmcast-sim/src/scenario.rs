@@ -455,6 +455,22 @@ impl Scenario {
         run(&self.config(seed))
     }
 
+    /// Validates the scenario, runs one seed and panics, with what the checkers said and the
+    /// command that replays it, unless every checker passed.
+    pub fn run_expect_pass(&self, seed: u64) -> crate::Report {
+        if let Err(e) = self.validate() {
+            panic!("invalid scenario: {e}");
+        }
+        let rep = self.run(seed);
+        assert!(
+            rep.passed(),
+            "{}\n{}",
+            rep.summary(),
+            self.replay_command(seed)
+        );
+        rep
+    }
+
     /// Runs one seed, a panic becoming a failed `panic` verdict.
     pub fn run_caught(&self, seed: u64) -> RunSummary {
         let cfg = self.config(seed);

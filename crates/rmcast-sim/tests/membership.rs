@@ -33,15 +33,8 @@ fn idle_group_at_20_percent_loss_suspects_nobody() {
         loss: 0.2,
         ..Scenario::default()
     };
-    sc.validate().expect("valid scenario");
     for seed in 0..3 {
-        let rep = sc.run(seed);
-        assert!(
-            rep.passed(),
-            "{}\n{}",
-            rep.summary(),
-            sc.replay_command(seed)
-        );
+        let rep = sc.run_expect_pass(seed);
         assert!(
             rep.record
                 .end_time
@@ -113,13 +106,7 @@ fn an_expelled_member_is_back_in_the_final_view() {
     let seed = (0..60)
         .find(|s| sc.run(*s).record.hosts.iter().any(|h| h.expelled()))
         .expect("some seed expels a member");
-    let rep = sc.run(seed);
-    assert!(
-        rep.passed(),
-        "{}\n{}",
-        rep.summary(),
-        sc.replay_command(seed)
-    );
+    let rep = sc.run_expect_pass(seed);
     let rec = &rep.record;
     // Host i's current record is rec.hosts[i]; earlier incarnations follow.
     let current = &rec.hosts[..sc.members as usize];

@@ -325,15 +325,8 @@ fn a_joiner_that_missed_its_join_takes_part_in_the_reset() {
         crash_sequencer: true,
         ..Scenario::default()
     };
-    sc.validate().expect("valid scenario");
     for seed in [108, 406] {
-        let rep = sc.run(seed);
-        assert!(
-            rep.passed(),
-            "{}\n{}",
-            rep.summary(),
-            sc.replay_command(seed)
-        );
+        sc.run_expect_pass(seed);
     }
     sc.sweep_expect_pass(200);
 }

@@ -252,21 +252,9 @@ impl Sender {
             return;
         };
         let end_pnum = self.outq[0].pnum + end as u64;
-        let mut last = self.outq[start].pnum;
-        for f in self.outq.range(start..end) {
-            if f.bb != bb || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
-            {
-                break;
-            }
-            w.push(&ReqEntry {
-                pnum: f.pnum,
-                frag_index: f.frag_index,
-                frag_count: f.frag_count,
-                payload: &f.payload,
-            });
-            last = f.pnum;
-        }
-        self.repair = (last + 1 < end_pnum).then_some((last + 1, end_pnum));
+        let n = write_entries(&self.outq, start..end, bb, w, max);
+        let next = self.outq[start].pnum + n as u64;
+        self.repair = (next < end_pnum).then_some((next, end_pnum));
     }
 
     /// Whoever orders now has not seen our unordered requests: send them again at once.
@@ -293,23 +281,13 @@ impl Sender {
     /// `w`'s header; returns the highest protocol number written.
     fn write_batch(&mut self, w: &mut ReqWriter<'_>, bb: bool, max: usize) -> u64 {
         let window_end = self.unsent + (self.cwnd.get() - self.in_flight());
-        let mut last = 0;
-        while self.unsent < self.outq.len().min(window_end) {
-            let f = &self.outq[self.unsent];
-            last = f.pnum;
-            if f.bb != bb || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max)
-            {
-                break;
-            }
-            w.push(&ReqEntry {
-                pnum: f.pnum,
-                frag_index: f.frag_index,
-                frag_count: f.frag_count,
-                payload: &f.payload,
-            });
-            self.unsent += 1;
+        let end = self.outq.len().min(window_end);
+        let n = write_entries(&self.outq, self.unsent..end, bb, w, max);
+        self.unsent += n;
+        match n {
+            0 => 0,
+            _ => self.outq[self.unsent - 1].pnum,
         }
-        last
     }
 
     /// A batch up to `last` went out at `now`: time it (Karn's rule: only a request sent for
@@ -326,6 +304,31 @@ impl Sender {
         }
         self.check_invariants();
     }
+}
+
+/// Write the fragments `outq[range]` of method `bb` after `w`'s header, in order, while they
+/// fit in `max` bytes (the first always does); returns how many were written.
+fn write_entries(
+    outq: &VecDeque<OutFrag>,
+    range: std::ops::Range<usize>,
+    bb: bool,
+    w: &mut ReqWriter<'_>,
+    max: usize,
+) -> usize {
+    let mut n = 0;
+    for f in outq.range(range) {
+        if f.bb != bb || (!w.is_empty() && w.len() + REQ_ENTRY_OVERHEAD + f.payload.len() > max) {
+            break;
+        }
+        w.push(&ReqEntry {
+            pnum: f.pnum,
+            frag_index: f.frag_index,
+            frag_count: f.frag_count,
+            payload: &f.payload,
+        });
+        n += 1;
+    }
+    n
 }
 
 impl Sequencer {

@@ -134,6 +134,14 @@ impl Net {
     }
 }
 
+/// One of the engine's own counters, by name (0 if it does not report it).
+fn engine_counter(node: &Sequencer, name: &str) -> u64 {
+    node.engine_counters()
+        .into_iter()
+        .find(|c| c.0 == name)
+        .map_or(0, |c| c.1)
+}
+
 fn cfg(r: u8) -> Config {
     let mut c = Config::new(7);
     c.resilience = r;
@@ -864,15 +872,8 @@ fn a_lost_request_is_asked_for_at_once() {
         let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
         assert_eq!(got, vec![&b"first"[..], &b"second"[..]], "node {i}");
     }
-    let counter = |i: usize, name: &str| {
-        net.nodes[i]
-            .engine_counters()
-            .into_iter()
-            .find(|c| c.0 == name)
-            .map(|c| c.1)
-    };
-    assert_eq!(counter(0, "request_gaps_asked"), Some(1));
-    assert_eq!(counter(1, "request_gaps_filled"), Some(1));
+    assert_eq!(engine_counter(&net.nodes[0], "request_gaps_asked"), 1);
+    assert_eq!(engine_counter(&net.nodes[1], "request_gaps_filled"), 1);
     // Only the missing request was repeated: no go-back-N.
     let requests = net
         .sent_types
@@ -912,15 +913,8 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
         let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
         assert_eq!(got, vec![&b"one"[..], b"two", b"three"], "node {i}");
     }
-    let counter = |i: usize, name: &str| {
-        net.nodes[i]
-            .engine_counters()
-            .into_iter()
-            .find(|c| c.0 == name)
-            .map_or(0, |c| c.1)
-    };
-    assert_eq!(counter(1, "request_timeouts"), 1);
-    assert_eq!(counter(0, "request_gaps_asked"), 1);
+    assert_eq!(engine_counter(&net.nodes[1], "request_timeouts"), 1);
+    assert_eq!(engine_counter(&net.nodes[0], "request_gaps_asked"), 1);
     // First and last after the timeout, then the middle one the sequencer asked for.
     let requests = net
         .sent_types
