@@ -363,6 +363,22 @@ impl Sequencer {
         Ok(msg)
     }
 
+    /// A BC_BCASTREQ of the PB or BB method with our state, into `buf`, ready for entries.
+    fn request_writer<'b>(&self, buf: &'b mut Vec<u8>, bb: bool) -> ReqWriter<'b> {
+        let header = self.header(if bb {
+            ptype::BCAST_REQ_BB
+        } else {
+            ptype::BCAST_REQ_PB
+        });
+        ReqWriter::new(
+            buf,
+            &header,
+            self.hist.next_deliver,
+            self.hist.held_next,
+            self.sender.own_ordered,
+        )
+    }
+
     /// Fragments the sequencer asked for again: to the sequencer only, whatever their method
     /// (by the BB method the members hold the data already; one that does not asks the
     /// sequencer for it once it is ordered).
@@ -377,18 +393,7 @@ impl Sequencer {
         }
         let bb = self.sender.repair_method()?;
         let max = self.cfg.max_datagram_bytes;
-        let header = self.header(if bb {
-            ptype::BCAST_REQ_BB
-        } else {
-            ptype::BCAST_REQ_PB
-        });
-        let mut w = ReqWriter::new(
-            buf,
-            &header,
-            self.hist.next_deliver,
-            self.hist.held_next,
-            self.sender.own_ordered,
-        );
+        let mut w = self.request_writer(buf, bb);
         self.sender.write_repair(&mut w, max);
         self.request_gaps_filled += 1;
         Some(Destination::Peer(self.sequencer_hint))
@@ -405,19 +410,8 @@ impl Sequencer {
             return None;
         }
         let bb = s.outq[s.unsent].bb;
-        let header = self.header(if bb {
-            ptype::BCAST_REQ_BB
-        } else {
-            ptype::BCAST_REQ_PB
-        });
         let max = self.cfg.max_datagram_bytes;
-        let mut w = ReqWriter::new(
-            buf,
-            &header,
-            self.hist.next_deliver,
-            self.hist.held_next,
-            self.sender.own_ordered,
-        );
+        let mut w = self.request_writer(buf, bb);
         let last = self.sender.write_batch(&mut w, bb, max);
         self.hist.delivered_since_report = 0;
         self.sender.sent_batch(last, self.now);
