@@ -1308,7 +1308,10 @@ impl Netns {
                 c.wait()
             })
             .expect("run nft");
-        assert!(st.success(), "nft failed");
+        assert!(
+            st.success(),
+            "nft failed (these tests need nftables: apt-get install nftables)"
+        );
     }
 
     /// Cut the members into `sides` (0-based indices): each drops what arrives from the other
