@@ -1,10 +1,11 @@
-//! Receiving many datagrams per system call.
+//! Receiving and sending many datagrams per system call.
 //!
 //! Why: at small datagrams (an Ethernet MTU) a member reads one datagram per message, and one
 //! `recvfrom` per datagram is most of its time. `recvmmsg(2)` fills a batch of buffers in one
 //! call. The buffers are allocated once, each large enough for any UDP datagram, so the steady
 //! path neither allocates nor copies before the engine sees the bytes. Elsewhere than Linux the
-//! batch is filled one `recv_from` at a time.
+//! batch is filled one `recv_from` at a time. Sending is the mirror image: what one loop turn
+//! writes is queued in a [`SendBatch`] and leaves by `sendmmsg(2)`.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -97,6 +98,131 @@ impl RecvBatch {
     }
 }
 
+/// Datagrams sent per call at most.
+pub(crate) const SEND_BATCH: usize = 32;
+
+/// Datagrams queued to be sent together, in order. The buffers are kept and reused, so the
+/// steady path does not allocate.
+pub(crate) struct SendBatch {
+    bufs: Vec<Vec<u8>>,
+    to: Vec<SocketAddr>,
+    len: usize,
+}
+
+impl SendBatch {
+    /// An empty batch.
+    pub(crate) fn new() -> SendBatch {
+        SendBatch {
+            bufs: (0..SEND_BATCH).map(|_| Vec::new()).collect(),
+            to: Vec::with_capacity(SEND_BATCH),
+            len: 0,
+        }
+    }
+
+    /// Datagrams queued.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no more fits.
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == SEND_BATCH
+    }
+
+    /// Queue a copy of `data` for `to`. The caller sends the batch when it is full.
+    pub(crate) fn push(&mut self, data: &[u8], to: SocketAddr) {
+        assert!(
+            !self.is_full(),
+            "a full batch is sent before more is queued"
+        );
+        let b = &mut self.bufs[self.len];
+        b.clear();
+        b.extend_from_slice(data);
+        self.to.truncate(self.len);
+        self.to.push(to);
+        self.len += 1;
+    }
+
+    /// Queued datagram `i` and its destination.
+    pub(crate) fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+        (&self.bufs[i], self.to[i])
+    }
+
+    /// Forget what is queued (the buffers stay).
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.to.clear();
+    }
+
+    /// Send the queued datagrams from `start` on; returns how many left (at least one), or the
+    /// error of the first that could not.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn send_from(&self, sock: &mio::net::UdpSocket, start: usize) -> io::Result<usize> {
+        let n = self.len - start;
+        assert!(n > 0);
+        // SAFETY: all-zero is a valid value of these plain C structs.
+        let mut names: [libc::sockaddr_in; SEND_BATCH] = unsafe { std::mem::zeroed() };
+        let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..n {
+            let SocketAddr::V4(to) = self.to[start + i] else {
+                // The runtime is IPv4 only; anything else goes alone, through the socket.
+                return match i {
+                    0 => sock.send_to(&self.bufs[start], self.to[start]).map(|_| 1),
+                    _ => self.send_v4(sock, start, i, &names, &mut iovs, &mut msgs),
+                };
+            };
+            names[i].sin_family = libc::AF_INET as libc::sa_family_t;
+            names[i].sin_port = to.port().to_be();
+            names[i].sin_addr.s_addr = u32::from(*to.ip()).to_be();
+        }
+        self.send_v4(sock, start, n, &names, &mut iovs, &mut msgs)
+    }
+
+    /// `sendmmsg` of the `n` datagrams from `start`, to `names`.
+    #[cfg(target_os = "linux")]
+    fn send_v4(
+        &self,
+        sock: &mio::net::UdpSocket,
+        start: usize,
+        n: usize,
+        names: &[libc::sockaddr_in; SEND_BATCH],
+        iovs: &mut [libc::iovec; SEND_BATCH],
+        msgs: &mut [libc::mmsghdr; SEND_BATCH],
+    ) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        for i in 0..n {
+            let b = &self.bufs[start + i];
+            iovs[i].iov_base = b.as_ptr() as *mut libc::c_void;
+            iovs[i].iov_len = b.len();
+            msgs[i].msg_hdr.msg_name = (&names[i] as *const libc::sockaddr_in) as *mut libc::c_void;
+            msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: every header points at a live buffer of the length it states and at a live
+        // address of the length it states; the kernel only reads them.
+        let sent = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(sent as usize)
+    }
+
+    /// Send one datagram (systems without `sendmmsg`).
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn send_from(&self, sock: &mio::net::UdpSocket, start: usize) -> io::Result<usize> {
+        sock.send_to(&self.bufs[start], self.to[start]).map(|_| 1)
+    }
+}
+
 /// The source address the kernel wrote; the runtime is IPv4 only, so anything else reads as
 /// 0.0.0.0:0 (never one of ours, never a peer's).
 #[cfg(target_os = "linux")]
@@ -116,6 +242,41 @@ fn ipv4_source(name: &libc::sockaddr_storage) -> SocketAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sends_a_batch_in_order_to_its_destinations() {
+        let a = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let b = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let (ta, tb) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut batch = SendBatch::new();
+        for i in 0..SEND_BATCH {
+            let to = if i % 2 == 0 { ta } else { tb };
+            batch.push(&vec![i as u8; 100 + i], to);
+        }
+        assert!(batch.is_full());
+        let mut sent = 0;
+        while sent < batch.len() {
+            sent += batch.send_from(&tx, sent).unwrap();
+        }
+        batch.clear();
+        assert_eq!(batch.len(), 0);
+        let mut buf = [0u8; 1024];
+        for i in 0..SEND_BATCH {
+            let sock = if i % 2 == 0 { &a } else { &b };
+            let (n, from) = loop {
+                match sock.recv_from(&mut buf) {
+                    Ok(r) => break r,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(from, tx.local_addr().unwrap());
+            assert_eq!(&buf[..n], &vec![i as u8; 100 + i][..], "datagram {i}");
+        }
+    }
 
     #[test]
     fn reads_several_datagrams_in_one_call_with_their_sources() {

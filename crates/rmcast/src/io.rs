@@ -109,6 +109,7 @@ pub(crate) fn spawn(
                     ttl: cfg.multicast_ttl,
                     backlog: VecDeque::new(),
                     spare: Vec::new(),
+                    out: crate::batch::SendBatch::new(),
                     shared: io_shared,
                     send_error_logged: 0,
                 },
@@ -141,6 +142,9 @@ struct Net {
     backlog: VecDeque<(Vec<u8>, SocketAddr, Option<u32>)>,
     /// Buffers of sent backlog entries, reused.
     spare: Vec<Vec<u8>>,
+    /// Datagrams written this turn, sent together ([`Net::flush_out`]): by `sendmmsg` when the
+    /// batch fills and at the end of every loop turn.
+    out: crate::batch::SendBatch,
     shared: Arc<NodeShared>,
     send_error_logged: u64,
 }
@@ -185,6 +189,20 @@ impl Net {
             self.defer(buf, to, ttl);
             return;
         }
+        if ttl.is_none() {
+            self.out.push(buf, to);
+            if self.out.is_full() {
+                self.flush_out();
+            }
+            return;
+        }
+        // A scoped multicast changes the socket's TTL for itself: what was queued before it
+        // leaves first, in order.
+        self.flush_out();
+        if self.blocked() {
+            self.defer(buf, to, ttl);
+            return;
+        }
         loop {
             match self.send_to(buf, to, ttl) {
                 Ok(n) => {
@@ -197,17 +215,56 @@ impl Net {
                     AtomicNodeCounters::add(&self.counters().send_deferred, 1);
                     self.defer(buf, to, ttl);
                 }
-                Err(e) => {
-                    // A lost datagram is repaired by the protocol; say so, without flooding
-                    // the log when a peer is gone for good.
-                    AtomicNodeCounters::add(&self.counters().send_errors, 1);
-                    self.send_error_logged += 1;
-                    if self.send_error_logged.is_power_of_two() {
-                        warn!(%to, error = %e, count = self.send_error_logged, "send failed");
-                    }
-                }
+                Err(e) => self.send_failed(to, &e),
             }
             return;
+        }
+    }
+
+    /// Send what [`Net::send`] queued, in order; what the socket refuses waits in the backlog.
+    fn flush_out(&mut self) {
+        let mut i = 0;
+        while i < self.out.len() {
+            match self.out.send_from(&self.sock, i) {
+                Ok(k) => {
+                    let bytes: usize = (i..i + k).map(|j| self.out.get(j).0.len()).sum();
+                    let c = self.counters();
+                    AtomicNodeCounters::add(&c.datagrams_sent, k as u64);
+                    AtomicNodeCounters::add(&c.bytes_sent, bytes as u64);
+                    i += k;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let left = self.out.len() - i;
+                    AtomicNodeCounters::add(&self.counters().send_deferred, left as u64);
+                    for j in i..self.out.len() {
+                        let (buf, to) = self.out.get(j);
+                        let mut v = self.spare.pop().unwrap_or_default();
+                        v.clear();
+                        v.extend_from_slice(buf);
+                        self.backlog.push_back((v, to, None));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    // As for one datagram: this one is lost (the protocol repairs it); the
+                    // rest still goes.
+                    let to = self.out.get(i).1;
+                    self.send_failed(to, &e);
+                    i += 1;
+                }
+            }
+        }
+        self.out.clear();
+    }
+
+    fn send_failed(&mut self, to: SocketAddr, e: &std::io::Error) {
+        // A lost datagram is repaired by the protocol; say so, without flooding the log when a
+        // peer is gone for good.
+        AtomicNodeCounters::add(&self.counters().send_errors, 1);
+        self.send_error_logged += 1;
+        if self.send_error_logged.is_power_of_two() {
+            warn!(%to, error = %e, count = self.send_error_logged, "send failed");
         }
     }
 
@@ -590,6 +647,8 @@ impl IoLoop {
                 self.pump(i, now);
             }
             self.remove_finished();
+            // Whatever this turn wrote leaves now, before the loop may sleep.
+            self.net.flush_out();
             if let Some(deadline) = self.shutdown {
                 if self.groups.is_empty() || now >= deadline {
                     if !self.groups.is_empty() {
