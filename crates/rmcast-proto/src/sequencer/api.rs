@@ -60,6 +60,7 @@ impl Engine for Sequencer {
             ("request_gaps_asked", self.request_gaps_asked),
             ("request_gaps_filled", self.request_gaps_filled),
             ("request_timeouts", self.request_timeouts),
+            ("request_gaps_stale", self.request_gaps_stale),
             ("requests_oversized", self.requests_oversized),
         ]
     }

@@ -79,6 +79,9 @@ pub struct Sequencer {
     pub(super) request_gaps_filled: u64,
     /// Times the request timer fired (no progress of own requests for a timeout).
     pub(super) request_timeouts: u64,
+    /// Gaps the sequencer asked for that were ordered (or never sent) by the time the ask
+    /// arrived, ignored.
+    pub(super) request_gaps_stale: u64,
     /// Requests announcing more fragments than a message of the maximum size has, refused.
     pub(super) requests_oversized: u64,
 }
@@ -124,6 +127,7 @@ impl Sequencer {
             request_gaps_asked: 0,
             request_gaps_filled: 0,
             request_timeouts: 0,
+            request_gaps_stale: 0,
             requests_oversized: 0,
             cfg,
         }
@@ -162,6 +166,7 @@ impl Sequencer {
         fresh.request_gaps_asked = self.request_gaps_asked;
         fresh.request_gaps_filled = self.request_gaps_filled;
         fresh.request_timeouts = self.request_timeouts;
+        fresh.request_gaps_stale = self.request_gaps_stale;
         fresh.requests_oversized = self.requests_oversized;
         fresh.events = std::mem::take(&mut self.events);
         *self = fresh;
@@ -446,7 +451,9 @@ impl Sequencer {
                 // Only the sequencer of our view asks; what it asks for is our own stream.
                 if !seq_role && self.phase == Phase::Member && from == self.sequencer_hint {
                     let now = self.now;
-                    self.sender.on_gap(f, to, now);
+                    if !self.sender.on_gap(f, to, now) {
+                        self.request_gaps_stale += 1;
+                    }
                 }
             }
             Body::JoinReq => self.on_join_req(from),

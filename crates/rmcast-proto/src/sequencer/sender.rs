@@ -204,11 +204,15 @@ impl Sender {
     /// The sequencer lacks our fragments `[from, to)` while later ones reached it: its
     /// receive buffer overflowed, so send those again at once, and only those, and slow down
     /// as after a loss. Fragments not sent yet, or already seen ordered, are not repeated.
-    pub(super) fn on_gap(&mut self, from: u64, to: u64, now: Time) {
-        let from = from.max(self.own_ordered + 1);
+    pub(super) fn on_gap(&mut self, from: u64, to: u64, now: Time) -> bool {
+        // Stale: the sequencer has ordered `from` since it asked (the request was only queued
+        // behind others, and the order overtook the ask). If a gap is left it asks again.
+        if from <= self.own_ordered {
+            return false;
+        }
         let to = to.min(self.max_sent_pnum + 1);
         if from >= to {
-            return;
+            return false;
         }
         self.repair = Some(match self.repair {
             Some((f, t)) => (f.min(from), t.max(to)),
@@ -218,6 +222,7 @@ impl Sender {
         // Karn's rule: a repeated fragment must not time the round trip.
         self.rtt_probe = None;
         self.req_deadline = Some(now + self.rtt.rto());
+        true
     }
 
     /// What is left to repair, as indices in `outq` (dropping a repair that is done or moot),

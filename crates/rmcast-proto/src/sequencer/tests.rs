@@ -923,3 +923,19 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
         .count();
     assert_eq!(requests, 6, "{:?}", net.sent_types);
 }
+
+/// An ask for a gap that the sender has since seen ordered is stale (the request was queued
+/// behind others at the sequencer, and the order overtook the ask): it is ignored, and does
+/// not halve the window; a live ask sets the repair.
+#[test]
+fn a_stale_gap_ask_is_ignored() {
+    let mut s = super::sender::Sender::new(&cfg(0));
+    s.own_ordered = 5;
+    s.max_sent_pnum = 9;
+    let window = s.cwnd.get();
+    assert!(!s.on_gap(3, 8, Time::ZERO));
+    assert!(s.repair.is_none());
+    assert_eq!(s.cwnd.get(), window);
+    assert!(s.on_gap(7, 12, Time::ZERO));
+    assert_eq!(s.repair, Some((7, 10)), "clipped to what was sent");
+}
