@@ -533,6 +533,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
 
     let stdout = std::io::stdout();
     let terminal = stdout.is_terminal();
+    // What the member a view names does, in the engine's own words.
+    let orderer = match args.group.engine.as_str() {
+        "sequencer" => "sequencer",
+        "ring" => "token site",
+        _ => "coordinator",
+    };
     let mut expelled = false;
     let mut notices = RecoveryNotices::new(manual_reset);
     notices.heal = heal.is_some();
@@ -559,7 +565,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 };
                 writeln!(
                     out,
-                    "* view {}: members {} (sequencer {}){note}",
+                    "* view {}: members {} ({orderer} {}){note}",
                     v.id,
                     id_list(&v.members),
                     v.coordinator

@@ -1116,6 +1116,16 @@ fn members_started_together_form_one_group() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The Ring engine (RMP) forms one ring from 3 and from 5 members started in the same instant,
+/// as the Sequencer does (the agreement on who creates is the runtime's, for every engine), and
+/// their logs pass the verifier.
+#[test]
+fn ring_members_started_together_form_one_ring() {
+    let extra = ["--engine", "ring", "--join-timeout-ms", "800"];
+    concurrent_start_once(&CONCURRENT_IDS[..3], &extra);
+    concurrent_start_once(&CONCURRENT_IDS, &extra);
+}
+
 /// Groups created apart merge (self-healing): 3 and then 5 members each started with
 /// `--create` at the same instant make as many groups of one, which hear each other's
 /// announcements and merge, the smaller into the larger (ties: the lower coordinator id), until
