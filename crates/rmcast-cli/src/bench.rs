@@ -119,6 +119,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
 
+    /// rmcast: the quality of service of every message (see `rmcast member --help`).
+    #[arg(long, default_value = "totally-ordered", value_parser = crate::member::parse_qos)]
+    pub qos: rmcast::Qos,
+
     /// rmcast: largest datagram the engine writes, 256..=65507 [default: loopback's MTU less
     /// the IP and UDP headers, 65507]. The raw baseline always sends one datagram per message.
     #[arg(long, value_parser = crate::member::parse_max_datagram)]
@@ -266,6 +270,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.sizes.is_empty() {
         bail!("--sizes needs at least one size");
     }
+    crate::member::check_qos(&args.engine, 0, args.qos)?;
     let members = args.members as usize;
     let senders = match args.senders {
         Senders::One => 1,
@@ -336,6 +341,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine.clone(),
+            qos: args.qos,
             rate: args.rate,
             net: args.net.clone(),
             keys: KeyArgs::default(),
@@ -442,6 +448,8 @@ struct RunConfig {
     max_datagram_bytes: Option<usize>,
     /// `--engine` of the rmcast workers.
     engine: String,
+    /// `--qos` of the rmcast workers.
+    qos: rmcast::Qos,
     /// `--rate`: messages per second per sender, or as fast as possible.
     rate: Option<u64>,
     /// `--interface` and `--ttl` of the rmcast workers.
@@ -974,6 +982,7 @@ fn run_workers_in(
     };
     let member = MemberArgs {
         engine: cfg.engine.clone(),
+        qos: cfg.qos,
         resilience: 0,
         max_datagram_bytes: cfg.max_datagram_bytes,
         size: cfg.size as u64,

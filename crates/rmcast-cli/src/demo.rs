@@ -48,6 +48,9 @@ pub struct DemoArgs {
     pub size: u64,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
+    /// The quality of service of every message (see `rmcast member --help`).
+    #[arg(long, default_value = "totally-ordered", value_parser = crate::member::parse_qos)]
+    pub qos: rmcast::Qos,
     /// Resilience degree r of the sequencer, at most members - 1 [default: 0; 1 with
     /// --kill-sequencer].
     #[arg(long)]
@@ -91,6 +94,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .members
         .unwrap_or(if args.kill_sequencer { 4 } else { 3 });
     let resilience = args.resilience.unwrap_or(u8::from(args.kill_sequencer));
+    crate::member::check_qos(&args.engine, resilience, args.qos)?;
     if resilience as u32 >= members {
         bail!(
             "--resilience {resilience} needs at least {} members",
@@ -190,6 +194,7 @@ fn member_args(
 ) -> MemberArgs {
     MemberArgs {
         engine: args.engine.clone(),
+        qos: args.qos,
         resilience,
         max_datagram_bytes: args.max_datagram_bytes,
         size: args.size,

@@ -36,6 +36,48 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
     }
 }
 
+/// Help text of the `--qos` flags.
+pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, or k-resilient=K (held by K members besides the sender before delivery); the engine must serve it";
+
+/// A `--qos` level (RMP's per-message quality of service), by its name.
+pub fn parse_qos(s: &str) -> Result<rmcast::Qos, String> {
+    s.parse()
+}
+
+/// Refuse a `--qos` the engine (with resilience `r`) does not serve, saying what it serves.
+pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
+    let choice = rmcast_proto::registry::EngineChoice::named(engine)
+        .with_context(|| format!("engine `{engine}`"))?
+        .resilience(r);
+    let served = choice.guarantees().qos;
+    if served.contains(qos) {
+        return Ok(());
+    }
+    let all = [
+        rmcast::Qos::Unreliable,
+        rmcast::Qos::Reliable,
+        rmcast::Qos::SourceOrdered,
+        rmcast::Qos::TotallyOrdered,
+    ];
+    let mut names: Vec<String> = all
+        .into_iter()
+        .filter(|q| served.contains(*q))
+        .map(|q| q.to_string())
+        .collect();
+    if let Some(k) = served.k_resilient_max {
+        names.push(format!("k-resilient=0..{k}"));
+    }
+    bail!(
+        "--qos {qos}: the {engine} engine{} does not serve it (it serves: {})",
+        if r > 0 {
+            format!(" at resilience {r}")
+        } else {
+            String::new()
+        },
+        names.join(", ")
+    )
+}
+
 /// A group name: anything but empty (or blank).
 pub fn parse_group_name(name: &str) -> Result<String, String> {
     if name.trim().is_empty() {
@@ -75,6 +117,8 @@ pub struct GroupArgs {
     pub group: String,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
+    #[arg(long, default_value = "totally-ordered", value_parser = parse_qos, help = QOS_HELP)]
+    pub qos: rmcast::Qos,
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub id: Option<u32>,
@@ -254,6 +298,7 @@ impl GroupArgs {
         completion_events: bool,
         heal: Option<Duration>,
     ) -> anyhow::Result<(Node, rmcast::Group)> {
+        check_qos(&self.engine, self.resilience, self.qos)?;
         let (node_cfg, mut group_cfg) = self.configs()?;
         group_cfg.completion_events = completion_events;
         group_cfg.heal = heal;
@@ -416,6 +461,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     ));
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
+    let qos = args.group.qos;
     if manual_reset {
         say("manual reset: after a failure, type /reset to rebuild the group");
     }
@@ -505,7 +551,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => {}
             }
-            match sender.send(line.to_string()) {
+            match sender.send_with(line.to_string(), qos) {
                 Ok(_) => {}
                 // One refused message (sent in recovery mode, say, or lost with a membership
                 // that ended: expelled or merged, and joining again) does not end the session;

@@ -114,6 +114,10 @@ pub struct SimArgs {
     /// and a run passes only once every host not meant to leave or crash is back in one group.
     #[arg(long)]
     pub heal: bool,
+    /// The quality of service of every message (default: the strongest the engine serves):
+    /// unreliable, reliable, source-ordered, totally-ordered, k-resilient=K.
+    #[arg(long, value_parser = crate::member::parse_qos)]
+    pub qos: Option<rmcast_proto::Qos>,
     /// Number of seeds to run (seeds 0..N).
     #[arg(long, default_value_t = 20)]
     pub seeds: u64,
@@ -169,6 +173,7 @@ impl SimArgs {
             crash_in_recovery: self.crash_in_recovery,
             min_members: self.min_members,
             heal: self.heal,
+            qos: self.qos,
         }
     }
 }

@@ -303,6 +303,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         bail!("--stop-file needs a --rate of at least 1 message per second");
     }
     let (node, mut group) = args.group.open(args.log.is_some(), None)?;
+    let qos = args.group.qos;
     let me = node.id().0;
     if let Some(f) = &args.ready_file {
         std::fs::write(f, format!("{me}\n")).with_context(|| format!("writing {}", f.display()))?;
@@ -397,7 +398,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let p = next.take().unwrap_or_else(|| payload(me, sent, size));
-        match group.try_send(p) {
+        match group.try_send_with(p, qos) {
             Ok(()) => {
                 sent += 1;
                 if let Some(iv) = interval {
@@ -442,7 +443,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut done_sent = false;
     while !t.barrier_complete() && Instant::now() < barrier_deadline && !t.expelled {
         if !done_sent {
-            match group.try_send(done.clone()) {
+            match group.try_send_with(done.clone(), qos) {
                 Ok(()) => done_sent = true,
                 // Back-pressure or recovery mode: again after the next event.
                 Err(TrySendError::Full(_) | TrySendError::MemberFailed { .. }) => {}

@@ -135,6 +135,8 @@ pub fn worker_timeout(total: Duration) -> Duration {
 pub struct MemberArgs {
     /// `--engine`: a name from the engine registry.
     pub engine: String,
+    /// `--qos`: every message's quality of service.
+    pub qos: rmcast::Qos,
     /// `--resilience`.
     pub resilience: u8,
     /// `--max-datagram-bytes` (none: the workers' default, the interface's).
@@ -159,6 +161,7 @@ impl MemberArgs {
     /// Add the arguments to the command line of worker `index`.
     pub fn apply(&self, index: usize, cmd: &mut Command) {
         cmd.args(["--engine", &self.engine])
+            .args(["--qos", &self.qos.to_string()])
             .args(["--resilience", &self.resilience.to_string()])
             .args(["--size", &self.size.to_string()])
             .args(["--members", &self.members.to_string()])

@@ -236,6 +236,22 @@ fn member_rejects_bad_arguments() {
         vec!["demo", "--kill-sequencer", "--messages", "10"],
         vec!["demo", "--rate", "100"],
         vec!["member", "--group", "g", "--engine", "no-such-engine"],
+        vec!["member", "--group", "g", "--qos", "safe-ish"],
+        vec!["member", "--group", "g", "--qos", "k-resilient=300"],
+        // A level the engine does not serve: the ring has no resilient delivery yet, and the
+        // sequencer serves k-resilience only up to its resilience degree.
+        vec![
+            "member",
+            "--group",
+            "g",
+            "--engine",
+            "ring",
+            "--qos",
+            "k-resilient=1",
+        ],
+        vec!["demo", "--qos", "k-resilient=1"],
+        vec!["bench", "--qos", "k-resilient=1"],
+        vec!["sim", "--engine", "ring", "--qos", "k-resilient=1"],
         vec!["member", "--group", "g", "--create", "--join"],
         vec!["member", "--group", "g", "--addr", "127.0.0.1:4000"],
         vec![
@@ -274,9 +290,14 @@ fn member_rejects_bad_arguments() {
 
 #[test]
 fn demo_verifies_total_order() {
-    // The demo bounds itself at 30 s; a little more before calling it hung.
-    let (status, out) = run_to_end(
-        &[
+    // The Sequencer by default; the Ring, sending at a lower level it serves by delivering it
+    // totally ordered; the Sequencer at r = 1 with k-resilient sends.
+    for extra in [
+        &[][..],
+        &["--engine", "ring", "--qos", "source-ordered"][..],
+        &["--resilience", "1", "--qos", "k-resilient=1"][..],
+    ] {
+        let mut args = vec![
             "demo",
             "--members",
             "3",
@@ -284,14 +305,16 @@ fn demo_verifies_total_order() {
             "300",
             "--timeout-secs",
             "30",
-        ],
-        Duration::from_secs(45),
-    );
-    assert!(status.success(), "demo failed ({status}):\n{out}");
-    assert!(
-        out.contains("total order verified across 3 processes"),
-        "{out}"
-    );
+        ];
+        args.extend_from_slice(extra);
+        // The demo bounds itself at 30 s; a little more before calling it hung.
+        let (status, out) = run_to_end(&args, Duration::from_secs(45));
+        assert!(status.success(), "demo {extra:?} failed ({status}):\n{out}");
+        assert!(
+            out.contains("total order verified across 3 processes"),
+            "{extra:?}: {out}"
+        );
+    }
 }
 
 /// Run `rmcast <args>` to the end (bounded by `limit`), returning its stdout.

@@ -130,6 +130,65 @@ pub enum Qos {
     KResilient(u8),
 }
 
+impl std::fmt::Display for Qos {
+    /// The level's name as the CLI's `--qos` takes it (`k-resilient=K` for `KResilient(K)`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Qos::Unreliable => f.write_str("unreliable"),
+            Qos::Reliable => f.write_str("reliable"),
+            Qos::SourceOrdered => f.write_str("source-ordered"),
+            Qos::TotallyOrdered => f.write_str("totally-ordered"),
+            Qos::KResilient(k) => write!(f, "k-resilient={k}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod qos_tests {
+    use super::Qos;
+
+    #[test]
+    fn qos_names_read_back() {
+        for q in [
+            Qos::Unreliable,
+            Qos::Reliable,
+            Qos::SourceOrdered,
+            Qos::TotallyOrdered,
+            Qos::KResilient(0),
+            Qos::KResilient(255),
+        ] {
+            assert_eq!(q.to_string().parse::<Qos>(), Ok(q));
+        }
+        for bad in ["", "safe", "k-resilient=", "k-resilient=256", "Reliable"] {
+            let e = bad.parse::<Qos>().unwrap_err();
+            assert!(e.contains("unknown quality of service"), "{e}");
+        }
+    }
+}
+
+impl std::str::FromStr for Qos {
+    type Err = String;
+
+    /// A level by the name [`Qos`]'s `Display` gives it.
+    fn from_str(s: &str) -> Result<Qos, String> {
+        Ok(match s {
+            "unreliable" => Qos::Unreliable,
+            "reliable" => Qos::Reliable,
+            "source-ordered" => Qos::SourceOrdered,
+            "totally-ordered" => Qos::TotallyOrdered,
+            _ => match s.strip_prefix("k-resilient=").map(str::parse::<u8>) {
+                Some(Ok(k)) => Qos::KResilient(k),
+                _ => {
+                    return Err(format!(
+                        "unknown quality of service `{s}` (unreliable, reliable, source-ordered, \
+                         totally-ordered, k-resilient=K with K from 0 to 255)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
 /// A message delivered to the application. `P` is the payload: [`Bytes`] from an engine, a
 /// [`Digest`] in a simulator record or a `--log` line.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use crate::{run, RunSummary, SweepReport};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rmcast_proto::{EngineChoice, NodeId, Time};
+use rmcast_proto::{EngineChoice, NodeId, Qos, Time};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -80,6 +80,8 @@ pub struct Scenario {
     pub min_members: u32,
     /// Expelled hosts join the group again ([`SimConfig::heal`]).
     pub heal: bool,
+    /// The quality of service of every message (none: the strongest the engine serves).
+    pub qos: Option<Qos>,
 }
 
 impl Default for Scenario {
@@ -109,6 +111,7 @@ impl Default for Scenario {
             crash_in_recovery: false,
             min_members: 0,
             heal: false,
+            qos: None,
         }
     }
 }
@@ -144,6 +147,14 @@ impl Scenario {
 
     /// Checks the values; the error says which one is wrong and why.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(q) = self.qos {
+            if !self.engine.guarantees().qos.contains(q) {
+                return Err(format!(
+                    "--qos {q}: the {} engine does not serve it",
+                    self.engine.name()
+                ));
+            }
+        }
         let prob = |name: &str, p: f64| {
             if (0.0..1.0).contains(&p) {
                 Ok(())
@@ -384,7 +395,9 @@ impl Scenario {
                 message_bytes: self.message_bytes,
                 load,
                 start,
-                qos: strongest_qos(&self.engine.guarantees()),
+                qos: self
+                    .qos
+                    .unwrap_or_else(|| strongest_qos(&self.engine.guarantees())),
                 ..Workload::default()
             },
             churn,
@@ -441,6 +454,9 @@ impl Scenario {
         }
         if self.heal {
             s.push_str(" --heal");
+        }
+        if let Some(q) = self.qos {
+            s.push_str(&format!(" --qos {q}"));
         }
         s
     }
