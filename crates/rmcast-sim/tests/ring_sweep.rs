@@ -8,7 +8,7 @@
 //! Longer sweeps: `cargo test -p rmcast-sim --test ring_sweep -- --ignored`.
 
 use rmcast_proto::{EngineChoice, Event, Order, Qos};
-use rmcast_sim::{RunSummary, Scenario, SweepReport};
+use rmcast_sim::{Scenario, SweepReport};
 
 fn ring() -> EngineChoice {
     EngineChoice::named("ring").expect("ring is registered")
@@ -31,18 +31,13 @@ fn faulty(members: u32, churn: u32) -> Scenario {
 
 /// Seeds `seeds` of `sc`, every message sent with `qos`; panics naming the failing seeds.
 fn sweep_qos(sc: &Scenario, qos: Qos, seeds: std::ops::Range<u64>) -> SweepReport {
-    sc.validate().expect("valid scenario");
-    let runs: Vec<RunSummary> = seeds
-        .map(|s| {
-            let mut cfg = sc.config(s);
-            cfg.workload.qos = qos;
-            RunSummary::run_caught(&cfg)
-        })
-        .collect();
-    let rep = SweepReport {
-        runs,
-        replay: Some(format!("rmcast sim {}", sc.cli_args())),
+    let sc = Scenario {
+        qos: Some(qos),
+        ..sc.clone()
     };
+    sc.validate().expect("valid scenario");
+    // The replay command names the level (`--qos`).
+    let rep = sc.sweep(seeds);
     assert!(
         rep.passed(),
         "{qos:?}: failing seeds {:?}\n{}",
