@@ -29,7 +29,7 @@ use crate::workers::{
 };
 use anyhow::{bail, Context};
 use clap::Args;
-use rmcast_sim::log::{read_log, verify_logs, LogRecord, VerifyReport};
+use rmcast_sim::log::{read_log, verify_logs_for, LogRecord, VerifyReport};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -139,8 +139,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         check_exit(w, &mut failures);
     }
 
-    // The independent check: the logs alone must show one total order.
-    let (_, report) = check_logs(&dir, &outcomes, &mut failures);
+    // The independent check: the logs alone must show what the engine promises at this level.
+    let promised = rmcast_proto::registry::EngineChoice::named(&args.engine)
+        .expect("engine checked above")
+        .resilience(resilience)
+        .guarantees()
+        .at_qos(args.qos);
+    let (_, report) = check_logs(&dir, &outcomes, &promised, &mut failures);
 
     print_table(&args, members, &outcomes, wall);
     for f in &failures {
@@ -223,6 +228,7 @@ fn check_exit(w: &WorkerOutcome, failures: &mut Vec<String>) {
 fn check_logs(
     dir: &Path,
     outcomes: &[WorkerOutcome],
+    promised: &rmcast_proto::Guarantees,
     failures: &mut Vec<String>,
 ) -> (Vec<Vec<LogRecord>>, Option<VerifyReport>) {
     let mut logs = Vec::new();
@@ -235,7 +241,7 @@ fn check_logs(
     if logs.len() != outcomes.len() {
         return (logs, None);
     }
-    let report = match verify_logs(&logs) {
+    let report = match verify_logs_for(&logs, promised) {
         Ok(r) => Some(r),
         Err(violations) => {
             for v in violations.iter().take(10) {

@@ -53,20 +53,7 @@ pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
     if served.contains(qos) {
         return Ok(());
     }
-    let all = [
-        rmcast::Qos::Unreliable,
-        rmcast::Qos::Reliable,
-        rmcast::Qos::SourceOrdered,
-        rmcast::Qos::TotallyOrdered,
-    ];
-    let mut names: Vec<String> = all
-        .into_iter()
-        .filter(|q| served.contains(*q))
-        .map(|q| q.to_string())
-        .collect();
-    if let Some(k) = served.k_resilient_max {
-        names.push(format!("k-resilient=0..{k}"));
-    }
+    let names = served.names();
     bail!(
         "--qos {qos}: the {engine} engine{} does not serve it (it serves: {})",
         if r > 0 {

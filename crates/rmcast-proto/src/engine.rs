@@ -128,6 +128,32 @@ pub enum Qos {
     TotallyOrdered,
     /// Totally ordered and held by `k` members other than the sender before it is delivered.
     KResilient(u8),
+    /// Totally ordered and held by a majority of the largest view it may belong to before it
+    /// is delivered (RMP's majority resilient, agreed delivery across partitions).
+    MajorityResilient,
+    /// Totally ordered and held by every member before it is delivered (RMP's totally
+    /// resilient, safe delivery).
+    TotallyResilient,
+}
+
+impl Qos {
+    /// Every level in increasing strength, with `k` for [`Qos::KResilient`].
+    pub fn levels(k: u8) -> [Qos; 7] {
+        [
+            Qos::Unreliable,
+            Qos::Reliable,
+            Qos::SourceOrdered,
+            Qos::TotallyOrdered,
+            Qos::KResilient(k),
+            Qos::MajorityResilient,
+            Qos::TotallyResilient,
+        ]
+    }
+
+    /// Whether the level orders messages totally (and so views with them).
+    pub fn is_total(self) -> bool {
+        !matches!(self, Qos::Unreliable | Qos::Reliable | Qos::SourceOrdered)
+    }
 }
 
 impl std::fmt::Display for Qos {
@@ -139,6 +165,8 @@ impl std::fmt::Display for Qos {
             Qos::SourceOrdered => f.write_str("source-ordered"),
             Qos::TotallyOrdered => f.write_str("totally-ordered"),
             Qos::KResilient(k) => write!(f, "k-resilient={k}"),
+            Qos::MajorityResilient => f.write_str("majority-resilient"),
+            Qos::TotallyResilient => f.write_str("totally-resilient"),
         }
     }
 }
@@ -156,6 +184,8 @@ mod qos_tests {
             Qos::TotallyOrdered,
             Qos::KResilient(0),
             Qos::KResilient(255),
+            Qos::MajorityResilient,
+            Qos::TotallyResilient,
         ] {
             assert_eq!(q.to_string().parse::<Qos>(), Ok(q));
         }
@@ -176,12 +206,15 @@ impl std::str::FromStr for Qos {
             "reliable" => Qos::Reliable,
             "source-ordered" => Qos::SourceOrdered,
             "totally-ordered" => Qos::TotallyOrdered,
+            "majority-resilient" => Qos::MajorityResilient,
+            "totally-resilient" => Qos::TotallyResilient,
             _ => match s.strip_prefix("k-resilient=").map(str::parse::<u8>) {
                 Some(Ok(k)) => Qos::KResilient(k),
                 _ => {
                     return Err(format!(
                         "unknown quality of service `{s}` (unreliable, reliable, source-ordered, \
-                         totally-ordered, k-resilient=K with K from 0 to 255)"
+                         totally-ordered, k-resilient=K with K from 0 to 255, majority-resilient, \
+                         totally-resilient)"
                     ))
                 }
             },

@@ -28,6 +28,9 @@ pub enum DeliveryPromise {
     /// Almost all members deliver almost every message (Bimodal Multicast); a message that can
     /// no longer be recovered is reported as [`crate::Event::Loss`], never silently skipped.
     Probabilistic,
+    /// Nothing promised beyond integrity: a message may be lost without a report (RMP's
+    /// unreliable level).
+    BestEffort,
 }
 
 /// Who may send.
@@ -53,6 +56,10 @@ pub struct QosLevels {
     pub totally_ordered: bool,
     /// [`Qos::KResilient`] up to this `k`, if at all.
     pub k_resilient_max: Option<u8>,
+    /// [`Qos::MajorityResilient`].
+    pub majority_resilient: bool,
+    /// [`Qos::TotallyResilient`].
+    pub totally_resilient: bool,
 }
 
 impl QosLevels {
@@ -64,7 +71,20 @@ impl QosLevels {
             Qos::SourceOrdered => self.source_ordered,
             Qos::TotallyOrdered => self.totally_ordered,
             Qos::KResilient(k) => self.k_resilient_max.is_some_and(|max| k <= max),
+            Qos::MajorityResilient => self.majority_resilient,
+            Qos::TotallyResilient => self.totally_resilient,
         }
+    }
+
+    /// The levels served, by the names `--qos` takes (k-resilience as `k-resilient=0..K`).
+    pub fn names(&self) -> Vec<String> {
+        Qos::levels(0)
+            .into_iter()
+            .filter_map(|q| match q {
+                Qos::KResilient(_) => self.k_resilient_max.map(|k| format!("k-resilient=0..{k}")),
+                q => self.contains(q).then(|| q.to_string()),
+            })
+            .collect()
     }
 
     /// Every level up to total order, and k-resilience up to `k_max`.
@@ -75,6 +95,18 @@ impl QosLevels {
             source_ordered: true,
             totally_ordered: true,
             k_resilient_max: k_max,
+            majority_resilient: false,
+            totally_resilient: false,
+        }
+    }
+
+    /// Every level of RMP's Fig. 3.2, k-resilience for any `k`.
+    pub fn rmp() -> QosLevels {
+        QosLevels {
+            k_resilient_max: Some(u8::MAX),
+            majority_resilient: true,
+            totally_resilient: true,
+            ..QosLevels::all(None)
         }
     }
 }
@@ -123,6 +155,8 @@ impl Guarantees {
                 source_ordered: true,
                 totally_ordered: false,
                 k_resilient_max: None,
+                majority_resilient: false,
+                totally_resilient: false,
             },
             senders: Senders::Any,
             crash_recovery: false,
@@ -133,6 +167,26 @@ impl Guarantees {
     /// Whether FIFO per sender is promised (total order includes it).
     pub fn fifo(&self) -> bool {
         self.order >= Order::Fifo
+    }
+
+    /// What a run whose every message is sent at `qos` is promised: the declaration weakened to
+    /// the level (RMP section 3.2: ordering between two messages is that of the lower level, and
+    /// views are ordered with the data only from total order up).
+    pub fn at_qos(mut self, qos: Qos) -> Guarantees {
+        if qos.is_total() {
+            return self;
+        }
+        self.virtual_synchrony = false;
+        self.order = match qos {
+            Qos::SourceOrdered => self.order.min(Order::Fifo),
+            _ => Order::Unordered,
+        };
+        if qos == Qos::Unreliable {
+            self.delivery = DeliveryPromise::BestEffort;
+            self.resilience = 0;
+            self.majority_safe = false;
+        }
+        self
     }
 
     /// Whether every member that stays must deliver every message.

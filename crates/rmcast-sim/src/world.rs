@@ -205,7 +205,8 @@ pub(crate) struct World<'a> {
 impl<'a> World<'a> {
     pub(crate) fn new(cfg: &'a SimConfig) -> Self {
         let n = cfg.host_count();
-        let guarantees = cfg.engine.guarantees();
+        // A run is held to what its QoS level promises (RMP's Fig. 3.2), not more.
+        let guarantees = cfg.engine.guarantees().at_qos(cfg.workload.qos);
         // Engines where only the creator may send: the workload sends from host 0 only.
         let creator_only = guarantees.senders == Senders::Creator;
         let leaving: HashSet<NodeId> = cfg
@@ -427,7 +428,7 @@ impl<'a> World<'a> {
                         engine_seed(cfg.seed, id),
                     );
                     let h = &mut self.hosts[host];
-                    h.rec.guarantees = Some(engine.guarantees());
+                    h.rec.guarantees = Some(engine.guarantees().at_qos(self.cfg.workload.qos));
                     h.state = HostState::Running(engine);
                     h.rec.started_at = Some(now);
                     self.flush(host);
@@ -990,7 +991,7 @@ impl<'a> World<'a> {
         if self.churn_pending > 0 || !self.workload_started {
             return false;
         }
-        if self.guarantees.delivery == DeliveryPromise::Probabilistic {
+        if self.guarantees.delivery != DeliveryPromise::AllOrNothing {
             return self.quiet();
         }
         let mut views = Vec::with_capacity(self.hosts.len());

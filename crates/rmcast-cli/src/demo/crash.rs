@@ -378,7 +378,8 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     }
 
     // The independent check, from the logs alone.
-    let (logs, report) = check_logs(&dir, &outcomes, &mut failures);
+    let promised = rmcast_proto::EngineChoice::sequencer(0).guarantees();
+    let (logs, report) = check_logs(&dir, &outcomes, &promised, &mut failures);
     if logs.len() != outcomes.len() {
         return finish(&failures, None, &dir, temp_dir);
     }

@@ -3,7 +3,7 @@
 use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
 use super::RingFactory;
-use crate::common::{Deadlines, GapTracker};
+use crate::common::{Deadlines, GapTracker, ReplayWindow};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -12,7 +12,7 @@ use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, Role};
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
 
 /// Own messages not yet stable at most (the send window): sends push back beyond it.
@@ -58,6 +58,27 @@ struct Logged {
     sender: NodeId,
     first_ts: u64,
     end_ts: u64,
+}
+
+/// Where one origin's packets stand for source order: every sequence number below `next` was
+/// delivered, and so were those in `above`.
+#[derive(Default)]
+struct SourceCursor {
+    next: u64,
+    above: BTreeSet<u64>,
+}
+
+impl SourceCursor {
+    fn mark(&mut self, sseq: u64) {
+        if sseq == self.next {
+            self.next += 1;
+            while self.above.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if sseq > self.next {
+            self.above.insert(sseq);
+        }
+    }
 }
 
 /// The token as this member sees it.
@@ -113,10 +134,11 @@ pub struct Ring {
     lcrs: BTreeMap<NodeId, u8>,
     removed_lists: VecDeque<(NodeId, Vec<u8>)>,
     /// Members removed by a New List that may still lack slots up to and including it:
-    /// (member, what was stable when it was removed, until when). Stability stays there
-    /// until the member says goodbye or the time is up, so that NACKs of a leaver catching
-    /// up are still answered.
-    departing: Vec<(NodeId, u64, Time)>,
+    /// (member, what was stable when it was removed, the oldest ACK kept then, until when).
+    /// Stability stays there, and every ACK from that one on is kept, until the member says
+    /// goodbye or the time is up, so that NACKs of a leaver catching up are still answered
+    /// (a NULL ACK it lacks would otherwise go as soon as the slots before it are stable).
+    departing: Vec<(NodeId, u64, u64, Time)>,
     own_next: u64,
     /// Own ordered messages not yet stable: (sseq, timestamp). The send window counts from the
     /// oldest of them; a send completes (resilience 0) once ordered and delivered here.
@@ -133,6 +155,22 @@ pub struct Ring {
     stall_at: Option<Time>,
     stall_mark: u64,
     stall_tries: u32,
+    /// Messages delivered ahead of their slot (reliable and source-ordered levels, delivered
+    /// when received, Fig. 3.2): their slot is passed over without a second delivery.
+    early: HashSet<(NodeId, u64)>,
+    /// Source order per origin: what was delivered.
+    sources: BTreeMap<NodeId, SourceCursor>,
+    /// Source-ordered packets held, waiting for an earlier packet of their origin.
+    pending_src: BTreeMap<(NodeId, u64), Bytes>,
+    /// Own unreliable messages sent (numbered apart from the ordered stream).
+    own_unreliable: u64,
+    /// Unreliable messages seen per member (duplicates are dropped: best effort).
+    unreliable_seen: BTreeMap<NodeId, ReplayWindow>,
+    /// Unreliable messages dropped because the application's queue was full.
+    unreliable_dropped: u64,
+    /// Delivery stopped at a slot that is not yet resilient enough for its level: the token
+    /// must move on for it, so the backlog does not stop this member from accepting it.
+    resilience_wait: bool,
 }
 
 impl Ring {
@@ -183,6 +221,13 @@ impl Ring {
             stall_at: None,
             stall_mark: 0,
             stall_tries: 0,
+            early: HashSet::new(),
+            sources: BTreeMap::new(),
+            pending_src: BTreeMap::new(),
+            own_unreliable: 0,
+            unreliable_seen: BTreeMap::new(),
+            unreliable_dropped: 0,
+            resilience_wait: false,
         };
         if p.role == Role::Create {
             r.member = true;
@@ -227,15 +272,9 @@ impl Ring {
         self.out.push_back((to, buf));
     }
 
-    fn send_data(&mut self, to: Destination, origin: NodeId, sseq: u64, payload: &Bytes) {
+    fn send_data(&mut self, to: Destination, origin: NodeId, sseq: u64, qos: Qos, p: &Bytes) {
         self.send(to, packet::DATA, |b| {
-            packet::encode_data(
-                b,
-                origin,
-                sseq,
-                packet::qos_byte(Qos::TotallyOrdered),
-                payload,
-            )
+            packet::encode_data(b, origin, sseq, qos, p)
         });
     }
 
@@ -313,7 +352,7 @@ impl Ring {
         match ack.body {
             AckBody::Entries(entries) => {
                 for (origin, sseq) in entries {
-                    let payload = self.data.take(origin, sseq);
+                    let held = self.data.take(origin, sseq);
                     let next = self.ordered_next.entry(origin).or_insert(0);
                     *next = (*next).max(sseq + 1);
                     if origin == self.me {
@@ -322,16 +361,24 @@ impl Ring {
                     self.q.push(Entry::Data {
                         origin,
                         sseq,
-                        payload,
+                        qos: held.as_ref().map_or(Qos::TotallyOrdered, |h| h.1),
+                        payload: held.map(|h| h.0),
                     });
                 }
             }
             AckBody::NewList(l) => {
                 self.ordered_next = l.members.iter().copied().zip(l.next_sseq).collect();
+                for (&m, &next) in &self.ordered_next {
+                    self.sources.entry(m).or_insert(SourceCursor {
+                        next,
+                        above: BTreeSet::new(),
+                    });
+                }
                 self.ring = l.members.clone();
                 self.view_id = l.view_id;
                 if let Some(gone) = l.left {
                     self.data.drop_below(gone, u64::MAX);
+                    self.unreliable_seen.remove(&gone);
                     self.lcrs.remove(&gone);
                     if gone == self.me {
                         self.removed = true;
@@ -341,8 +388,9 @@ impl Ring {
                         self.removed_lists.pop_front();
                     }
                     if gone != self.me && self.departing.len() < MAX_REMOVED {
+                        let oldest = self.log.keys().next().copied().unwrap_or(ack.num);
                         self.departing
-                            .push((gone, self.stable_ts, now + DEPART_LINGER));
+                            .push((gone, self.stable_ts, oldest, now + DEPART_LINGER));
                     }
                     self.removed_lists.push_back((gone, bytes.clone()));
                 }
@@ -397,9 +445,10 @@ impl Ring {
         }
         if let Some((n, ts)) = cut {
             let cap = self.departing.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
+            let keep = self.departing.iter().map(|d| d.2).min().unwrap_or(u64::MAX);
             let stable = self.stable_ts.max(ts.min(cap));
             self.stable_ts = stable;
-            self.log.retain(|&k, e| k >= n || e.end_ts > stable);
+            self.log.retain(|&k, e| k >= n.min(keep) || e.end_ts > stable);
         }
         while self
             .own_ordered
@@ -434,8 +483,13 @@ impl Ring {
         true
     }
 
+    /// Whether this member waits for ACKs it may never hear of otherwise: its own messages to
+    /// become stable, its leave, or slots to become resilient enough to deliver (the last ACKs
+    /// of a ring going quiescent may be lost).
     fn waiting(&self) -> bool {
-        self.member && !self.left && (!self.own_ordered.is_empty() || self.leaving)
+        self.member
+            && !self.left
+            && (!self.own_ordered.is_empty() || self.leaving || self.resilience_wait)
     }
 
     fn arm_stall(&mut self, now: Time) {
@@ -477,6 +531,7 @@ impl Ring {
     }
 
     fn deliver(&mut self) {
+        self.resilience_wait = false;
         while !self.left && self.events.len() < MAX_EVENTS {
             let Some((ts, entry)) = self.q.deliverable() else {
                 break;
@@ -486,16 +541,27 @@ impl Ring {
                     origin,
                     sseq,
                     payload,
+                    qos,
                 } => {
-                    self.counters.delivered += 1;
-                    let (origin, sseq) = (*origin, *sseq);
-                    self.events.push_back(Event::Deliver(Delivery {
-                        seq: ts,
-                        sender: origin,
-                        msg: sseq,
-                        view: self.delivered_view.id,
-                        payload: payload.clone().unwrap_or_default(),
-                    }));
+                    let (origin, sseq, qos) = (*origin, *sseq, *qos);
+                    if !self.resilient(ts, origin, qos) {
+                        self.resilience_wait = true;
+                        break;
+                    }
+                    if !self.early.remove(&(origin, sseq)) {
+                        self.pending_src.remove(&(origin, sseq));
+                        self.counters.delivered += 1;
+                        self.events.push_back(Event::Deliver(Delivery {
+                            // Below total order a message is placed by its sender's numbering.
+                            seq: if qos.is_total() { ts } else { sseq },
+                            sender: origin,
+                            msg: sseq,
+                            view: self.delivered_view.id,
+                            payload: payload.clone().unwrap_or_default(),
+                        }));
+                        self.sources.entry(origin).or_default().mark(sseq);
+                        self.source_chain(origin);
+                    }
                     // Resilience 0: ordered, and so delivered by every member that stays.
                     if origin == self.me {
                         self.events.push_back(Event::SendComplete { msg: sseq });
@@ -521,12 +587,115 @@ impl Ring {
         }
     }
 
+    /// Whether slot `ts` may be delivered at its level (Fig. 3.2): the K-resilient levels wait
+    /// until enough members hold it. A member holds every slot below the end of each ACK it
+    /// sent (a token site holds all it orders, and accepted the token only holding everything
+    /// before), and the origin holds its own packet. K counts members other than the origin
+    /// (as [`Qos::KResilient`] says; the paper's K counts the origin's site too) and is capped
+    /// by the ring's size; the majority is of the largest view the slot may belong to (MaxN).
+    fn resilient(&self, ts: u64, origin: NodeId, qos: Qos) -> bool {
+        let need_others = match qos {
+            Qos::KResilient(k) => usize::from(k),
+            Qos::MajorityResilient => {
+                let max_n = self.ring.len().max(self.delivered_view.members.len());
+                max_n / 2 // with the origin: a majority
+            }
+            Qos::TotallyResilient => usize::MAX,
+            _ => return true,
+        };
+        if ts < self.stable_ts {
+            return true;
+        }
+        let mut holders: BTreeSet<NodeId> = self
+            .log
+            .values()
+            .filter(|e| e.end_ts > ts)
+            .map(|e| e.sender)
+            .collect();
+        holders.remove(&origin);
+        let others = self.ring.iter().filter(|&&m| m != origin).count();
+        holders.len() >= need_others.min(others)
+    }
+
+    /// A packet of a level below total order arrived (or was sent here): reliable packets are
+    /// delivered at once, source-ordered ones once every earlier packet of their origin was.
+    fn deliver_early(&mut self, origin: NodeId, sseq: u64, qos: Qos, payload: &Bytes) {
+        match qos {
+            Qos::Reliable if self.events.len() < MAX_EVENTS => {
+                self.push_early(origin, sseq, payload.clone());
+                self.source_chain(origin);
+            }
+            Qos::SourceOrdered => {
+                self.pending_src.insert((origin, sseq), payload.clone());
+                self.source_chain(origin);
+            }
+            // Reliable with the application's queue full: delivered in its slot instead.
+            _ => {}
+        }
+    }
+
+    fn push_early(&mut self, origin: NodeId, sseq: u64, payload: Bytes) {
+        self.early.insert((origin, sseq));
+        self.counters.delivered += 1;
+        self.events.push_back(Event::Deliver(Delivery {
+            seq: sseq,
+            sender: origin,
+            msg: sseq,
+            view: self.delivered_view.id,
+            payload,
+        }));
+        self.sources.entry(origin).or_default().mark(sseq);
+    }
+
+    /// Delivers the source-ordered packets of `origin` whose predecessors are all delivered.
+    fn source_chain(&mut self, origin: NodeId) {
+        while self.events.len() < MAX_EVENTS {
+            let next = self.sources.get(&origin).map_or(0, |c| c.next);
+            let Some(p) = self.pending_src.remove(&(origin, next)) else {
+                break;
+            };
+            self.push_early(origin, next, p);
+        }
+    }
+
+    /// An unreliable packet: delivered at once, once, never asked for again (Fig. 3.2).
+    fn on_unreliable(&mut self, origin: NodeId, n: u64, payload: &[u8]) {
+        if !self.ordered_next.contains_key(&origin) {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        if self
+            .unreliable_seen
+            .entry(origin)
+            .or_default()
+            .accept(n)
+            .is_err()
+        {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if self.events.len() >= MAX_EVENTS {
+            self.unreliable_dropped += 1;
+            return;
+        }
+        let msg = n | packet::UNRELIABLE_BIT;
+        self.counters.delivered += 1;
+        self.events.push_back(Event::Deliver(Delivery {
+            seq: msg,
+            sender: origin,
+            msg,
+            view: self.delivered_view.id,
+            payload: Bytes::copy_from_slice(payload),
+        }));
+    }
+
     // ---- the token site -------------------------------------------------------------------
 
     fn try_accept(&mut self, now: Time) {
         let Some(n) = self.token.named else { return };
         let backlog = self.q.end() - self.q.deliver_next();
-        if n + 1 != self.next_ack || !self.q.holds_all() || backlog > MAX_BACKLOG {
+        let full = backlog > MAX_BACKLOG && !self.resilience_wait;
+        if n + 1 != self.next_ack || !self.q.holds_all() || full {
             return;
         }
         self.token.named = None;
@@ -717,10 +886,11 @@ impl Ring {
                 origin,
                 sseq,
                 payload: Some(p),
+                qos,
             }) = self.q.get(ts).map(|s| s.entry.clone())
             {
                 self.counters.retransmissions += 1;
-                self.send_data(to, origin, sseq, &p);
+                self.send_data(to, origin, sseq, qos, &p);
             }
         }
     }
@@ -729,16 +899,24 @@ impl Ring {
 
     fn on_data(&mut self, now: Time, body: &[u8]) {
         let mut r = wire::Reader::new(body);
-        let (Ok(origin), Ok(sseq), Ok(_qos)) = (r.u32(), r.u64(), r.u8()) else {
+        let (Ok(origin), Ok(sseq), Ok(q0), Ok(q1)) = (r.u32(), r.u64(), r.u8(), r.u8()) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let Some(qos) = packet::qos_from([q0, q1]) else {
             self.counters.malformed_dropped += 1;
             return;
         };
         let origin = NodeId(origin);
-        let payload = Bytes::copy_from_slice(r.rest());
         if !self.member {
             return;
         }
-        if self.q.fill(origin, sseq, payload.clone()) {
+        if qos == Qos::Unreliable {
+            return self.on_unreliable(origin, sseq, r.rest());
+        }
+        let payload = Bytes::copy_from_slice(r.rest());
+        if self.q.fill(origin, sseq, payload.clone(), qos).is_some() {
+            self.deliver_early(origin, sseq, qos, &payload);
             self.after_progress(now);
             return;
         }
@@ -746,10 +924,14 @@ impl Ring {
             self.counters.foreign_dropped += 1;
             return;
         };
-        if sseq < next || sseq >= next + WINDOW || !self.data.insert(origin, sseq, payload) {
+        if sseq < next
+            || sseq >= next + WINDOW
+            || !self.data.insert(origin, sseq, payload.clone(), qos)
+        {
             self.counters.duplicates += 1;
             return;
         }
+        self.deliver_early(origin, sseq, qos, &payload);
         self.token_work(now);
     }
 
@@ -806,7 +988,7 @@ impl Ring {
             .at("lcr", self.lcr_at)
             .at("nack", self.gaps.deadline())
             .at("stall", self.stall_at)
-            .at("depart", self.departing.iter().map(|d| d.2).min());
+            .at("depart", self.departing.iter().map(|d| d.3).min());
         d
     }
 }
@@ -889,9 +1071,9 @@ impl Engine for Ring {
                 if ordered == self.data_retry_mark {
                     let end = self.own_next.min(ordered + DATA_RETRY_BURST);
                     for s in ordered..end {
-                        if let Some(p) = self.data.get(self.me, s).cloned() {
+                        if let Some((p, q)) = self.data.get(self.me, s).cloned() {
                             self.counters.retransmissions += 1;
-                            self.send_data(Destination::Group, self.me, s, &p);
+                            self.send_data(Destination::Group, self.me, s, q, &p);
                         }
                     }
                 }
@@ -899,8 +1081,8 @@ impl Engine for Ring {
                 self.data_retry_at = Some(now + DATA_RETRY);
             }
         }
-        if self.departing.iter().any(|d| now >= d.2) {
-            self.departing.retain(|d| now < d.2);
+        if self.departing.iter().any(|d| now >= d.3) {
+            self.departing.retain(|d| now < d.3);
             self.update_stable();
             self.after_progress(now);
         }
@@ -925,11 +1107,29 @@ impl Engine for Ring {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
         }
+        self.counters.submitted += 1;
+        if qos == Qos::Unreliable {
+            // Sent once, outside the ordered stream; delivered here at once, and done.
+            let n = self.own_unreliable;
+            self.own_unreliable += 1;
+            self.send_data(Destination::Group, self.me, n, qos, &payload);
+            let msg = n | packet::UNRELIABLE_BIT;
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                seq: msg,
+                sender: self.me,
+                msg,
+                view: self.delivered_view.id,
+                payload,
+            }));
+            self.events.push_back(Event::SendComplete { msg });
+            return Ok(msg);
+        }
         let n = self.own_next;
         self.own_next += 1;
-        self.counters.submitted += 1;
-        self.send_data(Destination::Group, self.me, n, &payload);
-        self.data.insert(self.me, n, payload);
+        self.send_data(Destination::Group, self.me, n, qos, &payload);
+        self.data.insert(self.me, n, payload.clone(), qos);
+        self.deliver_early(self.me, n, qos, &payload);
         if self.data_retry_at.is_none() {
             self.data_retry_at = Some(now + DATA_RETRY);
             self.data_retry_mark = self.ordered_next.get(&self.me).copied().unwrap_or(0);
@@ -1013,6 +1213,7 @@ impl Engine for Ring {
             ("next_ack", self.next_ack),
             ("stable_ts", self.stable_ts),
             ("unordered", self.data.len() as u64),
+            ("unreliable_dropped", self.unreliable_dropped),
         ]
     }
 

@@ -3,10 +3,24 @@
 //! 4.1-4.3).
 //!
 //! **Guarantees.** Every member that stays delivers every message sent while it is a member,
-//! once, in one total order; membership changes are delivered in that order too (virtual
-//! synchrony). No crash recovery (RMP's reformation is not built): a member that crashes stalls
-//! the ring. Every QoS level up to totally ordered is served by delivering it totally ordered
-//! (more than asked); K-resilient, majority and totally resilient are refused.
+//! once; membership changes are delivered in the total order (virtual synchrony for the
+//! levels from totally ordered up). No crash recovery (RMP's reformation is not built): a
+//! member that crashes stalls the ring. Each message is delivered at the time its QoS level
+//! asks for (Fig. 3.2):
+//!
+//! | level | delivered |
+//! |---|---|
+//! | unreliable | on receipt, never repaired (numbered apart from the ordered stream) |
+//! | reliable | on receipt; losses are found and asked for |
+//! | source ordered | once every earlier packet of its origin was delivered |
+//! | totally ordered | once every slot with a smaller timestamp was delivered |
+//! | K-resilient | as totally ordered, and once K members other than its origin hold it |
+//! | majority resilient | as K-resilient with a majority of MaxN (the largest view it may be in) |
+//! | totally resilient | as K-resilient with every member (stable) |
+//!
+//! A member is known to hold a slot once it sent an ACK after it (a token site accepts the
+//! token only holding every slot before). Ordering between two messages of different levels is
+//! that of the lower level (section 3.2), which this delivery rule gives.
 //!
 //! **How** (section 4.2). Members form a logical ring. Each member stamps its data packets with
 //! `(member id, sequence number, QoS)` and multicasts them ([`order::DataList`]). One member at
@@ -52,7 +66,7 @@ impl RingFactory {
             resilience: 0,
             majority_safe: false,
             delivery: DeliveryPromise::AllOrNothing,
-            qos: QosLevels::all(None),
+            qos: QosLevels::rmp(),
             senders: Senders::Any,
             crash_recovery: false,
             replies: false,

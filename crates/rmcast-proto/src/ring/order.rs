@@ -1,7 +1,7 @@
 //! The DataList (data received but not yet ordered) and the OrderingQ (slots in timestamp
 //! order, each missing, requested, received or delivered), section 4.2.
 
-use crate::engine::{NodeId, View};
+use crate::engine::{NodeId, Qos, View};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -29,6 +29,8 @@ pub enum Entry {
         sseq: u64,
         /// The payload.
         payload: Option<Bytes>,
+        /// Its quality of service (as sent; `TotallyOrdered` until the payload is here).
+        qos: Qos,
     },
     /// A membership change (delivered as a view).
     View(View),
@@ -43,19 +45,25 @@ pub struct Slot {
     pub entry: Entry,
 }
 
-/// Data packets received but not yet ordered, by `(origin, sseq)`.
+/// Data packets received but not yet ordered, by `(origin, sseq)`, with their QoS.
 #[derive(Default)]
 pub struct DataList {
-    map: BTreeMap<(NodeId, u64), Bytes>,
+    map: BTreeMap<(NodeId, u64), (Bytes, Qos)>,
 }
 
 impl DataList {
     /// Keep a packet; false when already held.
-    pub fn insert(&mut self, origin: NodeId, sseq: u64, payload: Bytes) -> bool {
-        self.map.insert((origin, sseq), payload).is_none()
+    pub fn insert(&mut self, origin: NodeId, sseq: u64, payload: Bytes, qos: Qos) -> bool {
+        match self.map.entry((origin, sseq)) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert((payload, qos));
+                true
+            }
+        }
     }
     /// Take a packet out (it is being ordered).
-    pub fn take(&mut self, origin: NodeId, sseq: u64) -> Option<Bytes> {
+    pub fn take(&mut self, origin: NodeId, sseq: u64) -> Option<(Bytes, Qos)> {
         self.map.remove(&(origin, sseq))
     }
     /// Whether a packet is held.
@@ -63,7 +71,7 @@ impl DataList {
         self.map.contains_key(&(origin, sseq))
     }
     /// A held packet.
-    pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&Bytes> {
+    pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&(Bytes, Qos)> {
         self.map.get(&(origin, sseq))
     }
     /// Forget everything of `origin` below `sseq` (ordered already) or all of it.
@@ -133,6 +141,7 @@ impl OrderingQ {
                 origin,
                 sseq,
                 payload: None,
+                ..
             } => {
                 self.missing.insert((*origin, *sseq), ts);
                 SlotState::Missing
@@ -158,22 +167,21 @@ impl OrderingQ {
             .and_then(|i| self.slots.get(i as usize))
     }
 
-    /// Data for a missing slot arrived; false when no slot waited for it.
-    pub fn fill(&mut self, origin: NodeId, sseq: u64, data: Bytes) -> bool {
-        let Some(ts) = self.missing.remove(&(origin, sseq)) else {
-            return false;
-        };
+    /// Data for a missing slot arrived: its timestamp, or `None` when no slot waited for it.
+    pub fn fill(&mut self, origin: NodeId, sseq: u64, data: Bytes, level: Qos) -> Option<u64> {
+        let ts = self.missing.remove(&(origin, sseq))?;
         if let Some(s) = ts
             .checked_sub(self.base)
             .and_then(|i| self.slots.get_mut(i as usize))
         {
-            if let Entry::Data { payload, .. } = &mut s.entry {
+            if let Entry::Data { payload, qos, .. } = &mut s.entry {
                 *payload = Some(data);
+                *qos = level;
                 s.state = SlotState::Received;
             }
         }
         self.advance_held();
-        true
+        Some(ts)
     }
 
     /// Slots whose data is missing, at most `max`, marked requested.
@@ -233,6 +241,7 @@ mod tests {
             origin: NodeId(1),
             sseq: s,
             payload: p.map(Bytes::from_static),
+            qos: Qos::TotallyOrdered,
         };
         q.push(d(0, Some(b"a")));
         q.push(d(1, None));
@@ -243,8 +252,9 @@ mod tests {
         assert_eq!(q.deliverable().map(|(t, _)| t), Some(10));
         q.delivered();
         assert!(q.deliverable().is_none());
-        assert!(q.fill(NodeId(1), 1, Bytes::from_static(b"b")));
-        assert!(!q.fill(NodeId(1), 1, Bytes::from_static(b"b")));
+        let b = || Bytes::from_static(b"b");
+        assert_eq!(q.fill(NodeId(1), 1, b(), Qos::Reliable), Some(11));
+        assert_eq!(q.fill(NodeId(1), 1, b(), Qos::Reliable), None);
         assert!(q.holds_all());
         q.delivered();
         q.prune(100);

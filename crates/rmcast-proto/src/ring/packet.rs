@@ -5,7 +5,8 @@ use crate::common::{decode_view, encode_view};
 use crate::engine::{NodeId, Qos};
 use crate::wire::{Reader, WireError, WriteExt};
 
-/// A data packet: `(origin, sseq, qos, payload)`.
+/// A data packet: `(origin, sseq, qos, payload)` (for an unreliable one, `sseq` counts the
+/// origin's unreliable messages).
 pub const DATA: u8 = 1;
 /// An ACK: orders data (or a membership change) and passes the token.
 pub const ACK: u8 = 2;
@@ -29,16 +30,36 @@ pub const MAX_ENTRIES: usize = 96;
 /// Most ordered slots one NACK names.
 pub const MAX_NACK_SLOTS: usize = 64;
 
-/// The QoS byte on the wire.
-pub fn qos_byte(q: Qos) -> u8 {
+/// The QoS on the wire: a level byte and the `K` of K-resilience (0 for the others).
+pub fn qos_bytes(q: Qos) -> [u8; 2] {
     match q {
-        Qos::Unreliable => 0,
-        Qos::Reliable => 1,
-        Qos::SourceOrdered => 2,
-        Qos::TotallyOrdered => 3,
-        Qos::KResilient(k) => 0x80 | (k & 0x7f),
+        Qos::Unreliable => [0, 0],
+        Qos::Reliable => [1, 0],
+        Qos::SourceOrdered => [2, 0],
+        Qos::TotallyOrdered => [3, 0],
+        Qos::KResilient(k) => [4, k],
+        Qos::MajorityResilient => [5, 0],
+        Qos::TotallyResilient => [6, 0],
     }
 }
+
+/// The QoS the two bytes of [`qos_bytes`] name, if any.
+pub fn qos_from(b: [u8; 2]) -> Option<Qos> {
+    Some(match b {
+        [0, 0] => Qos::Unreliable,
+        [1, 0] => Qos::Reliable,
+        [2, 0] => Qos::SourceOrdered,
+        [3, 0] => Qos::TotallyOrdered,
+        [4, k] => Qos::KResilient(k),
+        [5, 0] => Qos::MajorityResilient,
+        [6, 0] => Qos::TotallyResilient,
+        _ => return None,
+    })
+}
+
+/// Unreliable messages are numbered apart from the ordered stream (they never enter it), with
+/// this bit set in the message number the application sees.
+pub const UNRELIABLE_BIT: u64 = 1 << 63;
 
 /// A New List: the ring after one member joined or left, and where each member's numbering
 /// stands, so that a joiner can take the token at once (section 4.3).
@@ -223,15 +244,15 @@ impl Nack {
 }
 
 /// Write a data packet body.
-pub fn encode_data(b: &mut Vec<u8>, origin: NodeId, sseq: u64, qos: u8, payload: &[u8]) {
+pub fn encode_data(b: &mut Vec<u8>, origin: NodeId, sseq: u64, qos: Qos, payload: &[u8]) {
     b.put_u32(origin.0);
     b.put_u64(sseq);
-    b.push(qos);
+    b.extend_from_slice(&qos_bytes(qos));
     b.extend_from_slice(payload);
 }
 
 /// Bytes of a data packet body before the payload.
-pub const DATA_FIXED: usize = 13;
+pub const DATA_FIXED: usize = 14;
 
 #[cfg(test)]
 mod tests {

@@ -1,17 +1,30 @@
-//! A loss-free ring of three on a tiny instant network: one total order, a quiescent ring
-//! that stops passing the token, and sends that push back instead of dropping.
+//! Rings on a tiny instant network: one total order, a quiescent ring that stops passing the
+//! token, sends that push back instead of dropping, and each QoS level delivered at the time
+//! RMP's Fig. 3.2 gives (checked against which members had received a packet, observed on the
+//! network, not taken from the engine).
 
 use super::RingFactory;
+use super::packet;
 use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
+use crate::wire;
 use bytes::Bytes;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
+
+/// Whether to drop a datagram: (from, to, packet type, body).
+type DropRule = Box<dyn FnMut(usize, usize, u8, &[u8]) -> bool>;
 
 struct Net {
     nodes: Vec<Box<dyn Engine>>,
     events: Vec<Vec<Event>>,
     now: Time,
     datagrams: u64,
+    drop: Option<DropRule>,
+    /// Members that received each data packet `(origin, sseq)` (the origin included).
+    held: HashMap<(NodeId, u64), BTreeSet<usize>>,
+    /// Every delivery: (member, sender, msg, members other than the sender holding it then).
+    deliveries: Vec<(usize, NodeId, u64, usize)>,
 }
 
 impl Net {
@@ -33,6 +46,9 @@ impl Net {
             events: vec![vec![]],
             now: Time::ZERO,
             datagrams: 0,
+            drop: None,
+            held: HashMap::new(),
+            deliveries: Vec::new(),
         };
         for i in 1..n {
             net.nodes.push(build(i, Role::Join));
@@ -60,14 +76,14 @@ impl Net {
                             Destination::Peer(p) => p == to,
                             _ => j != i,
                         };
-                        if hit {
-                            self.nodes[j].handle_datagram(self.now, from, &buf);
+                        if !hit || self.dropped(i, j, &buf) {
+                            continue;
                         }
+                        self.nodes[j].handle_datagram(self.now, from, &buf);
+                        self.drain(j);
                     }
                 }
-                while let Some(e) = self.nodes[i].poll_event() {
-                    self.events[i].push(e);
-                }
+                self.drain(i);
             }
             if moved {
                 continue;
@@ -88,6 +104,58 @@ impl Net {
         self.now = self.now.max(end);
     }
 
+    /// Applies the drop rule, and notes who received which data packet.
+    fn dropped(&mut self, from: usize, to: usize, buf: &[u8]) -> bool {
+        let pkt = wire::decode(buf).expect("engines send valid datagrams");
+        let (ptype, body) = (pkt.header.ptype, pkt.body);
+        if self.drop.as_mut().is_some_and(|d| d(from, to, ptype, body)) {
+            return true;
+        }
+        if ptype == packet::DATA {
+            let origin = NodeId(u32::from_be_bytes(body[0..4].try_into().unwrap()));
+            let sseq = u64::from_be_bytes(body[4..12].try_into().unwrap());
+            self.held.entry((origin, sseq)).or_default().insert(to);
+        }
+        false
+    }
+
+    /// Takes member `i`'s events, noting for each delivery how many others held the message.
+    fn drain(&mut self, i: usize) {
+        while let Some(e) = self.nodes[i].poll_event() {
+            if let Event::Deliver(d) = &e {
+                let origin = d.sender.0 as usize;
+                let others = self.held.get(&(d.sender, d.msg)).map_or(0, |h| {
+                    h.iter().filter(|&&m| m != origin).count()
+                });
+                self.deliveries.push((i, d.sender, d.msg, others));
+            }
+            self.events[i].push(e);
+        }
+    }
+
+    /// `from` sends `n` messages at `qos`.
+    fn send(&mut self, from: usize, n: u64, qos: Qos) -> Vec<u64> {
+        (0..n)
+            .map(|k| {
+                let msg = self.nodes[from]
+                    .submit(self.now, Bytes::from(vec![k as u8; 8]), qos)
+                    .unwrap();
+                let me = self.nodes[from].node_id();
+                self.held.entry((me, msg)).or_default().insert(from);
+                self.drain(from);
+                msg
+            })
+            .collect()
+    }
+
+    fn delivered_msgs(&self, i: usize, sender: usize) -> Vec<u64> {
+        self.delivered(i)
+            .into_iter()
+            .filter(|d| d.1 == NodeId(sender as u32))
+            .map(|d| d.2)
+            .collect()
+    }
+
     fn delivered(&self, i: usize) -> Vec<(u64, NodeId, u64)> {
         (self.events[i].iter())
             .filter_map(|e| match e {
@@ -106,9 +174,8 @@ fn three_members_one_order_then_quiescent() {
     }
     for k in 0..30u8 {
         for i in 0..3 {
-            let q = [Qos::Unreliable, Qos::SourceOrdered, Qos::TotallyOrdered][i];
             net.nodes[i]
-                .submit(net.now, Bytes::from(vec![k; 8]), q)
+                .submit(net.now, Bytes::from(vec![k; 8]), Qos::TotallyOrdered)
                 .unwrap();
         }
     }
@@ -129,9 +196,105 @@ fn three_members_one_order_then_quiescent() {
         assert_eq!(done, 30);
         assert_eq!(n.engine_counters()[2], ("unordered", 0));
     }
-    assert!(net.nodes[0]
-        .submit(net.now, Bytes::new(), Qos::KResilient(1))
-        .is_err_and(|e| e == SendError::Unsupported));
+}
+
+#[test]
+fn levels_below_total_order_are_delivered_on_receipt_ordered_ones_after_the_ack() {
+    let mut net = Net::new(4);
+    // No ACK reaches member 2: it can order nothing.
+    net.drop = Some(Box::new(|_, to, ptype, _| to == 2 && ptype == packet::ACK));
+    let rel = net.send(1, 3, Qos::Reliable);
+    let src = net.send(1, 3, Qos::SourceOrdered);
+    let tot = net.send(3, 3, Qos::TotallyOrdered);
+    net.run_for(Duration::from_millis(30));
+    // Reliable and source-ordered messages need no ACK; totally ordered ones wait for it.
+    assert_eq!(net.delivered_msgs(2, 1), [rel.clone(), src.clone()].concat());
+    assert!(net.delivered_msgs(2, 3).is_empty());
+    assert_eq!(net.delivered_msgs(0, 3), tot);
+    // Source order: a source-ordered message waits for its origin's earlier totally ordered one.
+    let t = net.send(1, 1, Qos::TotallyOrdered);
+    let s = net.send(1, 1, Qos::SourceOrdered);
+    net.run_for(Duration::from_millis(30));
+    assert_eq!(net.delivered_msgs(2, 1).len(), 6);
+    net.drop = None;
+    net.run_for(Duration::from_secs(1));
+    for i in 0..4 {
+        assert_eq!(
+            net.delivered_msgs(i, 1),
+            [rel.clone(), src.clone(), t.clone(), s.clone()].concat(),
+            "member {i}"
+        );
+        assert_eq!(net.delivered_msgs(i, 3), tot, "member {i}");
+    }
+    // Delivered once each: the slot of an early delivery is passed over.
+    assert!(net.delivered(2).len() == 11);
+}
+
+#[test]
+fn unreliable_messages_are_delivered_at_most_once_and_never_repaired() {
+    let mut net = Net::new(3);
+    // Member 2 misses every unreliable packet; member 1 gets each twice (duplicated).
+    net.drop = Some(Box::new(|_, to, ptype, body| {
+        to == 2 && ptype == packet::DATA && body[12] == 0
+    }));
+    let sent = net.send(0, 5, Qos::Unreliable);
+    assert!(sent.iter().all(|m| m & packet::UNRELIABLE_BIT != 0));
+    let done = (net.events[0].iter())
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(done, 5, "an unreliable send completes at once");
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.delivered_msgs(0, 0), sent);
+    assert_eq!(net.delivered_msgs(1, 0), sent);
+    assert!(net.delivered_msgs(2, 0).is_empty(), "never asked for again");
+    // The ordered stream is untouched by them.
+    let ord = net.send(0, 2, Qos::TotallyOrdered);
+    assert_eq!(ord, vec![0, 1]);
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.delivered_msgs(2, 0), ord);
+}
+
+/// Two members of a ring of five (neither the sender nor the token site) miss the first copy
+/// of every data packet (they get it by NACK later); returns the least number of members other
+/// than the sender that held a message at any of its deliveries, over `n` messages at `qos`.
+fn least_holders_at_delivery(qos: Qos, n: u64) -> usize {
+    let mut net = Net::new(5);
+    let site = (0..5)
+        .find(|&i| net.nodes[i].describe().contains("holding=true"))
+        .expect("a quiescent ring keeps the token at one member");
+    let sender = (site + 1) % 5;
+    let starved = [(site + 2) % 5, (site + 3) % 5];
+    let mut first_copy: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
+    net.drop = Some(Box::new(move |_, to, ptype, body| {
+        starved.contains(&to) && ptype == packet::DATA && first_copy.insert((to, body.to_vec()))
+    }));
+    let sent = net.send(sender, n, qos);
+    net.run_for(Duration::from_secs(2));
+    for i in 0..5 {
+        assert_eq!(net.delivered_msgs(i, sender), sent, "{qos}: member {i}");
+    }
+    net.deliveries
+        .iter()
+        .filter(|d| d.1 == NodeId(sender as u32) && d.0 != sender)
+        .map(|d| d.3)
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn resilient_levels_wait_until_enough_members_hold_the_message() {
+    // Without resilience a member delivers as soon as it holds the data and the ACK: with two
+    // of five members missing it, the others deliver while only two others hold it.
+    assert_eq!(least_holders_at_delivery(Qos::TotallyOrdered, 5), 2);
+    for (qos, others) in [
+        (Qos::KResilient(3), 3),
+        (Qos::MajorityResilient, 2),
+        (Qos::TotallyResilient, 4),
+        (Qos::KResilient(9), 4), // more than there are: every other member
+    ] {
+        let least = least_holders_at_delivery(qos, 5);
+        assert!(least >= others, "{qos}: delivered with {least} others holding it");
+    }
 }
 
 #[test]
