@@ -22,4 +22,4 @@ pub use replay::{Replay, ReplayWindow};
 pub use rtt::RttEstimator;
 pub use timers::Deadlines;
 pub use view::{decode_view, encode_view, view_bytes};
-pub use window::CongestionWindow;
+pub use window::{packet_size, CongestionWindow, LossCache};

@@ -3,7 +3,9 @@
 use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
 use super::RingFactory;
-use crate::common::{Deadlines, GapTracker, ReplayWindow};
+use crate::common::{
+    packet_size, CongestionWindow, Deadlines, GapTracker, LossCache, ReplayWindow, RttEstimator,
+};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -36,8 +38,18 @@ const NULL_DELAY: Duration = Duration::from_millis(2);
 const PASS_RETRY: Duration = Duration::from_millis(20);
 /// Longest wait between two passes of the same token (exponential backoff).
 const PASS_RETRY_MAX: Duration = Duration::from_millis(320);
-/// Own unordered data is sent again this often while nothing of it gets ordered.
+/// Own unordered data is sent again after the retransmission timeout (section 4.6: RTT variance
+/// estimation, doubled on every expiry and clamped at 2 s); this is its first value and floor.
 const DATA_RETRY: Duration = Duration::from_millis(40);
+const DATA_RETRY_MIN: Duration = Duration::from_millis(10);
+const DATA_RETRY_MAX: Duration = Duration::from_secs(2);
+/// The smallest packet Fig. 4.2 sends (the silly-window rule waits for more room than this).
+const MIN_PACKET: usize = 256;
+/// The byte window's first and largest sizes (section 4.6); its floor is one largest packet.
+const WINDOW_INITIAL_BYTES: usize = 64 * 1024;
+const WINDOW_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Own messages reported lost by NACKs remembered (RMP keeps three).
+const LOSS_CACHE: usize = 3;
 /// List Change Requests are repeated this often.
 const LCR_RETRY: Duration = Duration::from_millis(50);
 /// Grace before a gap is asked for (reordered datagrams arrive in it), and NACK retry.
@@ -78,6 +90,72 @@ impl SourceCursor {
         } else if sseq > self.next {
             self.above.insert(sseq);
         }
+    }
+}
+
+/// A sender's flow and congestion control (section 4.6): a window of bytes in transit, from a
+/// packet's sending to the first ACK that orders it, grown by slow start and halved when the
+/// retransmission timer expires or a NACK names one of this sender's packets.
+struct Flow {
+    window: CongestionWindow,
+    in_flight: usize,
+    /// Own packets in transit, oldest first: (sseq, sent at, bytes, sent again).
+    sent: VecDeque<(u64, Time, usize, bool)>,
+    rtt: RttEstimator,
+    losses: LossCache,
+    /// Times the window was halved.
+    halved: u64,
+}
+
+impl Flow {
+    fn new(max_packet: usize) -> Flow {
+        let max = WINDOW_MAX_BYTES.max(max_packet);
+        Flow {
+            window: CongestionWindow::with_unit(
+                WINDOW_INITIAL_BYTES.max(2 * max_packet),
+                max_packet,
+                max,
+                max_packet.min(1472),
+            ),
+            in_flight: 0,
+            sent: VecDeque::new(),
+            rtt: RttEstimator::new(DATA_RETRY, DATA_RETRY_MIN, DATA_RETRY_MAX),
+            losses: LossCache::new(LOSS_CACHE),
+            halved: 0,
+        }
+    }
+
+    /// Whether a packet of `len` bytes may go now (Fig. 4.2; a message is never split, so it
+    /// goes whole once the rule allows that many bytes, or alone when nothing is in transit).
+    fn admits(&self, len: usize, max_packet: usize) -> bool {
+        let w = self.window.get();
+        let room = w.saturating_sub(self.in_flight);
+        self.in_flight == 0 || packet_size(w, room, len, MIN_PACKET, max_packet) >= Some(len)
+    }
+
+    fn on_send(&mut self, sseq: u64, now: Time, len: usize) {
+        self.in_flight += len;
+        self.sent.push_back((sseq, now, len, false));
+    }
+
+    /// The first ACK ordering own packet `sseq` arrived.
+    fn on_ordered(&mut self, sseq: u64, now: Time) {
+        while let Some(&(s, at, len, resent)) = self.sent.front() {
+            if s > sseq {
+                break;
+            }
+            self.sent.pop_front();
+            self.in_flight -= len;
+            self.window.on_ack(len);
+            if s == sseq && !resent {
+                self.rtt.on_sample(now.saturating_since(at));
+            }
+        }
+    }
+
+    fn on_loss(&mut self) {
+        self.window.on_loss();
+        self.halved += 1;
     }
 }
 
@@ -171,6 +249,7 @@ pub struct Ring {
     /// Delivery stopped at a slot that is not yet resilient enough for its level: the token
     /// must move on for it, so the backlog does not stop this member from accepting it.
     resilience_wait: bool,
+    flow: Flow,
 }
 
 impl Ring {
@@ -228,6 +307,7 @@ impl Ring {
             unreliable_seen: BTreeMap::new(),
             unreliable_dropped: 0,
             resilience_wait: false,
+            flow: Flow::new(p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN)),
         };
         if p.role == Role::Create {
             r.member = true;
@@ -357,6 +437,7 @@ impl Ring {
                     *next = (*next).max(sseq + 1);
                     if origin == self.me {
                         self.own_ordered.push_back((sseq, self.q.end()));
+                        self.flow.on_ordered(sseq, now);
                     }
                     self.q.push(Entry::Data {
                         origin,
@@ -448,7 +529,8 @@ impl Ring {
             let keep = self.departing.iter().map(|d| d.2).min().unwrap_or(u64::MAX);
             let stable = self.stable_ts.max(ts.min(cap));
             self.stable_ts = stable;
-            self.log.retain(|&k, e| k >= n.min(keep) || e.end_ts > stable);
+            self.log
+                .retain(|&k, e| k >= n.min(keep) || e.end_ts > stable);
         }
         while self
             .own_ordered
@@ -882,6 +964,12 @@ impl Ring {
             }
         }
         for ts in n.slots {
+            if let Some(Entry::Data { origin, sseq, .. }) = self.q.get(ts).map(|s| &s.entry) {
+                // A NACK naming one of this sender's packets: a member was overrun (4.6).
+                if *origin == self.me && self.flow.losses.first_report(*sseq) {
+                    self.flow.on_loss();
+                }
+            }
             if let Some(Entry::Data {
                 origin,
                 sseq,
@@ -1069,6 +1157,9 @@ impl Engine for Ring {
                 self.data_retry_at = None;
             } else {
                 if ordered == self.data_retry_mark {
+                    // Expired with nothing ordered: congestion (section 4.6).
+                    self.flow.on_loss();
+                    self.flow.rtt.on_timeout();
                     let end = self.own_next.min(ordered + DATA_RETRY_BURST);
                     for s in ordered..end {
                         if let Some((p, q)) = self.data.get(self.me, s).cloned() {
@@ -1076,9 +1167,12 @@ impl Engine for Ring {
                             self.send_data(Destination::Group, self.me, s, q, &p);
                         }
                     }
+                    for e in self.flow.sent.iter_mut().take_while(|e| e.0 < end) {
+                        e.3 = true; // Karn: no RTT sample from a packet sent twice
+                    }
                 }
                 self.data_retry_mark = ordered;
-                self.data_retry_at = Some(now + DATA_RETRY);
+                self.data_retry_at = Some(now + self.flow.rtt.rto());
             }
         }
         if self.departing.iter().any(|d| now >= d.3) {
@@ -1103,7 +1197,8 @@ impl Engine for Ring {
         if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > room {
             return Err(SendError::TooLarge);
         }
-        if !self.can_submit() {
+        let len = payload.len() + wire::HEADER_LEN + packet::DATA_FIXED;
+        if !self.can_submit() || (qos != Qos::Unreliable && !self.flow.admits(len, room)) {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
         }
@@ -1128,10 +1223,11 @@ impl Engine for Ring {
         let n = self.own_next;
         self.own_next += 1;
         self.send_data(Destination::Group, self.me, n, qos, &payload);
+        self.flow.on_send(n, now, len);
         self.data.insert(self.me, n, payload.clone(), qos);
         self.deliver_early(self.me, n, qos, &payload);
         if self.data_retry_at.is_none() {
-            self.data_retry_at = Some(now + DATA_RETRY);
+            self.data_retry_at = Some(now + self.flow.rtt.rto());
             self.data_retry_mark = self.ordered_next.get(&self.me).copied().unwrap_or(0);
         }
         self.token_work(now);
@@ -1214,11 +1310,17 @@ impl Engine for Ring {
             ("stable_ts", self.stable_ts),
             ("unordered", self.data.len() as u64),
             ("unreliable_dropped", self.unreliable_dropped),
+            ("window_bytes", self.flow.window.get() as u64),
+            ("in_flight_bytes", self.flow.in_flight as u64),
+            ("window_halved", self.flow.halved),
+            ("rto_us", self.flow.rtt.rto().as_micros() as u64),
         ]
     }
 
     fn can_submit(&self) -> bool {
-        self.own_next - self.own_stable < WINDOW && self.events.len() < MAX_EVENTS
+        self.own_next - self.own_stable < WINDOW
+            && self.events.len() < MAX_EVENTS
+            && self.flow.in_flight < self.flow.window.get()
     }
 
     fn describe(&self) -> String {

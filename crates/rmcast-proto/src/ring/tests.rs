@@ -3,8 +3,8 @@
 //! RMP's Fig. 3.2 gives (checked against which members had received a packet, observed on the
 //! network, not taken from the engine).
 
-use super::RingFactory;
 use super::packet;
+use super::RingFactory;
 use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
 use crate::wire;
@@ -124,9 +124,10 @@ impl Net {
         while let Some(e) = self.nodes[i].poll_event() {
             if let Event::Deliver(d) = &e {
                 let origin = d.sender.0 as usize;
-                let others = self.held.get(&(d.sender, d.msg)).map_or(0, |h| {
-                    h.iter().filter(|&&m| m != origin).count()
-                });
+                let others = self
+                    .held
+                    .get(&(d.sender, d.msg))
+                    .map_or(0, |h| h.iter().filter(|&&m| m != origin).count());
                 self.deliveries.push((i, d.sender, d.msg, others));
             }
             self.events[i].push(e);
@@ -208,7 +209,10 @@ fn levels_below_total_order_are_delivered_on_receipt_ordered_ones_after_the_ack(
     let tot = net.send(3, 3, Qos::TotallyOrdered);
     net.run_for(Duration::from_millis(30));
     // Reliable and source-ordered messages need no ACK; totally ordered ones wait for it.
-    assert_eq!(net.delivered_msgs(2, 1), [rel.clone(), src.clone()].concat());
+    assert_eq!(
+        net.delivered_msgs(2, 1),
+        [rel.clone(), src.clone()].concat()
+    );
     assert!(net.delivered_msgs(2, 3).is_empty());
     assert_eq!(net.delivered_msgs(0, 3), tot);
     // Source order: a source-ordered message waits for its origin's earlier totally ordered one.
@@ -293,7 +297,10 @@ fn resilient_levels_wait_until_enough_members_hold_the_message() {
         (Qos::KResilient(9), 4), // more than there are: every other member
     ] {
         let least = least_holders_at_delivery(qos, 5);
-        assert!(least >= others, "{qos}: delivered with {least} others holding it");
+        assert!(
+            least >= others,
+            "{qos}: delivered with {least} others holding it"
+        );
     }
 }
 
@@ -318,4 +325,60 @@ fn sends_push_back_when_the_window_is_full() {
     net.run_for(Duration::from_secs(1));
     assert!(net.nodes[0].can_submit());
     assert_eq!(net.delivered(1).len() as u64, n);
+}
+
+fn counter(net: &Net, i: usize, name: &str) -> u64 {
+    (net.nodes[i].engine_counters().into_iter())
+        .find(|c| c.0 == name)
+        .map(|c| c.1)
+        .unwrap()
+}
+
+#[test]
+fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back() {
+    let mut net = Net::new(3);
+    let sender = (0..3)
+        .find(|&i| !net.nodes[i].describe().contains("holding=true"))
+        .unwrap();
+    let start = counter(&net, sender, "window_bytes");
+    let rto = counter(&net, sender, "rto_us");
+    // Nothing the sender sends reaches anyone: its timer expires, again and again.
+    net.drop = Some(Box::new(move |from, _, ptype, _| {
+        from == sender && ptype == packet::DATA
+    }));
+    net.send(sender, 4, Qos::TotallyOrdered);
+    net.run_for(Duration::from_millis(500));
+    let halved = counter(&net, sender, "window_halved");
+    assert!(halved >= 2, "halved {halved} times");
+    assert!(counter(&net, sender, "window_bytes") < start);
+    assert!(
+        counter(&net, sender, "rto_us") > 2 * rto,
+        "exponential backoff"
+    );
+    assert!(
+        counter(&net, sender, "rto_us") <= 2_000_000,
+        "clamped at 2 s"
+    );
+    // The window pushes back on sends beyond it (never drops them).
+    let mut sent = 0;
+    while net.nodes[sender]
+        .submit(net.now, Bytes::from(vec![0; 1000]), Qos::TotallyOrdered)
+        .is_ok()
+    {
+        sent += 1;
+    }
+    let inflight = counter(&net, sender, "in_flight_bytes");
+    assert!(inflight <= counter(&net, sender, "window_bytes") + 1100);
+    // Once the network heals, everything is ordered and the window grows again (slow start).
+    net.drop = None;
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(counter(&net, sender, "in_flight_bytes"), 0);
+    let low = counter(&net, sender, "window_bytes");
+    for _ in 0..20 {
+        net.send(sender, 8, Qos::TotallyOrdered);
+        net.run_for(Duration::from_millis(20));
+    }
+    assert!(counter(&net, sender, "window_bytes") > low);
+    let others = (sender + 1) % 3;
+    assert_eq!(net.delivered_msgs(others, sender).len(), 4 + sent + 160);
 }
