@@ -115,9 +115,10 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub raw_window: Option<u32>,
 
-    /// rmcast: the engine the workers run.
-    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
-    pub engine: String,
+    /// rmcast: the engine the workers run; several, comma separated (`sequencer,ring`), are
+    /// measured one after the other beside the same raw baseline.
+    #[arg(long, default_value = "sequencer", value_delimiter = ',', value_parser = parse_engine, help = ENGINE_HELP)]
+    pub engine: Vec<String>,
 
     /// rmcast: the quality of service of every message (see `rmcast member --help`).
     #[arg(long, default_value = "totally-ordered", value_parser = crate::member::parse_qos)]
@@ -206,6 +207,8 @@ enum Limit {
 struct Measurement {
     /// "raw", "rmcast", or "secure" (rmcast with a key).
     implementation: &'static str,
+    /// The engine of an rmcast row (empty for raw).
+    engine: String,
     size_bytes: usize,
     senders: usize,
     /// Messages sent by all senders together; each member should receive every one.
@@ -270,7 +273,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.sizes.is_empty() {
         bail!("--sizes needs at least one size");
     }
-    crate::member::check_qos(&args.engine, 0, args.qos)?;
+    for e in &args.engine {
+        crate::member::check_qos(e, 0, args.qos)?;
+    }
     let members = args.members as usize;
     let senders = match args.senders {
         Senders::One => 1,
@@ -340,7 +345,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             timeout,
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
-            engine: args.engine.clone(),
+            engine: args.engine[0].clone(),
             qos: args.qos,
             rate: args.rate,
             net: args.net.clone(),
@@ -362,11 +367,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             }
         }
         if args.only != Only::Raw {
-            match run_rmcast(&cfg) {
-                Ok(m) => rows.push(m),
-                Err(e) => {
-                    failures += 1;
-                    eprintln!("rmcast {size} B: {e:#}");
+            for engine in &args.engine {
+                let cfg = RunConfig {
+                    engine: engine.clone(),
+                    ..cfg.clone()
+                };
+                match run_rmcast(&cfg) {
+                    Ok(m) => rows.push(m),
+                    Err(e) => {
+                        failures += 1;
+                        eprintln!("rmcast ({engine}) {size} B: {e:#}");
+                    }
                 }
             }
             if let Some(k) = &args.key_file {
@@ -410,17 +421,26 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 
 /// Throughput (mean over the members) against message size, one line per implementation.
 fn plot_rates(path: &std::path::Path, rows: &[Measurement], members: usize) -> Result<()> {
-    let series: Vec<crate::plot::Series> = ["raw", "rmcast"]
+    let mut names: Vec<String> = Vec::new();
+    for m in rows {
+        let l = label(m, rows);
+        if !names.contains(&l) {
+            names.push(l);
+        }
+    }
+    let series: Vec<crate::plot::Series> = names
         .iter()
-        .map(|imp| crate::plot::Series {
-            name: if *imp == "raw" {
+        .map(|name| crate::plot::Series {
+            name: if name == "raw" {
                 "raw UDP multicast".to_string()
+            } else if name == "rmcast" || name == "secure" {
+                name.clone()
             } else {
-                "rmcast".to_string()
+                format!("rmcast ({name})")
             },
             points: rows
                 .iter()
-                .filter(|m| m.implementation == *imp)
+                .filter(|m| label(m, rows) == *name)
                 .map(|m| (m.size_bytes as f64, m.mean_rate()))
                 .collect(),
         })
@@ -693,6 +713,7 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
     notes.push(format!("window {window} datagrams, rcvbuf {rcvbuf} B"));
     Ok(Measurement {
         implementation: "raw",
+        engine: String::new(),
         size_bytes: cfg.size,
         senders: cfg.senders,
         sent,
@@ -1102,6 +1123,7 @@ fn run_workers_in(
         } else {
             "rmcast"
         },
+        engine: cfg.engine.clone(),
         size_bytes: cfg.size,
         senders: cfg.senders,
         sent,
@@ -1243,6 +1265,19 @@ fn micros(us: f64) -> String {
     }
 }
 
+/// A row's name in the table and the figure: the implementation, and for rmcast rows the engine
+/// when a run measured several.
+fn label(m: &Measurement, rows: &[Measurement]) -> String {
+    let several = rows
+        .iter()
+        .any(|r| !r.engine.is_empty() && r.engine != m.engine);
+    if m.implementation == "rmcast" && several {
+        m.engine.clone()
+    } else {
+        m.implementation.to_string()
+    }
+}
+
 fn render_table(rows: &[Measurement]) -> String {
     let mut out = String::new();
     let per_member: Vec<String> = rows
@@ -1263,7 +1298,7 @@ fn render_table(rows: &[Measurement]) -> String {
         .max("msgs/s at each member".len());
     let _ = writeln!(
         out,
-        "{:>6}  {:<6}  {:<w$}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
+        "{:>6}  {:<9}  {:<w$}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
         "size",
         "impl",
         "msgs/s at each member",
@@ -1297,9 +1332,9 @@ fn render_table(rows: &[Measurement]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>6}  {:<6}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
+            "{:>6}  {:<9}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
             format!("{} B", m.size_bytes),
-            m.implementation,
+            label(m, rows),
             pm,
             m.mean_rate() * m.size_bytes as f64 / 1e6,
             micros(m.p50_us()),

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
 
 /// Own messages not yet stable at most (the send window): sends push back beyond it.
-pub(super) const WINDOW: u64 = 256;
+pub(super) const WINDOW: u64 = 1024;
 /// Events held for the driver at most before delivery pauses.
 const MAX_EVENTS: usize = 1024;
 /// Slots ordered but not stable at most: the token site orders no more beyond it.
@@ -250,6 +250,9 @@ pub struct Ring {
     /// must move on for it, so the backlog does not stop this member from accepting it.
     resilience_wait: bool,
     flow: Flow,
+    /// Own messages submitted and not yet sent: they go out together, in as few packets as
+    /// Fig. 4.2 allows, when the driver next takes datagrams (or before this site's ACK).
+    outbox: Vec<(u64, Qos, Bytes)>,
 }
 
 impl Ring {
@@ -308,6 +311,7 @@ impl Ring {
             unreliable_dropped: 0,
             resilience_wait: false,
             flow: Flow::new(p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN)),
+            outbox: Vec::new(),
         };
         if p.role == Role::Create {
             r.member = true;
@@ -354,8 +358,43 @@ impl Ring {
 
     fn send_data(&mut self, to: Destination, origin: NodeId, sseq: u64, qos: Qos, p: &Bytes) {
         self.send(to, packet::DATA, |b| {
-            packet::encode_data(b, origin, sseq, qos, p)
+            packet::encode_data(b, origin, sseq, std::iter::once((qos, &p[..])))
         });
+    }
+
+    /// Sends `msgs` (consecutive numbers of `origin`) in as few data packets as Fig. 4.2
+    /// allows: up to half the window each, at least a minimum packet, at most a datagram.
+    fn send_runs(&mut self, to: Destination, origin: NodeId, msgs: &[(u64, Qos, Bytes)]) {
+        let max_packet = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
+        let limit = (self.flow.window.get() / 2).max(MIN_PACKET).min(max_packet);
+        let mut rest = msgs;
+        while let Some(&(first, ..)) = rest.first() {
+            let mut size = wire::HEADER_LEN + packet::DATA_FIXED;
+            let mut n = 0;
+            for (i, (sseq, _, p)) in rest.iter().enumerate() {
+                let add = packet::DATA_PER_MSG + p.len();
+                let next = first + i as u64 == *sseq;
+                if n > 0 && (size + add > limit || !next || n == usize::from(u16::MAX)) {
+                    break;
+                }
+                size += add;
+                n += 1;
+            }
+            let (run, tail) = rest.split_at(n);
+            rest = tail;
+            self.send(to, packet::DATA, |b| {
+                packet::encode_data(b, origin, first, run.iter().map(|(_, q, p)| (*q, &p[..])))
+            });
+        }
+    }
+
+    /// Own messages submitted since the last datagrams went out, bundled.
+    fn flush_outbox(&mut self) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        let msgs: Vec<(u64, Qos, Bytes)> = self.outbox.drain(..).collect();
+        self.send_runs(Destination::Group, self.me, &msgs);
     }
 
     fn idx(&self, m: NodeId) -> Option<usize> {
@@ -884,6 +923,8 @@ impl Ring {
     }
 
     fn pass(&mut self, now: Time, next: NodeId, idle: u32, body: AckBody) {
+        // Own data goes before the ACK that orders it.
+        self.flush_outbox();
         let ack = Ack {
             num: self.next_ack,
             first_ts: self.q.end(),
@@ -986,41 +1027,54 @@ impl Ring {
     // ---- data and List Change Requests ----------------------------------------------------
 
     fn on_data(&mut self, now: Time, body: &[u8]) {
-        let mut r = wire::Reader::new(body);
-        let (Ok(origin), Ok(sseq), Ok(q0), Ok(q1)) = (r.u32(), r.u64(), r.u8(), r.u8()) else {
+        let Ok(run) = packet::decode_data(body) else {
             self.counters.malformed_dropped += 1;
             return;
         };
-        let Some(qos) = packet::qos_from([q0, q1]) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
-        let origin = NodeId(origin);
         if !self.member {
             return;
         }
-        if qos == Qos::Unreliable {
-            return self.on_unreliable(origin, sseq, r.rest());
+        let mut filled = false;
+        let mut fresh = false;
+        for (sseq, (qos, payload)) in (run.first..).zip(run.msgs) {
+            if qos == Qos::Unreliable {
+                self.on_unreliable(run.origin, sseq, payload);
+                continue;
+            }
+            match self.on_data_msg(run.origin, sseq, qos, payload) {
+                Some(true) => filled = true,
+                Some(false) => fresh = true,
+                None => {}
+            }
         }
-        let payload = Bytes::copy_from_slice(r.rest());
+        if filled {
+            self.after_progress(now);
+        } else if fresh {
+            self.token_work(now);
+        }
+    }
+
+    /// One ordered-stream message of a data packet: `Some(true)` when it filled an ordered slot,
+    /// `Some(false)` when it was kept for ordering, `None` when it was not needed.
+    fn on_data_msg(&mut self, origin: NodeId, sseq: u64, qos: Qos, payload: &[u8]) -> Option<bool> {
+        let payload = Bytes::copy_from_slice(payload);
         if self.q.fill(origin, sseq, payload.clone(), qos).is_some() {
             self.deliver_early(origin, sseq, qos, &payload);
-            self.after_progress(now);
-            return;
+            return Some(true);
         }
         let Some(&next) = self.ordered_next.get(&origin) else {
             self.counters.foreign_dropped += 1;
-            return;
+            return None;
         };
         if sseq < next
             || sseq >= next + WINDOW
             || !self.data.insert(origin, sseq, payload.clone(), qos)
         {
             self.counters.duplicates += 1;
-            return;
+            return None;
         }
         self.deliver_early(origin, sseq, qos, &payload);
-        self.token_work(now);
+        Some(false)
     }
 
     fn on_lcr(&mut self, now: Time, from: NodeId, body: &[u8]) {
@@ -1161,12 +1215,11 @@ impl Engine for Ring {
                     self.flow.on_loss();
                     self.flow.rtt.on_timeout();
                     let end = self.own_next.min(ordered + DATA_RETRY_BURST);
-                    for s in ordered..end {
-                        if let Some((p, q)) = self.data.get(self.me, s).cloned() {
-                            self.counters.retransmissions += 1;
-                            self.send_data(Destination::Group, self.me, s, q, &p);
-                        }
-                    }
+                    let again: Vec<(u64, Qos, Bytes)> = (ordered..end)
+                        .filter_map(|s| self.data.get(self.me, s).map(|(p, q)| (s, *q, p.clone())))
+                        .collect();
+                    self.counters.retransmissions += again.len() as u64;
+                    self.send_runs(Destination::Group, self.me, &again);
                     for e in self.flow.sent.iter_mut().take_while(|e| e.0 < end) {
                         e.3 = true; // Karn: no RTT sample from a packet sent twice
                     }
@@ -1194,10 +1247,10 @@ impl Engine for Ring {
             return Err(SendError::NotMember);
         }
         let room = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
-        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > room {
+        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED + packet::DATA_PER_MSG > room {
             return Err(SendError::TooLarge);
         }
-        let len = payload.len() + wire::HEADER_LEN + packet::DATA_FIXED;
+        let len = payload.len() + packet::DATA_PER_MSG;
         if !self.can_submit() || (qos != Qos::Unreliable && !self.flow.admits(len, room)) {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
@@ -1222,7 +1275,7 @@ impl Engine for Ring {
         }
         let n = self.own_next;
         self.own_next += 1;
-        self.send_data(Destination::Group, self.me, n, qos, &payload);
+        self.outbox.push((n, qos, payload.clone()));
         self.flow.on_send(n, now, len);
         self.data.insert(self.me, n, payload.clone(), qos);
         self.deliver_early(self.me, n, qos, &payload);
@@ -1252,6 +1305,7 @@ impl Engine for Ring {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.flush_outbox();
         let (to, data) = self.out.pop_front()?;
         *buf = data;
         self.counters.datagrams_sent += 1;

@@ -5,8 +5,9 @@ use crate::common::{decode_view, encode_view};
 use crate::engine::{NodeId, Qos};
 use crate::wire::{Reader, WireError, WriteExt};
 
-/// A data packet: `(origin, sseq, qos, payload)` (for an unreliable one, `sseq` counts the
-/// origin's unreliable messages).
+/// A data packet: a run of one origin's messages with consecutive sequence numbers, each with
+/// its QoS (for unreliable ones the numbers count the origin's unreliable messages). RMP sends
+/// packets as large as half its window (Fig. 4.2), so several messages share one.
 pub const DATA: u8 = 1;
 /// An ACK: orders data (or a membership change) and passes the token.
 pub const ACK: u8 = 2;
@@ -25,8 +26,11 @@ pub const LCR_JOIN: u8 = 1;
 /// LCR kinds.
 pub const LCR_LEAVE: u8 = 2;
 
-/// Most data packets one ACK orders (keeps an ACK well below any datagram size).
-pub const MAX_ENTRIES: usize = 96;
+/// Most messages one ACK orders (it names them as runs per origin, so its size does not grow
+/// with this).
+pub const MAX_ENTRIES: usize = 1024;
+/// Most runs one ACK holds (one per ring member and turn at most).
+pub const MAX_RUNS: usize = 64;
 /// Most ordered slots one NACK names.
 pub const MAX_NACK_SLOTS: usize = 64;
 
@@ -119,11 +123,20 @@ impl Ack {
         b.put_u32(self.idle);
         match &self.body {
             AckBody::Entries(e) => {
+                // Runs of one origin's consecutive numbers: (origin, first, count).
                 b.push(0);
-                b.put_u16(e.len() as u16);
-                for (s, q) in e {
-                    b.put_u32(s.0);
-                    b.put_u64(*q);
+                let mut runs: Vec<(NodeId, u64, u32)> = Vec::new();
+                for &(o, q) in e {
+                    match runs.last_mut() {
+                        Some(r) if r.0 == o && r.1 + u64::from(r.2) == q => r.2 += 1,
+                        _ => runs.push((o, q, 1)),
+                    }
+                }
+                b.put_u16(runs.len() as u16);
+                for (o, q, n) in runs {
+                    b.put_u32(o.0);
+                    b.put_u64(q);
+                    b.put_u32(n);
                 }
             }
             AckBody::NewList(l) => {
@@ -151,12 +164,16 @@ impl Ack {
         let body = match r.u8()? {
             0 => {
                 let n = r.u16()? as usize;
-                if r.remaining() != n * 12 {
+                if n > MAX_RUNS || r.remaining() != n * 16 {
                     return Err(WireError::BadValue("ack entries"));
                 }
-                let mut e = Vec::with_capacity(n);
+                let mut e = Vec::new();
                 for _ in 0..n {
-                    e.push((NodeId(r.u32()?), r.u64()?));
+                    let (o, q, k) = (NodeId(r.u32()?), r.u64()?, r.u32()? as usize);
+                    if k == 0 || e.len() + k > MAX_ENTRIES || q.checked_add(k as u64).is_none() {
+                        return Err(WireError::BadValue("ack entries"));
+                    }
+                    e.extend((q..q + k as u64).map(|s| (o, s)));
                 }
                 AckBody::Entries(e)
             }
@@ -243,16 +260,62 @@ impl Nack {
     }
 }
 
-/// Write a data packet body.
-pub fn encode_data(b: &mut Vec<u8>, origin: NodeId, sseq: u64, qos: Qos, payload: &[u8]) {
+/// Write a data packet body holding `msgs`, numbered from `first`.
+pub fn encode_data<'a>(
+    b: &mut Vec<u8>,
+    origin: NodeId,
+    first: u64,
+    msgs: impl ExactSizeIterator<Item = (Qos, &'a [u8])>,
+) {
     b.put_u32(origin.0);
-    b.put_u64(sseq);
-    b.extend_from_slice(&qos_bytes(qos));
-    b.extend_from_slice(payload);
+    b.put_u64(first);
+    b.put_u16(msgs.len() as u16);
+    for (qos, payload) in msgs {
+        b.extend_from_slice(&qos_bytes(qos));
+        b.put_u32(payload.len() as u32);
+        b.extend_from_slice(payload);
+    }
 }
 
-/// Bytes of a data packet body before the payload.
+/// Bytes of a data packet body before its first message.
 pub const DATA_FIXED: usize = 14;
+/// Bytes each message adds to a data packet besides its payload.
+pub const DATA_PER_MSG: usize = 6;
+
+/// A decoded data packet.
+pub struct DataRun<'a> {
+    /// The original sender.
+    pub origin: NodeId,
+    /// Sequence number of the first message.
+    pub first: u64,
+    /// The messages: QoS and payload.
+    pub msgs: Vec<(Qos, &'a [u8])>,
+}
+
+/// Decode a data packet body; never panics, allocations bounded by the body's length.
+pub fn decode_data(body: &[u8]) -> Result<DataRun<'_>, WireError> {
+    let mut r = Reader::new(body);
+    let origin = NodeId(r.u32()?);
+    let first = r.u64()?;
+    let n = r.u16()? as usize;
+    if n == 0 || n * DATA_PER_MSG > r.remaining() {
+        return Err(WireError::BadValue("data count"));
+    }
+    let mut msgs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let qos = qos_from([r.u8()?, r.u8()?]).ok_or(WireError::BadValue("qos"))?;
+        let len = r.u32()? as usize;
+        msgs.push((qos, r.bytes(len)?));
+    }
+    if r.remaining() != 0 || first.checked_add(n as u64).is_none() {
+        return Err(WireError::BadValue("data length"));
+    }
+    Ok(DataRun {
+        origin,
+        first,
+        msgs,
+    })
+}
 
 #[cfg(test)]
 mod tests {
@@ -266,7 +329,13 @@ mod tests {
                 first_ts: 40,
                 next_site: NodeId(3),
                 idle: 0,
-                body: AckBody::Entries(vec![(NodeId(1), 4), (NodeId(2), 9)]),
+                body: AckBody::Entries(vec![
+                    (NodeId(1), 4),
+                    (NodeId(1), 5),
+                    (NodeId(1), 6),
+                    (NodeId(2), 9),
+                    (NodeId(1), 7),
+                ]),
             },
             Ack {
                 num: 8,
@@ -298,5 +367,25 @@ mod tests {
         n.encode(&mut b);
         assert_eq!(Nack::decode(&b).unwrap(), n);
         assert!(Nack::decode(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn data_runs_roundtrip_and_truncations_fail() {
+        let msgs: [(Qos, &[u8]); 3] = [
+            (Qos::Reliable, b"abc"),
+            (Qos::KResilient(200), b""),
+            (Qos::TotallyResilient, b"xy"),
+        ];
+        let mut b = Vec::new();
+        encode_data(&mut b, NodeId(4), 17, msgs.iter().copied());
+        let d = decode_data(&b).unwrap();
+        assert_eq!((d.origin, d.first), (NodeId(4), 17));
+        assert_eq!(d.msgs, msgs);
+        for n in 0..b.len() {
+            assert!(decode_data(&b[..n]).is_err(), "{n}");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert!(decode_data(&long).is_err());
     }
 }

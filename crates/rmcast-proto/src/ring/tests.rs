@@ -112,9 +112,10 @@ impl Net {
             return true;
         }
         if ptype == packet::DATA {
-            let origin = NodeId(u32::from_be_bytes(body[0..4].try_into().unwrap()));
-            let sseq = u64::from_be_bytes(body[4..12].try_into().unwrap());
-            self.held.entry((origin, sseq)).or_default().insert(to);
+            let run = packet::decode_data(body).expect("engines send valid data");
+            for sseq in run.first..run.first + run.msgs.len() as u64 {
+                self.held.entry((run.origin, sseq)).or_default().insert(to);
+            }
         }
         false
     }
@@ -239,7 +240,9 @@ fn unreliable_messages_are_delivered_at_most_once_and_never_repaired() {
     let mut net = Net::new(3);
     // Member 2 misses every unreliable packet; member 1 gets each twice (duplicated).
     net.drop = Some(Box::new(|_, to, ptype, body| {
-        to == 2 && ptype == packet::DATA && body[12] == 0
+        to == 2
+            && ptype == packet::DATA
+            && packet::decode_data(body).unwrap().msgs[0].0 == Qos::Unreliable
     }));
     let sent = net.send(0, 5, Qos::Unreliable);
     assert!(sent.iter().all(|m| m & packet::UNRELIABLE_BIT != 0));
