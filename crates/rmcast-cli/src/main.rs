@@ -3,6 +3,7 @@
 mod bench;
 mod config;
 mod demo;
+mod experiments;
 mod keys;
 mod member;
 mod plot;

@@ -5,12 +5,14 @@
 //! schedule from it, so `--seed N` with the same other arguments replays one run exactly, and a
 //! failing seed is printed as that command. `--message-counts` prints the cost of a broadcast
 //! for r = 0..3 (the sequencer paper's 2 and 3 + r datagrams) with one message in flight and
-//! under load.
+//! under load. `--experiment rmp` measures throughput on a shared 10 Mb/s medium as the RMP
+//! paper's Figures 5.1 and 5.2 do ([`crate::experiments`]).
 //!
 //! ```text
 //! rmcast sim --members 16 --loss 0.1 --dup 0.05 --reorder 2 --churn --partition --pause --seeds 200
 //! rmcast sim <the same arguments> --seed 49        # replay one seed, with its fault schedule
 //! rmcast sim --message-counts
+//! rmcast sim --experiment rmp --plot rmp.svg
 //! ```
 //!
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
@@ -59,21 +61,27 @@ pub struct SimArgs {
     /// Probability that a datagram copy arrives twice, in [0, 1).
     #[arg(long, default_value_t = 0.0)]
     pub dup: f64,
-    /// Uplink bandwidth of every host in Mbit/s, with a drop-tail queue (default: unlimited).
+    /// Uplink bandwidth of every host in Mbit/s, with a drop-tail queue (default: unlimited;
+    /// with --experiment rmp, the shared medium's: 10).
     #[arg(long)]
     pub bandwidth_mbps: Option<f64>,
-    /// Messages per sender.
-    #[arg(long, default_value_t = 200)]
-    pub messages: u64,
-    /// Payload bytes per message.
-    #[arg(long, default_value_t = 64)]
-    pub message_bytes: usize,
+    /// One shared medium (an Ethernet segment) at --bandwidth-mbps instead of an uplink per
+    /// host: every datagram, multicast or unicast, is one transmission on it, hosts take turns.
+    #[arg(long)]
+    pub shared_medium: bool,
+    /// Messages per sender [default: 200; with --experiment rmp, 1000].
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Payload bytes per message [default: 64; with --experiment rmp, 1024].
+    #[arg(long)]
+    pub message_bytes: Option<usize>,
     /// Number of senders (hosts 1, 2, ...; host 0 last).
     #[arg(long, default_value_t = 1)]
     pub senders: u32,
-    /// Closed loop: messages in flight per sender (1 = one broadcast at a time).
-    #[arg(long, default_value_t = 4)]
-    pub in_flight: u32,
+    /// Closed loop: messages in flight per sender (1 = one broadcast at a time) [default: 4;
+    /// with --experiment rmp, as many as the engine accepts].
+    #[arg(long)]
+    pub in_flight: Option<u32>,
     /// Open loop instead: messages per second per sender.
     #[arg(long)]
     pub rate: Option<f64>,
@@ -127,6 +135,12 @@ pub struct SimArgs {
     /// Print datagrams per broadcast for r = 0..3, one message in flight and under load.
     #[arg(long)]
     pub message_counts: bool,
+    /// Run an experiment instead of a sweep: `rmp` measures the throughput of the ring and the
+    /// sequencer engines on a shared 10 Mbit/s medium, as Figures 5.1 and 5.2 of the RMP paper
+    /// do (takes --messages, --message-bytes, --in-flight, --latency, --bandwidth-mbps,
+    /// --seed, --threads and --plot).
+    #[arg(long, value_enum)]
+    pub experiment: Option<crate::experiments::Experiment>,
     /// Worker threads (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -138,10 +152,18 @@ pub struct SimArgs {
     #[arg(long, requires = "seed")]
     pub trace: bool,
     /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
-    /// and recoveries show as flat stretches), as SVG to this file.
+    /// and recoveries show as flat stretches), as SVG to this file (with --experiment rmp: the
+    /// two figures).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 }
+
+/// Messages per sender of a sweep without `--messages`.
+const DEFAULT_MESSAGES: u64 = 200;
+/// Payload bytes of a sweep without `--message-bytes`.
+const DEFAULT_MESSAGE_BYTES: usize = 64;
+/// Messages in flight per sender of a sweep without `--in-flight`.
+const DEFAULT_IN_FLIGHT: u32 = 4;
 
 impl SimArgs {
     /// The scenario these arguments describe.
@@ -156,10 +178,11 @@ impl SimArgs {
             loss: self.loss,
             dup: self.dup,
             bandwidth_mbps: self.bandwidth_mbps,
-            messages: self.messages,
-            message_bytes: self.message_bytes,
+            shared_medium: self.shared_medium,
+            messages: self.messages.unwrap_or(DEFAULT_MESSAGES),
+            message_bytes: self.message_bytes.unwrap_or(DEFAULT_MESSAGE_BYTES),
             senders: self.senders,
-            in_flight: self.in_flight,
+            in_flight: self.in_flight.unwrap_or(DEFAULT_IN_FLIGHT),
             rate: self.rate,
             churn: self.churn,
             partitions: self.partition,
@@ -187,6 +210,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     };
     if args.message_counts {
         return message_counts(&args);
+    }
+    if let Some(e) = args.experiment {
+        return crate::experiments::run(e, &args, threads);
     }
     let sc = args.scenario();
     sc.validate().map_err(anyhow::Error::msg)?;
@@ -424,10 +450,10 @@ const LOAD_IN_FLIGHT: u32 = 64;
 
 fn message_counts(args: &SimArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or(0);
+    let messages = args.messages.unwrap_or(DEFAULT_MESSAGES);
     println!(
-        "datagrams per broadcast, loss-free, one sender that is not the sequencer, {} messages \
-         (seed {seed})",
-        args.messages
+        "datagrams per broadcast, loss-free, one sender that is not the sequencer, {messages} \
+         messages (seed {seed})"
     );
     println!(
         "{:>3} {:>10} {:>16} {:>22}",
@@ -438,8 +464,8 @@ fn message_counts(args: &SimArgs) -> anyhow::Result<ExitCode> {
         let mut cells = Vec::new();
         for k in [1, LOAD_IN_FLIGHT] {
             let sc = Scenario {
-                messages: args.messages,
-                message_bytes: args.message_bytes,
+                messages,
+                message_bytes: args.message_bytes.unwrap_or(DEFAULT_MESSAGE_BYTES),
                 ..Scenario::message_count(r, k)
             };
             sc.validate().map_err(anyhow::Error::msg)?;
@@ -542,7 +568,7 @@ mod tests {
     fn replay_command_parses_back_to_the_same_scenario() {
         let sc = parse(
             "--members 16 --loss 0.1 --dup 0.05 --reorder 2.5 --resilience 2 --churn 3 \
-             --partition --pause 2 --senders 3 --rate 250 --bandwidth-mbps 10",
+             --partition --pause 2 --senders 3 --rate 250 --bandwidth-mbps 10 --shared-medium",
         )
         .scenario();
         assert_eq!(sc.partitions, 1);
@@ -576,6 +602,8 @@ mod tests {
     fn bad_values_are_refused_with_a_clear_error() {
         let e = parse("--loss 1.5").scenario().validate().unwrap_err();
         assert!(e.contains("--loss must be in [0, 1)"), "{e}");
+        let e = parse("--shared-medium").scenario().validate().unwrap_err();
+        assert!(e.contains("--shared-medium needs --bandwidth-mbps"), "{e}");
         assert!(Wrap::try_parse_from(["sim", "--members", "-3"]).is_err());
     }
 }

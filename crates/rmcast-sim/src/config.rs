@@ -89,21 +89,46 @@ impl Default for LinkParams {
     }
 }
 
+/// Bytes a datagram costs on a 10 Mb/s Ethernet beyond its UDP payload: preamble and start
+/// delimiter (8), MAC header (14), frame check sequence (4), inter-frame gap (12), IP header
+/// (20) and UDP header (8). [`NetConfig::frame_overhead_bytes`] of a shared medium
+/// ([`crate::Scenario::shared_medium`]).
+pub const ETHERNET_FRAME_OVERHEAD_BYTES: usize = 66;
+
 /// The network model.
 ///
-/// A multicast leaves its sender once (one slot of the sender's uplink) and is then copied to
-/// every receiver, each copy with its own loss, duplication and latency draw, as IP multicast on
-/// a switched LAN behaves.
+/// A multicast leaves its sender once (one slot of the sender's uplink, or of the shared
+/// medium) and is then copied to every receiver, each copy with its own loss, duplication and
+/// latency draw, as IP multicast on a LAN behaves.
+///
+/// With a bandwidth, datagrams are serialized either on an uplink per host (a switched LAN:
+/// hosts send at the same time, each at `bandwidth_bps`) or, with [`NetConfig::shared_medium`],
+/// on one channel all hosts share (a 10 Mb/s Ethernet segment: one datagram at a time on the
+/// whole network).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetConfig {
     /// Parameters of every link without an override.
     pub link: LinkParams,
     /// Per-link overrides: `(from, to, params)` for the directed link `from -> to`.
     pub links: Vec<(NodeId, NodeId, LinkParams)>,
-    /// Uplink bandwidth of every host in bits per second; `None` means infinitely fast.
+    /// Uplink bandwidth of every host in bits per second (of the one shared medium with
+    /// [`NetConfig::shared_medium`]); `None` means infinitely fast.
     pub bandwidth_bps: Option<u64>,
-    /// Drop-tail queue of each host's uplink, in datagrams (only with a bandwidth).
+    /// Drop-tail queue of each host's uplink, in datagrams (only with a bandwidth); with a
+    /// shared medium, each host's queue towards the medium (its interface's). The datagram
+    /// being sent counts.
     pub uplink_queue_datagrams: usize,
+    /// One medium for every host (needs a bandwidth): a datagram, multicast or unicast, is one
+    /// transmission of `(len + frame_overhead_bytes) * 8 / bandwidth_bps` seconds during which
+    /// nobody else sends. Each host queues its datagrams (drop-tail, `uplink_queue_datagrams`)
+    /// and the hosts with datagrams waiting take turns, one datagram each in host order: an
+    /// idealised CSMA/CD, without collisions or the capture effect. Copies leave when the
+    /// transmission ends.
+    pub shared_medium: bool,
+    /// Bytes added to every datagram's length to compute its transmission time (framing and
+    /// headers below the datagram, such as [`ETHERNET_FRAME_OVERHEAD_BYTES`]); 0 charges the
+    /// datagram alone.
+    pub frame_overhead_bytes: usize,
     /// Datagrams at most in flight towards one host (the network's buffering); more are dropped
     /// and counted. Keeps the model's memory bounded.
     pub rx_inflight_datagrams: usize,
@@ -116,6 +141,8 @@ impl Default for NetConfig {
             links: Vec::new(),
             bandwidth_bps: None,
             uplink_queue_datagrams: 256,
+            shared_medium: false,
+            frame_overhead_bytes: 0,
             rx_inflight_datagrams: 16_384,
         }
     }
@@ -420,6 +447,9 @@ impl SimConfig {
         }
         if self.net.bandwidth_bps.is_some() && self.net.uplink_queue_datagrams == 0 {
             return Err("uplink queue must hold at least one datagram".into());
+        }
+        if self.net.shared_medium && self.net.bandwidth_bps.is_none() {
+            return Err("a shared medium needs a bandwidth".into());
         }
         if self.net.rx_inflight_datagrams == 0 {
             return Err("rx_inflight_datagrams must be positive".into());

@@ -11,8 +11,9 @@
 //!
 //! The parts:
 //! - [`config`]: the run: members, network (latency, jitter, loss, duplication, bandwidth with a
-//!   drop-tail queue), faults (partitions, pauses with a bounded receive buffer, crashes),
-//!   workload (open or closed loop), membership churn, loop bounds.
+//!   drop-tail queue, per host or on one shared medium), faults (partitions, pauses with a
+//!   bounded receive buffer, crashes), workload (open or closed loop), membership churn, loop
+//!   bounds.
 //! - [`record`]: what a run leaves behind: every event of every host with its virtual time,
 //!   every submission, the network's counts.
 //! - [`checkers`]: integrity, agreement, total order, FIFO, virtual synchrony, resilience,
@@ -20,6 +21,8 @@
 //!   [`rmcast_proto::Guarantees`] promise what it checks (the table in [`checkers`]).
 //! - [`log`]: the `--log` JSON lines of real members (the same events) and [`log::verify_logs`],
 //!   which checks a multi-process run with the same rules.
+//! - [`experiment`]: the throughput experiment of the RMP paper (Figures 5.1 and 5.2) on a
+//!   shared 10 Mb/s medium.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
 //!   NACKs, drops.
 //! - [`scenario`]: the command line's view of a run (`rmcast sim --members 16 --loss 0.1 ...`),
@@ -43,6 +46,7 @@
 
 pub mod checkers;
 pub mod config;
+pub mod experiment;
 pub mod figures;
 pub mod log;
 pub mod record;

@@ -14,7 +14,7 @@
 
 use crate::config::{
     ChurnEvent, ChurnKind, Crash, Faults, LinkParams, Load, NetConfig, Partition, Pause, SimConfig,
-    Workload,
+    Workload, ETHERNET_FRAME_OVERHEAD_BYTES,
 };
 use crate::{run, RunSummary, SweepReport};
 use rand::seq::SliceRandom;
@@ -41,8 +41,14 @@ pub struct Scenario {
     pub loss: f64,
     /// Duplication probability per datagram copy, in `[0, 1)`.
     pub dup: f64,
-    /// Uplink bandwidth of every host in Mbit/s (none: unlimited).
+    /// Uplink bandwidth of every host in Mbit/s (none: unlimited); with `shared_medium`, the
+    /// bandwidth of the one medium all hosts share.
     pub bandwidth_mbps: Option<f64>,
+    /// One shared Ethernet-like medium instead of an uplink per host
+    /// ([`crate::NetConfig::shared_medium`]; needs `bandwidth_mbps`): every datagram, multicast
+    /// or unicast, is one transmission on it, charged
+    /// [`crate::config::ETHERNET_FRAME_OVERHEAD_BYTES`] of framing and IP and UDP headers.
+    pub shared_medium: bool,
     /// Messages per sender.
     pub messages: u64,
     /// Payload bytes per message.
@@ -94,6 +100,7 @@ impl Default for Scenario {
             loss: 0.0,
             dup: 0.0,
             bandwidth_mbps: None,
+            shared_medium: false,
             messages: 200,
             message_bytes: 64,
             senders: 1,
@@ -186,6 +193,9 @@ impl Scenario {
             if !(b.is_finite() && b > 0.0) {
                 return Err(format!("--bandwidth-mbps must be positive, got {b}"));
             }
+        }
+        if self.shared_medium && self.bandwidth_mbps.is_none() {
+            return Err("--shared-medium needs --bandwidth-mbps".into());
         }
         if self.message_bytes < crate::record::PAYLOAD_HEADER_BYTES || self.message_bytes > 1 << 24
         {
@@ -381,6 +391,12 @@ impl Scenario {
                 bandwidth_bps: self
                     .bandwidth_mbps
                     .map(|m| (m * 1e6).round().max(1.0) as u64),
+                shared_medium: self.shared_medium,
+                frame_overhead_bytes: if self.shared_medium {
+                    ETHERNET_FRAME_OVERHEAD_BYTES
+                } else {
+                    0
+                },
                 ..NetConfig::default()
             },
             faults: Faults {
@@ -421,6 +437,9 @@ impl Scenario {
         );
         if let Some(b) = self.bandwidth_mbps {
             s.push_str(&format!(" --bandwidth-mbps {b}"));
+        }
+        if self.shared_medium {
+            s.push_str(" --shared-medium");
         }
         s.push_str(&format!(
             " --messages {} --message-bytes {} --senders {} --in-flight {}",

@@ -65,6 +65,8 @@ enum Item {
     Crash { host: usize },
     /// Evaluate the quiescence condition.
     Check,
+    /// The datagram on the shared medium has been sent: its copies leave, the next one starts.
+    MediumDone,
 }
 
 struct Scheduled {
@@ -163,6 +165,18 @@ impl Host {
     }
 }
 
+/// The shared medium ([`crate::NetConfig::shared_medium`]): each host's queue of datagrams
+/// waiting for it, the datagram being sent, and whose turn comes next.
+#[derive(Default)]
+struct Medium {
+    /// Per host (sized on first use), datagrams waiting, oldest first.
+    queues: Vec<VecDeque<(Destination, Bytes)>>,
+    /// The datagram being sent: its sender, destination and bytes.
+    on_air: Option<(usize, Destination, Bytes)>,
+    /// The host whose queue is looked at first for the next transmission.
+    turn: usize,
+}
+
 /// Per message, what the quiescence condition needs.
 #[derive(Default)]
 struct MsgTrack {
@@ -188,6 +202,8 @@ pub(crate) struct World<'a> {
     submissions: Vec<Submission>,
     tracks: HashMap<(NodeId, u64), MsgTrack>,
     net: NetStats,
+    /// The shared medium, when the network has one.
+    medium: Medium,
     livelock: Option<String>,
     workload_errors: Vec<String>,
     workload_started: bool,
@@ -272,6 +288,7 @@ impl<'a> World<'a> {
             submissions: Vec::new(),
             tracks: HashMap::new(),
             net: NetStats::default(),
+            medium: Medium::default(),
             livelock: None,
             workload_errors: Vec::new(),
             workload_started: false,
@@ -548,6 +565,12 @@ impl<'a> World<'a> {
                     self.schedule(next, Item::Check);
                 }
             }
+            Item::MediumDone => {
+                if let Some((host, dest, data)) = self.medium.on_air.take() {
+                    self.fan_out(host, dest, now, data);
+                }
+                self.medium_next();
+            }
         }
     }
 
@@ -803,14 +826,23 @@ impl<'a> World<'a> {
         left
     }
 
-    /// Puts one datagram on the network: the sender's uplink, then one copy per receiver.
+    /// How long a datagram of `len` bytes occupies an uplink or the shared medium.
+    fn transmission_time(&self, len: usize, bps: u64) -> Duration {
+        let bits = (len + self.cfg.net.frame_overhead_bytes) as u128 * 8;
+        Duration::from_nanos((bits * 1_000_000_000).div_ceil(bps as u128) as u64)
+    }
+
+    /// Puts one datagram on the network: the sender's uplink (or the shared medium), then one
+    /// copy per receiver.
     fn route(&mut self, host: usize, dest: Destination, data: Bytes) {
         let now = self.now;
         self.net.transmitted += 1;
         let depart = match self.cfg.net.bandwidth_bps {
             None => now,
+            Some(_) if self.cfg.net.shared_medium => return self.medium_enqueue(host, dest, data),
             Some(bps) => {
                 let cap = self.cfg.net.uplink_queue_datagrams;
+                let took = self.transmission_time(data.len(), bps);
                 let h = &mut self.hosts[host];
                 while h.uplink_queue.front().is_some_and(|t| *t <= now) {
                     h.uplink_queue.pop_front();
@@ -819,13 +851,56 @@ impl<'a> World<'a> {
                     self.net.drops_uplink_queue += 1;
                     return;
                 }
-                let nanos = (data.len() as u128 * 8 * 1_000_000_000).div_ceil(bps as u128);
-                let done = now.max(h.uplink_free_at) + Duration::from_nanos(nanos as u64);
+                let done = now.max(h.uplink_free_at) + took;
                 h.uplink_free_at = done;
                 h.uplink_queue.push_back(done);
                 done
             }
         };
+        self.fan_out(host, dest, depart, data);
+    }
+
+    /// Queues a datagram of `host` for the shared medium (drop-tail: the datagram being sent
+    /// counts towards the host's queue), and starts sending if the medium is idle.
+    fn medium_enqueue(&mut self, host: usize, dest: Destination, data: Bytes) {
+        let cap = self.cfg.net.uplink_queue_datagrams;
+        let n = self.hosts.len();
+        let m = &mut self.medium;
+        if m.queues.len() < n {
+            m.queues.resize_with(n, VecDeque::new);
+        }
+        let sending = m.on_air.as_ref().is_some_and(|(h, ..)| *h == host);
+        if m.queues[host].len() + usize::from(sending) >= cap {
+            self.net.drops_uplink_queue += 1;
+            return;
+        }
+        m.queues[host].push_back((dest, data));
+        if m.on_air.is_none() {
+            self.medium_next();
+        }
+    }
+
+    /// Starts the next transmission on the idle shared medium: the first host with a datagram
+    /// waiting, from the one whose turn it is, in host order (each takes one datagram a turn).
+    fn medium_next(&mut self) {
+        let Some(bps) = self.cfg.net.bandwidth_bps else {
+            return;
+        };
+        let n = self.medium.queues.len();
+        for k in 0..n {
+            let host = (self.medium.turn + k) % n;
+            if let Some((dest, data)) = self.medium.queues[host].pop_front() {
+                let done = self.now + self.transmission_time(data.len(), bps);
+                self.medium.turn = (host + 1) % n;
+                self.medium.on_air = Some((host, dest, data));
+                self.schedule(done, Item::MediumDone);
+                return;
+            }
+        }
+    }
+
+    /// The copies of a datagram that leaves `host` at `depart`: one per receiver.
+    fn fan_out(&mut self, host: usize, dest: Destination, depart: Time, data: Bytes) {
         let from = NodeId(host as u32);
         match dest {
             // Hop counts are not modelled: a scoped multicast reaches the whole group.
@@ -1074,6 +1149,10 @@ impl<'a> World<'a> {
     /// running engine has a timer due within [`crate::Limits::quiet_timer_horizon`].
     fn quiet(&self) -> bool {
         let horizon = self.now + self.cfg.limits.quiet_timer_horizon;
+        // A datagram on the shared medium is in flight too (those queued for it follow it).
+        if self.medium.on_air.is_some() {
+            return false;
+        }
         self.hosts.iter().all(|h| {
             if h.rec.leave_requested_at.is_some()
                 && !matches!(h.state, HostState::Left | HostState::Crashed)

@@ -116,7 +116,10 @@ fn every_qos_level_passes_its_checkers() {
         let ran = |n: &str| g.contains_key(n);
         assert!(ran("integrity") && ran("liveness"), "{qos}");
         let promised = ring().guarantees().at_qos(qos);
-        assert_eq!(promised.fifo(), qos != Qos::Unreliable && qos != Qos::Reliable);
+        assert_eq!(
+            promised.fifo(),
+            qos != Qos::Unreliable && qos != Qos::Reliable
+        );
         assert_eq!(promised.order == Order::Total, qos.is_total());
         assert_eq!(promised.all_or_nothing(), qos != Qos::Unreliable);
         let dpm: f64 = rep

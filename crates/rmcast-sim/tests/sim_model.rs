@@ -458,6 +458,74 @@ fn bandwidth_serializes_datagrams_and_the_queue_drops_tail() {
     }
 }
 
+/// Two hosts send 10 datagrams of 1000 bytes each at the same instant over 1 Mbit/s (8 ms a
+/// datagram). Uplinks per host send both streams side by side: the last copy arrives after 10
+/// slots. One shared medium sends them one at a time, the two hosts taking turns: 20 slots.
+#[test]
+fn a_shared_medium_serializes_every_host_and_its_queues_drop_tail() {
+    let mut cfg = base(3, &[0, 1], 10);
+    cfg.workload.load = Load::ClosedLoop { in_flight: 10 };
+    cfg.workload.message_bytes = 988; // 1000-byte datagrams with the toy's 12-byte header
+    cfg.net.bandwidth_bps = Some(1_000_000);
+    cfg.net.uplink_queue_datagrams = 32;
+    cfg.limits.quiescence_timeout = Duration::from_secs(1);
+    let start = |rec: &Record| rec.submissions[0].at.0;
+
+    let rec = toy_record(&cfg, Toy::default());
+    let got = received(&rec, 2);
+    assert_eq!(got.len(), 20);
+    let last = got.iter().map(|m| m.0).max().unwrap();
+    assert_eq!(
+        last,
+        start(&rec) + 10 * 8 * MS + MS,
+        "per host: side by side"
+    );
+
+    cfg.net.shared_medium = true;
+    let rec = toy_record(&cfg, Toy::default());
+    let got = received(&rec, 2);
+    assert_eq!(got.len(), 20);
+    assert_eq!(rec.net.drops_uplink_queue, 0);
+    for (k, (t, sender, counter)) in got.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!(
+            *t,
+            start(&rec) + (k + 1) * 8 * MS + MS,
+            "slot {k}: one datagram at a time on the medium, then 1 ms latency"
+        );
+        assert_eq!(
+            (*sender as u64, *counter),
+            (k % 2, k / 2),
+            "turns, in host order"
+        );
+    }
+    // Host 0 receives host 1's datagrams in the odd slots: the medium, not its uplink, is busy.
+    let at0: Vec<u64> = received(&rec, 0).iter().map(|m| m.0).collect();
+    let odd: Vec<u64> = (0..10)
+        .map(|i| start(&rec) + (2 * i + 2) * 8 * MS + MS)
+        .collect();
+    assert_eq!(at0, odd);
+
+    // Framing overhead lengthens every slot: 1000 + 1000 bytes take 16 ms.
+    cfg.net.frame_overhead_bytes = 1000;
+    let rec = toy_record(&cfg, Toy::default());
+    let last = received(&rec, 2).iter().map(|m| m.0).max().unwrap();
+    assert_eq!(last, start(&rec) + 20 * 16 * MS + MS);
+
+    // Each host's queue towards the medium holds 5 (the one being sent counts): the rest of
+    // each burst of 10 is dropped and counted.
+    cfg.net.frame_overhead_bytes = 0;
+    cfg.net.uplink_queue_datagrams = 5;
+    let rec = toy_record(&cfg, Toy::default());
+    assert_eq!(rec.net.drops_uplink_queue, 10);
+    let got = received(&rec, 2);
+    assert_eq!(got.len(), 10);
+    assert!(
+        got.iter().all(|m| m.2 < 5),
+        "the tail of each burst is dropped"
+    );
+}
+
 #[test]
 fn group_traffic_follows_joins_leaves_and_crashes() {
     let mut cfg = base(4, &[0], 100);
