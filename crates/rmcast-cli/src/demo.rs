@@ -153,8 +153,15 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     match (&report, failures.is_empty()) {
         (Some(r), true) => {
+            // Say what the logs were checked for: what the level promises.
+            let what = match (promised.order, promised.delivery) {
+                (rmcast_proto::Order::Total, _) => "total order",
+                (rmcast_proto::Order::Fifo, _) => "FIFO order and agreement",
+                (_, rmcast_proto::DeliveryPromise::AllOrNothing) => "agreement",
+                _ => "integrity (no duplicate, nothing invented)",
+            };
             println!(
-                "total order verified across {} processes ({} deliveries of {} messages, {} views)",
+                "{what} verified across {} processes ({} deliveries of {} messages, {} views)",
                 r.members, r.deliveries, r.messages, r.views
             );
             if temp_dir {

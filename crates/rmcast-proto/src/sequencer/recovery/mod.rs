@@ -330,6 +330,20 @@ impl Sequencer {
             self.events.push_back(Event::Left);
             return;
         }
+        if self.leave_requested
+            && self
+                .known_members()
+                .iter()
+                .all(|&m| m == self.me || m == suspect)
+        {
+            // Leaving a group of two whose other member is gone: that member was the
+            // sequencer and ordered this leave but left (the last one) before this member
+            // heard it. Nobody is left to rebuild the group with; the leave is done.
+            self.phase = Phase::Left;
+            self.ord = None;
+            self.events.push_back(Event::Left);
+            return;
+        }
         // The newest membership we hold (a joiner may hold its join without having delivered
         // it yet): everyone in it is invited.
         let old_members = self.known_members();
