@@ -147,6 +147,8 @@ impl Flow {
             self.sent.pop_front();
             self.in_flight -= len;
             self.window.on_ack(len);
+            // New data acknowledged: the timer need not stay backed off (Karn).
+            self.rtt.on_progress();
             if s == sseq && !resent {
                 self.rtt.on_sample(now.saturating_since(at));
             }
@@ -253,6 +255,9 @@ pub struct Ring {
     /// Own messages submitted and not yet sent: they go out together, in as few packets as
     /// Fig. 4.2 allows, when the driver next takes datagrams (or before this site's ACK).
     outbox: Vec<(u64, Qos, Bytes)>,
+    /// At the token site: members whose next packet to order is missing while later ones are
+    /// here, the number, and when to ask for it (again).
+    data_gaps: BTreeMap<NodeId, (u64, Time)>,
 }
 
 impl Ring {
@@ -312,6 +317,7 @@ impl Ring {
             resilience_wait: false,
             flow: Flow::new(p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN)),
             outbox: Vec::new(),
+            data_gaps: BTreeMap::new(),
         };
         if p.role == Role::Create {
             r.member = true;
@@ -613,11 +619,22 @@ impl Ring {
             && (!self.own_ordered.is_empty() || self.leaving || self.resilience_wait)
     }
 
+    /// How long to wait for an ACK before asking for it: the fixed floor, or more when a
+    /// round of the token is measured to take longer (a busy ring), so that the requests do
+    /// not feed the congestion that delays the ACKs (section 4.6's timers, applied to NACKs).
+    fn stall_wait(&self) -> Duration {
+        STALL.max(self.flow.rtt.base_rto() * 2)
+    }
+
+    fn nack_retry(&self) -> Duration {
+        NACK_RETRY.max(self.flow.rtt.base_rto())
+    }
+
     fn arm_stall(&mut self, now: Time) {
         if !self.waiting() {
             self.stall_at = None;
         } else if self.stall_at.is_none() {
-            self.stall_at = Some(now + STALL);
+            self.stall_at = Some(now + self.stall_wait());
             self.stall_mark = self.next_ack;
             self.stall_tries = 0;
         }
@@ -648,7 +665,7 @@ impl Ring {
             self.stall_tries = 0;
         }
         self.stall_mark = self.next_ack;
-        self.stall_at = Some(now + STALL);
+        self.stall_at = Some(now + self.stall_wait());
     }
 
     fn deliver(&mut self) {
@@ -847,6 +864,7 @@ impl Ring {
         }
         let room = self.stable_ts + MAX_UNSTABLE > self.q.end();
         let entries = if room { self.orderable() } else { vec![] };
+        self.ask_data_gaps(now);
         let next = Self::successor(&self.ring, self.me);
         if !entries.is_empty() {
             return self.pass(now, next, 0, AckBody::Entries(entries));
@@ -869,6 +887,70 @@ impl Ring {
                 self.confirm(from, n);
             }
         }
+    }
+
+    /// The token site orders each member's packets in sequence, so one it lacks while it holds
+    /// later ones blocks that member. It asks the origin for it after a grace (the first copy
+    /// was lost) instead of waiting for the origin's retransmission timer, as the sequencer
+    /// asks for a gap in a sender's requests.
+    fn ask_data_gaps(&mut self, now: Time) {
+        let ring = &self.ring;
+        self.data_gaps.retain(|m, _| ring.contains(m));
+        let mut asks = Vec::new();
+        for &m in &self.ring {
+            if m == self.me {
+                continue;
+            }
+            let next = self.ordered_next.get(&m).copied().unwrap_or(0);
+            let gap = !self.data.has(m, next) && self.data.has_after(m, next);
+            match self.data_gaps.get(&m).copied() {
+                _ if !gap => {
+                    self.data_gaps.remove(&m);
+                }
+                Some((s, at)) if s == next => {
+                    if now >= at {
+                        asks.push((m, next));
+                        self.data_gaps.insert(m, (next, now + self.nack_retry()));
+                    }
+                }
+                _ => {
+                    self.data_gaps.insert(m, (next, now + NACK_GRACE));
+                }
+            }
+        }
+        for (m, from) in asks {
+            self.counters.nacks_sent += 1;
+            self.send(Destination::Peer(m), packet::DATA_NACK, |b| {
+                b.extend_from_slice(&from.to_be_bytes())
+            });
+        }
+    }
+
+    /// The token site lacks own packets from `from` on: send them again (a burst), and take it
+    /// as a loss (section 4.6: a NACK naming this sender halves its window, once per loss).
+    fn on_data_nack(&mut self, to: NodeId, body: &[u8]) {
+        let Ok(from) = wire::Reader::new(body).u64() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        self.counters.nacks_received += 1;
+        let ordered = self.ordered_next.get(&self.me).copied().unwrap_or(0);
+        let start = from.max(ordered);
+        let end = self.own_next.min(start + DATA_RETRY_BURST);
+        let again: Vec<(u64, Qos, Bytes)> = (start..end)
+            .filter_map(|s| self.data.get(self.me, s).map(|(p, q)| (s, *q, p.clone())))
+            .collect();
+        if again.is_empty() {
+            return;
+        }
+        if self.flow.losses.first_report(start) {
+            self.flow.on_loss();
+        }
+        for e in self.flow.sent.iter_mut().take_while(|e| e.0 < end) {
+            e.3 = true;
+        }
+        self.counters.retransmissions += again.len() as u64;
+        self.send_runs(Destination::Peer(to), self.me, &again);
     }
 
     /// The next valid List Change Request as a New List.
@@ -966,7 +1048,7 @@ impl Ring {
 
     fn nack(&mut self, now: Time) {
         self.gaps
-            .on_timeout(now, self.member && !self.left, NACK_RETRY);
+            .on_timeout(now, self.member && !self.left, self.nack_retry());
         if !self.gaps.take_request() {
             return;
         }
@@ -1130,6 +1212,12 @@ impl Ring {
             .at("lcr", self.lcr_at)
             .at("nack", self.gaps.deadline())
             .at("stall", self.stall_at)
+            .at(
+                "data gaps",
+                (self.token.holding)
+                    .then(|| self.data_gaps.values().map(|g| g.1).min())
+                    .flatten(),
+            )
             .at("depart", self.departing.iter().map(|d| d.3).min());
         d
     }
@@ -1160,6 +1248,7 @@ impl Engine for Ring {
                 self.update_stable();
                 self.after_progress(now);
             }
+            packet::DATA_NACK => self.on_data_nack(h.sender, pkt.body),
             packet::CONFIRM => {
                 let mut r = wire::Reader::new(pkt.body);
                 match r.u64() {

@@ -70,6 +70,15 @@ impl DataList {
     pub fn has(&self, origin: NodeId, sseq: u64) -> bool {
         self.map.contains_key(&(origin, sseq))
     }
+    /// Whether a packet of `origin` numbered above `sseq` is held.
+    pub fn has_after(&self, origin: NodeId, sseq: u64) -> bool {
+        sseq < u64::MAX
+            && self
+                .map
+                .range((origin, sseq + 1)..=(origin, u64::MAX))
+                .next()
+                .is_some()
+    }
     /// A held packet.
     pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&(Bytes, Qos)> {
         self.map.get(&(origin, sseq))

@@ -20,6 +20,9 @@ pub const CONFIRM: u8 = 5;
 
 /// A removed member delivered the New List that removed it: it needs nothing more.
 pub const GOODBYE: u8 = 6;
+/// The token site lacks a member's data packet that blocks its later ones: `from` (u64), the
+/// first sequence number it lacks, sent to that member.
+pub const DATA_NACK: u8 = 7;
 
 /// LCR kinds.
 pub const LCR_JOIN: u8 = 1;
