@@ -156,7 +156,11 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             // Say what the logs were checked for: what the level promises.
             let what = match (promised.order, promised.delivery) {
                 (rmcast_proto::Order::Total, _) => "total order",
-                (rmcast_proto::Order::Fifo, _) => "FIFO order and agreement",
+                (rmcast_proto::Order::Fifo, rmcast_proto::DeliveryPromise::AllOrNothing) => {
+                    "FIFO order and agreement"
+                }
+                // Probabilistic delivery: what a member did not deliver it reported lost.
+                (rmcast_proto::Order::Fifo, _) => "FIFO order",
                 (_, rmcast_proto::DeliveryPromise::AllOrNothing) => "agreement",
                 _ => "integrity (no duplicate, nothing invented)",
             };

@@ -258,6 +258,9 @@ impl GroupArgs {
         group.engine = EngineChoice::named(&self.engine)?
             .resilience(self.resilience)
             .recovery(self.recovery.policy());
+        // The group's own level is the flag's: an engine that does not serve the default
+        // (totally ordered) must still open a group.
+        group.qos = self.qos;
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
             (Some(a), _) => {
                 if !a.ip().is_multicast() {

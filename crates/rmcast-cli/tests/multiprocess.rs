@@ -319,6 +319,11 @@ fn demo_verifies_total_order() {
             &["--resilience", "1", "--qos", "k-resilient=1"][..],
             "total order",
         ),
+        // Bimodal Multicast: FIFO per sender, repaired by gossip.
+        (
+            &["--engine", "gossip", "--qos", "source-ordered"][..],
+            "FIFO order",
+        ),
     ] {
         let mut args = vec![
             "demo",

@@ -8,6 +8,7 @@
 
 pub mod common;
 pub mod engine;
+pub mod gossip;
 pub mod guarantees;
 pub mod registry;
 pub mod ring;

@@ -17,6 +17,7 @@ pub fn engines() -> &'static [&'static dyn EngineFactory] {
     &[
         &sequencer::SequencerFactory::DEFAULT,
         &crate::ring::RingFactory,
+        &crate::gossip::GossipFactory::DEFAULT,
         #[cfg(feature = "testing")]
         &crate::toy::ToyFactory,
     ]

@@ -832,11 +832,20 @@ pub fn liveness(rec: &Record) -> Verdict {
 
 /// Losses are reported (probabilistic engines): every submitted message that a member at the
 /// end does not deliver, although it was there for it, is covered by an [`Event::Loss`] at that
-/// member: nothing goes missing silently. A member was there for a message delivered anywhere in
-/// view `w` if its first view is at most `w`; for a message delivered nowhere, if it had
-/// installed its first view when the message was submitted. The loss names the message by its
-/// sender and its position (the `seq` other members delivered it at); for a message delivered
-/// nowhere, whose position nobody saw, any loss of its sender's messages at that member counts.
+/// member: nothing goes missing silently. The loss names the message by its sender and its
+/// position (the `seq` other members delivered it at); for a message delivered nowhere, whose
+/// position nobody saw, any loss of its sender's messages at that member counts.
+///
+/// Who was there for a message depends on the declaration. Under virtual synchrony the view a
+/// message is delivered in places it relative to every join: a member was there for a message
+/// delivered anywhere in view `w` if its first view is at most `w`, and for a message
+/// delivered nowhere if it had installed its first view when the message was submitted.
+/// Without virtual synchrony a view id says nothing of where a message sits relative to a join
+/// (a member that admits a joiner may deliver an older message in the new view, recovered
+/// late, and a joiner starts each sender where its admitter stood), so a member was there for
+/// a message if it had installed its first view when the message was submitted, or if it
+/// delivered an earlier message of the same sender (FIFO: from there on it follows that
+/// sender, and a hole must be reported).
 pub fn loss_reported(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
@@ -854,15 +863,42 @@ pub fn loss_reported(rec: &Record) -> Verdict {
             .find(|e| matches!(e.event, Event::View(_)))
             .map(|e| e.at)
     };
+    let synchronous = rec.guarantees.virtual_synchrony;
+    // Per member and sender, the earliest (by submission counter) message delivered.
+    let counter_of: HashMap<Key, u64> = rec
+        .submissions
+        .iter()
+        .map(|s| ((s.sender, s.msg), s.counter))
+        .collect();
+    let first_counter: Vec<HashMap<NodeId, u64>> = members
+        .iter()
+        .map(|m| {
+            let mut f: HashMap<NodeId, u64> = HashMap::new();
+            for (_, d) in m.deliveries() {
+                if let Some(&c) = counter_of.get(&(d.sender, d.msg)) {
+                    let e = f.entry(d.sender).or_insert(c);
+                    *e = (*e).min(c);
+                }
+            }
+            f
+        })
+        .collect();
     for s in &rec.submissions {
         let k = (s.sender, s.msg);
         for (i, m) in members.iter().enumerate() {
             if sets[i].contains(&k) {
                 continue;
             }
+            let joined_before = first_view_at(m).is_some_and(|t| t <= s.at);
             let there = match maxv.get(&k) {
-                Some(w) => m.first_view().unwrap_or(u64::MAX) <= *w,
-                None => first_view_at(m).is_some_and(|t| t <= s.at),
+                Some(w) if synchronous => m.first_view().unwrap_or(u64::MAX) <= *w,
+                _ if synchronous => joined_before,
+                _ => {
+                    joined_before
+                        || first_counter[i]
+                            .get(&s.sender)
+                            .is_some_and(|c| *c < s.counter)
+                }
             };
             if !there {
                 continue;
@@ -1421,6 +1457,32 @@ mod tests {
         for name in ["agreement", "fifo", "liveness"] {
             assert!(verdicts[name].is_err(), "{name}");
         }
+    }
+
+    /// Without virtual synchrony a member is held to a message only if it was a member when
+    /// the message was submitted, or delivered an earlier message of its sender: view ids do
+    /// not place messages relative to joins there.
+    #[test]
+    fn without_virtual_synchrony_a_late_joiner_is_not_held_to_earlier_messages() {
+        let mut rec = good();
+        rec.guarantees = probabilistic();
+        // Host 2 installed its first view (at 100 µs) after every submission (1-4 µs), and
+        // starts sender 1 at 1#4: 1#1..1#3 are not its to deliver.
+        for msg in 1..=3 {
+            let i = position(&rec, 2, 1, msg);
+            rec.hosts[2].events.remove(i);
+        }
+        assert_eq!(loss_reported(&rec), Ok(()));
+        // Held to the view rule (virtual synchrony) the same record fails: they were delivered
+        // in view 1, host 2's first.
+        rec.guarantees.virtual_synchrony = true;
+        fails(loss_reported(&rec), "member 2 neither delivered 1#1");
+        // A hole after a delivered message of the sender is held against it either way.
+        let mut rec = good();
+        rec.guarantees = probabilistic();
+        let i = position(&rec, 2, 1, 2);
+        rec.hosts[2].events.remove(i);
+        fails(loss_reported(&rec), "member 2 neither delivered 1#2");
     }
 
     #[test]

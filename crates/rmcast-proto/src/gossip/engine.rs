@@ -1,0 +1,1213 @@
+//! The gossip engine: first-phase multicast, gossip rounds (digests, solicitations,
+//! retransmissions), FIFO delivery with the loss up-call, garbage collection and stability
+//! detection, and the gossiped membership.
+
+use super::history::{Held, Insert, SenderHistory};
+use super::membership::{MemberEntry, Membership, Merged};
+use super::packet::{
+    self, Digest, KnowledgeRow, Members, SenderSummary, Solicitation, Welcome, WireEntry,
+};
+use super::{Config, GossipFactory};
+use crate::common::Deadlines;
+use crate::engine::{
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, Loss, NodeId, Qos, SendError, Time,
+    Transmit, View,
+};
+use crate::guarantees::Guarantees;
+use crate::registry::{EngineParams, Role};
+use crate::wire::{self, EngineKind, Header, WriteExt};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
+use std::time::Duration;
+
+/// The engine's own small random number generator (SplitMix64, Steele, Lea and Flood): gossip
+/// targets and who answers a join. Seeded by the driver, so simulated runs replay.
+#[derive(Clone, Debug)]
+pub(super) struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub(super) fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub(super) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift.
+    pub(super) fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// What this member knows of another member.
+#[derive(Clone, Debug)]
+struct Peer {
+    /// Its heartbeat, the highest heard directly or relayed.
+    heartbeat: u64,
+    /// When it was last heard of (its heartbeat rose, or a datagram came from it): the silence
+    /// timeout counts from here.
+    news_at: Time,
+    /// When a digest of it last showed the same membership table as this member's.
+    agreed_at: Option<Time>,
+    /// Per sender, the prefix it reported: stability detection.
+    prefix: BTreeMap<NodeId, u64>,
+    /// Per sender, the oldest message it still holds, from its own digests.
+    base: BTreeMap<NodeId, u64>,
+}
+
+impl Peer {
+    fn new(now: Time) -> Peer {
+        Peer {
+            heartbeat: 0,
+            news_at: now,
+            agreed_at: None,
+            prefix: BTreeMap::new(),
+            base: BTreeMap::new(),
+        }
+    }
+}
+
+/// Counters of this engine only ([`Engine::engine_counters`]).
+#[derive(Clone, Debug, Default)]
+struct Stats {
+    rounds: u64,
+    digests: u64,
+    digest_replies: u64,
+    solicited_msgs: u64,
+    stale_solicitations: u64,
+    lost_msgs: u64,
+    loss_events: u64,
+    gc_by_age: u64,
+    gc_by_stability: u64,
+    evicted: u64,
+    beyond_window: u64,
+    suspected: u64,
+    refutations: u64,
+    joins_admitted: u64,
+    welcomes_sent: u64,
+    table_exchanges: u64,
+    table_full: u64,
+    idle_periods: u64,
+    unknown_origin: u64,
+}
+
+/// The gossip engine (see the module docs).
+pub struct Gossip {
+    cfg: Config,
+    group: u32,
+    me: NodeId,
+    max_datagram_bytes: usize,
+    rng: SplitMix64,
+    counters: Counters,
+    stats: Stats,
+    out: VecDeque<(Destination, Vec<u8>)>,
+    events: VecDeque<Event>,
+    /// Welcomed (or the creator).
+    member: bool,
+    /// While joining: when the join request goes out again.
+    join_at: Option<Time>,
+    /// Leaving since this round.
+    leaving: Option<u64>,
+    left: bool,
+    table: Membership,
+    view_id: u64,
+    view_members: Vec<NodeId>,
+    /// The other members (alive in the table).
+    peers: BTreeMap<NodeId, Peer>,
+    /// Message histories per sender (this member's own included).
+    streams: BTreeMap<NodeId, SenderHistory>,
+    round: u64,
+    heartbeat: u64,
+    next_round: Option<Time>,
+    last_round_at: Option<Time>,
+    /// Retransmissions left in this round.
+    budget: usize,
+    /// Since when nothing happened here (nothing held or missing, the table unchanged).
+    quiet_since: Option<Time>,
+    /// No gossip rounds: nothing to gossip about, and every member agreed on the table.
+    idle: bool,
+    sender_rotation: usize,
+    row_rotation: usize,
+    /// Departed members sent the table this round (see [`Gossip::nudge`]).
+    nudged: BTreeSet<NodeId>,
+}
+
+impl Gossip {
+    /// A member: the creator is a group of one at once, a joiner asks any member in.
+    pub fn new(cfg: Config, p: &EngineParams<'_>) -> Gossip {
+        let mut g = Gossip {
+            table: Membership::new(cfg.max_members),
+            budget: cfg.max_retransmissions_per_round,
+            cfg,
+            group: p.group,
+            me: p.me,
+            max_datagram_bytes: p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN),
+            rng: SplitMix64::new(p.seed),
+            counters: Counters::default(),
+            stats: Stats::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            member: false,
+            join_at: None,
+            leaving: None,
+            left: false,
+            view_id: 0,
+            view_members: Vec::new(),
+            peers: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            round: 0,
+            heartbeat: 0,
+            next_round: None,
+            last_round_at: None,
+            quiet_since: None,
+            idle: false,
+            sender_rotation: 0,
+            row_rotation: 0,
+            nudged: BTreeSet::new(),
+        };
+        match p.role {
+            Role::Create => {
+                g.table.admit(g.me);
+                g.streams
+                    .insert(g.me, SenderHistory::new(0, g.cfg.buffer_msgs, 0));
+                g.member = true;
+                g.view_update(p.now);
+                g.next_round = Some(p.now + g.cfg.round);
+            }
+            Role::Join => g.join_at = Some(p.now),
+        }
+        g
+    }
+
+    fn period(&self) -> Duration {
+        self.cfg.round
+    }
+
+    fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = Vec::new();
+        Header {
+            engine: EngineKind::Gossip,
+            ptype,
+            flags: 0,
+            group: self.group,
+            incarnation: 0,
+            sender: self.me,
+        }
+        .encode(&mut buf);
+        body(&mut buf);
+        self.out.push_back((to, buf));
+    }
+
+    fn send_data(&mut self, to: Destination, origin: NodeId, msg: u64, payload: &Bytes) {
+        self.send(to, packet::DATA, |b| {
+            packet::encode_data(b, origin, msg, payload)
+        });
+    }
+
+    /// Something happened: the member is not quiet, and gossips again if it was idle.
+    fn activity(&mut self, now: Time) {
+        self.quiet_since = None;
+        if self.idle {
+            self.idle = false;
+            // Nobody was watched while idle: silence counts from now.
+            for p in self.peers.values_mut() {
+                p.news_at = p.news_at.max(now);
+            }
+            self.next_round = Some(now + self.period());
+        }
+    }
+
+    /// The history of `origin`, made if the membership table knows it (histories stay as
+    /// bounded as the table, whatever the datagrams name).
+    fn stream(&mut self, origin: NodeId) -> Option<&mut SenderHistory> {
+        let (cap, round) = (self.cfg.buffer_msgs, self.round);
+        if !self.streams.contains_key(&origin) && self.table.get(origin).is_none() {
+            self.stats.unknown_origin += 1;
+            return None;
+        }
+        // A sender this member had no start for: its messages from the first on (it joined
+        // after the welcome, or the admitter did not know it).
+        Some(
+            self.streams
+                .entry(origin)
+                .or_insert_with(|| SenderHistory::new(0, cap, round)),
+        )
+    }
+
+    // ---- membership -----------------------------------------------------------------------
+
+    /// After the table changed: refute a false departure, install the new view.
+    fn view_update(&mut self, now: Time) {
+        if self.member && self.leaving.is_none() && !self.table.is_alive(self.me) {
+            // Found silent (or a stale leave) while alive: a higher version says otherwise.
+            let version = self
+                .table
+                .get(self.me)
+                .map_or(1, |e| e.version.saturating_add(1));
+            self.table.merge(
+                self.me,
+                MemberEntry {
+                    version,
+                    alive: true,
+                },
+            );
+            self.stats.refutations += 1;
+        }
+        let id = self.table.view_id();
+        if id == self.view_id {
+            return;
+        }
+        self.view_id = id;
+        let alive = self.table.alive();
+        self.peers.retain(|m, _| alive.contains(m));
+        for m in &alive {
+            if *m != self.me {
+                self.peers.entry(*m).or_insert_with(|| Peer::new(now));
+            }
+        }
+        let added: Vec<NodeId> = (alive.iter())
+            .filter(|m| !self.view_members.contains(m))
+            .copied()
+            .collect();
+        let removed: Vec<NodeId> = (self.view_members.iter())
+            .filter(|m| !alive.contains(m))
+            .copied()
+            .collect();
+        self.view_members = alive;
+        self.activity(now);
+        if self.leaving.is_some() || !self.member {
+            return;
+        }
+        let first = removed.is_empty() && added.len() == self.view_members.len();
+        let one = |v: &[NodeId], other: &[NodeId]| (v.len() == 1 && other.is_empty()).then(|| v[0]);
+        // A joiner's first view names it as the member that joined.
+        let joined = if first {
+            Some(self.me)
+        } else {
+            one(&added, &removed)
+        };
+        self.counters.view_changes += 1;
+        self.events.push_back(Event::View(View {
+            id,
+            seq: 0,
+            members: self.view_members.clone(),
+            coordinator: self.view_members.first().copied().unwrap_or(self.me),
+            joined,
+            left: one(&removed, &added),
+        }));
+    }
+
+    /// Send the whole table to `to`, in as many datagrams as it takes.
+    fn send_table(&mut self, to: NodeId, want_reply: bool) {
+        let room = self
+            .max_datagram_bytes
+            .saturating_sub(wire::HEADER_LEN + Members::FIXED);
+        let per = (room / packet::ENTRY_LEN).clamp(1, u16::MAX as usize);
+        let entries: Vec<WireEntry> = (self.table.entries())
+            .map(|(id, e)| (id, e.version, e.alive))
+            .collect();
+        let chunks: Vec<Vec<WireEntry>> = entries.chunks(per).map(<[_]>::to_vec).collect();
+        let n = chunks.len();
+        for (i, entries) in chunks.into_iter().enumerate() {
+            let m = Members {
+                // Asked on the last part only, so that one exchange gets one answer.
+                want_reply: want_reply && i + 1 == n,
+                view_id: self.view_id,
+                entries,
+            };
+            self.send(Destination::Peer(to), packet::MEMBERS, |b| m.encode(b));
+        }
+        self.stats.table_exchanges += 1;
+    }
+
+    fn merge_entries(&mut self, now: Time, entries: &[WireEntry]) -> bool {
+        let mut changed = false;
+        for &(id, version, alive) in entries {
+            match self.table.merge(id, MemberEntry { version, alive }) {
+                Merged::Changed => changed = true,
+                Merged::Full => self.stats.table_full += 1,
+                Merged::Unchanged => {}
+            }
+        }
+        if changed {
+            self.view_update(now);
+        }
+        changed
+    }
+
+    fn on_join(&mut self, now: Time, from: NodeId) {
+        if !self.member || self.leaving.is_some() {
+            return;
+        }
+        match self.table.admit(from) {
+            Merged::Changed => {
+                self.stats.joins_admitted += 1;
+                self.view_update(now);
+            }
+            Merged::Full => {
+                self.stats.table_full += 1;
+                return;
+            }
+            Merged::Unchanged => {}
+        }
+        // Every member that hears the request lets the joiner in; about `fanout` of them
+        // answer, so that the answers do not grow with the group. Only members heard
+        // gossiping count: others in the table may be joiners still waiting for an answer.
+        let answering = 1
+            + (self.peers.iter())
+                .filter(|(m, p)| **m != from && p.heartbeat > 0)
+                .count();
+        if self.rng.below(answering as u64) >= self.cfg.fanout as u64 {
+            return;
+        }
+        let budget = self.max_datagram_bytes.saturating_sub(wire::HEADER_LEN + 4);
+        let mut members: Vec<WireEntry> = Vec::new();
+        if let Some(e) = self.table.get(from) {
+            members.push((from, e.version, e.alive));
+        }
+        let mut used = packet::ENTRY_LEN * members.len();
+        let mut starts = Vec::new();
+        for (origin, s) in &self.streams {
+            if used + packet::START_LEN > budget {
+                break;
+            }
+            // The joiner delivers what is sent from here on: everything this member knows to
+            // exist was sent before the joiner was let in.
+            starts.push((*origin, s.known));
+            used += packet::START_LEN;
+        }
+        for (id, e) in self.table.entries() {
+            if id == from {
+                continue;
+            }
+            if used + packet::ENTRY_LEN > budget {
+                break;
+            }
+            members.push((id, e.version, e.alive));
+            used += packet::ENTRY_LEN;
+        }
+        let w = Welcome { starts, members };
+        self.send(Destination::Peer(from), packet::WELCOME, |b| w.encode(b));
+        self.stats.welcomes_sent += 1;
+    }
+
+    fn on_welcome(&mut self, now: Time, body: &[u8]) {
+        let Ok(w) = Welcome::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if self.member {
+            // A second answer to the same request: its table still counts.
+            self.merge_entries(now, &w.members);
+            return;
+        }
+        if self.join_at.is_none() {
+            return;
+        }
+        for &(id, version, alive) in &w.members {
+            if self.table.merge(id, MemberEntry { version, alive }) == Merged::Full {
+                self.stats.table_full += 1;
+            }
+        }
+        self.table.admit(self.me);
+        let cap = self.cfg.buffer_msgs;
+        for &(origin, start) in &w.starts {
+            self.streams
+                .insert(origin, SenderHistory::new(start, cap, self.round));
+        }
+        self.streams
+            .entry(self.me)
+            .or_insert_with(|| SenderHistory::new(0, cap, 0));
+        self.member = true;
+        self.join_at = None;
+        self.view_update(now);
+        // The first round at a random point of the period: members that joined together do
+        // not gossip in step.
+        let offset = self.rng.below(self.period().as_nanos().max(1) as u64);
+        self.next_round = Some(now + Duration::from_nanos(offset));
+    }
+
+    fn on_members(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(m) = Members::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member {
+            return;
+        }
+        self.merge_entries(now, &m.entries);
+        if m.want_reply && m.view_id != self.view_id {
+            self.send_table(from, false);
+        }
+    }
+
+    fn on_leave(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let mut r = wire::Reader::new(body);
+        let Ok(version) = r.u32() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if r.finish().is_err() {
+            self.counters.malformed_dropped += 1;
+            return;
+        }
+        if self.member {
+            self.merge_entries(now, &[(from, version, false)]);
+        }
+    }
+
+    // ---- data -----------------------------------------------------------------------------
+
+    /// A datagram came from a member this one counts as departed: it is alive after all (a
+    /// partition healed, a long pause ended). Send it the table, once a round, so that the
+    /// two find out and merge (it refutes, or learns that it was left).
+    fn nudge(&mut self, from: NodeId) {
+        if !self.member || self.table.is_alive(from) || self.table.get(from).is_none() {
+            return;
+        }
+        if self.nudged.insert(from) {
+            self.send_table(from, true);
+        }
+    }
+
+    fn on_data(&mut self, now: Time, body: &[u8]) {
+        let Ok((origin, msg, payload)) = packet::decode_data(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member || self.leaving.is_some() {
+            return;
+        }
+        if origin == self.me {
+            self.counters.duplicates += 1;
+            return;
+        }
+        let round = self.round;
+        let cap = self.cfg.buffer_msgs as u64;
+        let held = || Held {
+            payload: Bytes::copy_from_slice(payload),
+            round,
+        };
+        let Some(s) = self.stream(origin) else {
+            return;
+        };
+        let mut result = s.insert(msg, held());
+        if result == Insert::BeyondWindow && msg < s.next.saturating_add(cap) {
+            // Room is made by dropping delivered messages, however young: the per-sender
+            // buffer is bounded.
+            let evicted = s.evict_below(msg + 1 - cap).len() as u64;
+            result = s.insert(msg, held());
+            self.stats.evicted += evicted;
+        }
+        match result {
+            Insert::Stored => {
+                self.activity(now);
+                self.deliver(origin);
+            }
+            Insert::Duplicate => self.counters.duplicates += 1,
+            Insert::BeyondWindow => {
+                self.stats.beyond_window += 1;
+                if self
+                    .stream(origin)
+                    .is_some_and(|s| s.learn(msg.saturating_add(1), round))
+                {
+                    self.activity(now);
+                }
+            }
+        }
+    }
+
+    /// Deliver what `origin`'s history allows, in FIFO order; report what was given up on.
+    fn deliver(&mut self, origin: NodeId) {
+        let view = self.view_id;
+        let max_events = self.cfg.max_events;
+        let Some(s) = self.streams.get_mut(&origin) else {
+            return;
+        };
+        while self.events.len() < max_events {
+            if let Some(count) = s.lost_run() {
+                s.skip(count);
+                self.stats.lost_msgs = self.stats.lost_msgs.saturating_add(count);
+                self.stats.loss_events += 1;
+                self.events.push_back(Event::Loss(Loss {
+                    sender: origin,
+                    first_seq: s.next - count,
+                    count,
+                }));
+                continue;
+            }
+            let Some(h) = s.get(s.next) else { break };
+            let payload = h.payload.clone();
+            let msg = s.next;
+            s.advance();
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                seq: msg,
+                sender: origin,
+                msg,
+                view,
+                payload,
+            }));
+        }
+    }
+
+    fn deliver_all(&mut self) {
+        let origins: Vec<NodeId> = self.streams.keys().copied().collect();
+        for o in origins {
+            if o != self.me {
+                self.deliver(o);
+            }
+        }
+    }
+
+    // ---- gossip ---------------------------------------------------------------------------
+
+    /// Every member holds every message of `origin` below this: stability.
+    fn stable_point(&self, origin: NodeId) -> u64 {
+        let own = self.streams.get(&origin).map_or(0, |s| s.next);
+        (self.peers.values())
+            .map(|p| p.prefix.get(&origin).copied().unwrap_or(0))
+            .fold(own, u64::min)
+    }
+
+    /// The histories worth a line in a digest: something held, missing or given up on, or
+    /// a change recent enough that a member may still lack its news.
+    fn reported(&self) -> Vec<NodeId> {
+        let recent = u64::from(self.cfg.gc_rounds + self.cfg.loss_rounds);
+        (self.streams.iter())
+            .filter(|(_, s)| !s.is_quiet() || self.round.saturating_sub(s.touched) <= recent)
+            .map(|(o, _)| *o)
+            .collect()
+    }
+
+    fn build_digest(&mut self, flags: u8) -> Digest {
+        let budget = self.max_datagram_bytes.min(packet::MAX_DIGEST_BYTES)
+            - wire::HEADER_LEN
+            - packet::DIGEST_FIXED;
+        let mut candidates = self.reported();
+        if !candidates.is_empty() {
+            let k = self.sender_rotation % candidates.len();
+            candidates.rotate_left(k);
+            self.sender_rotation = self.sender_rotation.wrapping_add(1);
+        }
+        let mut senders: Vec<SenderSummary> = Vec::new();
+        let mut used = 0;
+        for o in candidates {
+            if senders.len() == packet::MAX_DIGEST_ORIGINS {
+                break;
+            }
+            let s = &self.streams[&o];
+            let summary = SenderSummary {
+                origin: o,
+                prefix: s.next.min(s.known),
+                known: s.known,
+                held: s.held_ranges(packet::MAX_RANGES),
+            };
+            // Room for this member's own row with one more sender.
+            if used + summary.len() + Digest::row_len(senders.len() + 1) > budget {
+                break;
+            }
+            used += summary.len();
+            senders.push(summary);
+        }
+        let row_len = Digest::row_len(senders.len());
+        let mut rows = vec![KnowledgeRow {
+            member: self.me,
+            heartbeat: self.heartbeat,
+            prefixes: senders.iter().map(|s| s.prefix).collect(),
+        }];
+        used += row_len;
+        let others: Vec<NodeId> = self.peers.keys().copied().collect();
+        if !others.is_empty() {
+            let start = self.row_rotation % others.len();
+            for m in others.iter().cycle().skip(start).take(others.len()) {
+                if used + row_len > budget {
+                    break;
+                }
+                let p = &self.peers[m];
+                rows.push(KnowledgeRow {
+                    member: *m,
+                    heartbeat: p.heartbeat,
+                    prefixes: (senders.iter())
+                        .map(|s| p.prefix.get(&s.origin).copied().unwrap_or(0))
+                        .collect(),
+                });
+                used += row_len;
+                self.row_rotation = self.row_rotation.wrapping_add(1);
+            }
+        }
+        Digest {
+            round: self.round as u32,
+            flags,
+            view_id: self.view_id,
+            senders,
+            rows,
+        }
+    }
+
+    fn send_digest(&mut self, to: NodeId, flags: u8) {
+        let d = self.build_digest(flags);
+        self.send(Destination::Peer(to), packet::GOSSIP, |b| d.encode(b));
+        self.counters.acks_sent += 1;
+        if flags & packet::FLAG_REPLY != 0 {
+            self.stats.digest_replies += 1;
+        } else {
+            self.stats.digests += 1;
+        }
+    }
+
+    fn on_gossip(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(d) = Digest::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member {
+            return;
+        }
+        let is_reply = d.flags & packet::FLAG_REPLY != 0;
+        if d.view_id == self.view_id {
+            if let Some(p) = self.peers.get_mut(&from) {
+                p.agreed_at = Some(now);
+            }
+        } else {
+            // Different tables: send ours, and ask for theirs if they differ still.
+            self.send_table(from, true);
+        }
+        let round = self.round;
+        let mut news = false;
+        for s in &d.senders {
+            if self.table.get(s.origin).is_none() {
+                self.stats.unknown_origin += 1;
+                continue;
+            }
+            if let Some(p) = self.peers.get_mut(&from) {
+                let e = p.prefix.entry(s.origin).or_insert(0);
+                *e = (*e).max(s.prefix);
+                p.base.insert(s.origin, s.base());
+            }
+            if s.origin == self.me || self.leaving.is_some() || s.known == 0 {
+                continue;
+            }
+            if let Some(st) = self.stream(s.origin) {
+                if st.learn(s.known, round) {
+                    st.scan_gaps(now);
+                    news = true;
+                }
+            }
+        }
+        for row in &d.rows {
+            if row.member == self.me {
+                continue;
+            }
+            let Some(p) = self.peers.get_mut(&row.member) else {
+                continue;
+            };
+            if row.heartbeat > p.heartbeat {
+                p.heartbeat = row.heartbeat;
+                p.news_at = p.news_at.max(now);
+            }
+            for (s, pref) in d.senders.iter().zip(&row.prefixes) {
+                let e = p.prefix.entry(s.origin).or_insert(0);
+                *e = (*e).max(*pref);
+            }
+        }
+        if news {
+            self.activity(now);
+        }
+        if self.leaving.is_none() {
+            self.solicit(now, from, &d);
+        }
+        // An idle member, or one that does not count the gossiper as a member (a leaver, a
+        // member found silent), answers with its own digest: the gossiper learns what it
+        // holds and that it is alive. Replies are never answered.
+        let want = d.flags & packet::FLAG_WANT_REPLY != 0;
+        if !is_reply && (want || self.idle || !self.table.is_alive(from)) {
+            self.heartbeat += 1;
+            self.send_digest(from, packet::FLAG_REPLY);
+        }
+    }
+
+    /// Ask the gossiper of `d` for the messages it holds and this member lacks, the oldest
+    /// first (they hold up FIFO delivery), each at most once per round, in bounded number.
+    fn solicit(&mut self, now: Time, from: NodeId, d: &Digest) {
+        let period = self.period();
+        let mut left = self.cfg.max_solicit;
+        let mut wanted: Vec<(NodeId, Range<u64>)> = Vec::new();
+        for s in &d.senders {
+            if s.origin == self.me || s.held.is_empty() || left == 0 {
+                continue;
+            }
+            let Some(st) = self.streams.get_mut(&s.origin) else {
+                continue;
+            };
+            for (msg, gap) in st.gaps.iter_mut() {
+                if left == 0 || wanted.len() == packet::MAX_SOLICIT_RANGES {
+                    break;
+                }
+                if !s.holds(*msg) || gap.asked.is_some_and(|t| now < t + period) {
+                    continue;
+                }
+                gap.asked = Some(now);
+                left -= 1;
+                match wanted.last_mut() {
+                    Some((o, r)) if *o == s.origin && r.end == *msg => r.end += 1,
+                    _ => wanted.push((s.origin, *msg..*msg + 1)),
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let n: u64 = wanted.iter().map(|(_, r)| r.end - r.start).sum();
+        self.stats.solicited_msgs += n;
+        self.counters.nacks_sent += 1;
+        let sol = Solicitation {
+            round: d.round,
+            wanted,
+        };
+        self.send(Destination::Peer(from), packet::SOLICIT, |b| sol.encode(b));
+    }
+
+    fn on_solicit(&mut self, from: NodeId, body: &[u8]) {
+        let Ok(sol) = Solicitation::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member {
+            return;
+        }
+        self.counters.nacks_received += 1;
+        // A solicitation answers a digest of this round or the one before; older ones are
+        // dropped (the soliciting member may have what it asked for by now).
+        if (self.round as u32).wrapping_sub(sol.round) > 1 {
+            self.stats.stale_solicitations += 1;
+            return;
+        }
+        let cap = self.cfg.buffer_msgs as u64;
+        for (origin, r) in sol.wanted {
+            for msg in r.start..r.end.min(r.start.saturating_add(cap)) {
+                if self.budget == 0 {
+                    return;
+                }
+                let Some(p) = (self.streams.get(&origin))
+                    .and_then(|s| s.get(msg))
+                    .map(|h| h.payload.clone())
+                else {
+                    continue;
+                };
+                self.budget -= 1;
+                self.counters.retransmissions += 1;
+                self.send_data(Destination::Peer(from), origin, msg, &p);
+            }
+        }
+    }
+
+    // ---- rounds ---------------------------------------------------------------------------
+
+    /// Garbage collection: stable messages go at once, the others once they are `gc_rounds`
+    /// rounds old; a history that fell further behind than its buffer gives up its oldest.
+    fn collect(&mut self) {
+        let origins: Vec<NodeId> = self.streams.keys().copied().collect();
+        let cap = self.cfg.buffer_msgs as u64;
+        for o in origins {
+            let stable = self.stable_point(o);
+            let (round, gc) = (self.round, u64::from(self.cfg.gc_rounds));
+            let s = self.streams.get_mut(&o).expect("listed");
+            let (dropped, stable_n) = s.collect(stable, round, gc);
+            self.stats.gc_by_stability += stable_n as u64;
+            self.stats.gc_by_age += (dropped.len() - stable_n) as u64;
+            if o == self.me {
+                for msg in dropped {
+                    self.events.push_back(Event::SendComplete { msg });
+                }
+                continue;
+            }
+            if s.known > s.base().saturating_add(cap) {
+                let upto = s.next.min(s.known - cap);
+                self.stats.evicted += s.evict_below(upto).len() as u64;
+            }
+            if s.known > s.next.saturating_add(cap) {
+                s.lost_below = s.lost_below.max(s.known - cap);
+                s.touched = round;
+            }
+        }
+    }
+
+    /// The loss up-call: a missing message is given up on once it has been missing for
+    /// `loss_rounds` rounds, or once every other member said it no longer holds it.
+    fn detect_losses(&mut self, now: Time) {
+        let timeout = self.period() * self.cfg.loss_rounds;
+        let origins: Vec<NodeId> = self.streams.keys().copied().collect();
+        for o in origins {
+            if o == self.me {
+                continue;
+            }
+            // The oldest message any other member may still hold (everyone reported).
+            let floor = (self.peers.values())
+                .map(|p| p.base.get(&o).copied())
+                .try_fold(u64::MAX, |acc, b| b.map(|b| acc.min(b)));
+            let round = self.round;
+            let s = self.streams.get_mut(&o).expect("listed");
+            s.scan_gaps(now);
+            let gone: Vec<u64> = (s.gaps.iter())
+                .filter(|(msg, g)| now >= g.since + timeout || floor.is_some_and(|f| **msg < f))
+                .map(|(m, _)| *m)
+                .collect();
+            for msg in gone {
+                s.give_up(msg, round);
+            }
+        }
+    }
+
+    /// Members not heard of for the silence timeout leave the view.
+    fn detect_silence(&mut self, now: Time) {
+        let Some(timeout) = self.cfg.silence_timeout else {
+            return;
+        };
+        let silent: Vec<NodeId> = (self.peers.iter())
+            .filter(|(_, p)| now.saturating_since(p.news_at) > timeout)
+            .map(|(m, _)| *m)
+            .collect();
+        if silent.is_empty() {
+            return;
+        }
+        for m in silent {
+            if self.table.depart(m) {
+                self.stats.suspected += 1;
+                self.counters.failures_detected += 1;
+            }
+        }
+        self.view_update(now);
+    }
+
+    /// `fanout` gossip targets: at random, or, while this member is settling before it goes
+    /// idle, those whose agreement with its table is the oldest.
+    fn targets(&mut self, settling: bool) -> Vec<NodeId> {
+        let mut cands: Vec<NodeId> = self.peers.keys().copied().collect();
+        let k = self.cfg.fanout.min(cands.len());
+        if settling {
+            cands.sort_by_key(|m| (self.peers[m].agreed_at, *m));
+            cands.truncate(k);
+            return cands;
+        }
+        for i in 0..k {
+            let j = i + self.rng.below((cands.len() - i) as u64) as usize;
+            cands.swap(i, j);
+        }
+        cands.truncate(k);
+        cands
+    }
+
+    fn finish_leave(&mut self) {
+        if let Some(e) = self.table.get(self.me) {
+            self.send(Destination::Group, packet::LEAVE, |b| b.put_u32(e.version));
+        }
+        self.left = true;
+        self.next_round = None;
+        self.events.push_back(Event::Left);
+    }
+
+    fn gossip_round(&mut self, now: Time) {
+        if self
+            .last_round_at
+            .is_some_and(|t| now.saturating_since(t) > self.period() * 3)
+        {
+            // This member itself was stalled (paused): it cannot tell who was silent.
+            for p in self.peers.values_mut() {
+                p.news_at = p.news_at.max(now);
+            }
+        }
+        self.last_round_at = Some(now);
+        self.round += 1;
+        self.heartbeat += 1;
+        self.budget = self.cfg.max_retransmissions_per_round;
+        self.nudged.clear();
+        self.stats.rounds += 1;
+        self.collect();
+        self.detect_losses(now);
+        self.deliver_all();
+        self.detect_silence(now);
+        if let Some(since) = self.leaving {
+            let own_done = self
+                .streams
+                .get(&self.me)
+                .is_none_or(|s| s.held_count() == 0);
+            if own_done && self.round >= since + u64::from(self.cfg.leave_linger_rounds) {
+                self.finish_leave();
+                return;
+            }
+        }
+        let quiet = self.leaving.is_none() && self.streams.values().all(SenderHistory::is_quiet);
+        if !quiet {
+            self.quiet_since = None;
+        } else if self.quiet_since.is_none() {
+            self.quiet_since = Some(now);
+        }
+        if let Some(q) = self.quiet_since {
+            let agreed = (self.peers.values()).all(|p| p.agreed_at.is_some_and(|a| a >= q));
+            if agreed && now >= q + self.period() * self.cfg.idle_rounds {
+                self.idle = true;
+                self.stats.idle_periods += 1;
+                self.next_round = None;
+                return;
+            }
+        }
+        let settling = self.quiet_since.is_some();
+        let flags = if settling { packet::FLAG_WANT_REPLY } else { 0 };
+        for t in self.targets(settling) {
+            self.send_digest(t, flags);
+        }
+        self.next_round = Some(now + self.period());
+    }
+
+    fn timers(&self) -> Deadlines {
+        let mut d = Deadlines::new();
+        d.at("round", self.next_round).at("join", self.join_at);
+        d
+    }
+}
+
+impl Engine for Gossip {
+    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
+        let Ok(pkt) = wire::decode(datagram) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let h = pkt.header;
+        if h.engine != EngineKind::Gossip || h.group != self.group || h.sender == self.me {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        if self.left {
+            return;
+        }
+        self.counters.datagrams_received += 1;
+        if let Some(p) = self.peers.get_mut(&h.sender) {
+            p.news_at = p.news_at.max(now);
+        }
+        let from = h.sender;
+        match h.ptype {
+            packet::DATA => {
+                self.nudge(from);
+                self.on_data(now, pkt.body);
+            }
+            packet::GOSSIP => self.on_gossip(now, from, pkt.body),
+            packet::SOLICIT => self.on_solicit(from, pkt.body),
+            packet::JOIN => {
+                if pkt.body.is_empty() {
+                    self.on_join(now, from);
+                } else {
+                    self.counters.malformed_dropped += 1;
+                }
+            }
+            packet::WELCOME => self.on_welcome(now, pkt.body),
+            packet::MEMBERS => self.on_members(now, from, pkt.body),
+            packet::LEAVE => self.on_leave(now, from, pkt.body),
+            _ => self.counters.malformed_dropped += 1,
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.left {
+            return;
+        }
+        if self.join_at.is_some_and(|t| now >= t) {
+            self.send(Destination::Group, packet::JOIN, |_| {});
+            self.join_at = Some(now + self.cfg.join_retry);
+        }
+        if self.next_round.is_some_and(|t| now >= t) {
+            self.gossip_round(now);
+        }
+    }
+
+    fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        if !self.guarantees().qos.contains(qos) {
+            return Err(SendError::Unsupported);
+        }
+        if !self.member || self.leaving.is_some() || self.left {
+            return Err(SendError::NotMember);
+        }
+        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > self.max_datagram_bytes {
+            return Err(SendError::TooLarge);
+        }
+        if !self.can_submit() {
+            self.counters.backpressure_refusals += 1;
+            return Err(SendError::WouldBlock);
+        }
+        let held = Held {
+            payload: payload.clone(),
+            round: self.round,
+        };
+        let Some(msg) = (self.streams.get_mut(&self.me)).and_then(|s| s.push_own(held)) else {
+            self.counters.backpressure_refusals += 1;
+            return Err(SendError::WouldBlock);
+        };
+        // The first phase: one unreliable multicast; gossip repairs what it missed.
+        self.send_data(Destination::Group, self.me, msg, &payload);
+        self.counters.submitted += 1;
+        self.counters.delivered += 1;
+        self.events.push_back(Event::Deliver(Delivery {
+            seq: msg,
+            sender: self.me,
+            msg,
+            view: self.view_id,
+            payload,
+        }));
+        self.activity(now);
+        Ok(msg)
+    }
+
+    fn leave(&mut self, now: Time) {
+        if self.left || self.leaving.is_some() {
+            return;
+        }
+        if !self.member {
+            self.left = true;
+            self.join_at = None;
+            self.events.push_back(Event::Left);
+            return;
+        }
+        self.leaving = Some(self.round);
+        self.table.depart(self.me);
+        self.view_update(now);
+        if let Some(e) = self.table.get(self.me) {
+            self.send(Destination::Group, packet::LEAVE, |b| b.put_u32(e.version));
+        }
+        // Gossip goes on until the own messages are stable or collected, so that they spread.
+        self.idle = false;
+        if self.next_round.is_none() {
+            self.next_round = Some(now + self.period());
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (to, data) = self.out.pop_front()?;
+        *buf = data;
+        self.counters.datagrams_sent += 1;
+        self.counters.bytes_sent += buf.len() as u64;
+        Some(Transmit::single(to))
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        let full = self.events.len() >= self.cfg.max_events;
+        let e = self.events.pop_front();
+        if full && self.member {
+            // Delivery paused on a full queue; there is room again.
+            self.deliver_all();
+        }
+        e
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        if self.left {
+            return None;
+        }
+        self.timers().earliest()
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn guarantees(&self) -> Guarantees {
+        GossipFactory::declared()
+    }
+
+    fn info(&self) -> GroupInfo {
+        GroupInfo {
+            me: self.me,
+            view: self.view_id,
+            members: self.view_members.clone(),
+            rank: self.view_members.iter().position(|m| *m == self.me),
+            coordinator: self.view_members.first().copied(),
+            recovering: false,
+            incarnation: 0,
+            guarantees: self.guarantees(),
+            buffered_msgs: self.streams.values().map(SenderHistory::held_count).sum(),
+            buffer_capacity_msgs: self.cfg.buffer_msgs,
+            max_datagram_bytes: self.max_datagram_bytes,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn engine_counters(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("rounds", s.rounds),
+            ("digests", s.digests),
+            ("digest_replies", s.digest_replies),
+            ("solicited_msgs", s.solicited_msgs),
+            ("stale_solicitations", s.stale_solicitations),
+            ("lost_msgs", s.lost_msgs),
+            ("loss_events", s.loss_events),
+            ("gc_by_age", s.gc_by_age),
+            ("gc_by_stability", s.gc_by_stability),
+            ("evicted", s.evicted),
+            ("beyond_window", s.beyond_window),
+            ("suspected", s.suspected),
+            ("refutations", s.refutations),
+            ("joins_admitted", s.joins_admitted),
+            ("welcomes_sent", s.welcomes_sent),
+            ("table_exchanges", s.table_exchanges),
+            ("table_full", s.table_full),
+            ("idle_periods", s.idle_periods),
+            ("unknown_origin", s.unknown_origin),
+            (
+                "buffered",
+                self.streams.values().map(|h| h.held_count() as u64).sum(),
+            ),
+        ]
+    }
+
+    fn can_submit(&self) -> bool {
+        self.member
+            && self.leaving.is_none()
+            && !self.left
+            && self.events.len() < self.cfg.max_events
+            && self
+                .streams
+                .get(&self.me)
+                .is_some_and(SenderHistory::has_room)
+    }
+
+    fn describe(&self) -> String {
+        let streams: Vec<String> = (self.streams.iter())
+            .map(|(o, s)| {
+                format!(
+                    "{}:next={} known={} base={} held={} gaps={} lost={}",
+                    o,
+                    s.next,
+                    s.known,
+                    s.base(),
+                    s.held_count(),
+                    s.gaps.len(),
+                    s.lost.len()
+                )
+            })
+            .collect();
+        format!(
+            "gossip me={} member={} leaving={} left={} view={:#x} members={:?} round={} idle={} \
+             quiet_since={:?} next_round={:?} streams=[{}]",
+            self.me,
+            self.member,
+            self.leaving.is_some(),
+            self.left,
+            self.view_id,
+            self.view_members.iter().map(|m| m.0).collect::<Vec<_>>(),
+            self.round,
+            self.idle,
+            self.quiet_since.map(|t| t.0),
+            self.next_round.map(|t| t.0),
+            streams.join(", ")
+        )
+    }
+}

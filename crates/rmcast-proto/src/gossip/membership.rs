@@ -1,0 +1,211 @@
+//! The membership table, spread by gossip without any agreement protocol.
+//!
+//! Bimodal Multicast takes its membership from the layer below; rmcast has none, so members
+//! keep a table of `(member, version, alive)` entries and exchange it when two digests show
+//! different tables. Merging is a join of a semilattice, so that tables converge whatever the
+//! order in which they meet: per member, the higher version wins, and at equal versions a
+//! departed entry wins over a live one. Every change raises a version, so the sum of the
+//! versions strictly increases with every change a table takes in (a merge that changes
+//! anything raises at least one entry, or adds one).
+//!
+//! The view id is that sum in the high 32 bits and a hash of the whole table in the low 32:
+//! it increases at every member with every change, and two members with the same id hold the
+//! same table (up to a 32-bit hash collision), so the same members.
+//!
+//! Entries are never removed (a departed member's entry keeps a late copy of an old live entry
+//! from bringing it back); the table is bounded by `capacity`, and entries of unknown members
+//! beyond it are refused.
+
+use crate::common::group::fnv1a64;
+use crate::engine::NodeId;
+use std::collections::BTreeMap;
+
+/// One member's entry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MemberEntry {
+    /// Raised by every change of this entry.
+    pub version: u32,
+    /// A member (true) or departed: left, or found silent (false).
+    pub alive: bool,
+}
+
+impl MemberEntry {
+    /// Whether `other` wins over `self` in a merge.
+    fn loses_to(self, other: MemberEntry) -> bool {
+        other.version > self.version
+            || (other.version == self.version && self.alive && !other.alive)
+    }
+}
+
+/// What a merge did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Merged {
+    /// The table changed.
+    Changed,
+    /// Nothing new.
+    Unchanged,
+    /// A new member was refused: the table is full.
+    Full,
+}
+
+/// The membership table (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Membership {
+    entries: BTreeMap<NodeId, MemberEntry>,
+    capacity: usize,
+}
+
+impl Membership {
+    /// An empty table of at most `capacity` entries.
+    pub fn new(capacity: usize) -> Membership {
+        Membership {
+            entries: BTreeMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The entry of `id`.
+    pub fn get(&self, id: NodeId) -> Option<MemberEntry> {
+        self.entries.get(&id).copied()
+    }
+
+    /// Whether `id` is a member.
+    pub fn is_alive(&self, id: NodeId) -> bool {
+        self.get(id).is_some_and(|e| e.alive)
+    }
+
+    /// Take in an entry.
+    pub fn merge(&mut self, id: NodeId, e: MemberEntry) -> Merged {
+        let full = self.entries.len() >= self.capacity;
+        match self.entries.get_mut(&id) {
+            Some(cur) if cur.loses_to(e) => {
+                *cur = e;
+                Merged::Changed
+            }
+            Some(_) => Merged::Unchanged,
+            None if full => Merged::Full,
+            None => {
+                self.entries.insert(id, e);
+                Merged::Changed
+            }
+        }
+    }
+
+    /// Let `id` in: a member unknown here gets version 1, a departed one its next version; a
+    /// member already in is left as it is (`Unchanged`).
+    pub fn admit(&mut self, id: NodeId) -> Merged {
+        let version = match self.get(id) {
+            Some(e) if e.alive => return Merged::Unchanged,
+            Some(e) => e.version.saturating_add(1),
+            None => 1,
+        };
+        self.merge(
+            id,
+            MemberEntry {
+                version,
+                alive: true,
+            },
+        )
+    }
+
+    /// Mark `id` departed (it left, or was found silent): its next version, not alive. Returns
+    /// whether it was a member.
+    pub fn depart(&mut self, id: NodeId) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(e) if e.alive => {
+                e.version = e.version.saturating_add(1);
+                e.alive = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The members, in id order.
+    pub fn alive(&self) -> Vec<NodeId> {
+        (self.entries.iter())
+            .filter(|(_, e)| e.alive)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Every entry, in id order.
+    pub fn entries(&self) -> impl Iterator<Item = (NodeId, MemberEntry)> + '_ {
+        self.entries.iter().map(|(id, e)| (*id, *e))
+    }
+
+    /// Number of entries (departed ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The view id: the sum of the versions (high 32 bits) and a hash of the table (low 32).
+    pub fn view_id(&self) -> u64 {
+        let sum: u64 = self.entries.values().map(|e| u64::from(e.version)).sum();
+        let mut bytes = Vec::with_capacity(self.entries.len() * 9);
+        for (id, e) in &self.entries {
+            bytes.extend_from_slice(&id.0.to_be_bytes());
+            bytes.extend_from_slice(&e.version.to_be_bytes());
+            bytes.push(u8::from(e.alive));
+        }
+        let h = fnv1a64(&bytes);
+        (sum.min(u64::from(u32::MAX)) << 32) | ((h ^ (h >> 32)) & 0xffff_ffff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(version: u32, alive: bool) -> MemberEntry {
+        MemberEntry { version, alive }
+    }
+
+    #[test]
+    fn tables_converge_whatever_the_order_and_ids_increase() {
+        let changes = [
+            (NodeId(1), e(1, true)),
+            (NodeId(2), e(1, true)),
+            (NodeId(2), e(2, false)),
+            (NodeId(3), e(1, true)),
+            (NodeId(3), e(1, false)), // equal versions: departed wins
+            (NodeId(2), e(3, true)),
+        ];
+        let mut a = Membership::new(16);
+        let mut ids = vec![a.view_id()];
+        for (id, x) in changes {
+            assert_eq!(a.merge(id, x), Merged::Changed);
+            ids.push(a.view_id());
+        }
+        assert!(ids.windows(2).all(|w| w[1] > w[0]), "{ids:?}");
+        let mut b = Membership::new(16);
+        for (id, x) in changes.iter().rev() {
+            b.merge(*id, *x);
+        }
+        assert_eq!(a.view_id(), b.view_id());
+        assert_eq!(a.alive(), vec![NodeId(1), NodeId(2)]);
+        assert_eq!(b.alive(), a.alive());
+        // Old news changes nothing.
+        assert_eq!(a.merge(NodeId(2), e(2, true)), Merged::Unchanged);
+    }
+
+    #[test]
+    fn admit_depart_and_capacity() {
+        let mut m = Membership::new(2);
+        assert_eq!(m.admit(NodeId(1)), Merged::Changed);
+        assert_eq!(m.admit(NodeId(1)), Merged::Unchanged);
+        assert!(m.depart(NodeId(1)));
+        assert!(!m.depart(NodeId(1)));
+        assert_eq!(m.get(NodeId(1)), Some(e(2, false)));
+        assert_eq!(m.admit(NodeId(1)), Merged::Changed);
+        assert_eq!(m.get(NodeId(1)), Some(e(3, true)));
+        assert_eq!(m.admit(NodeId(2)), Merged::Changed);
+        assert_eq!(m.admit(NodeId(3)), Merged::Full);
+        assert_eq!(m.len(), 2);
+    }
+}

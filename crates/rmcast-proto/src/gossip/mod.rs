@@ -1,0 +1,251 @@
+//! `gossip`: Bimodal Multicast (Pbcast), after "Bimodal Multicast" by Kenneth P. Birman, Mark
+//! Hayden, Öznur Özkasap, Zhen Xiao, Mihai Budiu and Yaron Minsky (the protocol: an unreliable
+//! first phase, then rounds of anti-entropy gossip; of its optimizations, solicitations served
+//! only in their round and a retransmission limit per round; garbage collection after a number
+//! of rounds; the loss up-call), with the defaults of the experiments in "Throughput Stability
+//! of Reliable Multicast Protocols" by Öznur Özkasap and Kenneth P. Birman (100 ms rounds, two
+//! gossip targets per round). Not built: a hierarchical first phase, multicast
+//! retransmissions, and the paper's most-recent-first order of retransmissions (solicitations
+//! here ask for the oldest messages first, since FIFO delivery waits on them).
+//!
+//! **Guarantees.** Bimodal delivery: almost every member delivers almost every message, with a
+//! probability that rises quickly with the gossip rounds a message stays buffered; a message a
+//! member can no longer recover is reported there by [`crate::Event::Loss`] (the loss up-call),
+//! never skipped silently. Delivery is FIFO per sender; there is no total order and no
+//! virtual synchrony (views are not ordered with the data, and nothing waits for agreement on
+//! them). Every member may send; no crash recovery (a member found silent simply leaves the
+//! view). The unreliable, reliable and source-ordered levels are served, all three the same
+//! way (FIFO, repaired by gossip): more than the first two ask for.
+//!
+//! **How.** Each message is multicast once by its sender ([`crate::Destination::Group`], the
+//! first phase) and delivered by every member that receives it once the sender's earlier
+//! messages were delivered (or reported lost). Every [`Config::round`] each member sends a
+//! [`packet::Digest`] to [`Config::fanout`] members picked at random with the engine's own
+//! seeded generator, by unicast: per sender, the messages it holds as ranges (bounded), and
+//! what it knows of the others. The receiver solicits what it lacks ([`packet::Solicitation`],
+//! the oldest first); the gossiper sends it again by unicast, at most
+//! [`Config::max_retransmissions_per_round`] messages a round, and only for solicitations of
+//! its current or previous round. Each member keeps a sender's messages in a bounded buffer
+//! ([`Config::buffer_msgs`]) for [`Config::gc_rounds`] rounds after they arrived, then
+//! garbage-collects them; **stability detection** lets them go earlier: each digest carries,
+//! per member, the prefix of each sender's messages that member delivered (its own first,
+//! then others' as relayed, merged by maximum), and a message below every member's prefix is
+//! held everywhere. The sender's [`crate::Event::SendComplete`] comes when its message leaves
+//! its buffer (stable, or collected). **The loss up-call**: a message known to exist (from a
+//! digest or a later message) and still missing after [`Config::loss_rounds`] rounds, or once
+//! every other member reported that it no longer holds it, is given up on; a member that fell
+//! further behind a sender than its buffer gives up the oldest at once. Delivery then goes on
+//! with that sender's next message.
+//!
+//! **Membership** (the paper takes it from the layer below; here it is gossiped too). A joiner
+//! multicasts a join request until welcomed; every member that hears it enters the joiner in
+//! its membership table and about `fanout` of them answer with a welcome: the table, and for
+//! each sender the number the joiner starts delivering from (what was sent before the welcome
+//! is not the joiner's to deliver). Tables ([`membership`]) merge by entry versions, so they
+//! converge whatever the order; two members whose digests show different view ids exchange
+//! tables. A leaver marks its own entry departed, multicasts it, and goes on gossiping until
+//! its own messages are stable or collected. **Failure detection** is gossip-style (a simple
+//! silence timeout on heartbeats, not the probing [`crate::common::FailureDetector`], which
+//! needs an answer from the peer itself and so a probe per member): each member raises its
+//! heartbeat every round, digests carry heartbeats (relayed ones too), and a member whose
+//! heartbeat has not risen for [`Config::silence_timeout`] leaves the view; a member that finds
+//! itself so removed while alive refutes it with a higher version. A datagram from a member
+//! counted as departed (after a long partition or pause) sends it the table, so that the two
+//! merge; two sides of a partition longer than the silence timeout stay apart until a datagram
+//! crosses.
+//!
+//! **Quiet groups.** Pbcast gossips forever; this engine stops when there is nothing to gossip
+//! about, so that an idle group sends nothing (and a simulation can end): once a member holds
+//! and lacks nothing, its table has not changed for [`Config::idle_rounds`] rounds and every
+//! member has shown it the same table since, it stops its rounds; any message, join, leave or
+//! different table wakes it. An idle member answers a digest with its own. A member that
+//! crashes while the whole group is idle is noticed when the group wakes.
+
+mod engine;
+mod history;
+pub mod membership;
+pub mod packet;
+#[cfg(test)]
+mod tests;
+
+pub use engine::Gossip;
+
+use crate::engine::Engine;
+use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings};
+use std::time::Duration;
+
+/// The gossip engine's parameters. Every member of a group should use the same values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The gossip round: each member gossips once per round.
+    pub round: Duration,
+    /// Members each member gossips to per round.
+    pub fanout: usize,
+    /// A delivered message is kept this many rounds after it arrived (unless it is stable
+    /// before), to be sent again to members that lack it.
+    pub gc_rounds: u32,
+    /// A message known to exist and missing this many rounds is reported lost.
+    pub loss_rounds: u32,
+    /// Messages a member sends again per round, at most (the paper's round retransmission
+    /// limit).
+    pub max_retransmissions_per_round: usize,
+    /// Messages one solicitation asks for, at most.
+    pub max_solicit: usize,
+    /// Messages held per sender, at most (the own ones included: a full own buffer refuses
+    /// sends with [`crate::SendError::WouldBlock`]).
+    pub buffer_msgs: usize,
+    /// Events held for the application at most before delivery pauses.
+    pub max_events: usize,
+    /// A member not heard of this long leaves the view; `None`: never.
+    pub silence_timeout: Option<Duration>,
+    /// Rounds without anything to do before a member goes idle.
+    pub idle_rounds: u32,
+    /// A joiner repeats its request this often.
+    pub join_retry: Duration,
+    /// Rounds a leaver goes on gossiping at least (its departure spreads meanwhile).
+    pub leave_linger_rounds: u32,
+    /// Entries of the membership table (members and departed members), at most.
+    pub max_members: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            round: Duration::from_millis(100),
+            fanout: 2,
+            gc_rounds: 30,
+            loss_rounds: 40,
+            max_retransmissions_per_round: 256,
+            max_solicit: 128,
+            buffer_msgs: 1024,
+            max_events: 1024,
+            silence_timeout: Some(Duration::from_secs(5)),
+            idle_rounds: 5,
+            join_retry: Duration::from_millis(50),
+            leave_linger_rounds: 2,
+            max_members: 1024,
+        }
+    }
+}
+
+impl Config {
+    /// The defaults with the common settings applied: failure detection off
+    /// (`alive_interval_ms == 0`) means no silence timeout. The probing parameters do not apply
+    /// (there are no probes), nor does the resilience degree (always 0).
+    pub fn from_settings(settings: &EngineSettings) -> Config {
+        let mut c = Config::default();
+        if settings.recovery.alive_interval_ms == 0 {
+            c.silence_timeout = None;
+        }
+        c
+    }
+
+    /// Refuse values the engine cannot work with.
+    pub fn validate(&self, max_datagram_bytes: usize) -> Result<(), ConfigError> {
+        let ms = self.round.as_millis().min(u128::from(u64::MAX)) as u64;
+        ConfigError::check_range("round (ms)", ms, 1, 60_000)?;
+        ConfigError::check_range("fanout", self.fanout as u64, 1, 64)?;
+        ConfigError::check_range("gc_rounds", self.gc_rounds.into(), 1, 100_000)?;
+        ConfigError::check_range("loss_rounds", self.loss_rounds.into(), 1, 100_000)?;
+        ConfigError::check_range(
+            "max_retransmissions_per_round",
+            self.max_retransmissions_per_round as u64,
+            1,
+            1 << 20,
+        )?;
+        ConfigError::check_range("max_solicit", self.max_solicit as u64, 1, 1 << 16)?;
+        ConfigError::check_range("buffer_msgs", self.buffer_msgs as u64, 16, 1 << 20)?;
+        ConfigError::check_range("max_events", self.max_events as u64, 16, 1 << 24)?;
+        ConfigError::check_range("idle_rounds", self.idle_rounds.into(), 1, 100_000)?;
+        ConfigError::check_range("max_members", self.max_members as u64, 2, 1 << 16)?;
+        if self.join_retry.is_zero() {
+            return Err(ConfigError::Invalid {
+                field: "join_retry",
+                reason: "must be positive",
+            });
+        }
+        if self.silence_timeout.is_some_and(|t| t <= self.round * 2) {
+            return Err(ConfigError::Invalid {
+                field: "silence_timeout",
+                reason: "must be longer than two rounds",
+            });
+        }
+        ConfigError::check_range(
+            "max_datagram_bytes",
+            max_datagram_bytes as u64,
+            256,
+            crate::wire::MAX_DATAGRAM_LEN as u64,
+        )
+    }
+}
+
+/// The gossip engine's registry entry.
+#[derive(Clone, Debug)]
+pub struct GossipFactory {
+    base: Option<Config>,
+}
+
+impl GossipFactory {
+    /// The registered factory: engine defaults, with the common settings applied.
+    pub const DEFAULT: GossipFactory = GossipFactory { base: None };
+
+    /// A factory whose engines use `cfg` as it is.
+    pub fn with_config(cfg: Config) -> GossipFactory {
+        GossipFactory { base: Some(cfg) }
+    }
+
+    /// The configuration an engine gets with `settings`.
+    pub fn config(&self, settings: &EngineSettings) -> Config {
+        self.base
+            .clone()
+            .unwrap_or_else(|| Config::from_settings(settings))
+    }
+
+    /// What the engine promises (settings do not change it).
+    pub fn declared() -> Guarantees {
+        Guarantees {
+            order: Order::Fifo,
+            virtual_synchrony: false,
+            resilience: 0,
+            majority_safe: false,
+            delivery: DeliveryPromise::Probabilistic,
+            qos: QosLevels {
+                unreliable: true,
+                reliable: true,
+                source_ordered: true,
+                totally_ordered: false,
+                k_resilient_max: None,
+                majority_resilient: false,
+                totally_resilient: false,
+            },
+            senders: Senders::Any,
+            crash_recovery: false,
+            replies: false,
+        }
+    }
+}
+
+impl EngineFactory for GossipFactory {
+    fn name(&self) -> &str {
+        "gossip"
+    }
+    fn about(&self) -> &str {
+        "Bimodal Multicast (Birman et al.): unreliable multicast repaired by gossip rounds, FIFO, \
+         probabilistic delivery with losses reported"
+    }
+    fn guarantees(&self, _: &EngineSettings) -> Guarantees {
+        Self::declared()
+    }
+    fn validate(
+        &self,
+        settings: &EngineSettings,
+        max_datagram_bytes: usize,
+    ) -> Result<(), ConfigError> {
+        settings.recovery.validate()?;
+        self.config(settings).validate(max_datagram_bytes)
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        Box::new(Gossip::new(self.config(p.settings), p))
+    }
+}

@@ -1,0 +1,597 @@
+//! Gossip groups on a tiny instant network: a multicast lost in the first phase is recovered by
+//! gossip, delivery is FIFO per sender whatever the arrival order, garbage collection keeps
+//! buffers bounded (stability early, age otherwise), a message nobody can give any more is
+//! reported lost and delivery goes on, sends push back on a full own buffer, the membership
+//! spreads and settles, a silent member leaves the view, and malformed datagrams are counted.
+
+use super::{packet, Config, GossipFactory};
+use crate::engine::{Destination, Engine, Event, Loss, NodeId, Qos, SendError, Time};
+use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
+use crate::wire::{self, EngineKind, Header};
+use bytes::Bytes;
+use std::time::Duration;
+
+/// One datagram copy on its way, as a drop rule sees it.
+struct Copy<'a> {
+    from: usize,
+    to: usize,
+    ptype: u8,
+    /// Sent to the group (the first phase of a message) rather than to one member.
+    multicast: bool,
+    body: &'a [u8],
+}
+
+impl Copy<'_> {
+    /// `(origin, message number)` of a data packet.
+    fn data(&self) -> Option<(u32, u64)> {
+        (self.ptype == packet::DATA).then(|| {
+            let (o, m, _) = packet::decode_data(self.body).unwrap();
+            (o.0, m)
+        })
+    }
+}
+
+type DropRule = Box<dyn FnMut(&Copy<'_>) -> bool>;
+
+struct Net {
+    nodes: Vec<Option<Box<dyn Engine>>>,
+    events: Vec<Vec<Event>>,
+    now: Time,
+    datagrams: u64,
+    drop: Option<DropRule>,
+    factory: GossipFactory,
+    /// Largest buffer any member reported (info().buffered_msgs) after any step.
+    max_buffered: usize,
+}
+
+fn cfg() -> Config {
+    Config {
+        gc_rounds: 10,
+        loss_rounds: 15,
+        buffer_msgs: 64,
+        ..Config::default()
+    }
+}
+
+impl Net {
+    fn new(n: u32, cfg: Config) -> Net {
+        let mut net = Net {
+            nodes: Vec::new(),
+            events: Vec::new(),
+            now: Time::ZERO,
+            datagrams: 0,
+            drop: None,
+            factory: GossipFactory::with_config(cfg),
+            max_buffered: 0,
+        };
+        net.add(Role::Create);
+        for _ in 1..n {
+            net.add(Role::Join);
+            net.run_for(Duration::from_millis(100));
+        }
+        net.run_for(Duration::from_millis(300));
+        net
+    }
+
+    fn add(&mut self, role: Role) -> usize {
+        let i = self.nodes.len();
+        let settings = EngineSettings::default();
+        let mut e = self.factory.build(&EngineParams {
+            role,
+            group: 7,
+            me: NodeId(i as u32),
+            max_datagram_bytes: 1400,
+            now: self.now,
+            seed: 1000 + i as u64,
+            settings: &settings,
+        });
+        e.handle_timeout(self.now);
+        self.nodes.push(Some(e));
+        self.events.push(Vec::new());
+        self.drain(i);
+        i
+    }
+
+    fn node(&mut self, i: usize) -> &mut Box<dyn Engine> {
+        self.nodes[i].as_mut().expect("running")
+    }
+
+    /// Moves every datagram at once (drop rule permitting) and fires timers, for `d`.
+    fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let mut moved = false;
+            for i in 0..self.nodes.len() {
+                let mut buf = Vec::new();
+                while let Some(t) = self.nodes[i]
+                    .as_mut()
+                    .and_then(|n| n.poll_transmit(self.now, &mut buf))
+                {
+                    moved = true;
+                    self.datagrams += 1;
+                    let pkt = wire::decode(&buf).expect("engines send valid datagrams");
+                    for j in 0..self.nodes.len() {
+                        let (hit, multicast) = match t.destination {
+                            Destination::Peer(p) => (p.0 as usize == j, false),
+                            _ => (j != i, true),
+                        };
+                        let copy = Copy {
+                            from: i,
+                            to: j,
+                            ptype: pkt.header.ptype,
+                            multicast,
+                            body: pkt.body,
+                        };
+                        if !hit || self.drop.as_mut().is_some_and(|d| d(&copy)) {
+                            continue;
+                        }
+                        if let Some(n) = self.nodes[j].as_mut() {
+                            n.handle_datagram(self.now, NodeId(i as u32), &buf);
+                            self.drain(j);
+                        }
+                    }
+                }
+                self.drain(i);
+            }
+            if moved {
+                continue;
+            }
+            let next = self
+                .nodes
+                .iter()
+                .flatten()
+                .filter_map(|n| n.poll_timeout())
+                .min();
+            match next {
+                Some(t) if t <= end => {
+                    self.now = self.now.max(t);
+                    for n in self.nodes.iter_mut().flatten() {
+                        if n.poll_timeout().is_some_and(|x| x <= self.now) {
+                            n.handle_timeout(self.now);
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(end);
+    }
+
+    fn drain(&mut self, i: usize) {
+        let Some(n) = self.nodes[i].as_mut() else {
+            return;
+        };
+        self.max_buffered = self.max_buffered.max(n.info().buffered_msgs);
+        while let Some(e) = n.poll_event() {
+            self.events[i].push(e);
+        }
+    }
+
+    fn send(&mut self, from: usize, k: u64) -> Vec<u64> {
+        (0..k)
+            .map(|c| {
+                let now = self.now;
+                let m = self
+                    .node(from)
+                    .submit(now, Bytes::from(vec![c as u8; 16]), Qos::SourceOrdered)
+                    .unwrap();
+                self.drain(from);
+                m
+            })
+            .collect()
+    }
+
+    /// Message numbers of `sender` delivered by `i`, in delivery order.
+    fn delivered(&self, i: usize, sender: usize) -> Vec<u64> {
+        (self.events[i].iter())
+            .filter_map(|e| match e {
+                Event::Deliver(d) if d.sender.0 as usize == sender => Some(d.msg),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn losses(&self, i: usize) -> Vec<Loss> {
+        (self.events[i].iter())
+            .filter_map(|e| match e {
+                Event::Loss(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn counter(&self, i: usize, name: &str) -> u64 {
+        let n = self.nodes[i].as_ref().unwrap();
+        (n.engine_counters().into_iter())
+            .find(|c| c.0 == name)
+            .map(|c| c.1)
+            .unwrap()
+    }
+
+    fn last_view(&self, i: usize) -> (u64, Vec<NodeId>) {
+        (self.events[i].iter().rev())
+            .find_map(|e| match e {
+                Event::View(v) => Some((v.id, v.members.clone())),
+                _ => None,
+            })
+            .expect("a view")
+    }
+
+    /// Every member idle: no timer, and nothing more is sent.
+    fn quiet(&self) -> bool {
+        self.nodes
+            .iter()
+            .flatten()
+            .all(|n| n.poll_timeout().is_none())
+    }
+}
+
+#[test]
+fn members_join_through_any_member_and_agree_on_the_view() {
+    let mut net = Net::new(4, cfg());
+    let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    let v0 = net.last_view(0);
+    assert_eq!(v0.1, ids);
+    for i in 1..4 {
+        assert_eq!(net.last_view(i), v0, "member {i}");
+    }
+    // With nothing to do, every member stops gossiping: the network goes quiet.
+    net.run_for(Duration::from_secs(3));
+    assert!(
+        net.quiet(),
+        "{:?}",
+        net.nodes[0].as_ref().unwrap().describe()
+    );
+    let before = net.datagrams;
+    net.run_for(Duration::from_secs(5));
+    assert_eq!(net.datagrams, before);
+}
+
+#[test]
+fn a_multicast_lost_in_the_first_phase_is_recovered_by_gossip() {
+    let mut net = Net::new(4, cfg());
+    // Member 3 misses the first-phase copy of every message of member 1.
+    net.drop = Some(Box::new(|c| c.multicast && c.to == 3 && c.data().is_some()));
+    let sent = net.send(1, 5);
+    net.run_for(Duration::ZERO);
+    assert!(
+        net.delivered(3, 1).is_empty(),
+        "nothing came in the first phase"
+    );
+    for i in [0, 2] {
+        assert_eq!(net.delivered(i, 1), sent, "member {i}");
+    }
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.delivered(3, 1), sent, "recovered by gossip");
+    assert!(net.counter(3, "solicited_msgs") >= 5);
+    let retrans: u64 = (0..4)
+        .map(|i| net.nodes[i].as_ref().unwrap().counters().retransmissions)
+        .sum();
+    assert!(retrans >= 5, "{retrans}");
+    assert!(net.losses(3).is_empty());
+    // The sender's messages became stable: its buffer emptied and each send completed.
+    let done = (net.events[1].iter())
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(done, 5);
+    assert!(net.counter(1, "gc_by_stability") >= 5);
+}
+
+#[test]
+fn delivery_is_fifo_per_sender_whatever_the_arrival_order() {
+    let mut net = Net::new(4, cfg());
+    // Member 2 misses the first phase of messages 0..4 of member 0: 4..10 arrive first.
+    net.drop = Some(Box::new(|c| {
+        c.multicast && c.to == 2 && c.data().is_some_and(|(o, m)| o == 0 && m < 4)
+    }));
+    let a = net.send(0, 10);
+    let b = net.send(3, 10);
+    net.run_for(Duration::from_millis(20));
+    assert!(net.delivered(2, 0).is_empty(), "4..10 wait for 0..4 (FIFO)");
+    assert_eq!(net.delivered(2, 3), b, "another sender is not held up");
+    net.run_for(Duration::from_secs(2));
+    for i in 0..4 {
+        assert_eq!(net.delivered(i, 0), a, "member {i}");
+        assert_eq!(net.delivered(i, 3), b, "member {i}");
+    }
+}
+
+#[test]
+fn garbage_collection_keeps_buffers_bounded_stability_first_then_age() {
+    let c = cfg();
+    let cap = c.buffer_msgs;
+    let mut net = Net::new(3, c.clone());
+    // Everyone gossips: messages become stable and go long before gc_rounds.
+    for _ in 0..10 {
+        net.send(1, 20);
+        net.run_for(Duration::from_millis(400));
+    }
+    assert!(net.max_buffered <= cap, "{} > {cap}", net.max_buffered);
+    net.run_for(Duration::from_millis(500));
+    for i in 0..3 {
+        assert_eq!(net.nodes[i].as_ref().unwrap().info().buffered_msgs, 0);
+        assert_eq!(net.delivered(i, 1).len(), 200);
+    }
+    assert!(net.counter(1, "gc_by_stability") > 150);
+    // Member 2's digests are lost: nothing is known stable any more, and messages go by age
+    // (gc_rounds rounds after they arrived).
+    net.drop = Some(Box::new(|c| c.from == 2 && c.ptype == packet::GOSSIP));
+    net.send(1, 20);
+    let age_before = net.counter(1, "gc_by_age");
+    net.run_for(c.round * (c.gc_rounds - 2));
+    assert_eq!(net.nodes[1].as_ref().unwrap().info().buffered_msgs, 20);
+    net.run_for(c.round * 4);
+    assert_eq!(net.nodes[1].as_ref().unwrap().info().buffered_msgs, 0);
+    assert_eq!(net.counter(1, "gc_by_age") - age_before, 20);
+    assert!(net.max_buffered <= cap);
+}
+
+#[test]
+fn an_unrecoverable_message_is_reported_lost_and_delivery_goes_on() {
+    let mut net = Net::new(3, cfg());
+    // Member 2 never gets message 3 of member 1, neither first nor again.
+    net.drop = Some(Box::new(|c| c.to == 2 && c.data() == Some((1, 3))));
+    let sent = net.send(1, 8);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(net.delivered(2, 1), vec![0, 1, 2], "4.. wait for 3");
+    net.run_for(Duration::from_secs(4));
+    assert_eq!(
+        net.losses(2),
+        vec![Loss {
+            sender: NodeId(1),
+            first_seq: 3,
+            count: 1
+        }]
+    );
+    let expected: Vec<u64> = sent.iter().copied().filter(|m| *m != 3).collect();
+    assert_eq!(net.delivered(2, 1), expected);
+    // The loss comes in its place: after 2, before 4.
+    let pos = |pred: &dyn Fn(&Event) -> bool| net.events[2].iter().position(pred).unwrap();
+    let loss = pos(&|e| matches!(e, Event::Loss(_)));
+    let d2 = pos(&|e| matches!(e, Event::Deliver(d) if d.sender == NodeId(1) && d.msg == 2));
+    let d4 = pos(&|e| matches!(e, Event::Deliver(d) if d.sender == NodeId(1) && d.msg == 4));
+    assert!(d2 < loss && loss < d4);
+    assert_eq!(net.counter(2, "lost_msgs"), 1);
+    // The others lost nothing, and the message is not delivered late when the network heals.
+    net.drop = None;
+    net.run_for(Duration::from_secs(2));
+    assert!(net.losses(0).is_empty() && net.losses(1).is_empty());
+    assert_eq!(net.delivered(2, 1), expected);
+}
+
+#[test]
+fn a_member_far_behind_its_buffer_gives_up_the_oldest_at_once() {
+    // No loss by time in this test: only the buffer bound can make member 2 give up.
+    let c = Config {
+        loss_rounds: 100_000,
+        ..cfg()
+    };
+    let cap = c.buffer_msgs as u64;
+    let mut net = Net::new(3, c);
+    // Member 2 never gets member 1's first 10 messages, and hears no digest for a while (so
+    // it learns of messages only from those that reach it, and asks for nothing).
+    let starved = std::rc::Rc::new(std::cell::Cell::new(true));
+    let s2 = starved.clone();
+    net.drop = Some(Box::new(move |c| {
+        c.to == 2
+            && (c.data().is_some_and(|(o, m)| o == 1 && m < 10)
+                || (s2.get() && c.ptype == packet::GOSSIP))
+    }));
+    let n = cap + 40;
+    let mut next = 0;
+    for _ in 0..2000 {
+        if next == n {
+            break;
+        }
+        let now = net.now;
+        if net
+            .node(1)
+            .submit(now, Bytes::from(vec![1; 8]), Qos::SourceOrdered)
+            .is_ok()
+        {
+            next += 1;
+        }
+        net.drain(1);
+        net.run_for(Duration::from_millis(10));
+    }
+    assert_eq!(next, n, "every message was sent (after back-pressure)");
+    net.run_for(Duration::from_millis(500));
+    let lost = net.losses(2);
+    assert_eq!(lost.iter().map(|l| l.count).sum::<u64>(), 10, "{lost:?}");
+    assert_eq!(lost[0].first_seq, 0);
+    assert!(net.counter(2, "beyond_window") > 0);
+    // With digests again, it recovers what did not fit its buffer when it came, or reports
+    // lost what the others no longer hold either: every message is accounted for, once.
+    starved.set(false);
+    net.run_for(Duration::from_secs(3));
+    let got = net.delivered(2, 1);
+    let lost_after: Vec<u64> = (net.losses(2).iter())
+        .flat_map(|l| l.first_seq..l.first_seq + l.count)
+        .collect();
+    println!("delivered {} of {n}, lost {lost_after:?}", got.len());
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "FIFO");
+    let mut all: Vec<u64> = got.iter().chain(&lost_after).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..n).collect::<Vec<_>>());
+    assert!(
+        got.len() as u64 > cap,
+        "most of what did not fit came back by gossip"
+    );
+}
+
+#[test]
+fn sends_push_back_on_a_full_own_buffer_and_complete_later() {
+    let c = cfg();
+    let cap = c.buffer_msgs;
+    let mut net = Net::new(2, c.clone());
+    // Member 1 hears nothing: member 0's messages never become stable.
+    net.drop = Some(Box::new(|c| c.to == 1));
+    let mut n = 0;
+    loop {
+        let now = net.now;
+        match net
+            .node(0)
+            .submit(now, Bytes::from_static(b"x"), Qos::Reliable)
+        {
+            Ok(_) => n += 1,
+            Err(e) => {
+                assert_eq!(e, SendError::WouldBlock);
+                break;
+            }
+        }
+        net.drain(0);
+        assert!(n <= cap);
+    }
+    assert_eq!(n, cap);
+    assert!(!net.nodes[0].as_ref().unwrap().can_submit());
+    let now = net.now;
+    assert_eq!(
+        net.node(0).submit(now, Bytes::new(), Qos::TotallyOrdered),
+        Err(SendError::Unsupported)
+    );
+    // Collected by age: every send completes and the buffer has room again.
+    net.run_for(c.round * (c.gc_rounds + 3));
+    assert!(net.nodes[0].as_ref().unwrap().can_submit());
+    let done = (net.events[0].iter())
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(done, cap);
+    // Member 1 reports them lost (it knows they exist from member 0's digests once it hears).
+    net.drop = None;
+    net.run_for(Duration::from_secs(5));
+    let lost: u64 = net.losses(1).iter().map(|l| l.count).sum();
+    assert_eq!(lost + net.delivered(1, 0).len() as u64, cap as u64);
+    assert!(lost > 0);
+}
+
+#[test]
+fn leaves_and_silent_members_leave_the_view_and_a_refuted_suspicion_heals() {
+    let c = Config {
+        silence_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    };
+    let mut net = Net::new(5, c);
+    let sent = net.send(4, 3);
+    let now = net.now;
+    net.node(4).leave(now);
+    net.run_for(Duration::from_secs(2));
+    assert!(matches!(net.events[4].last(), Some(Event::Left)));
+    for i in 0..4 {
+        assert_eq!(net.delivered(i, 4), sent, "member {i}");
+        assert_eq!(net.last_view(i).1, (0..4).map(NodeId).collect::<Vec<_>>());
+    }
+    // Member 3 crashes: it is dropped after the silence timeout (the others keep gossiping
+    // while they have not all heard from it).
+    net.nodes[3] = None;
+    net.send(0, 1);
+    net.run_for(Duration::from_secs(3));
+    for i in 0..3 {
+        assert_eq!(net.last_view(i).1, (0..3).map(NodeId).collect::<Vec<_>>());
+    }
+    assert!((0..3).map(|i| net.counter(i, "suspected")).sum::<u64>() >= 1);
+    // Member 2 hears nothing for a while: the others drop it, it refutes, all agree again.
+    net.drop = Some(Box::new(|c| c.to == 2));
+    net.send(0, 1);
+    net.run_for(Duration::from_millis(1500));
+    assert_eq!(net.last_view(0).1, vec![NodeId(0), NodeId(1)]);
+    net.drop = None;
+    net.send(1, 1);
+    net.run_for(Duration::from_secs(3));
+    let v = net.last_view(0);
+    assert_eq!(v.1, (0..3).map(NodeId).collect::<Vec<_>>());
+    assert_eq!(net.last_view(1), v);
+    assert_eq!(net.last_view(2), v);
+    assert!(net.counter(2, "refutations") >= 1);
+    net.run_for(Duration::from_secs(3));
+    assert!(net.quiet());
+}
+
+#[test]
+fn two_sides_of_a_long_partition_merge_when_a_message_crosses() {
+    let c = Config {
+        silence_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    };
+    let mut net = Net::new(4, c);
+    let side = |i: usize| i < 2;
+    net.drop = Some(Box::new(move |c| side(c.from) != side(c.to)));
+    net.send(0, 2);
+    net.send(3, 2);
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(net.last_view(0).1, vec![NodeId(0), NodeId(1)]);
+    assert_eq!(net.last_view(3).1, vec![NodeId(2), NodeId(3)]);
+    // Healed, and both sides idle: nothing crosses until somebody sends.
+    net.drop = None;
+    net.run_for(Duration::from_secs(3));
+    assert!(net.quiet());
+    assert_eq!(net.last_view(0).1, vec![NodeId(0), NodeId(1)]);
+    // A multicast reaches the other side, whose members send their table back: one group.
+    let sent = net.send(1, 3);
+    net.run_for(Duration::from_secs(3));
+    let v = net.last_view(0);
+    assert_eq!(v.1, (0..4).map(NodeId).collect::<Vec<_>>());
+    for i in 1..4 {
+        assert_eq!(net.last_view(i), v, "member {i}");
+        assert_eq!(net.delivered(i, 1)[..], sent[..], "member {i}");
+    }
+    assert!(net.quiet());
+}
+
+#[test]
+fn malformed_datagrams_are_counted_and_dropped() {
+    let mut net = Net::new(2, cfg());
+    let header = |ptype: u8| {
+        let mut b = Vec::new();
+        Header {
+            engine: EngineKind::Gossip,
+            ptype,
+            flags: 0,
+            group: 7,
+            incarnation: 0,
+            sender: NodeId(1),
+        }
+        .encode(&mut b);
+        b
+    };
+    let before = net.nodes[0].as_ref().unwrap().counters().malformed_dropped;
+    let mut bad: Vec<Vec<u8>> = vec![vec![], vec![0x52, 0x4d, 1]];
+    for ptype in [
+        packet::DATA,
+        packet::GOSSIP,
+        packet::SOLICIT,
+        packet::WELCOME,
+        packet::MEMBERS,
+        packet::LEAVE,
+        99,
+    ] {
+        bad.push(header(ptype)); // every body type needs more than nothing
+    }
+    let mut join = header(packet::JOIN);
+    join.push(1);
+    bad.push(join);
+    for d in &bad {
+        let now = net.now;
+        net.node(0).handle_datagram(now, NodeId(1), d);
+    }
+    let after = net.nodes[0].as_ref().unwrap().counters().malformed_dropped;
+    assert_eq!(after - before, bad.len() as u64);
+    // Random bodies of every type: never a panic; whatever does not decode is counted.
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for k in 0..5000u64 {
+        let mut d = header([1, 2, 3, 4, 5, 6, 7][(k % 7) as usize]);
+        for _ in 0..(k % 97) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            d.push(x as u8);
+        }
+        let now = net.now;
+        net.node(0).handle_datagram(now, NodeId(1), &d);
+        net.drain(0);
+    }
+    // The group still works.
+    let sent = net.send(0, 3);
+    net.run_for(Duration::from_secs(1));
+    let got = net.delivered(1, 0);
+    assert!(got.ends_with(&sent), "{got:?}");
+}
