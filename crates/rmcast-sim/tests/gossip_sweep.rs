@@ -32,16 +32,8 @@ fn faulty(members: u32, loss: f64, churn: u32, pauses: u32) -> Scenario {
 }
 
 /// Seeds `seeds` of `sc`; panics naming the failing seeds and their replay commands.
-fn sweep(sc: &Scenario, seeds: std::ops::Range<u64>) -> SweepReport {
-    sc.validate().expect("valid scenario");
-    let rep = sc.sweep(seeds);
-    assert!(
-        rep.passed(),
-        "failing seeds {:?}\n{}",
-        rep.failing_seeds(),
-        rep.failure_summary(3)
-    );
-    rep
+fn sweep(sc: &Scenario, seeds: u64) -> SweepReport {
+    sc.sweep_expect_pass(seeds)
 }
 
 #[test]
@@ -79,7 +71,7 @@ fn delivery_tally(sc: &Scenario, seeds: std::ops::Range<u64>) -> (u64, u64) {
 fn gossip_survives_loss_duplication_reordering_churn_and_pauses() {
     let sc = faulty(6, 0.3, 2, 1);
     let started = std::time::Instant::now();
-    let rep = sweep(&sc, 0..200);
+    let rep = sweep(&sc, 200);
     let secs = started.elapsed().as_secs_f64();
     let sum =
         |f: fn(&rmcast_sim::Figures) -> u64| rep.runs.iter().map(|r| f(&r.figures)).sum::<u64>();
@@ -143,7 +135,7 @@ fn every_qos_level_passes_its_checkers() {
             qos: Some(qos),
             ..sc.clone()
         };
-        let rep = sweep(&sc, 0..50);
+        let rep = sweep(&sc, 50);
         let promised = gossip().guarantees().at_qos(qos);
         assert!(!promised.fifo());
         // Reliable keeps the loss report; unreliable promises nothing beyond integrity.
@@ -162,7 +154,7 @@ fn crashed_members_leave_the_view_after_the_silence_timeout() {
         crashes: 2,
         ..faulty(8, 0.2, 1, 1)
     };
-    let rep = sweep(&sc, 0..100);
+    let rep = sweep(&sc, 100);
     let suspected: u64 = (0..10)
         .map(|seed| rmcast_sim::simulate(&sc.config(seed)))
         .flat_map(|rec| rec.hosts.into_iter())
@@ -183,7 +175,7 @@ fn gossip_long_sweep() {
         ..faulty(8, 0.3, 3, 2)
     };
     let started = std::time::Instant::now();
-    let rep = sweep(&sc, 0..1000);
+    let rep = sweep(&sc, 1000);
     println!(
         "{} seeds passed in {:.1} s",
         rep.runs.len(),

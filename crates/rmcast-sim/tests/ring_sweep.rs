@@ -30,21 +30,13 @@ fn faulty(members: u32, churn: u32) -> Scenario {
 }
 
 /// Seeds `seeds` of `sc`, every message sent with `qos`; panics naming the failing seeds.
-fn sweep_qos(sc: &Scenario, qos: Qos, seeds: std::ops::Range<u64>) -> SweepReport {
+fn sweep_qos(sc: &Scenario, qos: Qos, seeds: u64) -> SweepReport {
     let sc = Scenario {
         qos: Some(qos),
         ..sc.clone()
     };
-    sc.validate().expect("valid scenario");
     // The replay command names the level (`--qos`).
-    let rep = sc.sweep(seeds);
-    assert!(
-        rep.passed(),
-        "{qos:?}: failing seeds {:?}\n{}",
-        rep.failing_seeds(),
-        rep.failure_summary(3)
-    );
-    rep
+    sc.sweep_expect_pass(seeds)
 }
 
 #[test]
@@ -60,7 +52,7 @@ fn ring_declares_total_order_and_virtual_synchrony_without_crash_recovery() {
 #[test]
 fn ring_survives_loss_duplication_reordering_joins_and_leaves() {
     let sc = faulty(5, 2);
-    let rep = sweep_qos(&sc, Qos::TotallyOrdered, 0..200);
+    let rep = sweep_qos(&sc, Qos::TotallyOrdered, 200);
     let sum =
         |f: fn(&rmcast_sim::Figures) -> u64| rep.runs.iter().map(|r| f(&r.figures)).sum::<u64>();
     // The faults were there, and NACKs repaired them.
@@ -111,7 +103,7 @@ fn every_qos_level_passes_its_checkers() {
         if qos == Qos::TotallyOrdered {
             continue;
         }
-        let rep = sweep_qos(&sc, qos, 0..200);
+        let rep = sweep_qos(&sc, qos, 200);
         let g = rep.runs[0].verdicts.clone();
         let ran = |n: &str| g.contains_key(n);
         assert!(ran("integrity") && ran("liveness"), "{qos}");
@@ -162,7 +154,7 @@ fn ring_long_sweep() {
         ..faulty(8, 3)
     };
     for qos in Qos::levels(3) {
-        let rep = sweep_qos(&sc, qos, 0..1000);
+        let rep = sweep_qos(&sc, qos, 1000);
         println!("{qos:?}: {} seeds passed", rep.runs.len());
     }
 }
