@@ -1,7 +1,8 @@
 //! `rmcast sim --experiment rmp`: the throughput experiment of "RMP: Fault-Tolerant Group
 //! Communication" (Whetten, Montgomery, Kaplan), Figures 5.1 and 5.2, in the simulator on one
 //! shared 10 Mbit/s medium, with the ring engine (RMP) and the sequencer engine side by side in
-//! the same invocation ([`rmcast_sim::experiment`] makes and measures each run).
+//! the same invocation ([`rmcast_sim::experiment`] makes and measures each run). The other
+//! experiment, `--experiment pbcast`, is in [`crate::pbcast`]; both run on [`run_parallel`].
 //!
 //! - Figure 5.1: aggregate throughput (payload of all senders times the destinations, the
 //!   senders being destinations too) for 2 to 8 members and 1, 2, 4 and 8 sources.
@@ -26,6 +27,10 @@ pub enum Experiment {
     /// Throughput on a shared 10 Mbit/s medium as the group and the number of sources grow
     /// (RMP paper, Figures 5.1 and 5.2), ring and sequencer engines side by side.
     Rmp,
+    /// Throughput at the unperturbed members while perturbed members sleep at random
+    /// ("Throughput Stability of Reliable Multicast Protocols", Figures 2 to 7), gossip and
+    /// sequencer engines side by side.
+    Pbcast,
 }
 
 /// The engines compared, in table order.
@@ -81,6 +86,7 @@ fn setup(args: &SimArgs) -> Setup {
 pub fn run(experiment: Experiment, args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     match experiment {
         Experiment::Rmp => rmp(args, threads),
+        Experiment::Pbcast => crate::pbcast::run(args, threads),
     }
 }
 
@@ -176,19 +182,32 @@ fn rmp(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
 
 /// Runs every job on `threads` threads; the points come back in job order.
 fn run_jobs(setup: &Setup, jobs: &[Job], threads: usize) -> anyhow::Result<Vec<Point>> {
+    run_parallel(jobs, threads, |job| match *job {
+        Job::Aggregate(e, m, k) => setup.aggregate(e, m, k),
+        Job::Separate(e, d) => setup.separate_source(e, d),
+    })
+    .into_iter()
+    .map(|r| r.map_err(anyhow::Error::msg))
+    .collect()
+}
+
+/// `f` of every job, on `threads` threads; the results come back in job order. With a
+/// terminal on stderr, the runs done so far are counted there.
+pub fn run_parallel<J: Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    f: impl Fn(&J) -> R + Sync,
+) -> Vec<R> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<Point, String>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
     let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, jobs.len()) {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&job) = jobs.get(i) else { break };
-                let r = match job {
-                    Job::Aggregate(e, m, k) => setup.aggregate(e, m, k),
-                    Job::Separate(e, d) => setup.separate_source(e, d),
-                };
+                let Some(job) = jobs.get(i) else { break };
+                let r = f(job);
                 results
                     .lock()
                     .expect("no panics hold this lock")
@@ -206,10 +225,7 @@ fn run_jobs(setup: &Setup, jobs: &[Job], threads: usize) -> anyhow::Result<Vec<P
     }
     let mut results = results.into_inner().expect("no panics hold this lock");
     results.sort_by_key(|(i, _)| *i);
-    results
-        .into_iter()
-        .map(|(_, r)| r.map_err(anyhow::Error::msg))
-        .collect()
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 fn print_table(points: &[&Point]) {

@@ -6,6 +6,7 @@ mod demo;
 mod experiments;
 mod keys;
 mod member;
+mod pbcast;
 mod plot;
 mod signals;
 mod sim;

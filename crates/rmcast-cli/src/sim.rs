@@ -6,13 +6,16 @@
 //! failing seed is printed as that command. `--message-counts` prints the cost of a broadcast
 //! for r = 0..3 (the sequencer paper's 2 and 3 + r datagrams) with one message in flight and
 //! under load. `--experiment rmp` measures throughput on a shared 10 Mb/s medium as the RMP
-//! paper's Figures 5.1 and 5.2 do ([`crate::experiments`]).
+//! paper's Figures 5.1 and 5.2 do ([`crate::experiments`]); `--experiment pbcast` measures
+//! throughput stability under perturbed members as "Throughput Stability of Reliable Multicast
+//! Protocols" does ([`crate::pbcast`]).
 //!
 //! ```text
 //! rmcast sim --members 16 --loss 0.1 --dup 0.05 --reorder 2 --churn --partition --pause --seeds 200
 //! rmcast sim <the same arguments> --seed 49        # replay one seed, with its fault schedule
 //! rmcast sim --message-counts
 //! rmcast sim --experiment rmp --plot rmp.svg
+//! rmcast sim --experiment pbcast --members 8,16,32 --p 0.1,0.5,0.9 --plot pbcast.svg
 //! ```
 //!
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
@@ -46,18 +49,21 @@ pub struct SimArgs {
     /// Resilience degree r: a send completes once r + 1 members hold the message.
     #[arg(long, default_value_t = 0)]
     pub resilience: u8,
-    /// Members at the start (host 0 creates the group, the others join 1 ms apart).
-    #[arg(long, default_value_t = 8)]
-    pub members: u32,
+    /// Members at the start (host 0 creates the group, the others join 1 ms apart)
+    /// [default: 8]. With --experiment pbcast, the group sizes to run, comma-separated
+    /// [default: 8,16,32,64].
+    #[arg(long, value_delimiter = ',', num_args = 1)]
+    pub members: Vec<u32>,
     /// One-way latency of every link, in milliseconds.
     #[arg(long, default_value_t = 1.0)]
     pub latency: f64,
     /// Jitter in milliseconds (uniform extra latency per datagram): reorders datagrams.
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
-    /// Probability that a datagram copy is lost, in [0, 1).
-    #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
+    /// Probability that a datagram copy is lost, in [0, 1) [default: 0; with --experiment
+    /// pbcast, 0.01].
+    #[arg(long)]
+    pub loss: Option<f64>,
     /// Probability that a datagram copy arrives twice, in [0, 1).
     #[arg(long, default_value_t = 0.0)]
     pub dup: f64,
@@ -82,7 +88,7 @@ pub struct SimArgs {
     /// with --experiment rmp, as many as the engine accepts].
     #[arg(long)]
     pub in_flight: Option<u32>,
-    /// Open loop instead: messages per second per sender.
+    /// Open loop instead: messages per second per sender [with --experiment pbcast: 200].
     #[arg(long)]
     pub rate: Option<f64>,
     /// Joins, and as many leaves, while traffic flows (`--churn` alone means 2).
@@ -100,7 +106,8 @@ pub struct SimArgs {
     /// Longest pause in milliseconds (each lasts between half of it and all of it).
     #[arg(long, default_value_t = 200)]
     pub pause_ms: u64,
-    /// Receive buffer of a paused host, in datagrams (overflow is dropped and counted).
+    /// Receive buffer of a paused (or, with --experiment pbcast, sleeping) host, in datagrams
+    /// (overflow is dropped and counted).
     #[arg(long, default_value_t = 64)]
     pub rx_buffer: usize,
     /// Window after the traffic starts in which faults and churn happen, in milliseconds.
@@ -138,9 +145,29 @@ pub struct SimArgs {
     /// Run an experiment instead of a sweep: `rmp` measures the throughput of the ring and the
     /// sequencer engines on a shared 10 Mbit/s medium, as Figures 5.1 and 5.2 of the RMP paper
     /// do (takes --messages, --message-bytes, --in-flight, --latency, --bandwidth-mbps,
-    /// --seed, --threads and --plot).
+    /// --seed, --threads and --plot); `pbcast` measures the throughput of the gossip and the
+    /// sequencer engines at the unperturbed members of a group whose perturbed members sleep
+    /// at random, as Figures 2 to 7 of "Throughput Stability of Reliable Multicast Protocols"
+    /// do (takes --members, --perturbed, --p, --history, --seconds, --rate, --loss,
+    /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot).
     #[arg(long, value_enum)]
     pub experiment: Option<crate::experiments::Experiment>,
+    /// With --experiment pbcast: perturb rates, the probability that a perturbed member sleeps
+    /// in each 100 ms period, comma-separated [default: 0.1,0.2,...,0.9].
+    #[arg(long = "p", value_name = "P", value_delimiter = ',', num_args = 1)]
+    pub perturb_rates: Vec<f64>,
+    /// With --experiment pbcast: how many members are perturbed, comma-separated: a number, or
+    /// `n/4` for a quarter of the group [default: 1,n/4].
+    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = crate::pbcast::parse_perturbed)]
+    pub perturbed: Vec<crate::pbcast::Perturbed>,
+    /// With --experiment pbcast: history buffers of the sequencer runs, in messages,
+    /// comma-separated; each is one protocol of the tables [default: 128 (the Amoeba paper's)
+    /// and the engine's default, 4096].
+    #[arg(long, value_delimiter = ',', num_args = 1)]
+    pub history: Vec<usize>,
+    /// With --experiment pbcast: virtual seconds of sending in each run [default: 10].
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Worker threads (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -153,11 +180,13 @@ pub struct SimArgs {
     pub trace: bool,
     /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
     /// and recoveries show as flat stretches), as SVG to this file (with --experiment rmp: the
-    /// two figures).
+    /// two figures; with --experiment pbcast: the four).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 }
 
+/// Members of a sweep without `--members`.
+const DEFAULT_MEMBERS: u32 = 8;
 /// Messages per sender of a sweep without `--messages`.
 const DEFAULT_MESSAGES: u64 = 200;
 /// Payload bytes of a sweep without `--message-bytes`.
@@ -172,10 +201,10 @@ impl SimArgs {
             engine: EngineChoice::named(&self.engine)
                 .expect("--engine names a registered engine (checked when parsing)")
                 .resilience(self.resilience),
-            members: self.members,
+            members: self.members.first().copied().unwrap_or(DEFAULT_MEMBERS),
             latency_ms: self.latency,
             reorder_ms: self.reorder,
-            loss: self.loss,
+            loss: self.loss.unwrap_or(0.0),
             dup: self.dup,
             bandwidth_mbps: self.bandwidth_mbps,
             shared_medium: self.shared_medium,
@@ -213,6 +242,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(e) = args.experiment {
         return crate::experiments::run(e, &args, threads);
+    }
+    if args.members.len() > 1 {
+        bail!("--members takes one number, except with --experiment pbcast");
     }
     let sc = args.scenario();
     sc.validate().map_err(anyhow::Error::msg)?;

@@ -205,16 +205,53 @@ pub struct Crash {
     pub at: Time,
 }
 
+/// A perturbed member, as in the experiments of "Throughput Stability of Reliable Multicast
+/// Protocols" (Özkasap and Birman): at `start`, then every `period` before `end`, the host falls
+/// asleep for `sleep` with probability `probability`. A sleep is a [`Pause`] (no datagrams, no
+/// timers, no submissions; what arrives waits in the bounded receive buffer,
+/// [`Faults::pause_buffer_datagrams`], and is processed on waking). A draw that comes while the
+/// host still sleeps and succeeds makes the sleep longer (with `sleep == period`, back-to-back
+/// sleeps are one sleep: the host does not run in between), so the host sleeps about
+/// `probability` of the time.
+///
+/// The draws come from a random stream of the perturbation's own, seeded from the run's seed
+/// and the host ([`perturbation_seed`]): one seed puts a host to sleep at the same times
+/// whatever engine runs and whatever the network model draws.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Perturbation {
+    /// The host.
+    pub host: NodeId,
+    /// Probability in `[0, 1]` that the host falls asleep at a draw (the paper's perturb rate).
+    pub probability: f64,
+    /// Time between two draws.
+    pub period: Duration,
+    /// How long one sleep lasts.
+    pub sleep: Duration,
+    /// The first draw.
+    pub start: Time,
+    /// No draw at or after this time (a sleep drawn before it may last past it).
+    pub end: Time,
+}
+
+/// The seed of the random stream that puts `host` to sleep in a run of seed `run_seed`
+/// ([`Perturbation`]): apart from the run's one RNG and from every engine's seed.
+pub fn perturbation_seed(run_seed: u64, host: NodeId) -> u64 {
+    engine_seed(run_seed ^ 0x51ee_9ca7_5eed_0b1d, host)
+}
+
 /// Injected faults. They all end (heal) at a known time; the quiescence phase starts after.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Faults {
     /// Partitions.
     pub partitions: Vec<Partition>,
     /// Pauses.
     pub pauses: Vec<Pause>,
+    /// Perturbed members: hosts that fall asleep at random, a pause at a time.
+    pub perturbations: Vec<Perturbation>,
     /// Crashes (no engine recovers from one yet; the checkers treat crashed hosts as gone).
     pub crashes: Vec<Crash>,
-    /// Receive buffer of a paused host, in datagrams; overflow is dropped and counted.
+    /// Receive buffer of a paused (or sleeping) host, in datagrams; overflow is dropped and
+    /// counted.
     pub pause_buffer_datagrams: usize,
 }
 
@@ -223,6 +260,7 @@ impl Default for Faults {
         Faults {
             partitions: Vec::new(),
             pauses: Vec::new(),
+            perturbations: Vec::new(),
             crashes: Vec::new(),
             pause_buffer_datagrams: 64,
         }
@@ -377,6 +415,10 @@ pub struct SimConfig {
     /// ([`rmcast_proto::Engine::rejoin`]), and the run ends only once every host that was never
     /// meant to leave or crash is back in one group. Off: an expelled host stays out.
     pub heal: bool,
+    /// Take a snapshot of every running host's engine counters this often, from the workload
+    /// start until the last fault healed ([`crate::record::HostRecord::counter_samples`]):
+    /// what a figure per time window needs. `None`: no snapshots.
+    pub sample_counters: Option<Duration>,
 }
 
 impl Default for SimConfig {
@@ -393,6 +435,7 @@ impl Default for SimConfig {
             churn: Vec::new(),
             limits: Limits::default(),
             heal: false,
+            sample_counters: None,
         }
     }
 }
@@ -467,6 +510,22 @@ impl SimConfig {
                 return Err(format!("a pause names unknown host {}", p.host));
             }
         }
+        for p in &self.faults.perturbations {
+            if !known(p.host) {
+                return Err(format!("a perturbation names unknown host {}", p.host));
+            }
+            if !(0.0..=1.0).contains(&p.probability) {
+                return Err(format!(
+                    "a perturbation's probability must be in [0, 1], got {}",
+                    p.probability
+                ));
+            }
+            if p.period.is_zero() || p.end < p.start {
+                return Err(
+                    "a perturbation needs a positive period and an end after its start".into(),
+                );
+            }
+        }
         for c in &self.faults.crashes {
             if !known(c.host) {
                 return Err(format!("a crash names unknown host {}", c.host));
@@ -511,6 +570,9 @@ impl SimConfig {
                     }
                 }
             }
+        }
+        if self.sample_counters.is_some_and(|d| d.is_zero()) {
+            return Err("the counter sampling interval must be positive".into());
         }
         if self.limits.check_interval.is_zero() {
             return Err("check interval must be positive".into());

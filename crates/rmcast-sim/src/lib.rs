@@ -12,8 +12,8 @@
 //! The parts:
 //! - [`config`]: the run: members, network (latency, jitter, loss, duplication, bandwidth with a
 //!   drop-tail queue, per host or on one shared medium), faults (partitions, pauses with a
-//!   bounded receive buffer, crashes), workload (open or closed loop), membership churn, loop
-//!   bounds.
+//!   bounded receive buffer, perturbed members that sleep at random, crashes), workload (open or
+//!   closed loop), membership churn, loop bounds.
 //! - [`record`]: what a run leaves behind: every event of every host with its virtual time,
 //!   every submission, the network's counts.
 //! - [`checkers`]: integrity, agreement, total order, FIFO, virtual synchrony, resilience,
@@ -23,6 +23,8 @@
 //!   which checks a multi-process run with the same rules.
 //! - [`experiment`]: the throughput experiment of the RMP paper (Figures 5.1 and 5.2) on a
 //!   shared 10 Mb/s medium.
+//! - [`stability`]: the throughput-stability experiment of Özkasap and Birman: one sender,
+//!   perturbed members, throughput at the others in 500 ms windows.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
 //!   NACKs, drops.
 //! - [`scenario`]: the command line's view of a run (`rmcast sim --members 16 --loss 0.1 ...`),
@@ -51,12 +53,13 @@ pub mod figures;
 pub mod log;
 pub mod record;
 pub mod scenario;
+pub mod stability;
 mod world;
 
 pub use checkers::{Verdict, Violation, CHECKERS};
 pub use config::{
-    custom_engine, engine_seed, ChurnEvent, ChurnKind, Crash, EngineFn, Faults, Limits, LinkParams,
-    Load, NetConfig, Partition, Pause, SimConfig, Workload,
+    custom_engine, engine_seed, perturbation_seed, ChurnEvent, ChurnKind, Crash, EngineFn, Faults,
+    Limits, LinkParams, Load, NetConfig, Partition, Pause, Perturbation, SimConfig, Workload,
 };
 pub use figures::Figures;
 pub use record::Record;

@@ -91,6 +91,11 @@ pub struct HostRecord {
     pub final_state: String,
     /// What the host's engine declared ([`rmcast_proto::Engine::guarantees`]), if it started.
     pub guarantees: Option<Guarantees>,
+    /// When the host was paused or asleep ([`crate::Pause`], [`crate::Perturbation`]): from,
+    /// until. Overlapping pauses make one interval.
+    pub sleeps: Vec<(Time, Time)>,
+    /// Snapshots of the engine's counters while it ran, with [`crate::SimConfig::sample_counters`].
+    pub counter_samples: Vec<(Time, Counters)>,
 }
 
 impl HostRecord {
@@ -139,6 +144,20 @@ impl HostRecord {
     /// Whether [`Event::Left`] was recorded.
     pub fn left(&self) -> bool {
         self.events.iter().any(|e| e.event == Event::Left)
+    }
+
+    /// Time spent paused or asleep in `[from, to)`.
+    pub fn asleep_between(&self, from: Time, to: Time) -> std::time::Duration {
+        let ns = (self.sleeps.iter())
+            .map(|(a, b)| (*b).min(to).0.saturating_sub((*a).max(from).0))
+            .sum();
+        std::time::Duration::from_nanos(ns)
+    }
+
+    /// The counters as sampled at `at` (the last snapshot at or before it), if any.
+    pub fn counters_at(&self, at: Time) -> Option<&Counters> {
+        let i = self.counter_samples.partition_point(|(t, _)| *t <= at);
+        i.checked_sub(1).map(|i| &self.counter_samples[i].1)
     }
 
     /// Deliveries in order, with their times.

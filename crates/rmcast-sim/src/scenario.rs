@@ -404,6 +404,7 @@ impl Scenario {
                 pauses,
                 crashes,
                 pause_buffer_datagrams: self.rx_buffer,
+                ..Faults::default()
             },
             workload: Workload {
                 senders,

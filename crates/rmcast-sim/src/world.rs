@@ -4,7 +4,9 @@
 //! Everything that happens is an item in one [`BinaryHeap`] keyed by `(time, insertion
 //! counter)`, so that two items due at the same instant are handled in the order they were
 //! scheduled and a run is a pure function of its config and seed. The RNG is drawn from only in
-//! the network model, in a deterministic order (receivers of a multicast in host order).
+//! the network model, in a deterministic order (receivers of a multicast in host order);
+//! perturbed members draw their sleeps from streams of their own, seeded from the run's seed
+//! ([`crate::config::perturbation_seed`]), so that the network's draws do not move them.
 //!
 //! Engines are driven exactly as a runtime drives them: after every input (a datagram, a timer,
 //! a submission burst, a leave), `poll_transmit` until `None` with one reused buffer, then
@@ -12,7 +14,9 @@
 //! `poll_timeout`. Every loop has a bound from [`Limits`]; hitting one stops the run and records
 //! a livelock.
 
-use crate::config::{engine_seed, ChurnKind, Load, SimConfig, MAX_DATAGRAM_BYTES};
+use crate::config::{
+    engine_seed, perturbation_seed, ChurnKind, Load, SimConfig, MAX_DATAGRAM_BYTES,
+};
 use crate::record::{
     make_payload, payload_hash, HostRecord, NetStats, Record, Recorded, Submission,
 };
@@ -59,6 +63,10 @@ enum Item {
     Leave { host: usize },
     /// Pause a host.
     Pause { host: usize, duration: Duration },
+    /// A perturbed host's draw: it falls asleep or not ([`crate::Perturbation`], by index).
+    Perturb { index: usize },
+    /// Snapshot every running engine's counters.
+    Sample,
     /// A paused host wakes if its pause is over.
     Wake { host: usize },
     /// A host crashes.
@@ -194,6 +202,8 @@ pub(crate) struct World<'a> {
     queue: BinaryHeap<Scheduled>,
     order: u64,
     rng: ChaCha8Rng,
+    /// One random stream per perturbation ([`crate::config::perturbation_seed`]).
+    perturb_rngs: Vec<ChaCha8Rng>,
     hosts: Vec<Host>,
     /// The one transmit buffer, reused for every `poll_transmit`.
     buf: Vec<u8>,
@@ -281,6 +291,9 @@ impl<'a> World<'a> {
             queue: BinaryHeap::new(),
             order: 0,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            perturb_rngs: (cfg.faults.perturbations.iter())
+                .map(|p| ChaCha8Rng::seed_from_u64(perturbation_seed(cfg.seed, p.host)))
+                .collect(),
             hosts,
             buf: Vec::with_capacity(65_536),
             out: Vec::new(),
@@ -373,6 +386,15 @@ impl<'a> World<'a> {
             );
             heal = heal.max(p.at + p.duration);
         }
+        for (index, p) in cfg.faults.perturbations.iter().enumerate() {
+            if p.start < p.end {
+                self.schedule(p.start, Item::Perturb { index });
+                // The last draw comes less than a period before the end.
+                let last = p.start
+                    + p.period * ((p.end.0 - p.start.0 - 1) / p.period.as_nanos() as u64) as u32;
+                heal = heal.max(last + p.sleep);
+            }
+        }
         for c in &cfg.faults.crashes {
             self.schedule(
                 c.at,
@@ -385,6 +407,9 @@ impl<'a> World<'a> {
         self.heal_time = heal;
         self.deadline = heal + cfg.limits.quiescence_timeout;
         self.schedule(heal, Item::Check);
+        if cfg.sample_counters.is_some() {
+            self.schedule(cfg.workload.start, Item::Sample);
+        }
     }
 
     fn main_loop(&mut self) {
@@ -521,25 +546,32 @@ impl<'a> World<'a> {
                 }
             }
             Item::Leave { host } => self.leave(host),
-            Item::Pause { host, duration } => {
-                let until = now + duration;
-                let h = &mut self.hosts[host];
-                let state = std::mem::replace(&mut h.state, HostState::NotStarted);
-                h.state = match state {
-                    HostState::Running(engine) => HostState::Paused { engine, until },
-                    HostState::Paused { engine, until: u } => HostState::Paused {
-                        engine,
-                        until: u.max(until),
-                    },
-                    other => {
-                        h.state = other;
-                        return;
+            Item::Pause { host, duration } => self.pause(host, duration),
+            Item::Perturb { index } => {
+                let p = &self.cfg.faults.perturbations[index];
+                // The next draw is scheduled before this one's wake-up, so that at the instant
+                // a sleep ends, a new sleep drawn then extends it (the host does not run in
+                // between).
+                let next = now + p.period;
+                if next < p.end {
+                    self.schedule(next, Item::Perturb { index });
+                }
+                if self.perturb_rngs[index].gen::<f64>() < p.probability {
+                    self.pause(p.host.0 as usize, p.sleep);
+                }
+            }
+            Item::Sample => {
+                for h in &mut self.hosts {
+                    if let Some(e) = h.engine() {
+                        let c = e.counters().clone();
+                        h.rec.counter_samples.push((now, c));
                     }
-                };
-                // Timers that fire while paused are ignored; wake re-arms.
-                h.timer_gen += 1;
-                h.armed = None;
-                self.schedule(until, Item::Wake { host });
+                }
+                if let Some(every) = self.cfg.sample_counters {
+                    if now < self.heal_time {
+                        self.schedule(now + every, Item::Sample);
+                    }
+                }
             }
             Item::Wake { host } => self.wake(host),
             Item::Crash { host } => {
@@ -548,6 +580,10 @@ impl<'a> World<'a> {
                     h.rec.counters = e.counters().clone();
                     h.state = HostState::Crashed;
                     h.rec.crashed_at = Some(now);
+                    // A crash ends a sleep.
+                    if let Some(last) = h.rec.sleeps.last_mut() {
+                        last.1 = last.1.min(now.max(last.0));
+                    }
                     h.pause_buf.clear();
                     h.timer_gen += 1;
                     h.armed = None;
@@ -600,6 +636,38 @@ impl<'a> World<'a> {
             engine.leave(now);
         }
         self.flush(host);
+    }
+
+    /// Pauses a running host for `duration`, or makes a paused host's pause last at least
+    /// that long from now.
+    fn pause(&mut self, host: usize, duration: Duration) {
+        let now = self.now;
+        let until = now + duration;
+        let h = &mut self.hosts[host];
+        let state = std::mem::replace(&mut h.state, HostState::NotStarted);
+        h.state = match state {
+            HostState::Running(engine) => {
+                h.rec.sleeps.push((now, until));
+                HostState::Paused { engine, until }
+            }
+            HostState::Paused { engine, until: u } => {
+                if let Some(last) = h.rec.sleeps.last_mut() {
+                    last.1 = last.1.max(until);
+                }
+                HostState::Paused {
+                    engine,
+                    until: u.max(until),
+                }
+            }
+            other => {
+                h.state = other;
+                return;
+            }
+        };
+        // Timers that fire while paused are ignored; wake re-arms.
+        h.timer_gen += 1;
+        h.armed = None;
+        self.schedule(until, Item::Wake { host });
     }
 
     fn wake(&mut self, host: usize) {

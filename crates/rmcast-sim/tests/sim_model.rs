@@ -1,7 +1,7 @@
 //! Tests of the simulator itself, with a toy flooding engine written here: the network model
-//! delivers, loses, duplicates, reorders, partitions, queues and pauses as configured; churn and
-//! crashes change who a multicast reaches; back-pressure is retried; loop bounds are reported;
-//! and one seed reproduces a run exactly.
+//! delivers, loses, duplicates, reorders, partitions, queues, pauses and perturbs (random
+//! sleeps) as configured; churn and crashes change who a multicast reaches; back-pressure is
+//! retried; loop bounds are reported; and one seed reproduces a run exactly.
 //!
 //! The toy engine multicasts each submitted message once (no reliability), delivers it locally
 //! at once, completes the send at once, and delivers every datagram it receives (optionally
@@ -15,7 +15,7 @@ use rmcast_proto::{
 use rmcast_sim::record::Record;
 use rmcast_sim::{
     custom_engine, run, simulate, sweep, ChurnEvent, ChurnKind, Crash, Load, Partition, Pause,
-    Role, SimConfig,
+    Perturbation, Role, SimConfig,
 };
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -792,4 +792,87 @@ fn a_creator_only_engine_sends_from_the_creator() {
     assert!(rep.passed(), "{}", rep.summary());
     assert_eq!(rep.record.submissions.len(), 5);
     assert!(rep.record.submissions.iter().all(|s| s.sender == NodeId(0)));
+}
+
+/// A host perturbed at rate `p` from 100 ms on for `secs` seconds: 100 ms draws, 100 ms sleeps.
+fn perturbed(p: f64, secs: u64) -> (SimConfig, Time, Time) {
+    // One message every 10 ms for 2 s: the sleeper has traffic to hold while it sleeps.
+    let mut cfg = base(3, &[0], 200);
+    cfg.workload.load = Load::OpenLoop {
+        interval: Duration::from_millis(10),
+    };
+    let (start, end) = (Time(100 * MS), Time((100 + secs * 1000) * MS));
+    cfg.faults.perturbations.push(Perturbation {
+        host: NodeId(2),
+        probability: p,
+        period: Duration::from_millis(100),
+        sleep: Duration::from_millis(100),
+        start,
+        end,
+    });
+    (cfg, start, end)
+}
+
+#[test]
+fn a_perturbed_host_sleeps_about_p_of_the_time_and_processes_nothing_meanwhile() {
+    for p in [0.1, 0.3, 0.5, 0.9] {
+        let (cfg, start, end) = perturbed(p, 30);
+        let rec = toy_record(&cfg, Toy::default());
+        let h = &rec.hosts[2];
+        let asleep = h.asleep_between(start, end).as_secs_f64() / 30.0;
+        // 300 independent draws: the fraction is p within four standard deviations (seed 0
+        // draws 0.843 at p = 0.9, 3.1 of them below; over 40 seeds the mean is 0.903).
+        let tolerance = 4.0 * (p * (1.0 - p) / 300.0).sqrt();
+        assert!(
+            (asleep - p).abs() <= tolerance,
+            "p = {p}: asleep {asleep:.3} of the time"
+        );
+        assert!(!h.sleeps.is_empty());
+        for (a, b) in &h.sleeps {
+            // Sleeps start at a draw and last whole sleeps (back-to-back ones are one).
+            assert_eq!((a.0 - start.0) % (100 * MS), 0);
+            assert_eq!((b.0 - a.0) % (100 * MS), 0);
+            assert!(a < b && *a < end && b.0 <= end.0 + 100 * MS);
+            // Nothing is processed while asleep: no event strictly inside a sleep.
+            assert!(
+                !h.events.iter().any(|e| e.at > *a && e.at < *b),
+                "p = {p}: an event during the sleep {a:?}..{b:?}"
+            );
+        }
+        // Consecutive sleeps are apart: back-to-back ones were merged.
+        for w in h.sleeps.windows(2) {
+            assert!(w[0].1 < w[1].0);
+        }
+        // The others never sleep, and everything reaches the sleeper in the end (its buffer
+        // of 64 datagrams holds the 10 that come in each 100 ms of sleep, unless it sleeps
+        // more than 640 ms in a row).
+        assert!(rec.hosts[1].sleeps.is_empty());
+        let lost = rec.net.drops_pause_overflow as usize;
+        assert_eq!(received(&rec, 2).len() + lost, 200, "p = {p}");
+    }
+}
+
+#[test]
+fn perturbations_are_drawn_from_the_seed_apart_from_the_network() {
+    let (cfg, start, end) = perturbed(0.5, 10);
+    let sleeps = |c: &SimConfig| toy_record(c, Toy::default()).hosts[2].sleeps.clone();
+    let a = sleeps(&cfg);
+    assert_eq!(a, sleeps(&cfg), "the same seed sleeps the same");
+    // Loss and jitter draw from the run's RNG: the sleeps stay the same.
+    let mut noisy = cfg.clone();
+    noisy.net.link.loss = 0.2;
+    noisy.net.link.jitter = Duration::from_millis(3);
+    assert_eq!(a, sleeps(&noisy));
+    assert_ne!(
+        a,
+        sleeps(&SimConfig {
+            seed: 1,
+            ..cfg.clone()
+        })
+    );
+    // p = 0 never sleeps; p = 1 sleeps all the time, in one sleep.
+    let never = perturbed(0.0, 10).0;
+    assert!(sleeps(&never).is_empty());
+    let always = perturbed(1.0, 10).0;
+    assert_eq!(sleeps(&always), vec![(start, end)]);
 }
