@@ -28,19 +28,30 @@
 //! workers on one host read the same system clock. Per member, p50 and p99 are taken over every
 //! message it received; the table shows the median of the members' p50 and the worst p99.
 //!
+//! **Perturbed members** (`--perturb F:P`): the experiment of "Throughput Stability of Reliable
+//! Multicast Protocols" by Öznur Özkasap and Kenneth P. Birman on real processes. The last `F`
+//! workers sleep (SIGSTOP, then SIGCONT 100 ms later) with probability `P` every 100 ms, on a
+//! schedule seeded by `--seed`; each worker counts its deliveries per 500 ms window, and a second
+//! table gives the mean, the standard deviation and the lowest of those windows, in msgs/s, at
+//! the unperturbed receivers. The raw baseline is skipped (its receivers are threads of this
+//! process, which cannot be put to sleep alone). See [`perturb`].
+//!
 //! Every measurement ends by itself: senders stop at the duration or message count, receivers at
 //! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
-//! command spawned are ever killed, by their own handles.
+//! command spawned are ever killed, by their own handles, and never while stopped.
+
+mod perturb;
 
 use crate::keys::KeyArgs;
 use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
-use crate::worker::WORKER_WIND_DOWN;
+use crate::worker::{WINDOW_MS, WORKER_WIND_DOWN};
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
 };
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use perturb::{Perturb, Perturber, WindowFigures};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Write as _};
@@ -120,9 +131,11 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sequencer", value_delimiter = ',', value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: Vec<String>,
 
-    /// rmcast: the quality of service of every message (see `rmcast member --help`).
-    #[arg(long, default_value = "totally-ordered", value_parser = crate::member::parse_qos)]
-    pub qos: rmcast::Qos,
+    /// rmcast: the quality of service of every message (see `rmcast member --help`)
+    /// [default: totally-ordered, or for an engine that does not serve it the strongest level
+    /// it serves (gossip: source-ordered)].
+    #[arg(long, value_parser = crate::member::parse_qos)]
+    pub qos: Option<rmcast::Qos>,
 
     /// rmcast: largest datagram the engine writes, 256..=65507 [default: loopback's MTU less
     /// the IP and UDP headers, 65507]. The raw baseline always sends one datagram per message.
@@ -148,6 +161,25 @@ pub struct BenchArgs {
     /// a key (rows `secure`; the last column then also gives secure/rmcast).
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+
+    /// Perturbed members, as F:P (e.g. `4:0.5`): the last F workers (never the sender, the
+    /// first member) each sleep 100 ms (SIGSTOP, then SIGCONT) with probability P every 100 ms
+    /// while the measurement sends; a second table gives throughput per 500 ms window at the
+    /// unperturbed members. Skips the raw baseline; the workers' failure detection is made
+    /// lenient (probe after 2 s of silence, 10 probes of 1 s) so that a sleeper is not taken
+    /// for a crash.
+    #[arg(long, value_name = "F:P", value_parser = perturb::parse_perturb, conflicts_with = "messages")]
+    pub perturb: Option<Perturb>,
+
+    /// Seed of the --perturb schedule: the same seed, the same sleeps tick by tick.
+    #[arg(long, default_value_t = perturb::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// rmcast, sequencer engine only: slots of its history buffer [default: 4096], its flow
+    /// control (a message stays there until every member has it); the row is then called
+    /// `sequencer/N`.
+    #[arg(long, value_name = "MSGS", value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
+    pub sequencer_history: Option<u64>,
 }
 
 /// Which members send.
@@ -193,6 +225,28 @@ fn parse_senders(s: &str) -> Result<Senders, String> {
     }
 }
 
+/// The level of every message of `engine`: `--qos` if given, else totally ordered, or the
+/// strongest of the unreliable to totally ordered levels the engine serves.
+fn qos_for(given: Option<rmcast::Qos>, engine: &str) -> Result<rmcast::Qos> {
+    use rmcast::Qos;
+    if let Some(q) = given {
+        return Ok(q);
+    }
+    let served = rmcast_proto::registry::EngineChoice::named(engine)
+        .with_context(|| format!("engine `{engine}`"))?
+        .guarantees()
+        .qos;
+    Ok([
+        Qos::TotallyOrdered,
+        Qos::SourceOrdered,
+        Qos::Reliable,
+        Qos::Unreliable,
+    ]
+    .into_iter()
+    .find(|&q| served.contains(q))
+    .unwrap_or(Qos::TotallyOrdered))
+}
+
 /// When senders stop.
 #[derive(Copy, Clone, Debug)]
 enum Limit {
@@ -214,6 +268,9 @@ struct Measurement {
     /// Messages sent by all senders together; each member should receive every one.
     sent: u64,
     members: Vec<MemberFigures>,
+    /// With `--perturb`: throughput per window at the unperturbed members.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    perturbed: Option<WindowFigures>,
     /// Anything a reader of the figures should know (stalls, timeouts, stray datagrams).
     notes: Vec<String>,
 }
@@ -226,6 +283,9 @@ struct MemberFigures {
     latency_p50_us: f64,
     latency_p99_us: f64,
     latency_p999_us: f64,
+    /// Deliveries per 500 ms window (rmcast workers only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    windows: Vec<u64>,
 }
 
 impl Measurement {
@@ -274,13 +334,25 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--sizes needs at least one size");
     }
     for e in &args.engine {
-        crate::member::check_qos(e, 0, args.qos)?;
+        crate::member::check_qos(e, 0, qos_for(args.qos, e)?)?;
     }
     let members = args.members as usize;
     let senders = match args.senders {
         Senders::One => 1,
         Senders::All => members,
     };
+    if let Some(p) = args.perturb {
+        if p.members as usize >= members {
+            bail!(
+                "--perturb {}:{}: F must be below --members ({members}), since the sender (member 1) is never perturbed",
+                p.members,
+                p.probability
+            );
+        }
+        if args.only == Only::Raw {
+            bail!("--perturb perturbs rmcast workers: not with --only raw");
+        }
+    }
     let limit = match args.messages {
         Some(n) => Limit::Messages(n),
         None => Limit::Duration(Duration::from_secs(args.duration_secs)),
@@ -318,6 +390,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(rate) = args.rate {
         who.push_str(&format!(" at {rate} msgs/s each"));
     }
+    if let Some(p) = args.perturb {
+        who.push_str(&format!(
+            ", {} perturbed (sleep {} ms with probability {} every {} ms, seed {})",
+            p.members,
+            perturb::PERIOD.as_millis(),
+            p.probability,
+            perturb::PERIOD.as_millis(),
+            args.seed
+        ));
+    }
     println!(
         "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {} B, \
          loopback multicast, {} cores",
@@ -346,10 +428,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             raw_window: args.raw_window,
             max_datagram_bytes: args.max_datagram_bytes,
             engine: args.engine[0].clone(),
-            qos: args.qos,
+            qos: qos_for(args.qos, &args.engine[0])?,
             rate: args.rate,
             net: args.net.clone(),
             keys: KeyArgs::default(),
+            perturb: args.perturb,
+            seed: args.seed,
+            sequencer_history: args.sequencer_history,
         };
         if crate::signals::received() {
             // Interrupted: no new measurement (one under way ends within its duration).
@@ -357,7 +442,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("interrupted: skipping {size} B");
             continue;
         }
-        if args.only != Only::Rmcast {
+        if args.perturb.is_some() && args.only == Only::Both {
+            eprintln!("--perturb: no raw baseline (its receivers are threads of this process)");
+        }
+        if args.only != Only::Rmcast && args.perturb.is_none() {
             match run_raw(&cfg) {
                 Ok(m) => rows.push(m),
                 Err(e) => {
@@ -370,6 +458,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             for engine in &args.engine {
                 let cfg = RunConfig {
                     engine: engine.clone(),
+                    qos: qos_for(args.qos, engine)?,
                     ..cfg.clone()
                 };
                 match run_rmcast(&cfg) {
@@ -476,6 +565,28 @@ struct RunConfig {
     net: NetArgs,
     /// `--key-file` of the rmcast workers: a secure group when set.
     keys: KeyArgs,
+    /// `--perturb`: members that sleep while the measurement sends.
+    perturb: Option<Perturb>,
+    /// `--seed` of the perturbation schedule.
+    seed: u64,
+    /// `--sequencer-history`: the sequencer's history slots (none: the engine's default).
+    sequencer_history: Option<u64>,
+}
+
+impl RunConfig {
+    /// The sequencer's history slots, if set and the engine is the sequencer.
+    fn history(&self) -> Option<u64> {
+        self.sequencer_history
+            .filter(|_| self.engine == "sequencer")
+    }
+
+    /// The engine's name in the table: `sequencer/N` with a history of N slots.
+    fn engine_label(&self) -> String {
+        match self.history() {
+            Some(h) => format!("{}/{h}", self.engine),
+            None => self.engine.clone(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -699,6 +810,7 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
             latency_p50_us: r.hist.quantile(0.50) as f64 / 1e3,
             latency_p99_us: r.hist.quantile(0.99) as f64 / 1e3,
             latency_p999_us: r.hist.quantile(0.999) as f64 / 1e3,
+            windows: Vec::new(),
         });
     }
     if strays > 0 {
@@ -718,6 +830,7 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
         senders: cfg.senders,
         sent,
         members: figures,
+        perturbed: None,
         notes,
     })
 }
@@ -927,7 +1040,12 @@ fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
         // The worker sends a count, not for a duration: a short run first tells how many
         // messages the duration holds at this size.
         (Limit::Duration(d), None) => {
-            let probe = run_workers(cfg, CALIBRATION_MSGS, "rmcast probe", None)?;
+            // Unperturbed: it measures what the group can do.
+            let calibration = RunConfig {
+                perturb: None,
+                ..cfg.clone()
+            };
+            let probe = run_workers(&calibration, CALIBRATION_MSGS, "rmcast probe", None)?;
             let rate = probe.mean_rate() / cfg.senders as f64;
             // Also catches NaN from a run that delivered nothing.
             if rate.is_nan() || rate <= 0.0 {
@@ -991,6 +1109,14 @@ fn run_workers_in(
     );
     pb.set_message(format!("{} worker processes", cfg.members));
 
+    // Perturbed for the measured duration, once everybody is in.
+    let perturb_for = match cfg.limit {
+        Limit::Duration(d) => d,
+        Limit::Messages(_) => Duration::ZERO,
+    };
+    let mut perturber = cfg
+        .perturb
+        .map(|p| Perturber::new(p, cfg.members, cfg.seed, dir, perturb_for));
     let spec = WorkerSpec {
         noun: "worker",
         group,
@@ -999,7 +1125,11 @@ fn run_workers_in(
         // Kept apart so that it does not tear the progress bar; shown on failure.
         stderr: WorkerStderr::File,
         deadline: Instant::now() + cfg.timeout,
-        poll: Duration::from_millis(50),
+        poll: if perturber.is_some() {
+            perturb::POLL
+        } else {
+            Duration::from_millis(50)
+        },
     };
     let member = MemberArgs {
         engine: cfg.engine.clone(),
@@ -1009,7 +1139,8 @@ fn run_workers_in(
         size: cfg.size as u64,
         members: cfg.members,
         timeout: worker_timeout,
-        recovery: None,
+        // A sleeper must not be taken for a crash.
+        recovery: cfg.perturb.map(|_| perturb::generous_recovery()),
         log_dir: None,
         net: cfg.net.clone(),
         keys: cfg.keys.clone(),
@@ -1023,11 +1154,17 @@ fn run_workers_in(
             if let Some(rate) = cfg.rate {
                 cmd.args(["--rate", &rate.to_string()]);
             }
+            if let Some(h) = cfg.history() {
+                cmd.args(["--sequencer-history-msgs", &h.to_string()]);
+            }
         },
-        |waited, _| {
+        |waited, running| {
             match expected_time {
                 Some(d) => pb.set_position(waited.min(d).as_millis() as u64),
                 None => pb.tick(),
+            }
+            if let Some(p) = perturber.as_mut() {
+                p.tick(running)?;
             }
             Ok(())
         },
@@ -1036,6 +1173,12 @@ fn run_workers_in(
     let outcomes = outcomes?;
 
     let mut notes = Vec::new();
+    if cfg.qos != rmcast::Qos::TotallyOrdered {
+        notes.push(format!("{} at --qos {}", cfg.engine, cfg.qos));
+    }
+    if let Some(p) = &perturber {
+        notes.push(p.summary());
+    }
     let killed = killed(&outcomes);
     if !killed.is_empty() {
         notes.push(format!(
@@ -1086,12 +1229,22 @@ fn run_workers_in(
         refusals += st.backpressure_refusals;
         stalls += st.event_queue_stalls;
         refused += st.node_refused;
+        if st.failures > 0 || st.resets > 0 || st.expelled {
+            notes.push(format!(
+                "worker {}: {} failures seen, {} resets{}",
+                w.index,
+                st.failures,
+                st.resets,
+                if st.expelled { ", expelled" } else { "" }
+            ));
+        }
         figures.push(MemberFigures {
             received: st.delivered,
             msgs_per_sec: st.msgs_per_s,
             latency_p50_us: st.latency_us_p50,
             latency_p99_us: st.latency_us_p99,
             latency_p999_us: st.latency_us_p999,
+            windows: st.windows.clone(),
         });
     }
     if !problems.is_empty() {
@@ -1117,17 +1270,46 @@ fn run_workers_in(
             "{refused} datagrams refused by the members' runtimes (verification, replay window)"
         ));
     }
+    let perturbed = match (cfg.perturb, &perturber) {
+        (Some(p), Some(pt)) => {
+            // The unperturbed receivers: members 2..=N-F (the sender alone if there are none).
+            let last = cfg.members - pt.targets().len();
+            let chosen: Vec<u32> = if last >= 2 {
+                (2..=last as u32).collect()
+            } else {
+                vec![1]
+            };
+            let windows: Vec<&[u64]> = chosen
+                .iter()
+                .map(|&i| figures[i as usize - 1].windows.as_slice())
+                .collect();
+            let n = (perturb_for.as_millis() / u128::from(WINDOW_MS)) as usize;
+            let (mean, std, min) = perturb::window_stats(&windows, n);
+            Some(WindowFigures {
+                perturbed: pt.targets().len(),
+                probability: p.probability,
+                members: chosen,
+                windows: n,
+                mean_msgs_per_s: mean,
+                std_msgs_per_s: std,
+                min_msgs_per_s: min,
+                sleeps: pt.sleeps(),
+            })
+        }
+        _ => None,
+    };
     Ok(Measurement {
         implementation: if cfg.keys.key_file.is_some() {
             "secure"
         } else {
             "rmcast"
         },
-        engine: cfg.engine.clone(),
+        engine: cfg.engine_label(),
         size_bytes: cfg.size,
         senders: cfg.senders,
         sent,
         members: figures,
+        perturbed,
         notes,
     })
 }
@@ -1352,10 +1534,64 @@ fn render_table(rows: &[Measurement]) -> String {
          datagrams per message below). secure: rmcast in a group with a key (every datagram\n\
          sealed with AES-256-GCM); its ratio to rmcast without a key is in parentheses.\n",
     );
+    out.push_str(&render_perturbed(rows));
     for m in rows {
         for n in &m.notes {
-            let _ = writeln!(out, "  {} {} B: {n}", m.implementation, m.size_bytes);
+            let _ = writeln!(out, "  {} {} B: {n}", label(m, rows), m.size_bytes);
         }
+    }
+    out
+}
+
+/// The table of `--perturb` runs: throughput per window at the unperturbed members.
+fn render_perturbed(rows: &[Measurement]) -> String {
+    let mut out = String::new();
+    let perturbed: Vec<(&Measurement, &WindowFigures)> = rows
+        .iter()
+        .filter_map(|m| m.perturbed.as_ref().map(|p| (m, p)))
+        .collect();
+    let Some((_, first)) = perturbed.first() else {
+        return out;
+    };
+    let who = match (first.members.first(), first.members.last()) {
+        (Some(a), Some(b)) if a != b => format!("members {a}..={b}"),
+        (Some(a), _) => format!("member {a}"),
+        _ => "nobody".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "\nPerturbed: {} members sleep {} ms with probability {} every {} ms. Throughput in \
+         {WINDOW_MS} ms windows at the unperturbed receivers ({who}), {} windows each:",
+        first.perturbed,
+        perturb::PERIOD.as_millis(),
+        first.probability,
+        perturb::PERIOD.as_millis(),
+        first.windows,
+    );
+    let _ = writeln!(
+        out,
+        "{:>6}  {:<10}  {:>11}  {:>10}  {:>12}  {:>7}  {:>6}",
+        "size", "engine", "mean msgs/s", "std msgs/s", "min window/s", "sleeps", "lost"
+    );
+    for (m, p) in perturbed {
+        let lost = m.lost();
+        let lost = if lost == 0 {
+            "0".to_string()
+        } else {
+            let expected = m.sent * m.members.len() as u64;
+            format!("{:.2}%", 100.0 * lost as f64 / expected.max(1) as f64)
+        };
+        let _ = writeln!(
+            out,
+            "{:>6}  {:<10}  {:>11.1}  {:>10.1}  {:>12.0}  {:>7}  {:>6}",
+            format!("{} B", m.size_bytes),
+            m.engine,
+            p.mean_msgs_per_s,
+            p.std_msgs_per_s,
+            p.min_msgs_per_s,
+            p.sleeps,
+            lost,
+        );
     }
     out
 }

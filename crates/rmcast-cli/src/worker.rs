@@ -26,6 +26,11 @@
 //! every [`LOG_FLUSH_INTERVAL`] while events come, so that a worker killed with SIGKILL leaves
 //! nearly all of what it saw.
 //!
+//! Throughput over time: the stats line also counts the data messages delivered in each window
+//! of [`WINDOW_MS`], from the send time of the first data message delivered (with one sender,
+//! the sender's send start: the same origin at every member, since workers on one host share
+//! the clock), as `rmcast bench --perturb` needs to see a dip at one member while others sleep.
+//!
 //! Payload layout ([`PAYLOAD_HEADER_BYTES`] bytes, big-endian, then filler): sender id (u32),
 //! message counter (u64, [`DONE_COUNTER`] for the done message), send time in ns since the UNIX
 //! epoch (u64). Workers on one host share the clock, so latency is receive time minus send time.
@@ -69,6 +74,10 @@ const LEAVE_S: u64 = 4;
 const DRAIN_S: u64 = 1;
 /// Latency samples kept at most (128 MiB): a stream has no count to bound them by.
 const MAX_LATENCY_SAMPLES: usize = 1 << 24;
+/// Length of a throughput window of [`WorkerStats::windows`], in milliseconds.
+pub const WINDOW_MS: u64 = 500;
+/// Windows counted at most (ten minutes of 500 ms windows); later deliveries are in no window.
+pub const MAX_WINDOWS: usize = 1200;
 /// How often a streaming worker looks for its stop file.
 const STOP_FILE_POLL: Duration = Duration::from_millis(10);
 /// A paced stream that fell this far behind (recovery mode, back-pressure) starts again from
@@ -108,6 +117,12 @@ pub struct WorkerArgs {
     /// Create this file once the worker is in the group (for whoever starts the others).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
+    /// Sequencer engine only: slots of its history buffer [default: the engine's, 4096]. The
+    /// history is the sequencer's flow control (a message stays until every member has it),
+    /// so a small one makes the sender wait for the slowest member. Every member must use the
+    /// same value.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
+    pub sequencer_history_msgs: Option<u64>,
 }
 
 /// What the worker saw of the group.
@@ -121,6 +136,10 @@ struct Tally {
     bytes: u64,
     done_from: HashSet<u32>,
     latencies_ns: Vec<u64>,
+    /// Data deliveries per [`WINDOW_MS`] window from `window_origin_ns`.
+    windows: Vec<u64>,
+    /// Send time (wall clock) of the first data message delivered.
+    window_origin_ns: Option<u64>,
     last_delivery: Option<Instant>,
     /// `delivered` when `last_delivery` was taken.
     delivered_at_last: u64,
@@ -154,9 +173,17 @@ impl Tally {
                 } else {
                     self.delivered += 1;
                     self.bytes += p.len() as u64;
+                    let now_ns = wall_clock_ns();
                     if self.latencies_ns.len() < MAX_LATENCY_SAMPLES {
-                        self.latencies_ns
-                            .push(wall_clock_ns().saturating_sub(sent_ns));
+                        self.latencies_ns.push(now_ns.saturating_sub(sent_ns));
+                    }
+                    let origin = *self.window_origin_ns.get_or_insert(sent_ns);
+                    let w = (now_ns.saturating_sub(origin) / (WINDOW_MS * 1_000_000)) as usize;
+                    if w < MAX_WINDOWS {
+                        if self.windows.len() <= w {
+                            self.windows.resize(w + 1, 0);
+                        }
+                        self.windows[w] += 1;
                     }
                 }
             }
@@ -295,6 +322,37 @@ fn percentile_us(sorted_ns: &[u64], q: f64) -> f64 {
     sorted_ns[i] as f64 / 1000.0
 }
 
+/// [`GroupArgs::open`], with a sequencer of `history` history slots.
+fn open_with_history(
+    g: &GroupArgs,
+    completion_events: bool,
+    history: usize,
+) -> anyhow::Result<(rmcast::Node, Group)> {
+    if g.engine != "sequencer" {
+        bail!(
+            "--sequencer-history-msgs is for the sequencer engine, not {}",
+            g.engine
+        );
+    }
+    crate::member::check_qos(&g.engine, g.resilience, g.qos)?;
+    let (node_cfg, mut group_cfg) = g.configs()?;
+    let settings = group_cfg.engine.settings;
+    let base = rmcast_proto::sequencer::Config {
+        history_capacity_msgs: history,
+        ..rmcast_proto::sequencer::Config::new(0)
+    };
+    group_cfg.engine = rmcast::EngineChoice::custom(std::sync::Arc::new(
+        rmcast_proto::sequencer::SequencerFactory::with_config(base),
+    ));
+    group_cfg.engine.settings = settings;
+    group_cfg.completion_events = completion_events;
+    let node = rmcast::Node::new(node_cfg).context("starting the node")?;
+    let group = node
+        .open_group(group_cfg)
+        .with_context(|| format!("entering group {:?}", g.group))?;
+    Ok((node, group))
+}
+
 /// Run `rmcast worker`.
 pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
@@ -302,7 +360,10 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if args.stop_file.is_some() && args.rate == 0 {
         bail!("--stop-file needs a --rate of at least 1 message per second");
     }
-    let (node, mut group) = args.group.open(args.log.is_some(), None)?;
+    let (node, mut group) = match args.sequencer_history_msgs {
+        None => args.group.open(args.log.is_some(), None)?,
+        Some(h) => open_with_history(&args.group, args.log.is_some(), h as usize)?,
+    };
     let qos = args.group.qos;
     // Unreliable messages may be lost (that is the level): nobody waits for all of them, and
     // the end-of-run barrier goes reliably so that it is not lost with them.
@@ -340,6 +401,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         bytes: 0,
         done_from: HashSet::new(),
         latencies_ns: Vec::with_capacity((expected as usize).min(MAX_LATENCY_SAMPLES)),
+        windows: Vec::new(),
+        window_origin_ns: None,
         last_delivery: None,
         delivered_at_last: 0,
         completions: 0,
@@ -560,6 +623,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         resets: t.resets,
         recovery_refusals,
         expelled: t.expelled,
+        windows: t.windows,
     };
     println!("{}", serde_json::to_string(&stats)?);
     Ok(if complete && barrier && left_cleanly {

@@ -5,8 +5,10 @@
 //! ready file shows it is in the group, starts the others with `--join`, then waits for every
 //! child until a deadline. Whatever overruns is killed, by its own handle and no other process.
 //! Meanwhile the caller may crash a worker on purpose ([`Running::kill`], SIGKILL), which is how
-//! `rmcast demo --kill-sequencer` tests crash recovery. Finally each worker's stdout is read for
-//! its one JSON line of [`WorkerStats`].
+//! `rmcast demo --kill-sequencer` tests crash recovery, or pause one ([`Running::stop`], SIGSTOP,
+//! and [`Running::resume`], SIGCONT), which is how `rmcast bench --perturb` makes members sleep.
+//! A stopped worker is always continued before the run kills it or returns, whichever way it
+//! ends. Finally each worker's stdout is read for its one JSON line of [`WorkerStats`].
 //!
 //! [`WorkerStats`] is defined here, the one place both sides of that line (the worker printing
 //! it, the commands reading it) take it from.
@@ -99,6 +101,12 @@ pub struct WorkerStats {
     /// Whether a reset left this worker out of the group.
     #[serde(default)]
     pub expelled: bool,
+    /// Data messages delivered in each window of [`WINDOW_MS`](crate::worker::WINDOW_MS)
+    /// milliseconds, counted from the send time of the first data message this worker delivered
+    /// (with one sender: from the sender's send start, the same origin at every member on one
+    /// host); at most [`MAX_WINDOWS`](crate::worker::MAX_WINDOWS) windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<u64>,
 }
 
 impl WorkerStats {
@@ -261,6 +269,32 @@ struct Worker {
     status: Option<ExitStatus>,
     killed: bool,
     crashed: bool,
+    /// Stopped by [`Running::stop`] and not continued since.
+    stopped: bool,
+}
+
+impl Worker {
+    /// Continue the worker if it is stopped ([`Running::stop`]).
+    fn resume(&mut self) -> Result<()> {
+        if self.stopped {
+            // Marked first: whatever happens, no second attempt on an id that may be gone.
+            self.stopped = false;
+            if self.status.is_none() {
+                crate::signals::continue_child(self.child.id())
+                    .with_context(|| format!("continuing worker {}", self.index))?;
+            } else {
+                crate::signals::forget_child(self.child.id());
+            }
+        }
+        Ok(())
+    }
+
+    /// Kill the worker (continued first if stopped) and reap it.
+    fn kill_and_reap(&mut self) -> Option<ExitStatus> {
+        let _ = self.resume();
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
 }
 
 /// The workers while [`WorkerSpec::run`] waits for them, as its `tick` sees them.
@@ -278,11 +312,53 @@ impl Running<'_> {
         if w.status.is_some() {
             bail!("worker {index} has already exited");
         }
+        w.resume()?;
         w.child
             .kill()
             .with_context(|| format!("killing worker {index}"))?;
         w.crashed = true;
         Ok(())
+    }
+
+    /// Pause worker `index` (1-based): SIGSTOP, by the id of its own handle, until
+    /// [`Running::resume`]. False if it has already exited (nothing to pause). Whatever is
+    /// still stopped when the run ends is continued by the run itself.
+    pub fn stop(&mut self, index: usize) -> Result<bool> {
+        let w = self.worker(index)?;
+        if w.status.is_some() {
+            return Ok(false);
+        }
+        if !w.stopped {
+            crate::signals::stop_child(w.child.id())
+                .with_context(|| format!("stopping worker {index}"))?;
+            w.stopped = true;
+        }
+        Ok(true)
+    }
+
+    /// Continue worker `index` after [`Running::stop`] (SIGCONT); nothing if it is not stopped.
+    pub fn resume(&mut self, index: usize) -> Result<()> {
+        self.worker(index)?.resume()
+    }
+
+    /// Continue every stopped worker.
+    pub fn resume_all(&mut self) -> Result<()> {
+        for w in self.0.iter_mut() {
+            w.resume()?;
+        }
+        Ok(())
+    }
+
+    /// Whether worker `index` is stopped ([`Running::stop`]).
+    pub fn is_stopped(&self, index: usize) -> bool {
+        self.0.iter().any(|w| w.index == index && w.stopped)
+    }
+
+    fn worker(&mut self, index: usize) -> Result<&mut Worker> {
+        self.0
+            .iter_mut()
+            .find(|w| w.index == index)
+            .with_context(|| format!("no worker {index}"))
     }
 
     /// The process id of worker `index`, while it runs.
@@ -294,15 +370,14 @@ impl Running<'_> {
     }
 }
 
-/// The started workers. Dropping it kills (by handle) and reaps whatever still runs, so that an
-/// error on the way never leaves a child behind.
+/// The started workers. Dropping it continues what is stopped, then kills (by handle) and reaps
+/// whatever still runs, so that an error on the way never leaves a child behind, stopped or not.
 struct WorkerSet(Vec<Worker>);
 
 impl Drop for WorkerSet {
     fn drop(&mut self) {
         for w in self.0.iter_mut().filter(|w| w.status.is_none()) {
-            let _ = w.child.kill();
-            let _ = w.child.wait();
+            w.kill_and_reap();
         }
     }
 }
@@ -328,7 +403,13 @@ impl WorkerSpec<'_> {
             let mut running = 0;
             for w in set.0.iter_mut().filter(|w| w.status.is_none()) {
                 match w.child.try_wait()? {
-                    Some(s) => w.status = Some(s),
+                    Some(s) => {
+                        w.status = Some(s);
+                        // Killed from outside while stopped: nothing left to continue.
+                        if std::mem::take(&mut w.stopped) {
+                            crate::signals::forget_child(w.child.id());
+                        }
+                    }
                     None => running += 1,
                 }
             }
@@ -337,8 +418,7 @@ impl WorkerSpec<'_> {
             }
             if started.is_err() || ticked.is_err() || Instant::now() >= self.deadline {
                 for w in set.0.iter_mut().filter(|w| w.status.is_none()) {
-                    let _ = w.child.kill();
-                    w.status = w.child.wait().ok();
+                    w.status = w.kill_and_reap();
                     w.killed = true;
                 }
                 break;
@@ -408,6 +488,7 @@ impl WorkerSpec<'_> {
                 status: None,
                 killed: false,
                 crashed: false,
+                stopped: false,
             });
             if index == 1 {
                 // The others join a group that exists: wait until the creator is in it.
