@@ -69,13 +69,25 @@ impl Trio {
                 g.send_nowait(format!("{tag}-{}-{k}", g.me())).unwrap();
             }
         }
+        let done_before: Vec<usize> = self.seen.iter().map(completions).collect();
         for (i, (g, s)) in self.groups.iter_mut().zip(self.seen.iter_mut()).enumerate() {
             let want = before[i] + 3 * n;
+            // Delivered everywhere, and every member's own sends completed: under the majority
+            // policy a completion follows the delivery (the acknowledgements), so a crash right
+            // after the deliveries could otherwise leave completed sends uncounted.
             recv_until(g, s, Duration::from_secs(10), |s| {
-                s.deliveries.len() >= want
+                s.deliveries.len() >= want && completions(s) >= done_before[i] + n
             });
         }
     }
+}
+
+/// Sends of this member that completed so far.
+fn completions(s: &Seen) -> usize {
+    s.other
+        .iter()
+        .filter(|e| matches!(e, GroupEvent::SendComplete { .. }))
+        .count()
 }
 
 fn has_reset(s: &Seen) -> bool {

@@ -55,7 +55,10 @@ const LCR_RETRY: Duration = Duration::from_millis(50);
 /// Grace before a gap is asked for (reordered datagrams arrive in it), and NACK retry.
 const NACK_GRACE: Duration = Duration::from_millis(3);
 const NACK_RETRY: Duration = Duration::from_millis(25);
-/// Unanswered NACKs to the last token site before the whole ring is asked.
+/// Unanswered NACKs to the last token site before the ring is asked (its owners first: the
+/// senders of the ACKs and the origins of the data), and as many again before every member
+/// that holds what is missing answers (so that one lossy member does not draw an answer from
+/// every member of a busy ring).
 const NACK_ESCALATE: u32 = 2;
 /// Own data packets sent again per retry at most.
 const DATA_RETRY_BURST: u64 = 32;
@@ -650,15 +653,12 @@ impl Ring {
         }
         if self.next_ack == self.stall_mark && !self.token.holding {
             self.stall_tries += 1;
-            let to = if self.stall_tries > NACK_ESCALATE || self.last_site == self.me {
-                Destination::Group
-            } else {
-                Destination::Peer(self.last_site)
-            };
+            let (to, everyone) = self.nack_scope(self.stall_tries);
             self.counters.nacks_sent += 1;
             let n = Nack {
                 acks: self.next_ack..self.next_ack + 32,
                 slots: vec![],
+                everyone,
             };
             self.send(to, packet::NACK, |b| n.encode(b));
         } else {
@@ -1061,14 +1061,23 @@ impl Ring {
             return;
         }
         self.nack_tries += 1;
-        let to = if self.nack_tries > NACK_ESCALATE || self.last_site == self.me {
-            Destination::Group
-        } else {
-            Destination::Peer(self.last_site)
-        };
+        let (to, everyone) = self.nack_scope(self.nack_tries);
         self.counters.nacks_sent += 1;
-        let n = Nack { acks, slots };
+        let n = Nack {
+            acks,
+            slots,
+            everyone,
+        };
         self.send(to, packet::NACK, |b| n.encode(b));
+    }
+
+    /// Where try `tries` of a NACK goes, and whether every member is to answer it.
+    fn nack_scope(&self, tries: u32) -> (Destination, bool) {
+        if tries <= NACK_ESCALATE && self.last_site != self.me {
+            (Destination::Peer(self.last_site), true)
+        } else {
+            (Destination::Group, tries > 2 * NACK_ESCALATE)
+        }
     }
 
     fn on_nack(&mut self, from: NodeId, body: &[u8]) {
@@ -1080,7 +1089,11 @@ impl Ring {
         let to = Destination::Peer(from);
         let end = n.acks.end.min(n.acks.start.saturating_add(32));
         for a in n.acks.start..end {
-            if let Some(e) = self.log.get(&a) {
+            if let Some(e) = self
+                .log
+                .get(&a)
+                .filter(|e| n.everyone || e.sender == self.me)
+            {
                 let b = e.bytes.clone();
                 self.counters.retransmissions += 1;
                 self.out.push_back((to, b));
@@ -1100,6 +1113,9 @@ impl Ring {
                 qos,
             }) = self.q.get(ts).map(|s| s.entry.clone())
             {
+                if !n.everyone && origin != self.me {
+                    continue;
+                }
                 self.counters.retransmissions += 1;
                 self.send_data(to, origin, sseq, qos, &p);
             }

@@ -234,6 +234,10 @@ pub struct Nack {
     pub acks: std::ops::Range<u64>,
     /// Timestamps of slots whose data is missing.
     pub slots: Vec<u64>,
+    /// Who answers a NACK multicast to the ring: only the owners (the sender of an ACK, the
+    /// origin of a data packet), or, once they did not, every member that holds it. A NACK
+    /// sent to one member is answered by it in full either way.
+    pub everyone: bool,
 }
 
 impl Nack {
@@ -241,6 +245,7 @@ impl Nack {
     pub fn encode(&self, b: &mut Vec<u8>) {
         b.put_u64(self.acks.start);
         b.put_u64(self.acks.end);
+        b.push(u8::from(self.everyone));
         b.put_u16(self.slots.len() as u16);
         for t in &self.slots {
             b.put_u64(*t);
@@ -251,6 +256,11 @@ impl Nack {
     pub fn decode(body: &[u8]) -> Result<Nack, WireError> {
         let mut r = Reader::new(body);
         let (a, z) = (r.u64()?, r.u64()?);
+        let everyone = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError::BadValue("nack scope")),
+        };
         let n = r.u16()? as usize;
         if n > MAX_NACK_SLOTS || r.remaining() != n * 8 {
             return Err(WireError::BadValue("nack slots"));
@@ -259,7 +269,11 @@ impl Nack {
         for _ in 0..n {
             slots.push(r.u64()?);
         }
-        Ok(Nack { acks: a..z, slots })
+        Ok(Nack {
+            acks: a..z,
+            slots,
+            everyone,
+        })
     }
 }
 
@@ -365,6 +379,7 @@ mod tests {
         let n = Nack {
             acks: 3..9,
             slots: vec![1, 5],
+            everyone: true,
         };
         let mut b = Vec::new();
         n.encode(&mut b);
