@@ -82,17 +82,6 @@ impl Sequencer {
             return Some(Destination::Peer(to));
         }
         if self.phase == Phase::Left {
-            // A sequencer that went last still sends what it ordered just before: the leaves
-            // of the members that left just before it, which they would otherwise never hear
-            // (they would take it for failed and rebuild the group without it).
-            let base = self.hist.buffer.base();
-            let unsent = (self.ord.as_ref()).is_some_and(|o| o.bcast_next.max(base) < o.next_seq);
-            if unsent {
-                let dest = self.transmit_sequencer(buf)?;
-                self.counters.datagrams_sent += 1;
-                self.counters.bytes_sent += buf.len() as u64;
-                return Some(dest);
-            }
             return None;
         }
         if let Some(dest) = self
