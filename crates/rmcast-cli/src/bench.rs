@@ -319,6 +319,17 @@ impl Measurement {
             .fold(f64::NAN, f64::max)
     }
 
+    /// [`Measurement::lost`] as the tables print it: 0, or a percentage of what was due.
+    fn lost_text(&self) -> String {
+        match self.lost() {
+            0 => "0".to_string(),
+            lost => {
+                let expected = self.sent * self.members.len() as u64;
+                format!("{:.2}%", 100.0 * lost as f64 / expected.max(1) as f64)
+            }
+        }
+    }
+
     /// Messages some member should have received and did not.
     fn lost(&self) -> u64 {
         self.members
@@ -1505,13 +1516,7 @@ fn render_table(rows: &[Measurement]) -> String {
             "secure" => format!("{} ({} plain)", versus("raw"), versus("rmcast")),
             _ => String::new(),
         };
-        let lost = m.lost();
-        let lost = if lost == 0 {
-            "0".to_string()
-        } else {
-            let expected = m.sent * m.members.len() as u64;
-            format!("{:.2}%", 100.0 * lost as f64 / expected.max(1) as f64)
-        };
+        let lost = m.lost_text();
         let _ = writeln!(
             out,
             "{:>6}  {:<9}  {:<w$}  {:>9.1}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}",
@@ -1574,13 +1579,7 @@ fn render_perturbed(rows: &[Measurement]) -> String {
         "size", "engine", "mean msgs/s", "std msgs/s", "min window/s", "sleeps", "lost"
     );
     for (m, p) in perturbed {
-        let lost = m.lost();
-        let lost = if lost == 0 {
-            "0".to_string()
-        } else {
-            let expected = m.sent * m.members.len() as u64;
-            format!("{:.2}%", 100.0 * lost as f64 / expected.max(1) as f64)
-        };
+        let lost = m.lost_text();
         let _ = writeln!(
             out,
             "{:>6}  {:<10}  {:>11.1}  {:>10.1}  {:>12.0}  {:>7}  {:>6}",

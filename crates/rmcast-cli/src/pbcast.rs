@@ -509,19 +509,7 @@ fn plot(path: &std::path::Path, grid: &Grid, points: &[Point], rate: f64) -> any
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        sim: SimArgs,
-    }
-
-    fn parse(line: &str) -> SimArgs {
-        Wrap::try_parse_from(std::iter::once("sim").chain(line.split_whitespace()))
-            .expect("parses")
-            .sim
-    }
+    use crate::sim::parse_args as parse;
 
     #[test]
     fn the_default_grid_is_the_papers_without_128_members() {
@@ -560,6 +548,6 @@ mod tests {
         assert!(e.to_string().contains("too many"), "{e}");
         let e = Grid::from_args(&parse("--p 1.5")).unwrap_err();
         assert!(e.to_string().contains("--p"), "{e}");
-        assert!(Wrap::try_parse_from(["sim", "--perturbed", "half"]).is_err());
+        assert!(crate::sim::try_parse_args(["sim", "--perturbed", "half"]).is_err());
     }
 }

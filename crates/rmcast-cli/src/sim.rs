@@ -579,21 +579,33 @@ fn plot_deliveries(path: &std::path::Path, sc: &Scenario, seed: u64) -> anyhow::
     )
 }
 
+/// `rmcast sim` arguments from a command line (`sim` first), for the tests of this module and
+/// of the experiments.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn try_parse_args<'a>(
+    argv: impl IntoIterator<Item = &'a str>,
+) -> Result<SimArgs, clap::Error> {
     use clap::Parser;
-
     #[derive(Parser)]
     struct Wrap {
         #[command(flatten)]
         sim: SimArgs,
     }
+    Wrap::try_parse_from(argv).map(|w| w.sim)
+}
+
+/// `rmcast sim` arguments from one line (without `sim`).
+#[cfg(test)]
+pub(crate) fn parse_args(line: &str) -> SimArgs {
+    try_parse_args(std::iter::once("sim").chain(line.split_whitespace())).expect("parses")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn parse(line: &str) -> SimArgs {
-        Wrap::try_parse_from(std::iter::once("sim").chain(line.split_whitespace()))
-            .expect("parses")
-            .sim
+        parse_args(line)
     }
 
     #[test]
@@ -621,10 +633,10 @@ mod tests {
             parse("--engine sequencer").scenario().engine.name(),
             "sequencer"
         );
-        let e = Wrap::try_parse_from(["sim", "--engine", "nope"])
-            .err()
-            .expect("refused")
-            .to_string();
+        let Err(e) = try_parse_args(["sim", "--engine", "nope"]) else {
+            panic!("an unknown engine is refused");
+        };
+        let e = e.to_string();
         for name in registry::names() {
             assert!(e.contains(name), "{e}");
         }
@@ -636,6 +648,6 @@ mod tests {
         assert!(e.contains("--loss must be in [0, 1)"), "{e}");
         let e = parse("--shared-medium").scenario().validate().unwrap_err();
         assert!(e.contains("--shared-medium needs --bandwidth-mbps"), "{e}");
-        assert!(Wrap::try_parse_from(["sim", "--members", "-3"]).is_err());
+        assert!(try_parse_args(["sim", "--members", "-3"]).is_err());
     }
 }

@@ -100,6 +100,15 @@ impl QosLevels {
         }
     }
 
+    /// Levels below total order: `unreliable` if asked, reliable and source ordered.
+    pub fn below_total(unreliable: bool) -> QosLevels {
+        QosLevels {
+            unreliable,
+            totally_ordered: false,
+            ..QosLevels::all(None)
+        }
+    }
+
     /// Every level of RMP's Fig. 3.2, k-resilience for any `k`.
     pub fn rmp() -> QosLevels {
         QosLevels {
@@ -149,15 +158,7 @@ impl Guarantees {
             resilience: 0,
             majority_safe: false,
             delivery: DeliveryPromise::AllOrNothing,
-            qos: QosLevels {
-                unreliable: false,
-                reliable: true,
-                source_ordered: true,
-                totally_ordered: false,
-                k_resilient_max: None,
-                majority_resilient: false,
-                totally_resilient: false,
-            },
+            qos: QosLevels::below_total(false),
             senders: Senders::Any,
             crash_recovery: false,
             replies: false,

@@ -202,12 +202,7 @@ impl Setup {
             drops: rec.net.drops_uplink_queue,
             complete,
             passed: report.passed(),
-            failed_checkers: report
-                .verdicts
-                .iter()
-                .filter(|(_, v)| v.is_err())
-                .map(|(name, _)| *name)
-                .collect(),
+            failed_checkers: report.failed_checkers(),
             summary: report.summary(),
         })
     }

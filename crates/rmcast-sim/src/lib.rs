@@ -86,6 +86,14 @@ impl Report {
         self.verdicts.values().all(|v| v.is_ok())
     }
 
+    /// The names of the checkers that failed.
+    pub fn failed_checkers(&self) -> Vec<&'static str> {
+        (self.verdicts.iter())
+            .filter(|(_, v)| v.is_err())
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
     /// A few lines: the failed checkers and their first violations (or "all checks passed").
     pub fn summary(&self) -> String {
         let mut s = summarize(self.record.seed, &self.verdicts);

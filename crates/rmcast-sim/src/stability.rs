@@ -431,12 +431,7 @@ impl Setup {
             refusals: rec.net.submit_would_block,
             failed_members: rec.failed_hosts().len(),
             passed: report.passed(),
-            failed_checkers: report
-                .verdicts
-                .iter()
-                .filter(|(_, v)| v.is_err())
-                .map(|(name, _)| *name)
-                .collect(),
+            failed_checkers: report.failed_checkers(),
             summary: report.summary(),
         })
     }

@@ -191,7 +191,12 @@ impl SenderHistory {
 
     /// Delivery passed `msg`: forget what was kept for it.
     pub fn advance(&mut self) {
-        self.next += 1;
+        self.move_next(self.next + 1);
+    }
+
+    /// Delivery stands at `next` now: forget the gaps and losses below it.
+    fn move_next(&mut self, next: u64) {
+        self.next = next;
         self.scanned = self.scanned.max(self.next);
         while self
             .gaps
@@ -228,18 +233,7 @@ impl SenderHistory {
 
     /// Skip `count` numbers given up on.
     pub fn skip(&mut self, count: u64) {
-        self.next += count;
-        self.scanned = self.scanned.max(self.next);
-        while self
-            .gaps
-            .first_key_value()
-            .is_some_and(|(m, _)| *m < self.next)
-        {
-            self.gaps.pop_first();
-        }
-        while self.lost.first().is_some_and(|m| *m < self.next) {
-            self.lost.pop_first();
-        }
+        self.move_next(self.next + count);
         if self.buf.is_none() {
             self.base = self.base.max(self.next);
         }
