@@ -175,6 +175,18 @@ impl Guarantees {
     /// views are ordered with the data only from total order up).
     pub fn at_qos(mut self, qos: Qos) -> Guarantees {
         if qos.is_total() {
+            // The resilient levels wait for holders before delivery; with crash recovery that
+            // is a promise across failures (RMP section 3.2): K-resilient survives K failures,
+            // majority resilient any failures after which a majority goes on, totally
+            // resilient any failures a member survives.
+            if self.crash_recovery {
+                match qos {
+                    Qos::KResilient(k) => self.resilience = self.resilience.max(k),
+                    Qos::MajorityResilient => self.majority_safe = true,
+                    Qos::TotallyResilient => self.resilience = u8::MAX,
+                    _ => {}
+                }
+            }
             return self;
         }
         self.virtual_synchrony = false;

@@ -86,7 +86,11 @@ pub fn applies(name: &str, g: &Guarantees) -> bool {
         "total_order" => g.order == Order::Total,
         "fifo" => g.order >= Order::Fifo,
         "virtual_synchrony" => g.virtual_synchrony,
-        "resilience" => g.crash_recovery || g.resilience > 0 || g.majority_safe,
+        // A best-effort run promises nothing about what completed.
+        "resilience" => {
+            g.delivery != DeliveryPromise::BestEffort
+                && (g.crash_recovery || g.resilience > 0 || g.majority_safe)
+        }
         "loss_reported" => g.delivery == DeliveryPromise::Probabilistic,
         _ => true,
     }
@@ -796,16 +800,18 @@ pub fn liveness(rec: &Record) -> Verdict {
             continue;
         }
         let k = (s.sender, s.msg);
+        // Submitted in a group the sender was expelled from: if it never completed, the
+        // application was told it was not sent; if it completed there, the sender's expulsion
+        // is a failure, and the resilience checker holds the completion to what the engine
+        // promises across failures.
+        // (A send in the instant of the rejoin was submitted before it: the sender waits
+        // for its first view before it sends again.)
+        if sender.started_at.is_some_and(|t| s.at <= t)
+            && rec.hosts.iter().any(|p| p.id == s.sender && p.expelled())
+        {
+            continue;
+        }
         if !completed.contains(&k) {
-            // Submitted in a group the sender was expelled from, and never completed: the
-            // application was told it was not sent.
-            // (A send in the instant of the rejoin was submitted before it: the sender waits
-            // for its first view before it sends again.)
-            if sender.started_at.is_some_and(|t| s.at <= t)
-                && rec.hosts.iter().any(|p| p.id == s.sender && p.expelled())
-            {
-                continue;
-            }
             f.push(format!("send {} never completed", key_str(&k)));
         }
         match maxv.get(&k) {

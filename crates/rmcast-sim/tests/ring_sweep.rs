@@ -1,11 +1,12 @@
 //! The `ring` engine (RMP, after "RMP: Fault-Tolerant Group Communication" by Whetten,
 //! Montgomery and Kaplan) through the simulator: its declaration (total order, virtual
-//! synchrony, all-or-nothing, no crash recovery) selects integrity, agreement, FIFO, total
-//! order, virtual synchrony and liveness, and the sweeps below pass them under loss,
+//! synchrony, all-or-nothing, crash recovery) selects integrity, agreement, FIFO, total
+//! order, virtual synchrony, resilience and liveness, and the sweeps below pass them under loss,
 //! duplication, reordering, joins and leaves, for every QoS level it serves. The datagrams per
 //! message fall toward 1 as the load grows (one ACK orders many data packets).
 //!
-//! Longer sweeps: `cargo test -p rmcast-sim --test ring_sweep -- --ignored`.
+//! Crashes, partitions and pauses: `ring_recovery.rs`. Longer sweeps:
+//! `cargo test -p rmcast-sim --test ring_sweep -- --ignored`.
 
 use rmcast_proto::{EngineChoice, Event, Order, Qos};
 use rmcast_sim::{Scenario, SweepReport};
@@ -40,10 +41,10 @@ fn sweep_qos(sc: &Scenario, qos: Qos, seeds: u64) -> SweepReport {
 }
 
 #[test]
-fn ring_declares_total_order_and_virtual_synchrony_without_crash_recovery() {
+fn ring_declares_total_order_virtual_synchrony_and_crash_recovery() {
     let g = ring().guarantees();
     assert_eq!(g.order, Order::Total);
-    assert!(g.virtual_synchrony && g.all_or_nothing() && !g.crash_recovery);
+    assert!(g.virtual_synchrony && g.all_or_nothing() && g.crash_recovery);
     for q in Qos::levels(u8::MAX) {
         assert!(g.qos.contains(q), "{q:?}");
     }

@@ -245,6 +245,11 @@ impl FailureDetector {
         failed
     }
 
+    /// Whether a probing round is under way (some peer was probed and has not answered yet).
+    pub fn probing(&self) -> bool {
+        self.peers.iter().any(|w| w.probes > 0)
+    }
+
     /// The next peer to send a probe to.
     pub fn poll_probe(&mut self) -> Option<NodeId> {
         self.due.pop_front()

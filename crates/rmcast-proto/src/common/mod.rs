@@ -1,6 +1,6 @@
 //! What engines share: the history buffer, group naming, payload digests, RTT estimation,
 //! window flow control, failure detection, fragmentation and bounded reassembly, gap (NACK)
-//! tracking, the view codec and the earliest of named deadlines.
+//! tracking, the view codec, the engines' seeded RNG and the earliest of named deadlines.
 
 pub mod failure;
 pub mod fragment;
@@ -8,6 +8,7 @@ pub mod gaps;
 pub mod group;
 pub mod history;
 pub mod replay;
+pub mod rng;
 pub mod rtt;
 pub mod timers;
 pub mod view;
@@ -19,6 +20,7 @@ pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};
 pub use history::{HistoryBuffer, OutOfWindow};
 pub use replay::{Replay, ReplayWindow};
+pub use rng::SplitMix64;
 pub use rtt::RttEstimator;
 pub use timers::Deadlines;
 pub use view::{decode_view, encode_view, view_bytes};

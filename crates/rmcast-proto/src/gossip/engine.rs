@@ -9,6 +9,7 @@ use super::packet::{
 };
 use super::{Config, GossipFactory};
 use crate::common::Deadlines;
+use crate::common::SplitMix64;
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, Loss, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -20,30 +21,6 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 use std::time::Duration;
-
-/// The engine's own small random number generator (SplitMix64, Steele, Lea and Flood): gossip
-/// targets and who answers a join. Seeded by the driver, so simulated runs replay.
-#[derive(Clone, Debug)]
-pub(super) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub(super) fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    pub(super) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift.
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
 
 /// What this member knows of another member.
 #[derive(Clone, Debug)]

@@ -2,16 +2,18 @@
 
 use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
+use super::reform::RecoveryState;
 use super::RingFactory;
 use crate::common::{
-    packet_size, CongestionWindow, Deadlines, GapTracker, LossCache, ReplayWindow, RttEstimator,
+    packet_size, CongestionWindow, Deadlines, DetectorParams, FailureDetector, GapTracker,
+    LossCache, ReplayWindow, RttEstimator, SplitMix64,
 };
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
 };
 use crate::guarantees::Guarantees;
-use crate::registry::{EngineParams, Role};
+use crate::registry::{EngineParams, EngineSettings, RecoveryPolicy, Role};
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
@@ -64,21 +66,23 @@ const NACK_ESCALATE: u32 = 2;
 const DATA_RETRY_BURST: u64 = 32;
 /// A member waiting for stability or its leave asks for ACKs after this long without one.
 const STALL: Duration = Duration::from_millis(60);
+/// A quiescent ring looks for crashed members this often (a probing round).
+const IDLE_PROBE: Duration = Duration::from_secs(2);
 /// How long slots a leaver may lack are kept for it when its goodbye is not heard.
 const DEPART_LINGER: Duration = Duration::from_secs(2);
 
 /// An applied ACK kept until it is stable, to answer NACKs.
-struct Logged {
-    bytes: Vec<u8>,
-    sender: NodeId,
-    first_ts: u64,
-    end_ts: u64,
+pub(super) struct Logged {
+    pub(super) bytes: Vec<u8>,
+    pub(super) sender: NodeId,
+    pub(super) first_ts: u64,
+    pub(super) end_ts: u64,
 }
 
 /// Where one origin's packets stand for source order: every sequence number below `next` was
 /// delivered, and so were those in `above`.
 #[derive(Default)]
-struct SourceCursor {
+pub(super) struct SourceCursor {
     next: u64,
     above: BTreeSet<u64>,
 }
@@ -99,15 +103,15 @@ impl SourceCursor {
 /// A sender's flow and congestion control (section 4.6): a window of bytes in transit, from a
 /// packet's sending to the first ACK that orders it, grown by slow start and halved when the
 /// retransmission timer expires or a NACK names one of this sender's packets.
-struct Flow {
-    window: CongestionWindow,
-    in_flight: usize,
+pub(super) struct Flow {
+    pub(super) window: CongestionWindow,
+    pub(super) in_flight: usize,
     /// Own packets in transit, oldest first: (sseq, sent at, bytes, sent again).
-    sent: VecDeque<(u64, Time, usize, bool)>,
-    rtt: RttEstimator,
-    losses: LossCache,
+    pub(super) sent: VecDeque<(u64, Time, usize, bool)>,
+    pub(super) rtt: RttEstimator,
+    pub(super) losses: LossCache,
     /// Times the window was halved.
-    halved: u64,
+    pub(super) halved: u64,
 }
 
 impl Flow {
@@ -166,101 +170,117 @@ impl Flow {
 
 /// The token as this member sees it.
 #[derive(Default)]
-struct TokenSite {
+pub(super) struct TokenSite {
     /// This member holds the token.
-    holding: bool,
+    pub(super) holding: bool,
     /// NULL ACKs in a row up to the one that passed it here.
-    idle: u32,
+    pub(super) idle: u32,
     /// When a NULL ACK is due.
-    null_at: Option<Time>,
+    pub(super) null_at: Option<Time>,
     /// The ACK naming this member, not accepted yet.
-    named: Option<u64>,
+    pub(super) named: Option<u64>,
     /// The last ACK whose token this member accepted, and who passed it.
-    accepted: Option<(u64, NodeId)>,
+    pub(super) accepted: Option<(u64, NodeId)>,
     /// An ACK this member passed the token with, not yet confirmed: number, next site,
     /// when to pass it again, backoff.
-    passing: Option<(u64, NodeId, Time, Duration)>,
+    pub(super) passing: Option<(u64, NodeId, Time, Duration)>,
     /// This site keeps the token of a quiescent ring and said so.
-    quiet: bool,
+    pub(super) quiet: bool,
 }
 
 /// The ring engine (see the module docs).
 pub struct Ring {
-    group: u32,
-    me: NodeId,
-    max_datagram_bytes: usize,
-    counters: Counters,
-    out: VecDeque<(Destination, Vec<u8>)>,
-    events: VecDeque<Event>,
+    pub(super) group: u32,
+    pub(super) me: NodeId,
+    pub(super) max_datagram_bytes: usize,
+    pub(super) counters: Counters,
+    pub(super) out: VecDeque<(Destination, Vec<u8>)>,
+    pub(super) events: VecDeque<Event>,
     /// A member (installed a view).
-    member: bool,
-    leaving: bool,
+    pub(super) member: bool,
+    pub(super) leaving: bool,
     /// The view removing this member was ordered.
-    removed: bool,
-    left: bool,
+    pub(super) removed: bool,
+    pub(super) left: bool,
     /// The ring as of the last applied ACK.
-    ring: Vec<NodeId>,
-    view_id: u64,
+    pub(super) ring: Vec<NodeId>,
+    pub(super) view_id: u64,
     /// The view as of the last delivered slot.
-    delivered_view: View,
+    pub(super) delivered_view: View,
     /// Next sequence number to be ordered, per ring member.
-    ordered_next: BTreeMap<NodeId, u64>,
-    data: DataList,
-    q: OrderingQ,
-    next_ack: u64,
-    early_acks: BTreeMap<u64, (NodeId, Vec<u8>)>,
-    log: BTreeMap<u64, Logged>,
-    highest_heard: Option<u64>,
-    last_site: NodeId,
-    stable_ts: u64,
-    token: TokenSite,
-    lcrs: BTreeMap<NodeId, u8>,
-    removed_lists: VecDeque<(NodeId, Vec<u8>)>,
+    pub(super) ordered_next: BTreeMap<NodeId, u64>,
+    pub(super) data: DataList,
+    pub(super) q: OrderingQ,
+    pub(super) next_ack: u64,
+    pub(super) early_acks: BTreeMap<u64, (NodeId, Vec<u8>)>,
+    pub(super) log: BTreeMap<u64, Logged>,
+    pub(super) highest_heard: Option<u64>,
+    pub(super) last_site: NodeId,
+    pub(super) stable_ts: u64,
+    pub(super) token: TokenSite,
+    /// Pending List Change Requests: kind, and for a join the joiner's next sequence number
+    /// (a member that comes back goes on numbering where it was).
+    pub(super) lcrs: BTreeMap<NodeId, (u8, u64)>,
+    pub(super) removed_lists: VecDeque<(NodeId, Vec<u8>)>,
     /// Members removed by a New List that may still lack slots up to and including it:
     /// (member, what was stable when it was removed, the oldest ACK kept then, until when).
     /// Stability stays there, and every ACK from that one on is kept, until the member says
     /// goodbye or the time is up, so that NACKs of a leaver catching up are still answered
     /// (a NULL ACK it lacks would otherwise go as soon as the slots before it are stable).
-    departing: Vec<(NodeId, u64, u64, Time)>,
-    own_next: u64,
+    pub(super) departing: Vec<(NodeId, u64, u64, Time)>,
+    pub(super) own_next: u64,
     /// Own ordered messages not yet stable: (sseq, timestamp). The send window counts from the
     /// oldest of them; a send completes (resilience 0) once ordered and delivered here.
-    own_ordered: VecDeque<(u64, u64)>,
-    own_stable: u64,
-    data_retry_at: Option<Time>,
-    data_retry_mark: u64,
-    lcr_at: Option<Time>,
-    gaps: GapTracker,
-    nack_tries: u32,
+    pub(super) own_ordered: VecDeque<(u64, u64)>,
+    pub(super) own_stable: u64,
+    pub(super) data_retry_at: Option<Time>,
+    pub(super) data_retry_mark: u64,
+    pub(super) lcr_at: Option<Time>,
+    pub(super) gaps: GapTracker,
+    pub(super) nack_tries: u32,
     /// While this member waits for something (own messages to become stable, its leave), it
     /// asks for ACKs after the last it applied when none came for a while: trailing ACKs
     /// lost before the ring went quiescent are otherwise never noticed.
-    stall_at: Option<Time>,
-    stall_mark: u64,
-    stall_tries: u32,
+    pub(super) stall_at: Option<Time>,
+    pub(super) stall_mark: u64,
+    pub(super) stall_tries: u32,
     /// Messages delivered ahead of their slot (reliable and source-ordered levels, delivered
     /// when received, Fig. 3.2): their slot is passed over without a second delivery.
-    early: HashSet<(NodeId, u64)>,
+    pub(super) early: HashSet<(NodeId, u64)>,
     /// Source order per origin: what was delivered.
-    sources: BTreeMap<NodeId, SourceCursor>,
+    pub(super) sources: BTreeMap<NodeId, SourceCursor>,
     /// Source-ordered packets held, waiting for an earlier packet of their origin.
-    pending_src: BTreeMap<(NodeId, u64), Bytes>,
+    pub(super) pending_src: BTreeMap<(NodeId, u64), Bytes>,
     /// Own unreliable messages sent (numbered apart from the ordered stream).
-    own_unreliable: u64,
+    pub(super) own_unreliable: u64,
     /// Unreliable messages seen per member (duplicates are dropped: best effort).
-    unreliable_seen: BTreeMap<NodeId, ReplayWindow>,
+    pub(super) unreliable_seen: BTreeMap<NodeId, ReplayWindow>,
     /// Unreliable messages dropped because the application's queue was full.
-    unreliable_dropped: u64,
+    pub(super) unreliable_dropped: u64,
     /// Delivery stopped at a slot that is not yet resilient enough for its level: the token
     /// must move on for it, so the backlog does not stop this member from accepting it.
-    resilience_wait: bool,
-    flow: Flow,
+    pub(super) resilience_wait: bool,
+    pub(super) flow: Flow,
     /// Own messages submitted and not yet sent: they go out together, in as few packets as
     /// Fig. 4.2 allows, when the driver next takes datagrams (or before this site's ACK).
-    outbox: Vec<(u64, Qos, Bytes)>,
+    pub(super) outbox: Vec<(u64, Qos, Bytes)>,
     /// At the token site: members whose next packet to order is missing while later ones are
     /// here, the number, and when to ask for it (again).
-    data_gaps: BTreeMap<NodeId, (u64, Time)>,
+    pub(super) data_gaps: BTreeMap<NodeId, (u64, Time)>,
+    /// Fault recovery (section 4.4): the reformation under way, versions seen.
+    pub(super) rec: RecoveryState,
+    /// The common failure detector on the ring's other members (none when switched off).
+    pub(super) detector: Option<FailureDetector>,
+    /// The failure was reported to an application that resets by hand (`auto_reset` off).
+    pub(super) failure_reported: bool,
+    pub(super) policy: RecoveryPolicy,
+    pub(super) settings: EngineSettings,
+    pub(super) rng: SplitMix64,
+    /// A reformation left this member out.
+    pub(super) expelled: bool,
+    /// A joiner's admission (the ACK number of its New List, and the site that sent it), until
+    /// the ring is seen to go on after it; nothing is delivered before.
+    pub(super) admission: Option<(u64, NodeId)>,
 }
 
 impl Ring {
@@ -321,6 +341,21 @@ impl Ring {
             flow: Flow::new(p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN)),
             outbox: Vec::new(),
             data_gaps: BTreeMap::new(),
+            rec: RecoveryState::default(),
+            detector: (p.settings.recovery.alive_interval_ms > 0).then(|| {
+                let r = &p.settings.recovery;
+                FailureDetector::new(DetectorParams {
+                    interval: Duration::from_millis(r.alive_interval_ms),
+                    retries: r.alive_retries.max(1),
+                    min_timeout: Duration::from_millis(r.alive_timeout_ms),
+                })
+            }),
+            failure_reported: false,
+            policy: p.settings.recovery,
+            settings: *p.settings,
+            rng: SplitMix64::new(p.seed),
+            expelled: false,
+            admission: None,
         };
         if p.role == Role::Create {
             r.member = true;
@@ -345,7 +380,7 @@ impl Ring {
         r
     }
 
-    fn header(&self, ptype: u8) -> Vec<u8> {
+    pub(super) fn header(&self, ptype: u8) -> Vec<u8> {
         let mut buf = Vec::new();
         Header {
             engine: EngineKind::Ring,
@@ -359,7 +394,7 @@ impl Ring {
         buf
     }
 
-    fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
         let mut buf = self.header(ptype);
         body(&mut buf);
         self.out.push_back((to, buf));
@@ -373,7 +408,12 @@ impl Ring {
 
     /// Sends `msgs` (consecutive numbers of `origin`) in as few data packets as Fig. 4.2
     /// allows: up to half the window each, at least a minimum packet, at most a datagram.
-    fn send_runs(&mut self, to: Destination, origin: NodeId, msgs: &[(u64, Qos, Bytes)]) {
+    pub(super) fn send_runs(
+        &mut self,
+        to: Destination,
+        origin: NodeId,
+        msgs: &[(u64, Qos, Bytes)],
+    ) {
         let max_packet = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
         let limit = (self.flow.window.get() / 2).max(MIN_PACKET).min(max_packet);
         let mut rest = msgs;
@@ -423,20 +463,42 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
+        if let Some(target) = self.rec.current.as_ref().map(|r| r.target.acks) {
+            // The old view's token is stopped: only what leads to the sync point is taken (an
+            // ACK of the new view is asked for again after the commit).
+            if ack.num >= target {
+                return;
+            }
+        }
         if self.highest_heard.is_none_or(|h| ack.num >= h) {
             self.highest_heard = Some(ack.num);
             self.last_site = from;
+        }
+        if self.admission.is_some() {
+            if let AckBody::NewList(l) = &ack.body {
+                if l.joined == Some(self.me) && l.view_id > self.view_id && !self.leaving {
+                    // Admitted again, into a newer view, before the first admission was
+                    // confirmed: the first came from a token site the ring went on without.
+                    let _ = self.rejoin(now, None);
+                }
+            }
         }
         if !self.member {
             match &ack.body {
                 AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving => {
                     self.start_at(&ack);
+                    self.admission = Some((ack.num, from));
                 }
                 _ => return,
             }
         }
         if ack.num < self.next_ack {
             self.counters.duplicates += 1;
+            if self.member && !self.ring.is_empty() && !self.ring.contains(&from) {
+                // A token site of a view the ring went on without (it was paused through a
+                // reformation, or a joiner admitted by one): tell it.
+                self.tell_expelled(now, from);
+            }
             if ack.next_site == self.me && self.token.accepted == Some((ack.num, from)) {
                 self.confirm(from, ack.num);
             }
@@ -459,8 +521,18 @@ impl Ring {
         self.early_acks.clear();
     }
 
-    fn apply_ready(&mut self, now: Time) {
+    pub(super) fn apply_ready(&mut self, now: Time) {
         while let Some((from, bytes)) = self.early_acks.remove(&self.next_ack) {
+            if self
+                .rec
+                .current
+                .as_ref()
+                .is_some_and(|r| self.next_ack >= r.target.acks)
+            {
+                // Beyond the sync point of a reformation: kept until it commits.
+                self.early_acks.insert(self.next_ack, (from, bytes));
+                break;
+            }
             // Decoded before it was kept.
             let Ok(pkt) = wire::decode(&bytes) else { break };
             let Ok(ack) = Ack::decode(pkt.body) else {
@@ -470,7 +542,17 @@ impl Ring {
                 self.counters.malformed_dropped += 1;
                 break;
             }
+            if self.member && !self.ring.is_empty() && !self.ring.contains(&from) {
+                // From a token site of a view this member is not in: a member the ring went on
+                // without. The ACK of that number is asked for again.
+                self.counters.foreign_dropped += 1;
+                self.tell_expelled(now, from);
+                break;
+            }
             self.apply(now, from, ack, bytes);
+            if self.left {
+                return;
+            }
         }
         self.after_progress(now);
     }
@@ -496,19 +578,26 @@ impl Ring {
                 }
             }
             AckBody::NewList(l) => {
-                self.ordered_next = l.members.iter().copied().zip(l.next_sseq).collect();
+                let old_next = std::mem::replace(
+                    &mut self.ordered_next,
+                    l.members.iter().copied().zip(l.next_sseq).collect(),
+                );
                 for (&m, &next) in &self.ordered_next {
                     self.sources.entry(m).or_insert(SourceCursor {
                         next,
                         above: BTreeSet::new(),
                     });
                 }
-                self.ring = l.members.clone();
+                if self.member && !l.members.contains(&self.me) && l.left != Some(self.me) {
+                    // A reformation went on without this member (it lagged behind its sync
+                    // point): it may come back only as a new member.
+                    return self.expel(l.view_id);
+                }
+                let old = std::mem::replace(&mut self.ring, l.members.clone());
                 self.view_id = l.view_id;
+                self.drop_removed(&old, &old_next);
+                self.watch_ring(now);
                 if let Some(gone) = l.left {
-                    self.data.drop_below(gone, u64::MAX);
-                    self.unreliable_seen.remove(&gone);
-                    self.lcrs.remove(&gone);
                     if gone == self.me {
                         self.removed = true;
                         self.lcr_at = None;
@@ -557,6 +646,13 @@ impl Ring {
         }
         self.token.named = (ack.next_site == self.me && !self.removed).then_some(ack.num);
         self.token.idle = ack.idle;
+        if let Some((n, by)) = self.admission {
+            // The ring goes on after this member's admission: a member other than the one that
+            // admitted it (or, in a ring of two, that one again) ordered after it.
+            if from != self.me && ack.num > n && (from != by || self.ring.len() <= 2) {
+                self.admission = None;
+            }
+        }
         self.update_stable();
     }
 
@@ -670,6 +766,11 @@ impl Ring {
 
     fn deliver(&mut self) {
         self.resilience_wait = false;
+        if self.admission.is_some() {
+            // Admitted, not yet confirmed by the ring: an admission by a token site that the
+            // ring went on without (paused through a reformation) must never show as a view.
+            return;
+        }
         while !self.left && self.events.len() < MAX_EVENTS {
             let Some((ts, entry)) = self.q.deliverable() else {
                 break;
@@ -697,7 +798,7 @@ impl Ring {
                             view: self.delivered_view.id,
                             payload: payload.clone().unwrap_or_default(),
                         }));
-                        self.sources.entry(origin).or_default().mark(sseq);
+                        self.mark_source(origin, sseq);
                         self.source_chain(origin);
                     }
                     // Resilience 0: ordered, and so delivered by every member that stays.
@@ -706,6 +807,13 @@ impl Ring {
                     }
                 }
                 Entry::View(v) => {
+                    // A view is shown once another member holds it too (the token went on
+                    // after it): a token site the ring went on without (paused through a
+                    // reformation) never shows a view of its own making.
+                    if !self.resilient(ts, v.coordinator, Qos::KResilient(1)) {
+                        self.resilience_wait = true;
+                        break;
+                    }
                     let v = v.clone();
                     self.counters.view_changes += 1;
                     self.delivered_view = v.clone();
@@ -758,17 +866,17 @@ impl Ring {
     /// A packet of a level below total order arrived (or was sent here): reliable packets are
     /// delivered at once, source-ordered ones once every earlier packet of their origin was.
     fn deliver_early(&mut self, origin: NodeId, sseq: u64, qos: Qos, payload: &Bytes) {
-        match qos {
-            Qos::Reliable if self.events.len() < MAX_EVENTS => {
-                self.push_early(origin, sseq, payload.clone());
-                self.source_chain(origin);
-            }
-            Qos::SourceOrdered => {
-                self.pending_src.insert((origin, sseq), payload.clone());
-                self.source_chain(origin);
-            }
-            // Reliable with the application's queue full: delivered in its slot instead.
-            _ => {}
+        if self.admission.is_some() || self.rec.current.is_some() {
+            // In its slot: once the admission is confirmed, or once the reformation committed
+            // (what a member delivers ahead of the order must be what its vote reported).
+            return;
+        }
+        if matches!(qos, Qos::Reliable | Qos::SourceOrdered) {
+            // Both go in their origin's order: what a member delivered ahead of the total order
+            // is then a prefix of each origin's packets, which a reformation's sync point names
+            // and brings every survivor to (section 4.4), whoever crashes.
+            self.pending_src.insert((origin, sseq), payload.clone());
+            self.source_chain(origin);
         }
     }
 
@@ -782,7 +890,15 @@ impl Ring {
             view: self.delivered_view.id,
             payload,
         }));
-        self.sources.entry(origin).or_default().mark(sseq);
+        self.mark_source(origin, sseq);
+    }
+
+    /// `origin`'s packet `sseq` was delivered: source order goes on from it (for ring members;
+    /// the packets of a member gone are delivered in their slots only).
+    fn mark_source(&mut self, origin: NodeId, sseq: u64) {
+        if self.ordered_next.contains_key(&origin) {
+            self.sources.entry(origin).or_default().mark(sseq);
+        }
     }
 
     /// Delivers the source-ordered packets of `origin` whose predecessors are all delivered.
@@ -798,7 +914,7 @@ impl Ring {
 
     /// An unreliable packet: delivered at once, once, never asked for again (Fig. 3.2).
     fn on_unreliable(&mut self, origin: NodeId, n: u64, payload: &[u8]) {
-        if !self.ordered_next.contains_key(&origin) {
+        if !self.ordered_next.contains_key(&origin) || self.admission.is_some() {
             self.counters.foreign_dropped += 1;
             return;
         }
@@ -830,6 +946,9 @@ impl Ring {
     // ---- the token site -------------------------------------------------------------------
 
     fn try_accept(&mut self, now: Time) {
+        if self.rec.current.is_some() {
+            return;
+        }
         let Some(n) = self.token.named else { return };
         let backlog = self.q.end() - self.q.deliver_next();
         let full = backlog > MAX_BACKLOG && !self.resilience_wait;
@@ -855,7 +974,7 @@ impl Ring {
     /// What the token site does now: order a membership change, order data, pass a NULL
     /// ACK after a short wait, or keep the token when the ring is quiescent.
     fn token_work(&mut self, now: Time) {
-        if !self.token.holding || self.removed || self.left {
+        if !self.token.holding || self.removed || self.left || self.rec.current.is_some() {
             return;
         }
         if let Some(list) = self.next_change() {
@@ -955,7 +1074,7 @@ impl Ring {
 
     /// The next valid List Change Request as a New List.
     fn next_change(&mut self) -> Option<NewList> {
-        while let Some((&who, &kind)) = self.lcrs.iter().next() {
+        while let Some((&who, &(kind, first_sseq))) = self.lcrs.iter().next() {
             self.lcrs.remove(&who);
             let mut members = self.ring.clone();
             let (joined, left) = match kind {
@@ -973,7 +1092,11 @@ impl Ring {
             };
             let next_sseq = members
                 .iter()
-                .map(|m| self.ordered_next.get(m).copied().unwrap_or(0))
+                .map(|m| match self.ordered_next.get(m) {
+                    Some(&n) => n,
+                    None if *m == who => first_sseq,
+                    None => 0,
+                })
                 .collect();
             return Some(NewList {
                 view_id: self.view_id + 1,
@@ -1037,7 +1160,7 @@ impl Ring {
 
     // ---- NACKs ------------------------------------------------------------------------------
 
-    fn watch_gaps(&mut self, now: Time) {
+    pub(super) fn watch_gaps(&mut self, now: Time) {
         let acks_missing = self.highest_heard.is_some_and(|h| h >= self.next_ack);
         let gap = self.member && !self.left && (acks_missing || !self.q.holds_all());
         self.gaps.watch(now, 0, gap.then_some(1), NACK_GRACE);
@@ -1073,6 +1196,10 @@ impl Ring {
 
     /// Where try `tries` of a NACK goes, and whether every member is to answer it.
     fn nack_scope(&self, tries: u32) -> (Destination, bool) {
+        if self.rec.current.is_some() {
+            // Reforming: whoever holds it answers (the last token site may be the one gone).
+            return (Destination::Group, true);
+        }
         if tries <= NACK_ESCALATE && self.last_site != self.me {
             (Destination::Peer(self.last_site), true)
         } else {
@@ -1080,11 +1207,13 @@ impl Ring {
         }
     }
 
-    fn on_nack(&mut self, from: NodeId, body: &[u8]) {
+    fn on_nack(&mut self, now: Time, from: NodeId, body: &[u8]) {
         let Ok(n) = Nack::decode(body) else {
             self.counters.malformed_dropped += 1;
             return;
         };
+        // A member the ring went on without asks for what it will never get: tell it.
+        self.tell_expelled(now, from);
         self.counters.nacks_received += 1;
         let to = Destination::Peer(from);
         let end = n.acks.end.min(n.acks.start.saturating_add(32));
@@ -1180,7 +1309,12 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        if !self.member || self.removed {
+        // A joiner that was a member before goes on numbering where it was.
+        let first_sseq = match body.get(1..9) {
+            Some(b) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
+            None => 0,
+        };
+        if !self.member || self.removed || self.rec.current.is_some() {
             return;
         }
         let member = self.ring.contains(&from);
@@ -1208,7 +1342,7 @@ impl Ring {
             }
             packet::LCR_JOIN | packet::LCR_LEAVE => {
                 if self.lcrs.len() < MAX_LCRS || self.lcrs.contains_key(&from) {
-                    self.lcrs.insert(from, kind);
+                    self.lcrs.insert(from, (kind, first_sseq));
                 }
                 if self.token.holding {
                     self.token.idle = 0;
@@ -1220,11 +1354,62 @@ impl Ring {
         }
     }
 
+    /// Whether the ring is in recovery mode here: a reformation is under way, or a failure
+    /// waits for the application's reset.
+    pub(super) fn recovering(&self) -> bool {
+        self.rec.current.is_some() || self.rec.retry_at.is_some() || self.failure_reported
+    }
+
+    /// The failure detector's timers: probes to send, and a member found failed.
+    fn detect(&mut self, now: Time) {
+        if !self.in_ring() || self.recovering() {
+            return;
+        }
+        if self.detector_idle() {
+            // A quiescent ring is nearly silent: one probing round every IDLE_PROBE finds a
+            // member that crashed meanwhile (section 4.4 finds failures through retries, and
+            // a quiescent ring retries nothing).
+            match self.rec.idle_probe_at {
+                Some(t) if now >= t => self.rec.idle_probe_at = Some(now + IDLE_PROBE),
+                _ => {
+                    self.rec.idle_probe_at.get_or_insert(now + IDLE_PROBE);
+                    return;
+                }
+            }
+        } else {
+            self.rec.idle_probe_at = None;
+        }
+        let Some(d) = self.detector.as_mut() else {
+            return;
+        };
+        let failed = d.on_timeout(now);
+        let mut probes = Vec::new();
+        while let Some(p) = d.poll_probe() {
+            probes.push(p);
+        }
+        for p in probes {
+            self.send(Destination::Peer(p), packet::PROBE, |_| {});
+        }
+        let Some(suspect) = failed else { return };
+        if self.policy.auto_reset {
+            self.start_reformation(now, Some(suspect));
+        } else {
+            // Recovery by hand (`reset`), as in the Amoeba paper.
+            self.failure_reported = true;
+            self.halt_token();
+            self.events
+                .push_back(Event::Recovery(crate::engine::Recovery::Failed { suspect }));
+        }
+    }
+
     fn timers(&self) -> Deadlines {
         let mut d = Deadlines::new();
         d.at("null", self.token.null_at)
             .at("pass", self.token.passing.map(|p| p.2))
-            .at("data", self.data_retry_at)
+            .at(
+                "data",
+                self.data_retry_at.filter(|_| self.rec.current.is_none()),
+            )
             .at("lcr", self.lcr_at)
             .at("nack", self.gaps.deadline())
             .at("stall", self.stall_at)
@@ -1234,7 +1419,18 @@ impl Ring {
                     .then(|| self.data_gaps.values().map(|g| g.1).min())
                     .flatten(),
             )
-            .at("depart", self.departing.iter().map(|d| d.3).min());
+            .at("depart", self.departing.iter().map(|d| d.3).min())
+            .at(
+                "probe",
+                (self.in_ring() && !self.recovering())
+                    .then(|| match self.rec.idle_probe_at {
+                        Some(t) if self.detector_idle() => Some(t),
+                        _ => self.detector.as_ref().and_then(|d| d.next_timeout()),
+                    })
+                    .flatten(),
+            )
+            .at("reform", self.rec.current.as_ref().map(|r| r.next_at))
+            .at("reform retry", self.rec.retry_at);
         d
     }
 }
@@ -1254,10 +1450,43 @@ impl Engine for Ring {
             return;
         }
         self.counters.datagrams_received += 1;
+        if let Some(d) = self.detector.as_mut() {
+            d.heard(h.sender, now);
+        }
         match h.ptype {
+            packet::PROBE => {
+                if self.in_ring() && self.ring.contains(&h.sender) {
+                    let next = self.next_ack;
+                    self.send(Destination::Peer(h.sender), packet::PROBE_ACK, |b| {
+                        b.extend_from_slice(&next.to_be_bytes())
+                    });
+                } else {
+                    self.tell_expelled(now, h.sender);
+                }
+            }
+            packet::PROBE_ACK => {
+                // The answer says how far the ring went: the last ACKs before it went
+                // quiescent may have been lost here, and nothing else would tell.
+                match wire::Reader::new(pkt.body).u64() {
+                    Ok(n) if n > self.next_ack && self.in_ring() => {
+                        self.highest_heard = Some(self.highest_heard.unwrap_or(0).max(n - 1));
+                        self.watch_gaps(now);
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.counters.malformed_dropped += 1,
+                }
+            }
+            packet::EXPELLED => self.on_expelled(h.sender, pkt.body),
+            packet::RECOVERY_START => self.on_recovery_start(now, h.sender, pkt.body),
+            packet::RECOVERY_VOTE => self.on_recovery_vote(now, h.sender, pkt.body),
+            packet::RECOVERY_FETCH => self.on_recovery_fetch(h.sender, pkt.body),
+            packet::RECOVERY_NEW_LIST => self.on_recovery_new_list(now, h.sender, pkt.body),
+            packet::RECOVERY_ACK_NEW_LIST => self.on_recovery_ack_new_list(now, h.sender, pkt.body),
+            packet::RECOVERY_ABORT => self.on_recovery_abort(now, h.sender, pkt.body),
+            packet::RECOVERY_COMMIT => self.on_recovery_commit(now, h.sender, pkt.body),
             packet::DATA => self.on_data(now, pkt.body),
             packet::ACK => self.on_ack(now, h.sender, datagram, pkt.body),
-            packet::NACK => self.on_nack(h.sender, pkt.body),
+            packet::NACK => self.on_nack(now, h.sender, pkt.body),
             packet::LCR => self.on_lcr(now, h.sender, pkt.body),
             packet::GOODBYE => {
                 self.departing.retain(|d| d.0 != h.sender);
@@ -1269,7 +1498,11 @@ impl Engine for Ring {
                 let mut r = wire::Reader::new(pkt.body);
                 match r.u64() {
                     Ok(n) if self.token.passing.is_some_and(|p| p.0 == n) => {
-                        self.token.passing = None
+                        self.token.passing = None;
+                        if self.admission.is_some_and(|(_, by)| by != h.sender) {
+                            self.admission = None;
+                            self.after_progress(now);
+                        }
                     }
                     Ok(_) => {}
                     Err(_) => self.counters.malformed_dropped += 1,
@@ -1280,6 +1513,11 @@ impl Engine for Ring {
     }
 
     fn handle_timeout(&mut self, now: Time) {
+        if self.left {
+            return;
+        }
+        self.detect(now);
+        self.reform_timeout(now);
         if self.left {
             return;
         }
@@ -1304,13 +1542,19 @@ impl Engine for Ring {
             // A leaver asks once its own messages are all ordered.
             let ready = !self.member || self.ordered_next.get(&self.me) == Some(&self.own_next);
             if ready {
-                self.send(Destination::Group, packet::LCR, |b| b.push(kind));
+                let own_next = self.own_next;
+                self.send(Destination::Group, packet::LCR, |b| {
+                    b.push(kind);
+                    if kind == packet::LCR_JOIN && own_next > 0 {
+                        b.extend_from_slice(&own_next.to_be_bytes());
+                    }
+                });
                 if self.member && self.token.holding {
                     self.token_work(now);
                 }
             }
         }
-        if self.data_retry_at.is_some_and(|t| now >= t) {
+        if self.data_retry_at.is_some_and(|t| now >= t) && self.rec.current.is_none() {
             let ordered = self.ordered_next.get(&self.me).copied().unwrap_or(0);
             if ordered >= self.own_next || self.removed {
                 self.data_retry_at = None;
@@ -1350,6 +1594,9 @@ impl Engine for Ring {
         }
         if !self.member || self.leaving || self.removed || self.left {
             return Err(SendError::NotMember);
+        }
+        if self.recovering() {
+            return Err(SendError::GroupFailed);
         }
         let room = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
         if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED + packet::DATA_PER_MSG > room {
@@ -1450,8 +1697,8 @@ impl Engine for Ring {
             members: self.ring.clone(),
             rank: self.idx(self.me),
             coordinator: self.member.then_some(self.last_site),
-            recovering: false,
-            incarnation: 0,
+            recovering: self.recovering(),
+            incarnation: self.rec.bound as u32,
             guarantees: self.guarantees(),
             buffered_msgs: self.q.len() + self.data.len(),
             buffer_capacity_msgs: MAX_UNSTABLE as usize,
@@ -1473,11 +1720,55 @@ impl Engine for Ring {
             ("in_flight_bytes", self.flow.in_flight as u64),
             ("window_halved", self.flow.halved),
             ("rto_us", self.flow.rtt.rto().as_micros() as u64),
+            ("reformations", self.rec.committed),
+            ("last_reformation_us", self.rec.last_took.as_micros() as u64),
         ]
     }
 
+    fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
+        if !self.in_ring() {
+            return Err(SendError::NotMember);
+        }
+        self.policy.min_members = min_members;
+        self.failure_reported = false;
+        self.start_reformation(now, None);
+        Ok(())
+    }
+
+    fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
+        if self.leaving {
+            return Err(SendError::NotMember);
+        }
+        let settings = self.settings;
+        let mut fresh = Ring::new(&EngineParams {
+            role: Role::Join,
+            group: self.group,
+            me: self.me,
+            max_datagram_bytes: self.max_datagram_bytes,
+            now,
+            seed: self.rng.next_u64(),
+            settings: &settings,
+        });
+        fresh.counters = self.counters.clone();
+        // Message numbers go on, so that no message is taken for one sent before.
+        fresh.own_next = self.own_next;
+        fresh.own_stable = self.own_next;
+        fresh.own_unreliable = self.own_unreliable;
+        fresh.rec.seen = self.rec.seen;
+        fresh.rec.bound = self.rec.bound;
+        fresh.rec.committed = self.rec.committed;
+        if let Some(into) = merging_into {
+            fresh
+                .events
+                .push_back(Event::Recovery(crate::engine::Recovery::Merging { into }));
+        }
+        *self = fresh;
+        Ok(())
+    }
+
     fn can_submit(&self) -> bool {
-        self.own_next - self.own_stable < WINDOW
+        !self.recovering()
+            && self.own_next - self.own_stable < WINDOW
             && self.events.len() < MAX_EVENTS
             && self.flow.in_flight < self.flow.window.get()
     }
@@ -1486,7 +1777,8 @@ impl Engine for Ring {
         format!(
             "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
              held_all={} stable={} token(holding={} idle={} named={:?} passing={:?}) own={}/{} \
-             unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?}",
+             unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?} \
+             reform={:?} seen={:?} bound={} retry={:?} expelled={} next_timer={:?}",
             self.me,
             self.member,
             self.ring.iter().map(|m| m.0).collect::<Vec<_>>(),
@@ -1516,6 +1808,18 @@ impl Engine for Ring {
                 }
             )),
             self.departing,
+            self.rec.current.as_ref().map(|r| (
+                r.version,
+                r.initiator.0,
+                r.target.acks,
+                r.new_list.is_some(),
+                r.poll.is_some()
+            )),
+            self.rec.seen,
+            self.rec.bound,
+            self.rec.retry_at,
+            self.expelled,
+            self.timers().earliest_named(),
         )
     }
 }

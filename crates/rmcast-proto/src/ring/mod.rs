@@ -1,17 +1,18 @@
-//! `ring`: the Reliable Multicast Protocol in normal operation, after "RMP: Fault-Tolerant
-//! Group Communication" by Brian Whetten, Todd Montgomery and Simon Kaplan (sections 3.1-3.3,
-//! 4.1-4.3).
+//! `ring`: the Reliable Multicast Protocol, after "RMP: Fault-Tolerant Group Communication" by
+//! Brian Whetten, Todd Montgomery and Simon Kaplan (sections 3.1-3.3, 4.1-4.4).
 //!
 //! **Guarantees.** Every member that stays delivers every message sent while it is a member,
 //! once; membership changes are delivered in the total order (virtual synchrony for the
-//! levels from totally ordered up). No crash recovery (RMP's reformation is not built): a
-//! member that crashes stalls the ring. Each message is delivered at the time its QoS level
-//! asks for (Fig. 3.2):
+//! levels from totally ordered up). A crashed or cut-off member is found by the common failure
+//! detector and the ring reforms without it (section 4.4, below): whatever any survivor holds
+//! is brought to all of them first, and only a majority of the old view (or the configured
+//! minimum) may go on. Each message is delivered at the time its QoS level asks for
+//! (Fig. 3.2):
 //!
 //! | level | delivered |
 //! |---|---|
 //! | unreliable | on receipt, never repaired (numbered apart from the ordered stream) |
-//! | reliable | on receipt; losses are found and asked for |
+//! | reliable | on receipt once its origin's earlier packets were (so that a reformation recovers whatever was delivered ahead of the order); losses are found and asked for |
 //! | source ordered | once every earlier packet of its origin was delivered |
 //! | totally ordered | once every slot with a smaller timestamp was delivered |
 //! | K-resilient | as totally ordered, and once K members other than its origin hold it |
@@ -41,10 +42,20 @@
 //! ACK reaches the joiner, which starts there; the New List names each member's next sequence
 //! number). A leaver sends its request once its own messages are ordered, never orders its own
 //! leave, and stops once it delivered the view that removes it.
+//!
+//! **Fault recovery** (section 4.4, `reform.rs`): the initiator polls the old view with a
+//! Recovery Start, members answer with their sync point and fetch what they lack, the new list
+//! is formed from the members at the shared sync point, checked against the minimum partition
+//! size and committed in two phases. Across failures the resilient levels keep their promise:
+//! a K-resilient message survives K failures, a majority-resilient one any failures after
+//! which a majority goes on, a totally resilient one any failures a member survives. A member
+//! left out may come back only as a new member. A quiescent ring stays nearly silent: it looks
+//! for crashed members with one probing round every two seconds.
 
 mod engine;
 pub mod order;
 pub mod packet;
+mod reform;
 #[cfg(test)]
 mod tests;
 
@@ -68,7 +79,7 @@ impl RingFactory {
             delivery: DeliveryPromise::AllOrNothing,
             qos: QosLevels::rmp(),
             senders: Senders::Any,
-            crash_recovery: false,
+            crash_recovery: true,
             replies: false,
         }
     }
@@ -79,7 +90,7 @@ impl EngineFactory for RingFactory {
         "ring"
     }
     fn about(&self) -> &str {
-        "RMP (Whetten, Montgomery, Kaplan): rotating token site, total order, no crash recovery"
+        "RMP (Whetten, Montgomery, Kaplan): rotating token site, total order, reformation"
     }
     fn guarantees(&self, _: &EngineSettings) -> Guarantees {
         Self::declared()

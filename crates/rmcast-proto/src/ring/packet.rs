@@ -407,3 +407,195 @@ mod tests {
         assert!(decode_data(&long).is_err());
     }
 }
+
+// ---- failure detection and fault recovery (section 4.4) ----------------------------------
+
+/// A probe of a ring member not heard from for a while (the common failure detector's
+/// question); empty body.
+pub const PROBE: u8 = 8;
+/// The answer to a [`PROBE`]. Body: the answerer's next ACK number (u64), so that a member
+/// that lost the last ACKs of a ring gone quiescent learns of them.
+pub const PROBE_ACK: u8 = 9;
+/// To a process that acts as a member but is not in the sender's ring: it was removed by a
+/// reformation and may come back only as a new member. Body: the sender's view id (u64).
+pub const EXPELLED: u8 = 10;
+/// Recovery Start: the initiator polls the old view with its proposal and the sync point the
+/// members are to reach ([`RecoveryStart`]); multicast, repeated until the list is committed.
+pub const RECOVERY_START: u8 = 11;
+/// Recovery Vote: a member's answer to a Recovery Start, its own sync point ([`RecoveryVote`]).
+pub const RECOVERY_VOTE: u8 = 12;
+/// During a reformation, a member lacks data of an origin that is gone: any member holding it
+/// answers. Body: origin (u32), first and end sequence numbers (u64, u64).
+pub const RECOVERY_FETCH: u8 = 13;
+/// Recovery New List, the first phase of the commit: the version and the ACKs that end the old
+/// view (the recovered data of removed members, then the New List), as whole datagrams.
+pub const RECOVERY_NEW_LIST: u8 = 14;
+/// Recovery ACK New List: a member holds the New List of this version and is bound to it.
+/// Body: the version (u64).
+pub const RECOVERY_ACK_NEW_LIST: u8 = 15;
+/// Recovery Abort: the sender is in a reformation that goes first (a larger version, or the
+/// same one from a larger initiator), or a member committed a newer view. Body: that version
+/// (u64).
+pub const RECOVERY_ABORT: u8 = 16;
+
+/// The second phase of the commit: the initiator committed the New List of this version (it
+/// also sends the first ACK of the new view). Body: the version (u64).
+pub const RECOVERY_COMMIT: u8 = 17;
+
+/// A sync point (section 4.4): how far a member's OrderingQ goes, and how far each origin's
+/// packets it holds reach.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncPoint {
+    /// ACKs applied, consecutively (the next ACK number).
+    pub acks: u64,
+    /// Per origin: one past the highest consecutive sequence number held (ordered or not).
+    pub data: Vec<(NodeId, u64)>,
+}
+
+impl SyncPoint {
+    /// Most origins one sync point names.
+    pub const MAX_ORIGINS: usize = 256;
+
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.acks);
+        b.put_u16(self.data.len() as u16);
+        for (o, s) in &self.data {
+            b.put_u32(o.0);
+            b.put_u64(*s);
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<SyncPoint, WireError> {
+        let acks = r.u64()?;
+        let n = r.u16()? as usize;
+        if n > Self::MAX_ORIGINS || r.remaining() < n * 12 {
+            return Err(WireError::BadValue("sync point origins"));
+        }
+        let mut data = Vec::with_capacity(n);
+        for _ in 0..n {
+            data.push((NodeId(r.u32()?), r.u64()?));
+        }
+        Ok(SyncPoint { acks, data })
+    }
+
+    /// The sequence number reached for `origin` (0 when not named).
+    pub fn reached(&self, origin: NodeId) -> u64 {
+        self.data
+            .iter()
+            .find(|(o, _)| *o == origin)
+            .map_or(0, |(_, s)| *s)
+    }
+}
+
+/// A Recovery Start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryStart {
+    /// The version (view id) of the membership view being formed.
+    pub version: u64,
+    /// The member found failed, if the initiator knows one.
+    pub suspect: Option<NodeId>,
+    /// The shared sync point: the highest reported so far.
+    pub target: SyncPoint,
+}
+
+impl RecoveryStart {
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.version);
+        b.put_u32(self.suspect.map_or(u32::MAX, |s| s.0));
+        self.target.encode(b);
+    }
+
+    /// Decode a body.
+    pub fn decode(body: &[u8]) -> Result<RecoveryStart, WireError> {
+        let mut r = Reader::new(body);
+        let version = r.u64()?;
+        let suspect = Some(r.u32()?).filter(|&s| s != u32::MAX).map(NodeId);
+        let target = SyncPoint::decode(&mut r)?;
+        r.finish()?;
+        Ok(RecoveryStart {
+            version,
+            suspect,
+            target,
+        })
+    }
+}
+
+/// A Recovery Vote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryVote {
+    /// The version voted for.
+    pub version: u64,
+    /// Whether every slot of the applied ACKs is held (the OrderingQ has no hole).
+    pub holds_all: bool,
+    /// The member's sync point.
+    pub at: SyncPoint,
+}
+
+impl RecoveryVote {
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.version);
+        b.push(u8::from(self.holds_all));
+        self.at.encode(b);
+    }
+
+    /// Decode a body.
+    pub fn decode(body: &[u8]) -> Result<RecoveryVote, WireError> {
+        let mut r = Reader::new(body);
+        let version = r.u64()?;
+        let holds_all = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError::BadValue("vote holds_all")),
+        };
+        let at = SyncPoint::decode(&mut r)?;
+        r.finish()?;
+        Ok(RecoveryVote {
+            version,
+            holds_all,
+            at,
+        })
+    }
+}
+
+/// A Recovery New List: the version and the ACK datagrams that end the old view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryNewList {
+    /// The version committed.
+    pub version: u64,
+    /// Whole ACK datagrams (header included), in ACK number order.
+    pub acks: Vec<Vec<u8>>,
+}
+
+impl RecoveryNewList {
+    /// Most ACKs one Recovery New List carries.
+    pub const MAX_ACKS: usize = 4;
+
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u64(self.version);
+        b.push(self.acks.len() as u8);
+        for a in &self.acks {
+            b.put_u32(a.len() as u32);
+            b.extend_from_slice(a);
+        }
+    }
+
+    /// Decode a body.
+    pub fn decode(body: &[u8]) -> Result<RecoveryNewList, WireError> {
+        let mut r = Reader::new(body);
+        let version = r.u64()?;
+        let n = r.u8()? as usize;
+        if n == 0 || n > Self::MAX_ACKS {
+            return Err(WireError::BadValue("recovery new list acks"));
+        }
+        let mut acks = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = r.u32()? as usize;
+            acks.push(r.bytes(len)?.to_vec());
+        }
+        r.finish()?;
+        Ok(RecoveryNewList { version, acks })
+    }
+}

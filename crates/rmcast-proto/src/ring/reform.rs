@@ -1,0 +1,873 @@
+//! Fault recovery: RMP's reformation (section 4.4), on the common failure detector.
+//!
+//! A member that finds another failed (the common [`crate::common::FailureDetector`]: a peer
+//! answers none of its probes; a busy ring needs no probes, since anything heard counts)
+//! becomes the *initiator*. It multicasts a Recovery Start with a new version (view id) and
+//! the sync point the members are to reach; every member of the old view that may join that
+//! version stops the token, answers with its own sync point (Recovery Vote), and fetches what
+//! it lacks: ACKs and ordered slots by NACK, and the unordered packets of members that did not
+//! answer by Recovery Fetch. The initiator raises the shared sync point to the highest one
+//! reported, so that nothing any survivor holds is lost. Once every member that answered
+//! reached it, and all but one of the old view answered or no progress was made for a few
+//! rounds, the initiator builds the new list from the members at the sync point and checks it
+//! against the minimum partition size (a majority of the old view by default, or the
+//! configured constant). It commits the list in two phases: a Recovery New List carrying the
+//! ACKs that end the old view (one ordering the recovered packets of the removed members, then
+//! the New List), acknowledged by every member of the new list; then the commit, which the
+//! initiator multicasts (Recovery Commit) together with the first ACK of the new view, sent as
+//! its token site. A member bound to the New List commits on the Recovery Commit only (an ACK
+//! proves nothing: the initiator may have given the list up, and another reformation may have
+//! gone on from the same ACK number); one that missed it asks again with its acknowledgement.
+//!
+//! A member joins only a version larger than any it joined (versions are ordered with the
+//! initiator's id as tie-break) and one reformation at a time; once it acknowledged a New List
+//! it is bound to that version and joins only larger ones. A smaller competing initiator is
+//! told to abort and joins the larger one when it hears its Start. A member that the new view
+//! left out is told so ([`super::packet::EXPELLED`]) when it next acts as a member, and may
+//! come back only as a new member ([`crate::Engine::rejoin`]).
+
+use super::engine::Ring;
+use super::packet::{
+    self, Ack, AckBody, NewList, RecoveryNewList, RecoveryStart, RecoveryVote, SyncPoint,
+};
+use crate::engine::{Destination, Event, NodeId, Recovery, Time};
+use crate::wire::{self, Reader};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// A round of the reformation: the initiator repeats its Start, members their answers.
+const ROUND: Duration = Duration::from_millis(30);
+/// Rounds without progress towards the shared sync point before the initiator forms the list
+/// from the members that reached it (section 4.4: "after a set number of retries").
+const STALLED_ROUNDS: u32 = 4;
+/// Rounds of the commit's first phase without every acknowledgement before the initiator
+/// gives up this version and starts again.
+const COMMIT_ROUNDS: u32 = 10;
+/// Most members of a ring that recovers (the sync point names each origin once).
+const MAX_RING: usize = SyncPoint::MAX_ORIGINS;
+/// Unordered packets of one removed member recovered at most per reformation (they go into at
+/// most three ACKs before the New List).
+const MAX_RECOVERED: usize = 3 * packet::MAX_ENTRIES;
+/// Expelled notices per peer at most this often.
+const EXPELLED_EVERY: Duration = Duration::from_millis(100);
+/// Peers remembered for that limit.
+const EXPELLED_PEERS: usize = 64;
+
+/// A reformation this member takes part in.
+pub(super) struct Reformation {
+    /// The version (view id) being formed.
+    pub version: u64,
+    /// Who leads it.
+    pub initiator: NodeId,
+    /// The member found failed, as the initiator said.
+    pub suspect: Option<NodeId>,
+    /// The shared sync point as last heard from the initiator (at the initiator: the highest
+    /// reported).
+    pub target: SyncPoint,
+    /// The New List of the first phase, once held (this member is then bound to it).
+    pub new_list: Option<RecoveryNewList>,
+    /// The initiator's own state.
+    pub poll: Option<Poll>,
+    /// When this member next repeats what it sends.
+    pub next_at: Time,
+    /// When the initiator was last heard (a participant gives up after a silence).
+    pub heard_at: Time,
+    /// When the reformation began here.
+    pub began: Time,
+}
+
+/// The initiator's side: the old view, the votes, progress.
+pub(super) struct Poll {
+    old: Vec<NodeId>,
+    votes: BTreeMap<NodeId, RecoveryVote>,
+    progress: (usize, usize, u64),
+    stalled: u32,
+    commit: Option<Commit>,
+}
+
+/// The first phase of the commit at the initiator.
+struct Commit {
+    members: Vec<NodeId>,
+    acked: BTreeSet<NodeId>,
+    list: RecoveryNewList,
+    rounds: u32,
+}
+
+/// What a member keeps about reformations between them.
+#[derive(Default)]
+pub(super) struct RecoveryState {
+    /// The current reformation, if any.
+    pub current: Option<Reformation>,
+    /// The largest (version, initiator) joined.
+    pub seen: (u64, NodeId),
+    /// The largest version whose New List this member acknowledged: it joins only larger ones.
+    pub bound: u64,
+    /// After an attempt failed: when to try again.
+    pub retry_at: Option<Time>,
+    /// The last version this member committed.
+    pub last_committed: u64,
+    /// When each peer was last told it is not a member.
+    told: BTreeMap<NodeId, Time>,
+    /// Reformations this member committed.
+    pub committed: u64,
+    /// How long the last committed reformation took here, from its start to the commit.
+    pub last_took: Duration,
+    /// While the ring is quiescent: when the next probing round is due.
+    pub idle_probe_at: Option<Time>,
+}
+
+impl Ring {
+    /// The initiator's and the members' round length.
+    fn round(&self) -> Duration {
+        ROUND.max(self.flow.rtt.base_rto())
+    }
+
+    /// This member's sync point: ACKs applied, and per ring member (and per origin whose packets
+    /// it holds) how far its consecutive packets reach.
+    pub(super) fn sync_point(&self) -> SyncPoint {
+        let mut data = Vec::new();
+        for (&o, &next) in self.ordered_next.iter().take(MAX_RING) {
+            let mut s = next;
+            while self.data.has(o, s) {
+                s += 1;
+            }
+            data.push((o, s));
+        }
+        SyncPoint {
+            acks: self.next_ack,
+            data,
+        }
+    }
+
+    /// Whether the ring is doing anything this member knows of: the token goes round, or this
+    /// member waits for something (its packets to be ordered or to become stable, its leave,
+    /// ACKs or slots it lacks). Only then are failures looked for.
+    pub(super) fn ring_active(&self) -> bool {
+        (self.token.idle as usize) < self.ring.len()
+            || self.ordered_next.get(&self.me).copied().unwrap_or(0) < self.own_next
+            || !self.own_ordered.is_empty()
+            || self.leaving
+            || self.highest_heard.is_some_and(|h| h >= self.next_ack)
+            || !self.q.holds_all()
+    }
+
+    /// Whether failure detection runs at its slow pace: the ring is quiescent and no probing
+    /// round is under way.
+    pub(super) fn detector_idle(&self) -> bool {
+        !self.ring_active() && !self.detector.as_ref().is_some_and(|d| d.probing())
+    }
+
+    /// Whether a failure may be declared or recovery run by this member now.
+    pub(super) fn in_ring(&self) -> bool {
+        self.member && !self.left && !self.removed
+    }
+
+    /// The smallest new list the policy accepts, out of an old view of `old` members.
+    fn needed(&self, old: usize) -> usize {
+        match self.policy.min_members {
+            0 => old / 2 + 1,
+            n => n.min(old.max(1)),
+        }
+    }
+
+    /// Stops the token of the old view here: a member in a reformation neither orders nor
+    /// passes, and forgets the pass it was repeating.
+    pub(super) fn halt_token(&mut self) {
+        self.token.holding = false;
+        self.token.named = None;
+        self.token.passing = None;
+        self.token.null_at = None;
+        self.token.quiet = false;
+    }
+
+    /// The failure detector found `suspect` failed (or an attempt is due again): lead a
+    /// reformation with a version above any seen.
+    pub(super) fn start_reformation(&mut self, now: Time, suspect: Option<NodeId>) {
+        if !self.in_ring() || self.ring.len() > MAX_RING {
+            return;
+        }
+        self.failure_reported = false;
+        let version = self.view_id.max(self.rec.seen.0).max(self.rec.bound) + 1;
+        if self.rec.current.is_none() {
+            self.events.push_back(Event::Recovery(Recovery::Failed {
+                suspect: suspect.unwrap_or(self.me),
+            }));
+        }
+        let began = self.rec.current.as_ref().map_or(now, |r| r.began);
+        self.rec.seen = (version, self.me);
+        self.rec.retry_at = None;
+        self.halt_token();
+        let own = self.sync_point();
+        let mut votes = BTreeMap::new();
+        votes.insert(
+            self.me,
+            RecoveryVote {
+                version,
+                holds_all: self.q.holds_all(),
+                at: own.clone(),
+            },
+        );
+        self.rec.current = Some(Reformation {
+            version,
+            initiator: self.me,
+            suspect,
+            target: own,
+            new_list: None,
+            poll: Some(Poll {
+                old: self.ring.clone(),
+                votes,
+                progress: (0, 0, 0),
+                stalled: 0,
+                commit: None,
+            }),
+            next_at: now,
+            heard_at: now,
+            began,
+        });
+        self.reform_round(now);
+    }
+
+    /// The reformation's timer: the initiator's round, a member's repeats, or giving up on a
+    /// silent initiator.
+    pub(super) fn reform_timeout(&mut self, now: Time) {
+        if self.rec.retry_at.is_some_and(|t| now >= t) {
+            self.rec.retry_at = None;
+            let suspect = self.rec.current.as_ref().and_then(|r| r.suspect);
+            self.start_reformation(now, suspect);
+            return;
+        }
+        let Some(r) = &self.rec.current else { return };
+        if now < r.next_at {
+            return;
+        }
+        if r.poll.is_some() {
+            return self.reform_round(now);
+        }
+        // A member: repeat its answer; give up on an initiator silent for longer than a crash
+        // takes to be found, and lead instead.
+        let silent = now.saturating_since(r.heard_at);
+        if silent > self.give_up_after() {
+            let suspect = Some(r.initiator);
+            self.rec.current = None;
+            return self.start_reformation(now, suspect);
+        }
+        self.answer(now);
+    }
+
+    /// How long a member waits for a silent initiator.
+    fn give_up_after(&self) -> Duration {
+        self.detector
+            .as_ref()
+            .map_or(Duration::from_secs(1), |d| d.failure_timeout())
+            .max(self.round() * 8)
+    }
+
+    /// A member's answer, repeated each round: its vote (or its acknowledgement of the New
+    /// List), and requests for what it lacks to reach the shared sync point.
+    fn answer(&mut self, now: Time) {
+        let round = self.round();
+        let Some(r) = self.rec.current.as_mut() else {
+            return;
+        };
+        r.next_at = now + round;
+        let (version, to) = (r.version, r.initiator);
+        if r.new_list.is_some() {
+            self.send(Destination::Peer(to), packet::RECOVERY_ACK_NEW_LIST, |b| {
+                b.extend_from_slice(&version.to_be_bytes())
+            });
+            return;
+        }
+        let target = r.target.clone();
+        let vote = RecoveryVote {
+            version,
+            holds_all: self.q.holds_all(),
+            at: self.sync_point(),
+        };
+        self.send(Destination::Peer(to), packet::RECOVERY_VOTE, |b| {
+            vote.encode(b)
+        });
+        self.fetch_towards(now, &target, &vote.at);
+    }
+
+    /// Asks for what is missing between `own` and `target`: ACKs and slots by the NACK path
+    /// (to the whole ring), the unordered packets of members gone by Recovery Fetch.
+    fn fetch_towards(&mut self, now: Time, target: &SyncPoint, own: &SyncPoint) {
+        if target.acks > self.next_ack {
+            self.highest_heard = Some(self.highest_heard.unwrap_or(0).max(target.acks - 1));
+        }
+        // The NACK path starts on its own only after progress; here nothing progressed.
+        self.watch_gaps(now);
+        for &(o, s) in &target.data {
+            let have = own.reached(o);
+            if have < s {
+                let end = s.min(have + packet::MAX_ENTRIES as u64);
+                self.send(Destination::Group, packet::RECOVERY_FETCH, |b| {
+                    b.extend_from_slice(&o.0.to_be_bytes());
+                    b.extend_from_slice(&have.to_be_bytes());
+                    b.extend_from_slice(&end.to_be_bytes());
+                });
+            }
+        }
+    }
+
+    /// Whether `v` stands at `target`.
+    fn at_target(v: &RecoveryVote, target: &SyncPoint) -> bool {
+        v.holds_all
+            && v.at.acks == target.acks
+            && target.data.iter().all(|&(o, s)| v.at.reached(o) >= s)
+    }
+
+    /// One round of the initiator: raise the shared sync point, decide, or repeat.
+    fn reform_round(&mut self, now: Time) {
+        let round = self.round();
+        let own = RecoveryVote {
+            version: 0,
+            holds_all: self.q.holds_all(),
+            at: self.sync_point(),
+        };
+        let needed = self
+            .rec
+            .current
+            .as_ref()
+            .and_then(|r| r.poll.as_ref())
+            .map_or(1, |p| self.needed(p.old.len()));
+        let Some(r) = self.rec.current.as_mut() else {
+            return;
+        };
+        let Some(poll) = r.poll.as_mut() else { return };
+        r.next_at = now + round;
+        if let Some(c) = poll.commit.as_mut() {
+            c.rounds += 1;
+            if c.rounds > COMMIT_ROUNDS {
+                // Some member of the list never acknowledged: form the list again.
+                return self.abort_own(now);
+            }
+            let list = c.list.clone();
+            self.send(Destination::Group, packet::RECOVERY_NEW_LIST, |b| {
+                list.encode(b)
+            });
+            return;
+        }
+        poll.votes.insert(
+            self.me,
+            RecoveryVote {
+                version: r.version,
+                ..own.clone()
+            },
+        );
+        // The shared sync point: the highest ACK count reported, and for every member that
+        // did not answer, the furthest any member holds of its packets.
+        let mut target = SyncPoint {
+            acks: poll.votes.values().map(|v| v.at.acks).max().unwrap_or(0),
+            data: Vec::new(),
+        };
+        for &o in &poll.old {
+            if !poll.votes.contains_key(&o) {
+                let s = poll.votes.values().map(|v| v.at.reached(o)).max();
+                if let Some(s) = s.filter(|&s| s > 0) {
+                    target.data.push((o, s));
+                }
+            }
+        }
+        let voters = poll.votes.len();
+        let reached: Vec<NodeId> = poll
+            .old
+            .iter()
+            .copied()
+            .filter(|m| {
+                poll.votes
+                    .get(m)
+                    .is_some_and(|v| Self::at_target(v, &target))
+            })
+            .collect();
+        let progress = (voters, reached.len(), target.acks);
+        if progress == poll.progress {
+            poll.stalled += 1;
+        } else {
+            poll.progress = progress;
+            poll.stalled = 0;
+        }
+        r.target = target.clone();
+        let all_but_one = voters + 1 >= poll.old.len() && reached.len() == voters;
+        let done = all_but_one || poll.stalled >= STALLED_ROUNDS;
+        if !done {
+            let start = RecoveryStart {
+                version: r.version,
+                suspect: r.suspect,
+                target: target.clone(),
+            };
+            self.send(Destination::Group, packet::RECOVERY_START, |b| {
+                start.encode(b)
+            });
+            self.fetch_towards(now, &target, &own.at);
+            return;
+        }
+        if !reached.contains(&self.me) {
+            // The initiator cannot reach the shared sync point itself (section 4.4): abort.
+            return self.abort_own(now);
+        }
+        if reached.len() < needed {
+            self.events
+                .push_back(Event::Recovery(Recovery::ResetFailed {
+                    reachable: reached.len(),
+                    needed,
+                }));
+            return self.abort_own(now);
+        }
+        let version = r.version;
+        let old = poll.old.clone();
+        let list = self.build_new_list(version, &old, &reached, &target);
+        let Some(r) = self.rec.current.as_mut() else {
+            return;
+        };
+        let Some(poll) = r.poll.as_mut() else { return };
+        // The initiator is bound to its own list too, until it commits or gives it up.
+        self.rec.bound = self.rec.bound.max(version);
+        poll.commit = Some(Commit {
+            members: reached.clone(),
+            acked: BTreeSet::from([self.me]),
+            list: list.clone(),
+            rounds: 0,
+        });
+        self.send(Destination::Group, packet::RECOVERY_NEW_LIST, |b| {
+            list.encode(b)
+        });
+        if reached == [self.me] {
+            self.commit(now);
+        }
+    }
+
+    /// The ACKs that end the old view: the recovered packets of the removed members, then the
+    /// New List (the initiator keeps the token).
+    fn build_new_list(
+        &self,
+        version: u64,
+        old: &[NodeId],
+        members: &[NodeId],
+        target: &SyncPoint,
+    ) -> RecoveryNewList {
+        let mut entries = Vec::new();
+        for &o in old.iter().filter(|o| !members.contains(o)) {
+            let from = self.ordered_next.get(&o).copied().unwrap_or(0);
+            let end = target.reached(o).min(from + MAX_RECOVERED as u64);
+            entries.extend((from..end).filter(|&s| self.data.has(o, s)).map(|s| (o, s)));
+        }
+        let mut acks = Vec::new();
+        let (mut num, mut ts) = (self.next_ack, self.q.end());
+        let mut next_sseq: BTreeMap<NodeId, u64> = self.ordered_next.clone();
+        for chunk in entries.chunks(packet::MAX_ENTRIES).take(3) {
+            for &(o, s) in chunk {
+                next_sseq.insert(o, s + 1);
+            }
+            acks.push(self.ack_datagram(Ack {
+                num,
+                first_ts: ts,
+                next_site: self.me,
+                idle: 0,
+                body: AckBody::Entries(chunk.to_vec()),
+            }));
+            num += 1;
+            ts += chunk.len() as u64;
+        }
+        acks.push(
+            self.ack_datagram(Ack {
+                num,
+                first_ts: ts,
+                next_site: self.me,
+                idle: 0,
+                body: AckBody::NewList(NewList {
+                    view_id: version,
+                    members: members.to_vec(),
+                    joined: None,
+                    left: None,
+                    next_sseq: members
+                        .iter()
+                        .map(|m| next_sseq.get(m).copied().unwrap_or(0))
+                        .collect(),
+                }),
+            }),
+        );
+        RecoveryNewList { version, acks }
+    }
+
+    fn ack_datagram(&self, ack: Ack) -> Vec<u8> {
+        let mut buf = self.header(packet::ACK);
+        ack.encode(&mut buf);
+        buf
+    }
+
+    /// The initiator gives up this attempt; it tries again with a larger version after a
+    /// random delay (section 4.4), unless another initiator's Start comes first.
+    fn abort_own(&mut self, now: Time) {
+        let Some(r) = self.rec.current.as_ref() else {
+            return;
+        };
+        let version = r.version;
+        self.send(Destination::Group, packet::RECOVERY_ABORT, |b| {
+            b.extend_from_slice(&version.to_be_bytes())
+        });
+        // Stay out of the ring's normal operation meanwhile: the reformation is not over.
+        if let Some(r) = self.rec.current.as_mut() {
+            r.poll = None;
+            r.initiator = self.me;
+            r.next_at = Time(u64::MAX);
+        }
+        let delay = self.round() * (2 + self.rng.below(8) as u32);
+        self.rec.retry_at = Some(now + delay);
+    }
+
+    /// A Recovery Start from `from`.
+    pub(super) fn on_recovery_start(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(st) = RecoveryStart::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.in_ring() {
+            return;
+        }
+        if !self.ring.contains(&from) {
+            // A member the ring went on without: it may only come back as a new member.
+            return self.tell_expelled(now, from);
+        }
+        let offered = (st.version, from);
+        match &mut self.rec.current {
+            Some(r) if (r.version, r.initiator) == offered => {
+                r.heard_at = now;
+                if r.poll.is_none() && r.new_list.is_none() {
+                    r.target = st.target;
+                    self.answer(now);
+                }
+                return;
+            }
+            _ => {}
+        }
+        let current = self.rec.current.as_ref().map(|r| (r.version, r.initiator));
+        let joinable = offered > self.rec.seen
+            && st.version > self.rec.bound
+            && st.version > self.view_id
+            && current.is_none_or(|c| offered > c)
+            && self.rec.current.as_ref().is_none_or(|r| {
+                r.new_list.is_none() && r.poll.as_ref().is_none_or(|p| p.commit.is_none())
+            });
+        if !joinable {
+            let mine = current.map_or(self.rec.seen.0.max(self.view_id), |c| c.0);
+            self.send(Destination::Peer(from), packet::RECOVERY_ABORT, |b| {
+                b.extend_from_slice(&mine.to_be_bytes())
+            });
+            return;
+        }
+        if self.rec.current.is_none() {
+            self.events.push_back(Event::Recovery(Recovery::Failed {
+                suspect: st.suspect.unwrap_or(from),
+            }));
+        }
+        let began = self.rec.current.as_ref().map_or(now, |r| r.began);
+        self.rec.seen = offered;
+        self.rec.retry_at = None;
+        self.halt_token();
+        self.rec.current = Some(Reformation {
+            version: st.version,
+            initiator: from,
+            suspect: st.suspect,
+            target: st.target,
+            new_list: None,
+            poll: None,
+            next_at: now,
+            heard_at: now,
+            began,
+        });
+        self.answer(now);
+    }
+
+    /// A Recovery Vote, at the initiator.
+    pub(super) fn on_recovery_vote(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(v) = RecoveryVote::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let Some(r) = self.rec.current.as_mut() else {
+            return;
+        };
+        let Some(poll) = r.poll.as_mut() else { return };
+        if v.version != r.version || !poll.old.contains(&from) || poll.commit.is_some() {
+            return;
+        }
+        let first = poll.votes.insert(from, v).is_none();
+        // A new voter may change the decision at once (all but one answered).
+        if first && poll.votes.len() + 1 >= poll.old.len() {
+            r.next_at = r.next_at.min(now);
+        }
+    }
+
+    /// Data a member lacks to reach the sync point: any holder answers from its DataList.
+    pub(super) fn on_recovery_fetch(&mut self, from: NodeId, body: &[u8]) {
+        let mut rd = Reader::new(body);
+        let (Ok(o), Ok(a), Ok(z)) = (rd.u32(), rd.u64(), rd.u64()) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let o = NodeId(o);
+        let end = z.min(a.saturating_add(packet::MAX_ENTRIES as u64));
+        let again: Vec<_> = (a..end)
+            .map_while(|s| self.data.get(o, s).map(|(p, q)| (s, *q, p.clone())))
+            .collect();
+        if !again.is_empty() {
+            self.counters.retransmissions += again.len() as u64;
+            self.send_runs(Destination::Peer(from), o, &again);
+        }
+    }
+
+    /// The first phase of the commit, at a member.
+    pub(super) fn on_recovery_new_list(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(nl) = RecoveryNewList::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let next_ack = self.next_ack;
+        let holds_all = self.q.holds_all();
+        let me = self.me;
+        let Some(r) = self.rec.current.as_mut() else {
+            return;
+        };
+        if r.version != nl.version || r.initiator != from || r.poll.is_some() {
+            return;
+        }
+        r.heard_at = now;
+        if r.new_list.is_none() {
+            // Bound only to a list that names this member and starts where it stands.
+            let first = nl
+                .acks
+                .first()
+                .and_then(|d| wire::decode(d).ok())
+                .and_then(|p| Ack::decode(p.body).ok());
+            let last = nl
+                .acks
+                .last()
+                .and_then(|d| wire::decode(d).ok())
+                .and_then(|p| Ack::decode(p.body).ok());
+            let fits = first.is_some_and(|a| a.num == next_ack)
+                && holds_all
+                && last.is_some_and(
+                    |a| matches!(&a.body, AckBody::NewList(l) if l.members.contains(&me)),
+                );
+            if !fits {
+                return;
+            }
+            self.rec.bound = self.rec.bound.max(nl.version);
+            if let Some(r) = self.rec.current.as_mut() {
+                r.new_list = Some(nl);
+            }
+        }
+        self.answer(now);
+    }
+
+    /// A member acknowledged the New List: commit once every member of the list did.
+    pub(super) fn on_recovery_ack_new_list(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(version) = Reader::new(body).u64() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let Some(r) = self.rec.current.as_mut() else {
+            // Committed already: the member missed the commit.
+            if version == self.rec.last_committed && self.ring.contains(&from) {
+                self.send(Destination::Peer(from), packet::RECOVERY_COMMIT, |b| {
+                    b.extend_from_slice(&version.to_be_bytes())
+                });
+            }
+            return;
+        };
+        let Some(c) = r.poll.as_mut().and_then(|p| p.commit.as_mut()) else {
+            return;
+        };
+        if version != r.version || !c.members.contains(&from) {
+            return;
+        }
+        c.acked.insert(from);
+        if c.members.iter().all(|m| c.acked.contains(m)) {
+            self.commit(now);
+        }
+    }
+
+    /// A Recovery Abort: a larger reformation goes first, or the ring committed a newer view.
+    pub(super) fn on_recovery_abort(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(version) = Reader::new(body).u64() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let Some(r) = self.rec.current.as_ref() else {
+            return;
+        };
+        let ours = r.poll.is_some() && r.poll.as_ref().is_some_and(|p| p.commit.is_none());
+        let from_leader = r.poll.is_none() && r.initiator == from;
+        if (ours && version >= r.version) || (from_leader && version == r.version) {
+            if ours {
+                self.abort_own(now);
+            } else if let Some(r) = self.rec.current.as_mut() {
+                // Our initiator gave up (it never commits that version now, so a member bound
+                // to its New List is free again): wait for its next attempt or lead one.
+                r.new_list = None;
+                r.heard_at = now;
+                r.initiator = self.me;
+                r.next_at = Time(u64::MAX);
+                let delay = self.round() * (4 + self.rng.below(8) as u32);
+                self.rec.retry_at = Some(now + delay);
+            }
+        }
+    }
+
+    /// Commits the New List of the current reformation: its ACKs are applied like any other,
+    /// and the initiator, named token site, sends the first ACK of the new view.
+    pub(super) fn commit(&mut self, now: Time) {
+        let Some(r) = self.rec.current.take() else {
+            return;
+        };
+        let list = match (r.new_list, r.poll) {
+            (Some(l), _) => l,
+            (
+                None,
+                Some(Poll {
+                    commit: Some(c), ..
+                }),
+            ) => c.list,
+            _ => return,
+        };
+        self.rec.bound = self.rec.bound.max(list.version);
+        self.rec.last_committed = list.version;
+        self.rec.retry_at = None;
+        self.rec.committed += 1;
+        self.rec.last_took = now.saturating_since(r.began);
+        let mut removed = Vec::new();
+        for d in &list.acks {
+            let Ok(p) = wire::decode(d) else { continue };
+            let Ok(ack) = Ack::decode(p.body) else {
+                continue;
+            };
+            if let AckBody::NewList(l) = &ack.body {
+                removed = self
+                    .ring
+                    .iter()
+                    .copied()
+                    .filter(|m| !l.members.contains(m))
+                    .collect();
+            }
+            self.early_acks
+                .insert(ack.num, (p.header.sender, d.clone()));
+            self.highest_heard = Some(self.highest_heard.unwrap_or(0).max(ack.num));
+        }
+        self.events.push_back(Event::Recovery(Recovery::Reset {
+            incarnation: list.version as u32,
+            removed,
+        }));
+        if r.initiator == self.me {
+            let version = list.version;
+            self.send(Destination::Group, packet::RECOVERY_COMMIT, |b| {
+                b.extend_from_slice(&version.to_be_bytes())
+            });
+        }
+        self.last_site = r.initiator;
+        if self.data_retry_at.is_some() {
+            // Own packets not ordered yet go out again to the new ring, soon.
+            self.data_retry_at = Some(now);
+            self.data_retry_mark = self.ordered_next.get(&self.me).copied().unwrap_or(0);
+        }
+        self.apply_ready(now);
+        self.watch_ring(now);
+    }
+
+    /// The initiator committed the New List this member is bound to.
+    pub(super) fn on_recovery_commit(&mut self, now: Time, from: NodeId, body: &[u8]) {
+        let Ok(version) = Reader::new(body).u64() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if self
+            .rec
+            .current
+            .as_ref()
+            .is_some_and(|r| r.initiator == from && r.version == version && r.new_list.is_some())
+        {
+            self.commit(now);
+        }
+    }
+
+    /// Tells `to`, which acts as a member, that it is not in this ring (at most every
+    /// [`EXPELLED_EVERY`]).
+    pub(super) fn tell_expelled(&mut self, now: Time, to: NodeId) {
+        if !self.in_ring() || self.ring.contains(&to) {
+            return;
+        }
+        if let Some(&t) = self.rec.told.get(&to) {
+            if now.saturating_since(t) < EXPELLED_EVERY {
+                return;
+            }
+        }
+        if self.rec.told.len() >= EXPELLED_PEERS && !self.rec.told.contains_key(&to) {
+            if let Some(&k) = self.rec.told.keys().next() {
+                self.rec.told.remove(&k);
+            }
+        }
+        self.rec.told.insert(to, now);
+        let view = self.view_id;
+        self.send(Destination::Peer(to), packet::EXPELLED, |b| {
+            b.extend_from_slice(&view.to_be_bytes())
+        });
+    }
+
+    /// A member of this member's ring committed a newer view without it.
+    pub(super) fn on_expelled(&mut self, from: NodeId, body: &[u8]) {
+        let Ok(view) = Reader::new(body).u64() else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.in_ring() || !self.ring.contains(&from) || view <= self.view_id {
+            return;
+        }
+        if view <= self.rec.bound && self.rec.current.is_some() {
+            // Our own reformation may still include us; its initiator decides.
+            return;
+        }
+        self.expel(view);
+    }
+
+    /// This member is out: a reformation formed view `view` without it.
+    pub(super) fn expel(&mut self, view: u64) {
+        if self.expelled {
+            return;
+        }
+        self.rec.current = None;
+        self.rec.retry_at = None;
+        self.halt_token();
+        self.left = true;
+        self.expelled = true;
+        self.events.push_back(Event::Recovery(Recovery::Expelled {
+            incarnation: view as u32,
+        }));
+    }
+
+    /// Watch the ring's other members with the failure detector.
+    pub(super) fn watch_ring(&mut self, now: Time) {
+        let me = self.me;
+        let ring = self.ring.clone();
+        if let Some(d) = self.detector.as_mut() {
+            d.watch(ring.into_iter().filter(|&m| m != me), now);
+        }
+    }
+
+    /// Forgets what members of `old` that are no longer in the ring left unordered or
+    /// half-delivered (a leave or a reformation removed them).
+    /// What was ordered of them stays: its slots are delivered (or skipped, when delivered
+    /// early) as any other; `old_next` says where their ordered packets end.
+    pub(super) fn drop_removed(&mut self, old: &[NodeId], old_next: &BTreeMap<NodeId, u64>) {
+        let ring = self.ring.clone();
+        for &gone in old.iter().filter(|m| !ring.contains(m)) {
+            let ordered = old_next.get(&gone).copied().unwrap_or(0);
+            self.data.drop_below(gone, u64::MAX);
+            self.unreliable_seen.remove(&gone);
+            self.lcrs.remove(&gone);
+            self.sources.remove(&gone);
+            self.pending_src
+                .retain(|&(o, s), _| o != gone || s < ordered);
+            self.early.retain(|&(o, s)| o != gone || s < ordered);
+        }
+    }
+}
