@@ -65,8 +65,9 @@ pub struct DemoArgs {
     /// Keep the members' logs in this directory (default: a temporary one, removed on success).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
-    /// Crash test: stream from every member, kill the sequencer's process with SIGKILL, and
-    /// check that the survivors reset the group and lose no completed message.
+    /// Crash test: stream from every member, kill the sequencer's process with SIGKILL (with
+    /// --engine ring: the token site that formed the current view; --qos k-resilient=1 or
+    /// stronger), and check that the survivors reset the group and lose no completed message.
     #[arg(long)]
     pub kill_sequencer: bool,
     /// Messages per second each member streams (--kill-sequencer).

@@ -230,10 +230,29 @@ fn member_rejects_bad_arguments() {
         vec!["member", "--group", "g", "--min-members", "300"],
         vec!["member", "--group", "g", "--min-members", "-1"],
         vec!["demo", "--kill-sequencer", "--members", "2"],
-        vec!["demo", "--kill-sequencer", "--resilience", "0"],
+        // Resilience 0 without the majority policy: a completed send may die with the sequencer.
+        vec![
+            "demo",
+            "--kill-sequencer",
+            "--resilience",
+            "0",
+            "--min-members",
+            "1",
+        ],
         vec!["demo", "--kill-sequencer", "--alive-interval-ms", "0"],
         vec!["demo", "--kill-sequencer", "--min-members", "4"],
         vec!["demo", "--kill-sequencer", "--messages", "10"],
+        // The ring at a level whose completed sends a single crash may take away, and an
+        // engine without crash recovery.
+        vec![
+            "demo",
+            "--kill-sequencer",
+            "--engine",
+            "ring",
+            "--qos",
+            "totally-ordered",
+        ],
+        vec!["demo", "--kill-sequencer", "--engine", "gossip"],
         vec!["demo", "--rate", "100"],
         vec!["member", "--group", "g", "--engine", "no-such-engine"],
         vec!["member", "--group", "g", "--qos", "safe-ish"],
@@ -390,24 +409,39 @@ fn json_u64(v: &serde_json::Value, field: &str) -> u64 {
 /// every completed send, the killed member's included, delivered by all three survivors.
 #[test]
 fn killed_sequencer_survivors_reset_and_lose_no_completed_send() {
-    let dir = scratch("kill");
-    let (status, out) = run_to_end(
-        &[
-            "demo",
-            "--kill-sequencer",
-            "--rate",
-            "400",
-            "--kill-after-ms",
-            "1500",
-            "--run-after-ms",
-            "1500",
-            "--timeout-secs",
-            "25",
-            "--log-dir",
-            dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(40),
+    killed_coordinator_survivors_lose_no_completed_send("kill", &[]);
+}
+
+/// The same with the ring (RMP's reformation, section 4.4): four `rmcast member --engine ring`
+/// processes started together stream at k-resilient=1; the token site that formed the current
+/// view is killed with SIGKILL; the three survivors reform without it and go on, and their
+/// logs pass the verifier with every completed send delivered.
+#[test]
+fn killed_ring_token_site_survivors_reform_and_lose_no_completed_send() {
+    killed_coordinator_survivors_lose_no_completed_send(
+        "kill-ring",
+        &["--engine", "ring", "--qos", "k-resilient=1"],
     );
+}
+
+fn killed_coordinator_survivors_lose_no_completed_send(tag: &str, extra: &[&str]) {
+    let dir = scratch(tag);
+    let mut args = vec![
+        "demo",
+        "--kill-sequencer",
+        "--rate",
+        "400",
+        "--kill-after-ms",
+        "1500",
+        "--run-after-ms",
+        "1500",
+        "--timeout-secs",
+        "25",
+        "--log-dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (status, out) = run_to_end(&args, Duration::from_secs(40));
     assert!(status.success(), "demo failed ({status}):\n{out}");
     assert!(out.contains("verdict: PASSED"), "{out}");
 

@@ -1,4 +1,5 @@
-//! `rmcast demo --kill-sequencer`: a real crash of the sequencer's process, and the check that
+//! `rmcast demo --kill-sequencer`: a real crash of the sequencer's process (with `--engine ring`,
+//! the token site's that formed the current view), and the check that
 //! the survivors recover without losing a completed message (see the module above for the
 //! story). The demo follows the run through the members' logs as they are written (each worker
 //! flushes its log every few milliseconds), and judges it from the logs alone afterwards.
@@ -113,6 +114,8 @@ enum Stage {
 /// Follows the run from `tick`: kills the sequencer and stops the stream when it is time.
 struct Director<'a> {
     members: usize,
+    /// What the killed member is to the engine (the sequencer, the token site).
+    role: &'static str,
     dir: &'a Path,
     kill_after: Duration,
     run_after: Duration,
@@ -149,8 +152,9 @@ impl Director<'_> {
                 if self.watches.iter().all(|w| w.full_view) {
                     self.stream_start_ns = wall_clock_ns();
                     println!(
-                        "all {} members in the group: streaming; the sequencer dies in {:.1} s",
+                        "all {} members in the group: streaming; the {} dies in {:.1} s",
                         self.members,
+                        self.role,
                         self.kill_after.as_secs_f64()
                     );
                     self.stage = Stage::Streaming {
@@ -171,7 +175,7 @@ impl Director<'_> {
                 let index = seq as usize;
                 let pid = running
                     .pid(index)
-                    .with_context(|| format!("the sequencer, member {seq}, is not running"))?;
+                    .with_context(|| format!("the {}, member {seq}, is not running", self.role))?;
                 running.kill(index)?;
                 let crash = CrashRecord {
                     member: seq,
@@ -183,8 +187,9 @@ impl Director<'_> {
                 std::fs::write(&path, serde_json::to_string(&crash)? + "\n")
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!(
-                    "t+{:.2} s: killed member {seq} (the sequencer, pid {pid}) with SIGKILL",
-                    (crash.t_ns - self.stream_start_ns) as f64 / 1e9
+                    "t+{:.2} s: killed member {seq} (the {}, pid {pid}) with SIGKILL",
+                    (crash.t_ns - self.stream_start_ns) as f64 / 1e9,
+                    self.role
                 );
                 self.crash = Some(crash);
                 self.stage = Stage::Recovering { since: now };
@@ -285,6 +290,16 @@ fn since_kill_ms(t_ns: u64, crash: &CrashRecord) -> f64 {
     (t_ns as f64 - crash.t_ns as f64) / 1e6
 }
 
+/// What the member killed by `--kill-sequencer` is to its engine: the one that formed the
+/// current view.
+fn coordinator_role(engine: &str) -> &'static str {
+    match engine {
+        "sequencer" => "sequencer",
+        "ring" => "token site",
+        _ => "coordinator",
+    }
+}
+
 /// Run `rmcast demo --kill-sequencer`.
 pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<ExitCode> {
     if members < 3 {
@@ -292,9 +307,25 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
             "--kill-sequencer needs at least 3 members: the survivors must be a majority of the group"
         );
     }
-    if resilience == 0 {
+    // What the engine promises at this level across one failure: the logs are checked for it.
+    let promised = rmcast_proto::registry::EngineChoice::named(&args.engine)
+        .expect("engine checked before")
+        .resilience(resilience)
+        .recovery(args.recovery.policy())
+        .guarantees()
+        .at_qos(args.qos);
+    let role = coordinator_role(&args.engine);
+    if !promised.crash_recovery {
         anyhow::bail!(
-            "--kill-sequencer needs --resilience 1 or more: with 0 a completed message may be held by the killed sequencer alone"
+            "--kill-sequencer needs an engine with crash recovery; {} has none",
+            args.engine
+        );
+    }
+    if promised.resilience == 0 && !promised.majority_safe {
+        anyhow::bail!(
+            "--kill-sequencer needs a completed message to survive one crash: --resilience 1 or more (sequencer), or --qos k-resilient=1 or stronger (ring); with {} at {} a completed message may be held by the killed {role} alone",
+            args.engine,
+            args.qos
         );
     }
     let policy = args.recovery.policy();
@@ -324,6 +355,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let member = member_args(args, members, resilience, worker_timeout, &dir);
     let mut director = Director {
         members: members as usize,
+        role,
         dir: &dir,
         kill_after: Duration::from_millis(args.kill_after_ms),
         run_after: Duration::from_millis(args.run_after_ms),
@@ -356,7 +388,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let wall = start.elapsed();
     let mut failures = std::mem::take(&mut director.problems);
     let Some(crash) = director.crash.take() else {
-        failures.push("the sequencer was never killed".into());
+        failures.push(format!("the {role} was never killed"));
         return finish(&failures, None, &dir, temp_dir);
     };
 
@@ -378,7 +410,6 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     }
 
     // The independent check, from the logs alone.
-    let promised = rmcast_proto::EngineChoice::sequencer(0).guarantees();
     let (logs, report) = check_logs(&dir, &outcomes, &promised, &mut failures);
     if logs.len() != outcomes.len() {
         return finish(&failures, None, &dir, temp_dir);
@@ -503,8 +534,10 @@ fn print_crash_table(
         );
     }
     println!(
-        "crash:  member {} (the sequencer, pid {}) killed with SIGKILL {streaming_s:.2} s into the stream",
-        crash.member, crash.pid
+        "crash:  member {} (the {}, pid {}) killed with SIGKILL {streaming_s:.2} s into the stream",
+        crash.member,
+        coordinator_role(&args.engine),
+        crash.pid
     );
     println!();
     println!(
@@ -521,7 +554,13 @@ fn print_crash_table(
         if id == crash.member {
             println!(
                 "{:>6}  {:<18} {:>9} {:>9} {:>11} {:>11}  log cut by the kill ({} completed sends logged)",
-                id, "killed sequencer", r.deliveries_before, "-", "-", "-", r.completions
+                id,
+                format!("killed {}", coordinator_role(&args.engine)),
+                r.deliveries_before,
+                "-",
+                "-",
+                "-",
+                r.completions
             );
             continue;
         }
@@ -538,8 +577,9 @@ fn print_crash_table(
             });
         let new_group = r.new_view.as_ref().map_or("-".to_string(), |(ms, seq)| {
             format!(
-                "incarnation {}, members {ms:?}, sequencer {seq}{status}",
-                r.incarnation
+                "incarnation {}, members {ms:?}, {} {seq}{status}",
+                r.incarnation,
+                coordinator_role(&args.engine)
             )
         });
         println!(
