@@ -8,6 +8,9 @@ mod keys;
 mod member;
 mod pbcast;
 mod plot;
+mod receive;
+mod rmtp;
+mod send;
 mod signals;
 mod sim;
 mod stats;
@@ -43,6 +46,10 @@ enum Command {
     Config(ConfigArgs),
     /// Write a new random group key (32 bytes, mode 0600) for --key-file.
     Keygen(keys::KeygenArgs),
+    /// Multicast a file (RMTP, the `tree` engine) to every `rmcast receive` of the group.
+    Send(send::SendArgs),
+    /// Receive a file sent by `rmcast send`, verify its sha256 and exit.
+    Receive(receive::ReceiveArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -133,6 +140,8 @@ fn main() -> std::process::ExitCode {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Keygen(a) => keys::keygen(a),
+        Command::Send(a) => send::run(a),
+        Command::Receive(a) => receive::run(a),
         Command::Worker(a) => worker::run(a),
     };
     match result {

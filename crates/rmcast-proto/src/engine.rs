@@ -542,6 +542,20 @@ pub trait Engine {
     /// Process one received datagram. Malformed or foreign datagrams are counted and dropped.
     fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]);
 
+    /// [`Engine::handle_datagram`] with the IP time-to-live the datagram arrived with, where
+    /// the driver knows it (`IP_RECVTTL`, the simulator's hop counts): RMTP chooses the nearest
+    /// designated receiver by it. Other engines need not override it.
+    fn handle_datagram_with_ttl(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        datagram: &[u8],
+        ttl: Option<u8>,
+    ) {
+        let _ = ttl;
+        self.handle_datagram(now, from, datagram)
+    }
+
     /// Let timers that are due fire. Call when [`Engine::poll_timeout`] has passed.
     fn handle_timeout(&mut self, now: Time);
 

@@ -16,6 +16,7 @@ pub mod secure;
 pub mod sequencer;
 #[cfg(feature = "testing")]
 pub mod toy;
+pub mod tree;
 pub mod wire;
 
 pub use engine::{

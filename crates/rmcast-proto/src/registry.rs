@@ -18,6 +18,7 @@ pub fn engines() -> &'static [&'static dyn EngineFactory] {
         &sequencer::SequencerFactory::DEFAULT,
         &crate::ring::RingFactory,
         &crate::gossip::GossipFactory::DEFAULT,
+        &crate::tree::DefaultTreeFactory,
         #[cfg(feature = "testing")]
         &crate::toy::ToyFactory,
     ]

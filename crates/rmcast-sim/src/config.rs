@@ -132,6 +132,9 @@ pub struct NetConfig {
     /// Datagrams at most in flight towards one host (the network's buffering); more are dropped
     /// and counted. Keeps the model's memory bounded.
     pub rx_inflight_datagrams: usize,
+    /// Areas behind routers with their own hop counts, latencies and losses
+    /// ([`crate::topology`]); `None`: the flat network, and engines get no TTL.
+    pub topology: Option<crate::topology::Topology>,
 }
 
 impl Default for NetConfig {
@@ -144,6 +147,7 @@ impl Default for NetConfig {
             shared_medium: false,
             frame_overhead_bytes: 0,
             rx_inflight_datagrams: 16_384,
+            topology: None,
         }
     }
 }
@@ -493,6 +497,9 @@ impl SimConfig {
         }
         if self.net.shared_medium && self.net.bandwidth_bps.is_none() {
             return Err("a shared medium needs a bandwidth".into());
+        }
+        if let Some(t) = &self.net.topology {
+            t.validate(n)?;
         }
         if self.net.rx_inflight_datagrams == 0 {
             return Err("rx_inflight_datagrams must be positive".into());

@@ -23,6 +23,9 @@
 //!   which checks a multi-process run with the same rules.
 //! - [`experiment`]: the throughput experiment of the RMP paper (Figures 5.1 and 5.2) on a
 //!   shared 10 Mb/s medium.
+//! - [`topology`]: areas behind routers with hop counts, latencies and losses of their own
+//!   (RMTP's Fig. 9), an opt-in addition; engines then get the TTL datagrams arrive with.
+//! - [`rmtp`]: the measurements of the RMTP paper (Tables IV to VI) on such a topology.
 //! - [`stability`]: the throughput-stability experiment of Özkasap and Birman: one sender,
 //!   perturbed members, throughput at the others in 500 ms windows.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
@@ -52,8 +55,10 @@ pub mod experiment;
 pub mod figures;
 pub mod log;
 pub mod record;
+pub mod rmtp;
 pub mod scenario;
 pub mod stability;
+pub mod topology;
 mod world;
 
 pub use checkers::{Verdict, Violation, CHECKERS};
@@ -65,6 +70,7 @@ pub use figures::Figures;
 pub use record::Record;
 pub use rmcast_proto::{EngineChoice, Role};
 pub use scenario::Scenario;
+pub use topology::{Area, Topology};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

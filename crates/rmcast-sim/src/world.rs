@@ -50,6 +50,8 @@ enum Item {
         to: usize,
         from: NodeId,
         data: Bytes,
+        /// The TTL it arrives with (with a topology only).
+        ttl: Option<u8>,
     },
     /// A host's armed timer; stale when `gen` is not the host's current generation.
     Timer { host: usize, gen: u64 },
@@ -140,7 +142,7 @@ struct Host {
     /// Copies in flight towards this host.
     rx_inflight: usize,
     /// Receive buffer while paused (bounded by `Faults::pause_buffer_datagrams`).
-    pause_buf: VecDeque<(NodeId, Bytes)>,
+    pause_buf: VecDeque<(NodeId, Bytes, Option<u8>)>,
     /// Bandwidth model: when the uplink is next free, and departure times of queued datagrams
     /// (bounded by `NetConfig::uplink_queue_datagrams`).
     uplink_free_at: Time,
@@ -226,6 +228,8 @@ pub(crate) struct World<'a> {
     /// Records of hosts that were expelled and joined again ([`SimConfig::heal`]): each
     /// incarnation of a host keeps its own record.
     past: Vec<HostRecord>,
+    /// Per host, its areas from its own outwards (with a topology).
+    area_chains: Vec<Vec<usize>>,
 }
 
 impl<'a> World<'a> {
@@ -312,6 +316,13 @@ impl<'a> World<'a> {
             stop: false,
             quiesced: false,
             past: Vec::new(),
+            area_chains: (0..n)
+                .map(|i| {
+                    (cfg.net.topology.as_ref())
+                        .map(|t| t.chain(NodeId(i as u32)))
+                        .unwrap_or_default()
+                })
+                .collect(),
         }
     }
 
@@ -477,17 +488,22 @@ impl<'a> World<'a> {
                     self.pump_sender(host);
                 }
             }
-            Item::Arrive { to, from, data } => {
+            Item::Arrive {
+                to,
+                from,
+                data,
+                ttl,
+            } => {
                 self.hosts[to].rx_inflight -= 1;
                 let cap = self.cfg.faults.pause_buffer_datagrams;
                 let running = matches!(self.hosts[to].state, HostState::Running(_));
                 let paused = matches!(self.hosts[to].state, HostState::Paused { .. });
                 match (running, paused) {
-                    (true, _) => self.input_datagram(to, from, &data),
+                    (true, _) => self.input_datagram(to, from, &data, ttl),
                     (_, true) => {
                         let h = &mut self.hosts[to];
                         if h.pause_buf.len() < cap {
-                            h.pause_buf.push_back((from, data));
+                            h.pause_buf.push_back((from, data, ttl));
                         } else {
                             self.net.drops_pause_overflow += 1;
                         }
@@ -682,9 +698,9 @@ impl<'a> World<'a> {
             }
         };
         // Process what piled up, in arrival order; the buffer is bounded, so is this loop.
-        while let Some((from, data)) = self.hosts[host].pause_buf.pop_front() {
+        while let Some((from, data, ttl)) = self.hosts[host].pause_buf.pop_front() {
             if let HostState::Running(_) = self.hosts[host].state {
-                self.input_datagram(host, from, &data);
+                self.input_datagram(host, from, &data, ttl);
             } else {
                 self.net.drops_unroutable += 1;
             }
@@ -696,11 +712,14 @@ impl<'a> World<'a> {
         self.pump_sender(host);
     }
 
-    fn input_datagram(&mut self, host: usize, from: NodeId, data: &[u8]) {
+    fn input_datagram(&mut self, host: usize, from: NodeId, data: &[u8], ttl: Option<u8>) {
         let now = self.now;
         if let HostState::Running(engine) = &mut self.hosts[host].state {
             self.net.copies_delivered += 1;
-            engine.handle_datagram(now, from, data);
+            match ttl {
+                Some(_) => engine.handle_datagram_with_ttl(now, from, data, ttl),
+                None => engine.handle_datagram(now, from, data),
+            }
             self.flush(host);
             self.pump_sender(host);
         }
@@ -969,6 +988,9 @@ impl<'a> World<'a> {
 
     /// The copies of a datagram that leaves `host` at `depart`: one per receiver.
     fn fan_out(&mut self, host: usize, dest: Destination, depart: Time, data: Bytes) {
+        if self.cfg.net.topology.is_some() {
+            return self.fan_out_areas(host, dest, depart, data);
+        }
         let from = NodeId(host as u32);
         match dest {
             // Hop counts are not modelled: a scoped multicast reaches the whole group.
@@ -990,7 +1012,72 @@ impl<'a> World<'a> {
         }
     }
 
+    /// [`World::fan_out`] through the areas of the topology ([`crate::topology`]): hop counts,
+    /// scope, router latencies and losses on router links shared by every copy behind them.
+    fn fan_out_areas(&mut self, host: usize, dest: Destination, depart: Time, data: Bytes) {
+        let cfg = self.cfg;
+        let Some(topo) = cfg.net.topology.as_ref() else {
+            return;
+        };
+        let from = NodeId(host as u32);
+        let (targets, ttl0): (Vec<usize>, u8) = match dest {
+            Destination::Group => ((0..self.hosts.len()).collect(), topo.initial_ttl),
+            Destination::Scoped { ttl } => ((0..self.hosts.len()).collect(), ttl),
+            Destination::Peer(id) => {
+                let to = id.0 as usize;
+                if to >= self.hosts.len() || !self.hosts[to].in_group() {
+                    self.net.drops_unroutable += 1;
+                    return;
+                }
+                (vec![to], topo.initial_ttl)
+            }
+        };
+        let chain_from = self.area_chains[host].clone();
+        // One draw per router link and datagram, made when a copy first needs it.
+        let mut link_lost: Vec<Option<bool>> = vec![None; topo.areas.len()];
+        for to in targets {
+            if to == host || !self.hosts[to].in_group() {
+                continue;
+            }
+            let crossed = crate::topology::Topology::crossed(&chain_from, &self.area_chains[to]);
+            let hops: u32 = crossed.iter().map(|&a| topo.areas[a].hops as u32).sum();
+            if hops >= ttl0 as u32 {
+                continue;
+            }
+            let mut lost = false;
+            let mut extra = Duration::ZERO;
+            for &a in &crossed {
+                let area = &topo.areas[a];
+                extra += area.latency;
+                let l = *link_lost[a]
+                    .get_or_insert_with(|| area.loss > 0.0 && self.rng.gen::<f64>() < area.loss);
+                lost |= l;
+            }
+            if let Some(&own) = self.area_chains[to].first() {
+                let lan = topo.areas[own].lan_loss;
+                lost |= lan > 0.0 && self.rng.gen::<f64>() < lan;
+            }
+            if lost {
+                self.net.drops_loss += 1;
+                continue;
+            }
+            let ttl = Some(ttl0 - hops as u8);
+            self.send_copy_ttl(from, to, depart + extra, data.clone(), ttl);
+        }
+    }
+
     fn send_copy(&mut self, from: NodeId, to: usize, depart: Time, data: Bytes) {
+        self.send_copy_ttl(from, to, depart, data, None)
+    }
+
+    fn send_copy_ttl(
+        &mut self,
+        from: NodeId,
+        to: usize,
+        depart: Time,
+        data: Bytes,
+        ttl: Option<u8>,
+    ) {
         let dest = NodeId(to as u32);
         if self
             .cfg
@@ -1033,6 +1120,7 @@ impl<'a> World<'a> {
                     to,
                     from,
                     data: data.clone(),
+                    ttl,
                 },
             );
         }

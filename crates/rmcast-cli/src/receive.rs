@@ -1,0 +1,258 @@
+//! `rmcast receive --group G --out DIR`: receive one file sent by `rmcast send` (the `tree`
+//! engine), write it to DIR as it arrives, verify its sha256, and exit 0 once it is complete
+//! (with `--keep-listening`, wait for the next file instead). A receiver started late gets the
+//! whole file from its ACK processor's cache. With `--dr` this receiver is a designated
+//! receiver: it repairs the receivers near it (they choose it by the TTL of its
+//! advertisements) from its copy of the file, and stays `--dally-ms` after it is done.
+
+use crate::member::NetArgs;
+use crate::send::{bar, hex, node, packet_size, FileHeader, FileStore, TransferArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rmcast::{GroupConfig, GroupEvent, OpenMode, Qos};
+use rmcast_proto::tree::{DataStore, TreeFactory};
+use rmcast_proto::{EngineChoice, NodeId, Role};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Arguments of `rmcast receive`.
+#[derive(Args, Debug)]
+pub struct ReceiveArgs {
+    /// Group name (hashed to the multicast address and port).
+    #[arg(long)]
+    pub group: String,
+    /// Directory the file is written to.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Be a designated receiver: repair the receivers of this area.
+    #[arg(long)]
+    pub dr: bool,
+    /// After a file, wait for the next one instead of exiting.
+    #[arg(long)]
+    pub keep_listening: bool,
+    /// Seconds to wait for a sender to start.
+    #[arg(long, default_value_t = 3600)]
+    pub wait: u64,
+    /// Give up when no data arrived for this many seconds during a transfer.
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub transfer: TransferArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+pub fn run(args: ReceiveArgs) -> Result<ExitCode> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    loop {
+        let code = receive_one(&args)?;
+        if !args.keep_listening || code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+    }
+}
+
+fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
+    let node = node(&args.net)?;
+    let me = node.id();
+    let file: Arc<Mutex<Option<(File, u64)>>> = Arc::new(Mutex::new(None));
+    let store_file = file.clone();
+    let store = move |_: NodeId, _: Role| {
+        Box::new(FileStore {
+            header: None,
+            file: store_file.clone(),
+        }) as Box<dyn DataStore>
+    };
+    let drs = if args.dr { vec![me] } else { Vec::new() };
+    let packet = packet_size(args.net.interface, None);
+    let factory = TreeFactory::new(args.transfer.config(packet, drs))
+        .with_store(Arc::new(store))
+        .receiver();
+    // RMTP receivers join silently: the group opens at once (create mode, with an engine that
+    // is a receiver whatever the mode), and the wait for a sender is this loop's.
+    let mut cfg = GroupConfig::new(args.group.clone())
+        .mode(OpenMode::Create)
+        .engine(EngineChoice::custom(Arc::new(factory)));
+    cfg.qos = Qos::SourceOrdered;
+    eprintln!(
+        "waiting for a sender on group {}{}",
+        args.group,
+        if args.dr {
+            " (designated receiver)"
+        } else {
+            ""
+        }
+    );
+    let mut group = node.open_group(cfg).context("opening the group")?;
+    let mut header: Option<FileHeader> = None;
+    let mut part = PathBuf::new();
+    let mut sha = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut written = 0u64;
+    let mut pb = None;
+    let mut t0 = Instant::now();
+    let mut last = Instant::now();
+    let idle = Duration::from_secs(args.idle_timeout);
+    loop {
+        let ev = match group.recv_timeout(Duration::from_millis(200)) {
+            Ok(ev) => ev,
+            Err(rmcast::Error::Timeout) => {
+                if header.is_none() && last.elapsed() > Duration::from_secs(args.wait) {
+                    eprintln!(
+                        "error: no sender on group {} within {} s",
+                        args.group, args.wait
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                if header.is_some() && last.elapsed() > idle {
+                    eprintln!(
+                        "error: no data from the sender for {} s; giving up ({} of {} bytes)",
+                        args.idle_timeout,
+                        written,
+                        header.as_ref().map_or(0, |h| h.size)
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                continue;
+            }
+            Err(e) => return Err(e).context("receiving"),
+        };
+        match ev {
+            GroupEvent::Deliver(d) if d.seq == 0 => {
+                last = Instant::now();
+                let h = FileHeader::decode(&d.payload)
+                    .context("the first packet is not an rmcast file header")?;
+                part = args.out.join(format!(".{}.part", h.name));
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&part)
+                    .with_context(|| format!("creating {}", part.display()))?;
+                *file.lock().unwrap_or_else(|e| e.into_inner()) = Some((f, h.packet as u64));
+                eprintln!(
+                    "receiving {} ({} bytes, sha256 {})",
+                    h.name,
+                    h.size,
+                    hex(&h.sha256)
+                );
+                pb = Some(bar(h.size, args.quiet, "received"));
+                t0 = Instant::now();
+                header = Some(h);
+            }
+            GroupEvent::Deliver(d) => {
+                last = Instant::now();
+                let Some(h) = &header else {
+                    bail!("data before the file header");
+                };
+                let off = (d.seq - 1) * h.packet as u64;
+                if off + d.payload.len() as u64 > h.size {
+                    bail!("packet {} goes past the end of the file", d.seq);
+                }
+                {
+                    let f = file.lock().unwrap_or_else(|e| e.into_inner());
+                    let (f, _) = f.as_ref().context("the output file")?;
+                    f.write_all_at(&d.payload, off)
+                        .with_context(|| format!("writing {}", part.display()))?;
+                }
+                sha.update(&d.payload);
+                written += d.payload.len() as u64;
+                if let Some(pb) = &pb {
+                    pb.set_position(written);
+                }
+                if d.seq == h.packets() {
+                    break;
+                }
+            }
+            GroupEvent::Loss(l) => {
+                bail!(
+                    "packets {}..{} are lost: the sender no longer holds them",
+                    l.first_seq,
+                    l.first_seq + l.count
+                );
+            }
+            GroupEvent::Left => {
+                eprintln!("error: the sender aborted the transfer (RESET)");
+                let _ = std::fs::remove_file(&part);
+                return Ok(ExitCode::FAILURE);
+            }
+            _ => {}
+        }
+        if header.as_ref().is_some_and(|h| h.size == 0) {
+            break;
+        }
+    }
+    let took = t0.elapsed();
+    let h = header.context("no file header")?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let digest = sha.finish();
+    if digest.as_ref() != h.sha256 || written != h.size {
+        let _ = std::fs::remove_file(&part);
+        bail!(
+            "{}: sha256 {} does not match the sender's {} ({written} of {} bytes)",
+            h.name,
+            hex(digest.as_ref()),
+            hex(&h.sha256),
+            h.size
+        );
+    }
+    {
+        let f = file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, _)) = f.as_ref() {
+            f.sync_all().context("syncing the file")?;
+        }
+    }
+    let dest = args.out.join(&h.name);
+    std::fs::rename(&part, &dest).with_context(|| format!("renaming to {}", dest.display()))?;
+    let sender = group.sender();
+    let c = sender.counters().unwrap_or_default();
+    let ec = sender.engine_counters().unwrap_or_default();
+    let get = |n: &str| ec.iter().find(|(k, _)| *k == n).map_or(0, |(_, v)| *v);
+    let ap = get("ap");
+    println!(
+        "received {} ({} bytes) sha256 ok in {:.2} s: {:.1} MB/s; ACK processor: {}; \
+         duplicates: {}; ACKs sent: {}; immediate requests (ACK_TXNOW): {}{}",
+        dest.display(),
+        h.size,
+        took.as_secs_f64(),
+        h.size as f64 / 1e6 / took.as_secs_f64().max(1e-9),
+        if ap == u64::MAX {
+            "none".to_string()
+        } else {
+            format!("node {ap}")
+        },
+        c.duplicates,
+        c.acks_sent,
+        get("txnow_sent"),
+        if args.dr {
+            format!(
+                "; retransmissions to this area: {} ({} unicast, {} scoped multicast)",
+                c.retransmissions,
+                get("retx_unicast"),
+                get("retx_scoped")
+            )
+        } else {
+            String::new()
+        }
+    );
+    if args.dr {
+        // A DR stays while its region may still need it (the engine's T_dally, from here).
+        let until = Instant::now() + Duration::from_millis(args.transfer.dally_ms);
+        while Instant::now() < until {
+            let _ = group.recv_timeout(Duration::from_millis(100));
+        }
+    }
+    drop(group);
+    node.shutdown();
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,441 @@
+//! `rmcast send FILE --group G`: multicast one file with the `tree` engine (RMTP, after
+//! "Reliable Multicast Transport Protocol (RMTP)" by Paul, Sabnani, Lin and Bhattacharyya) to
+//! every `rmcast receive --group G` that listens, now or later.
+//!
+//! The stream is one header packet (the file's name, size, packet size and sha256) and then
+//! the file in packets. The file is read from disk as the engine needs it: the engine keeps
+//! `Cache_Size` packets in memory and reads older ones back from the file itself (its data
+//! store), so a file larger than memory streams, and a receiver that starts late still gets
+//! all of it. After the last packet the sender stays while receivers still acknowledge (the
+//! engine's T_dally), at most `--linger` seconds: a receiver that is too slow is not waited for
+//! by the others (the send window goes on without it after `--stall-ms`), and one that is gone
+//! is forgotten after `--silence-ms`.
+
+use crate::member::NetArgs;
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rmcast::{GroupConfig, GroupEvent, Node, NodeConfig, OpenMode, Qos};
+use rmcast_proto::tree::{DataStore, TreeConfig, TreeFactory};
+use rmcast_proto::{EngineChoice, NodeId, Role};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// First bytes of the header packet.
+pub(crate) const MAGIC: &[u8; 8] = b"RMCASTF1";
+/// Largest data packet of a file transfer (the engine's Packet_Size), whatever the path
+/// carries: big enough for speed on loopback, small enough for a bounded cache.
+pub(crate) const MAX_PACKET: usize = 8192;
+
+/// Connection parameters shared by `send` and `receive` (RMTP's Session Manager is the command
+/// line): every member of a transfer must use the same.
+#[derive(Args, Debug, Clone)]
+pub struct TransferArgs {
+    /// W_s: packets the sender may have beyond the slowest receiver's acknowledgement, and at
+    /// most per T_send.
+    #[arg(long, default_value_t = 4096)]
+    pub send_window: u32,
+    /// W_r: the receive window in packets.
+    #[arg(long, default_value_t = 8192)]
+    pub recv_window: u32,
+    /// T_send in milliseconds: the sender's rate is at most W_s × packet size / T_send.
+    #[arg(long, default_value_t = 2)]
+    pub t_send_ms: u64,
+    /// T_retx in milliseconds: how often ACK processors serve their retransmission queues.
+    #[arg(long, default_value_t = 2)]
+    pub t_retx_ms: u64,
+    /// Cache_Size: packets kept in memory by the sender and by designated receivers.
+    #[arg(long, default_value_t = 8192)]
+    pub cache: usize,
+    /// CONG_thresh: ACKs with repair requests per T_send before the sender halves its rate;
+    /// none: no congestion control (the paper's infinity).
+    #[arg(long)]
+    pub cong_thresh: Option<u32>,
+    /// A receiver whose acknowledgements stop for this long is forgotten (gone).
+    #[arg(long, default_value_t = 3000)]
+    pub silence_ms: u64,
+    /// A receiver that keeps the window from moving for this long is too slow: the others go
+    /// on without waiting for it (it catches up from the cache).
+    #[arg(long, default_value_t = 5000)]
+    pub stall_ms: u64,
+    /// T_dally in milliseconds: how long the sender (and a DR) stays after the end without
+    /// hearing an acknowledgement.
+    #[arg(long, default_value_t = 2000)]
+    pub dally_ms: u64,
+}
+
+impl TransferArgs {
+    /// The engine's connection parameters for packets of `packet` bytes.
+    pub(crate) fn config(&self, packet: usize, drs: Vec<NodeId>) -> TreeConfig {
+        TreeConfig {
+            send_window_pkts: self.send_window,
+            recv_window_pkts: self.recv_window,
+            t_send_ms: self.t_send_ms,
+            t_retx_ms: self.t_retx_ms,
+            t_rtt_ms: 500,
+            t_sap_ms: 500,
+            t_dally_ms: self.dally_ms,
+            packet_size_bytes: packet,
+            cache_size_pkts: self.cache.max(self.send_window as usize),
+            cong_thresh: self.cong_thresh,
+            cong_response: rmcast_proto::tree::CongestionResponse::Halve,
+            mcast_thresh: 3,
+            designated_receivers: drs,
+            child_silence_ms: self.silence_ms,
+            child_stall_ms: self.stall_ms,
+            deliver_own: false,
+            ..TreeConfig::default()
+        }
+    }
+}
+
+/// Arguments of `rmcast send`.
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// The file to send.
+    pub file: PathBuf,
+    /// Group name (hashed to the multicast address and port).
+    #[arg(long)]
+    pub group: String,
+    /// Largest packet payload in bytes [default: what the interface carries, at most 8192].
+    #[arg(long)]
+    pub packet_size: Option<usize>,
+    /// After the end, stay at most this many seconds for receivers that still acknowledge.
+    #[arg(long, default_value_t = 60)]
+    pub linger: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub transfer: TransferArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+/// What the header packet says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FileHeader {
+    pub name: String,
+    pub size: u64,
+    pub packet: u32,
+    pub sha256: [u8; 32],
+}
+
+impl FileHeader {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&self.size.to_be_bytes());
+        v.extend_from_slice(&self.packet.to_be_bytes());
+        v.extend_from_slice(&self.sha256);
+        let name = self.name.as_bytes();
+        v.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        v.extend_from_slice(name);
+        v
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<FileHeader> {
+        let rest = b.strip_prefix(MAGIC)?;
+        let size = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+        let packet = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
+        let sha256: [u8; 32] = rest.get(12..44)?.try_into().ok()?;
+        let n = u16::from_be_bytes(rest.get(44..46)?.try_into().ok()?) as usize;
+        let name = std::str::from_utf8(rest.get(46..46 + n)?).ok()?.to_string();
+        // Only a plain file name: nothing that climbs out of the output directory.
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." || packet == 0 {
+            return None;
+        }
+        Some(FileHeader {
+            name,
+            size,
+            packet,
+            sha256,
+        })
+    }
+
+    /// Data packets after the header.
+    pub(crate) fn packets(&self) -> u64 {
+        self.size.div_ceil(self.packet as u64)
+    }
+}
+
+/// The data store of the sender and of a designated receiver: the file itself, read (and, at
+/// a receiver, written) at the packet's offset; the header packet in memory.
+pub(crate) struct FileStore {
+    pub header: Option<Bytes>,
+    pub file: Arc<Mutex<Option<(File, u64)>>>,
+}
+
+impl DataStore for FileStore {
+    fn put(&mut self, seq: u64, data: &[u8]) {
+        if seq == 0 {
+            self.header = Some(Bytes::copy_from_slice(data));
+            return;
+        }
+        // Written already by the receiving application; written again here (same bytes, same
+        // place) in case the engine moves it out of memory first.
+        let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, packet)) = f.as_ref() {
+            let _ = f.write_all_at(data, (seq - 1) * packet);
+        }
+    }
+
+    fn get(&mut self, seq: u64) -> Option<Bytes> {
+        if seq == 0 {
+            return self.header.clone();
+        }
+        let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let (f, packet) = f.as_ref()?;
+        let mut buf = vec![0u8; *packet as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match f.read_at(&mut buf[got..], (seq - 1) * packet + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(_) => return None,
+            }
+        }
+        buf.truncate(got);
+        Some(Bytes::from(buf))
+    }
+}
+
+/// sha256 of a file, streamed.
+pub(crate) fn sha256_file(path: &Path) -> Result<[u8; 32]> {
+    let mut f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        ctx.update(&buf[..n]);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    Ok(out)
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A bytes progress bar with rate and ETA on stderr (hidden off a terminal or when quiet).
+pub(crate) fn bar(len: u64, quiet: bool, prefix: &str) -> ProgressBar {
+    let target = if quiet {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let pb = ProgressBar::with_draw_target(Some(len), target);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>9} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    pb.set_prefix(prefix.to_string());
+    pb
+}
+
+/// The packet size for `interface` and the user's choice.
+pub(crate) fn packet_size(interface: std::net::Ipv4Addr, asked: Option<usize>) -> usize {
+    let path = rmcast::path_datagram_bytes(interface, 1472);
+    let room = path.saturating_sub(rmcast_proto::wire::HEADER_LEN + 12);
+    asked.unwrap_or(MAX_PACKET).min(room).max(64)
+}
+
+pub(crate) fn node(net: &NetArgs) -> Result<Node> {
+    Node::new(NodeConfig {
+        interface: net.interface,
+        multicast_ttl: net.ttl,
+        socket_buffer_bytes: 16 << 20,
+        ..NodeConfig::default()
+    })
+    .context("starting the node")
+}
+
+pub fn run(args: SendArgs) -> Result<ExitCode> {
+    let path = &args.file;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("the file needs a UTF-8 name")?
+        .to_string();
+    let packet = packet_size(args.net.interface, args.packet_size);
+    // The header leaves room for its name in one packet.
+    if name.len() + 64 > packet {
+        bail!("the file name is too long for packets of {packet} bytes");
+    }
+    let sha256 = sha256_file(path)?;
+    let header = FileHeader {
+        name: name.clone(),
+        size: meta.len(),
+        packet: packet as u32,
+        sha256,
+    };
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let shared = Arc::new(Mutex::new(Some((file, packet as u64))));
+    let store_file = shared.clone();
+    let head = Bytes::from(header.encode());
+    let store_head = head.clone();
+    let store = move |_: NodeId, _: Role| {
+        Box::new(FileStore {
+            header: Some(store_head.clone()),
+            file: store_file.clone(),
+        }) as Box<dyn DataStore>
+    };
+    let factory =
+        TreeFactory::new(args.transfer.config(packet, Vec::new())).with_store(Arc::new(store));
+    let node = node(&args.net)?;
+    let mut cfg = GroupConfig::new(args.group.clone())
+        .mode(OpenMode::Create)
+        .engine(EngineChoice::custom(Arc::new(factory)));
+    cfg.qos = Qos::SourceOrdered;
+    cfg.leave_timeout = Duration::from_secs(args.linger);
+    let mut group = node.open_group(cfg).context("opening the group")?;
+    eprintln!(
+        "sending {} ({} bytes, {} packets of {packet} bytes, sha256 {}) to group {} on {}",
+        path.display(),
+        header.size,
+        header.packets(),
+        hex(&sha256),
+        args.group,
+        group
+            .multicast_addr()
+            .map_or("unicast peers".to_string(), |a| a.to_string())
+    );
+    let sender = group.sender();
+    let total = header.packets();
+    // A thread reads the file and queues its packets; this one drains the events.
+    let mut reader = Some(std::thread::spawn({
+        let sender = sender.clone();
+        let path = path.clone();
+        move || -> Result<()> {
+            sender.send_nowait(head)?;
+            let mut f = File::open(&path)?;
+            let mut buf = vec![0u8; packet];
+            for _ in 0..total {
+                let mut got = 0;
+                while got < packet {
+                    let n = f.read(&mut buf[got..])?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                sender.send_nowait(Bytes::copy_from_slice(&buf[..got]))?;
+            }
+            Ok(())
+        }
+    }));
+    let pb = bar(header.size, args.quiet, "sent");
+    let t0 = Instant::now();
+    // Progress is the send window's lower bound, swin_lb: the packets that every receiver
+    // heard from lately acknowledged.
+    let counter = |name: &str| {
+        let c = sender.engine_counters().unwrap_or_default();
+        c.iter().find(|(k, _)| *k == name).map_or(0, |(_, v)| *v)
+    };
+    loop {
+        let acked = counter("swin_lb");
+        pb.set_position((acked.saturating_sub(1) * packet as u64).min(header.size));
+        if acked > total {
+            break;
+        }
+        match group.recv_timeout(Duration::from_millis(100)) {
+            Ok(GroupEvent::Left) => bail!("the group closed before the transfer ended"),
+            Ok(_) | Err(rmcast::Error::Timeout) => {}
+            Err(e) => return Err(e).context("receiving events"),
+        }
+        if reader.as_ref().is_some_and(|r| r.is_finished()) {
+            // The reader's errors surface here (an unreadable file, a closed group).
+            if let Some(Ok(Err(e))) = reader.take().map(|r| r.join()) {
+                bail!("reading the file: {e}");
+            }
+        }
+    }
+    let acked = t0.elapsed();
+    pb.finish_and_clear();
+    if let Some(r) = reader {
+        let _ = r.join();
+    }
+    eprintln!(
+        "all {} packets acknowledged in {:.2} s ({:.1} MB/s); staying while receivers finish \
+         (at most {} s)",
+        total + 1,
+        acked.as_secs_f64(),
+        header.size as f64 / 1e6 / acked.as_secs_f64().max(1e-9),
+        args.linger
+    );
+    // Read before leaving: the group is gone after.
+    let c = sender.counters().unwrap_or_default();
+    let counters = sender.engine_counters().unwrap_or_default();
+    let get = |n: &str| {
+        counters
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map_or(0, |(_, v)| *v)
+    };
+    let left = sender.leave();
+    println!(
+        "sent {} ({} bytes) in {:.2} s: {:.1} MB/s; receivers reporting to the sender: {}; \
+         retransmissions by the sender: {} ({} unicast, {} multicast); slow receivers passed: \
+         {}; gone: {}",
+        name,
+        header.size,
+        acked.as_secs_f64(),
+        header.size as f64 / 1e6 / acked.as_secs_f64().max(1e-9),
+        get("children"),
+        c.retransmissions,
+        get("retx_unicast"),
+        get("retx_multicast"),
+        get("children_stalled"),
+        get("children_silent"),
+    );
+    if let Err(e) = left {
+        eprintln!(
+            "note: receivers still acknowledged after {} s; stopped waiting for them ({e})",
+            args.linger
+        );
+    }
+    drop(group);
+    node.shutdown();
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_reads_back_and_refuses_paths() {
+        let h = FileHeader {
+            name: "a.bin".into(),
+            size: 12345,
+            packet: 1400,
+            sha256: [7; 32],
+        };
+        assert_eq!(FileHeader::decode(&h.encode()), Some(h.clone()));
+        assert_eq!(h.packets(), 9);
+        for bad in ["../x", "a/b", "..", ""] {
+            let b = FileHeader {
+                name: bad.into(),
+                ..h.clone()
+            };
+            assert_eq!(FileHeader::decode(&b.encode()), None, "{bad}");
+        }
+        assert_eq!(FileHeader::decode(b"RMCASTF1\0"), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! `rmcast send` and `rmcast receive` as real processes over loopback multicast (the `tree`
+//! engine, RMTP): every receiver ends with the sender's exact bytes (sha256 checked by the
+//! receiver, and the bytes compared here), including one started while the transfer runs and
+//! one killed mid-transfer and started again. Every wait has a deadline and every child is
+//! killed by its own handle if a test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+
+fn scratch(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let d = std::env::temp_dir().join(format!("rmcast-fc-{tag}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Pseudo-random bytes (xorshift), so that a lost or misplaced packet shows.
+fn content(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A child process killed on drop unless it was waited for.
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn start(args: &[&str]) -> Proc {
+        let child = Command::new(EXE)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rmcast");
+        Proc(Some(child))
+    }
+
+    /// Wait at most `limit` for the process to end.
+    fn wait(mut self, limit: Duration) -> Output {
+        let deadline = Instant::now() + limit;
+        let child = self.0.as_mut().expect("running");
+        while child.try_wait().expect("try_wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.0
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output")
+    }
+
+    fn kill(mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn receiver(group: &str, out: &Path, extra: &[&str]) -> Proc {
+    let out = out.to_str().unwrap();
+    let mut args = vec![
+        "receive", "--group", group, "--out", out, "--quiet", "--wait", "60",
+    ];
+    args.extend_from_slice(extra);
+    Proc::start(&args)
+}
+
+#[test]
+fn every_receiver_gets_the_file_a_late_one_and_a_restarted_one_too() {
+    let dir = scratch("all");
+    let group = format!("filecast-all-{}", std::process::id());
+    let data = content(12_000_000, 7);
+    let file = dir.join("payload.bin");
+    std::fs::write(&file, &data).unwrap();
+    let outs: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("out{i}"))).collect();
+    // Receiver 0 is a designated receiver; receiver 1 is killed and started again.
+    let r0 = receiver(&group, &outs[0], &["--dr"]);
+    let r1 = receiver(&group, &outs[1], &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    // A slow sender (about 3 MB/s), so that the transfer is still running when the late
+    // receiver starts and the killed one comes back.
+    let sender = Proc::start(&[
+        "send",
+        file.to_str().unwrap(),
+        "--group",
+        &group,
+        "--quiet",
+        "--send-window",
+        "8",
+        "--t-send-ms",
+        "20",
+        "--packet-size",
+        "8192",
+    ]);
+    std::thread::sleep(Duration::from_millis(1000));
+    r1.kill();
+    let late = receiver(&group, &outs[2], &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    // Started again in the same directory, over its partial file.
+    let again = receiver(&group, &outs[1], &[]);
+    let s = sender.wait(Duration::from_secs(120));
+    assert!(s.status.success(), "sender: {}", text(&s));
+    for (i, p) in [(0, r0), (2, late), (1, again)] {
+        let o = p.wait(Duration::from_secs(60));
+        assert!(o.status.success(), "receiver {i}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("sha256 ok"),
+            "receiver {i}: {}",
+            text(&o)
+        );
+        let got = std::fs::read(outs[i].join("payload.bin")).expect("the received file");
+        assert!(got == data, "receiver {i}: the bytes differ");
+    }
+    let summary = String::from_utf8_lossy(&s.stdout).to_string();
+    assert!(summary.contains("sent payload.bin"), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sender_without_receivers_ends_after_dallying() {
+    let dir = scratch("alone");
+    let group = format!("filecast-alone-{}", std::process::id());
+    let file = dir.join("small.bin");
+    std::fs::write(&file, content(100_000, 3)).unwrap();
+    let s = Proc::start(&[
+        "send",
+        file.to_str().unwrap(),
+        "--group",
+        &group,
+        "--quiet",
+        "--dally-ms",
+        "300",
+    ])
+    .wait(Duration::from_secs(60));
+    assert!(s.status.success(), "{}", text(&s));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_receiver_without_a_sender_says_so() {
+    let dir = scratch("nobody");
+    let group = format!("filecast-nobody-{}", std::process::id());
+    let out = dir.join("out");
+    let o = Proc::start(&[
+        "receive",
+        "--group",
+        &group,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--wait",
+        "1",
+    ])
+    .wait(Duration::from_secs(30));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no sender on group"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,171 @@
+//! `tree`: RMTP, after "Reliable Multicast Transport Protocol (RMTP)" by Paul, Sabnani, Lin and
+//! Bhattacharyya (IEEE JSAC 1997).
+//!
+//! **Guarantees.** One sender (the group's creator) to any number of receivers it does not
+//! know: every receiver that stays gets every packet of the stream once, in order (FIFO),
+//! including a receiver that joins late, as long as the data is held by its ACK processor (in
+//! memory up to `Cache_Size`, then in the [`DataStore`] the application gives, as the paper's
+//! disk cache). Without a store, what fell out of the bounded cache and is asked for later is
+//! reported with [`crate::Event::Loss`] and the declared delivery is probabilistic; with one it
+//! is all-or-nothing. No total order, no views ordered with the data, no crash recovery.
+//!
+//! **How** (section III): the sender multicasts DATA in a rate-limited window (Fig. 6,
+//! `swin_lb`/`send_next`/`avail_win`, at most W_s packets per T_send, and fewer under the
+//! congestion window with CONG_thresh and slow start), and DATA_EOF at the end, then stays for
+//! T_dally. Receivers send periodic ACKs (left edge L and a W_r-bit vector, Fig. 4) every
+//! T_ack, computed from the RTT measured with RTT_MEASURE/RTT_ACK, to their ACK processor
+//! (AP): the sender or a designated receiver (DR), chosen as the advertiser of SND_ACK_TOME
+//! heard with the largest remaining TTL (section III-B9). A DR is a receiver of its own AP and
+//! an AP of its region, which gives the multilevel hierarchy of section III-B10. APs queue
+//! requests in a retransmission queue (counter C, AddrTab) and serve it every T_retx,
+//! multicasting (a DR: scoped to its area) when more than MCAST_thresh asked, unicasting
+//! otherwise. A late joiner sends ACK_TXNOW and is served at once. RESET aborts.
+//!
+//! Beyond the paper: DATA carries the origin's id so a DR's repair names the original sender;
+//! DATA_EOF is an empty packet sent when the application calls `leave` (the engine cannot know
+//! the last packet earlier); DATA_GONE tells a receiver that its AP no longer holds what it
+//! asks for; an AP stops waiting for a child silent for `child_silence_ms` or stuck for
+//! `child_stall_ms` (the slow receiver then catches up from the cache instead of stalling the
+//! session).
+
+mod cache;
+mod config;
+mod engine;
+pub mod packet;
+#[cfg(test)]
+mod tests;
+
+pub use cache::{DataCache, DataStore, MemStore};
+pub use config::{CongestionResponse, TreeConfig};
+pub use engine::{Entity, Tree};
+
+use crate::engine::{Engine, NodeId};
+use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings, Role};
+use std::sync::Arc;
+
+/// Builds the data store of a member: `(node, role)`; called for the sender and for DRs.
+pub type StoreFn = dyn Fn(NodeId, Role) -> Box<dyn DataStore> + Send + Sync;
+
+/// What RMTP promises; `stored`: the sender and DRs keep the whole stream (a store behind
+/// the cache).
+pub fn guarantees(stored: bool) -> Guarantees {
+    Guarantees {
+        order: Order::Fifo,
+        virtual_synchrony: false,
+        resilience: 0,
+        majority_safe: false,
+        delivery: if stored {
+            DeliveryPromise::AllOrNothing
+        } else {
+            DeliveryPromise::Probabilistic
+        },
+        qos: QosLevels::below_total(false),
+        senders: Senders::Creator,
+        crash_recovery: false,
+        replies: false,
+    }
+}
+
+/// The registry entry of RMTP: its connection parameters and, optionally, the data store of
+/// the sender and the DRs.
+#[derive(Clone)]
+pub struct TreeFactory {
+    config: TreeConfig,
+    store: Option<Arc<StoreFn>>,
+    /// Build receivers whatever the role: a receiver then opens its group as a creator does,
+    /// without a join handshake (RMTP receivers join silently, as IP multicast hosts do).
+    receiver: bool,
+}
+
+/// The factory the registry lists: Table III's parameters, no store (a unit struct, so that
+/// the registry's list stays a constant).
+pub struct DefaultTreeFactory;
+
+static DEFAULT_FACTORY: TreeFactory = TreeFactory {
+    config: TreeConfig::table_iii(),
+    store: None,
+    receiver: false,
+};
+
+impl EngineFactory for DefaultTreeFactory {
+    fn name(&self) -> &str {
+        DEFAULT_FACTORY.name()
+    }
+    fn about(&self) -> &str {
+        DEFAULT_FACTORY.about()
+    }
+    fn guarantees(&self, s: &EngineSettings) -> Guarantees {
+        DEFAULT_FACTORY.guarantees(s)
+    }
+    fn validate(&self, s: &EngineSettings, mdb: usize) -> Result<(), ConfigError> {
+        DEFAULT_FACTORY.validate(s, mdb)
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        DEFAULT_FACTORY.build(p)
+    }
+}
+
+impl TreeFactory {
+    /// A factory with connection parameters `config` and no store.
+    pub fn new(config: TreeConfig) -> TreeFactory {
+        TreeFactory {
+            config,
+            store: None,
+            receiver: false,
+        }
+    }
+
+    /// The same, building a receiver (or a DR) whatever the role it is asked for: for a
+    /// runtime group opened in create mode, which needs no one to admit it.
+    pub fn receiver(mut self) -> TreeFactory {
+        self.receiver = true;
+        self
+    }
+
+    /// The same with `store` building the data store of the sender and of each DR.
+    pub fn with_store(mut self, store: Arc<StoreFn>) -> TreeFactory {
+        self.store = Some(store);
+        self
+    }
+
+    /// The connection parameters.
+    pub fn config(&self) -> &TreeConfig {
+        &self.config
+    }
+}
+
+impl EngineFactory for TreeFactory {
+    fn name(&self) -> &str {
+        "tree"
+    }
+    fn about(&self) -> &str {
+        "RMTP (Paul et al.): one sender, designated receivers repair their regions, FIFO"
+    }
+    fn guarantees(&self, _: &EngineSettings) -> Guarantees {
+        guarantees(self.store.is_some())
+    }
+    fn validate(&self, settings: &EngineSettings, mdb: usize) -> Result<(), ConfigError> {
+        settings.recovery.validate()?;
+        self.config.validate(mdb)
+    }
+    fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
+        let mut p = *p;
+        if self.receiver {
+            p.role = Role::Join;
+        }
+        let p = &p;
+        let keeps = p.role == Role::Create || self.config.designated_receivers.contains(&p.me);
+        let store = self
+            .store
+            .as_ref()
+            .filter(|_| keeps)
+            .map(|f| f(p.me, p.role));
+        Box::new(Tree::new(
+            p,
+            self.config.clone(),
+            store,
+            self.store.is_some(),
+        ))
+    }
+}
