@@ -14,6 +14,7 @@ mod send;
 mod signals;
 mod sim;
 mod stats;
+mod txn;
 mod worker;
 mod workers;
 
@@ -50,6 +51,10 @@ enum Command {
     Send(send::SendArgs),
     /// Receive a file sent by `rmcast send`, verify its sha256 and exit.
     Receive(receive::ReceiveArgs),
+    /// Ask a group a question by multicast transaction and print each reply (the `txn` engine).
+    Txn(txn::AskArgs),
+    /// Answer the group's transactions with a command's output (`rmcast txn` asks).
+    TxnServe(txn::ServeArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -143,6 +148,8 @@ fn main() -> std::process::ExitCode {
         Command::Send(a) => send::run(a),
         Command::Receive(a) => receive::run(a),
         Command::Worker(a) => worker::run(a),
+        Command::Txn(a) => txn::run(a),
+        Command::TxnServe(a) => txn::serve(a),
     };
     match result {
         Ok(code) => code,

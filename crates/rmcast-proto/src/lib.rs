@@ -17,6 +17,7 @@ pub mod sequencer;
 #[cfg(feature = "testing")]
 pub mod toy;
 pub mod tree;
+pub mod txn;
 pub mod wire;
 
 pub use engine::{

@@ -19,6 +19,7 @@ pub fn engines() -> &'static [&'static dyn EngineFactory] {
         &crate::ring::RingFactory,
         &crate::gossip::GossipFactory::DEFAULT,
         &crate::tree::DefaultTreeFactory,
+        &crate::txn::TxnFactory::DEFAULT,
         #[cfg(feature = "testing")]
         &crate::toy::ToyFactory,
     ]

@@ -59,6 +59,7 @@ pub mod rmtp;
 pub mod scenario;
 pub mod stability;
 pub mod topology;
+pub mod txn_check;
 mod world;
 
 pub use checkers::{Verdict, Violation, CHECKERS};

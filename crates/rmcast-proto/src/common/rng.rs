@@ -21,6 +21,14 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `0..=n`.
+    pub fn up_to(&mut self, n: u64) -> u64 {
+        match n.checked_add(1) {
+            Some(m) => self.below(m),
+            None => self.next_u64(),
+        }
+    }
+
     /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift.
     pub fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64

@@ -1,0 +1,402 @@
+//! `rmcast txn --group G "question"` and `rmcast txn-serve --group G --exec CMD`: multicast
+//! transactions (the `txn` engine, after the Multidriver of Dempsey, Fenton and Weaver) from
+//! the command line. `txn` asks every server of the group at once and prints each reply as it
+//! comes, named by its server; `txn-serve` answers every request with the output of a command
+//! fed the request on stdin (or with a fixed text). Try it in two terminals:
+//!
+//! ```text
+//! rmcast txn-serve --group demo --exec 'hostname; date'
+//! rmcast txn --group demo "who is there?"
+//! ```
+//!
+//! `txn --repeat N` runs N transactions one after the other and prints their latencies
+//! (transaction round trip: send to the last reply waited for).
+
+use crate::member::{parse_group_name, NetArgs};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use rmcast::txn::{TxnEvent, TxnGroup, TxnOptions};
+use rmcast::{Node, NodeConfig};
+use rmcast_proto::{IdList, NodeId};
+use std::io::{IsTerminal, Read, Write};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// X_MRopen's arguments and the implosion control, shared by `txn` and `txn-serve` (the
+/// timing ones must be the same at every member).
+#[derive(Args, Debug, Clone)]
+pub struct TxnArgs {
+    /// Group name.
+    #[arg(long, value_parser = parse_group_name)]
+    pub group: String,
+    /// This member's node id (unique in the group); random when omitted.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub id: Option<u32>,
+    /// How long the open waits for servers to answer, in milliseconds.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub timeout_ms: u64,
+    /// BACKOFF_TIME per server, in microseconds: a server answers the open after a random wait
+    /// in [0, servers × this].
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub backoff_us: u64,
+    /// The use-backoff flag: every packet of a response channel (replies too) backs off.
+    #[arg(long)]
+    pub use_backoff: bool,
+    /// How long replies are collected after the commit, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub reply_timeout_ms: u64,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+impl TxnArgs {
+    fn options(&self, receive: bool) -> TxnOptions {
+        TxnOptions {
+            timeout: Duration::from_millis(self.timeout_ms),
+            backoff_unit: Duration::from_micros(self.backoff_us),
+            use_backoff: self.use_backoff,
+            reply_timeout: Duration::from_millis(self.reply_timeout_ms),
+            receive,
+            ..TxnOptions::client()
+        }
+    }
+
+    fn node(&self) -> Result<Node> {
+        Node::new(NodeConfig {
+            id: self.id.map(NodeId),
+            interface: self.net.interface,
+            multicast_ttl: self.net.ttl,
+            ..NodeConfig::default()
+        })
+        .context("starting the node")
+    }
+}
+
+/// Which replies `rmcast txn` waits for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WaitFor {
+    /// Every server of the transaction's set.
+    All,
+    /// The first reply.
+    First,
+    /// More than half the set.
+    Majority,
+    /// None: the commit only.
+    Commit,
+}
+
+/// Arguments of `rmcast txn`.
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub common: TxnArgs,
+    /// X_MRopen's min: servers that must answer for the transaction to go ahead.
+    #[arg(long, default_value_t = 1)]
+    pub min: usize,
+    /// X_MRopen's max: servers taken at most; the open ends as soon as this many answered.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_535))]
+    pub max: u64,
+    /// Which replies to wait for.
+    #[arg(long, value_enum, default_value_t = WaitFor::All)]
+    pub wait: WaitFor,
+    /// Send this file's bytes instead of QUESTION.
+    #[arg(long, conflicts_with = "question")]
+    pub file: Option<std::path::PathBuf>,
+    /// Run this many transactions one after the other and print their latencies.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub repeat: u64,
+    /// Print only the summary (with --repeat).
+    #[arg(long)]
+    pub quiet: bool,
+    /// At the end, print the datagrams the kernel dropped at this member's socket for want
+    /// of room (its receive queue overflowed: implosion), from /proc/net/udp.
+    #[arg(long)]
+    pub kernel_drops: bool,
+    /// The question (the request's bytes).
+    #[arg(required_unless_present = "file")]
+    pub question: Option<String>,
+}
+
+/// Arguments of `rmcast txn-serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub common: TxnArgs,
+    /// Answer each request with this command's standard output (run by `sh -c`, fed the
+    /// request on standard input).
+    #[arg(long, required_unless_present_any = ["reply", "reply_size"], conflicts_with_all = ["reply", "reply_size"])]
+    pub exec: Option<String>,
+    /// Answer each request with this text (no command run).
+    #[arg(long, conflicts_with = "reply_size")]
+    pub reply: Option<String>,
+    /// Answer each request with this many bytes (for measurements: many servers answering
+    /// large replies at once).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub reply_size: Option<u64>,
+    /// Exit after answering this many requests.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Print nothing per request.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Text from the network, printable: control characters escaped on a terminal.
+fn printable(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let s = s.trim_end_matches('\n');
+    if std::io::stdout().is_terminal() {
+        s.chars()
+            .flat_map(|c| {
+                if c.is_control() && c != '\n' && c != '\t' {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `rmcast txn`.
+pub fn run(a: AskArgs) -> Result<ExitCode> {
+    if a.min as u64 > a.max {
+        bail!("--min {} is more than --max {}", a.min, a.max);
+    }
+    let payload: Vec<u8> = match (&a.file, &a.question) {
+        (Some(f), _) => std::fs::read(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, Some(q)) => q.clone().into_bytes(),
+        (None, None) => bail!("give a QUESTION or --file"),
+    };
+    let opts = TxnOptions {
+        min: a.min,
+        max: a.max as usize,
+        ..a.common.options(false)
+    };
+    let node = a.common.node()?;
+    let mut g = TxnGroup::open(&node, &a.common.group, opts.clone())
+        .with_context(|| format!("opening group {:?}", a.common.group))?;
+    let verbose = !(a.quiet && a.repeat > 1);
+    let mut latencies = Vec::new();
+    let mut failed = 0u64;
+    for _ in 0..a.repeat {
+        match one(&mut g, &payload, a.wait, &opts, verbose)? {
+            Some(l) => latencies.push(l),
+            None => failed += 1,
+        }
+    }
+    if a.repeat > 1 {
+        latencies.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        if let (Some(first), Some(last)) = (latencies.first(), latencies.last()) {
+            let mean = latencies.iter().map(|d| ms(*d)).sum::<f64>() / latencies.len() as f64;
+            println!(
+                "{} transactions, {failed} failed: latency mean {mean:.3} ms, p50 {:.3} ms, \
+                 p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
+                a.repeat,
+                ms(latencies[latencies.len() / 2]),
+                ms(latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]),
+                ms(*first),
+                ms(*last)
+            );
+        } else {
+            println!("{} transactions, all failed", a.repeat);
+        }
+    }
+    if a.kernel_drops {
+        let port = node.local_addr().port();
+        match udp_drops(port) {
+            Some(n) => println!("kernel drops at this member's socket (port {port}): {n}"),
+            None => println!("kernel drops: /proc/net/udp has no socket on port {port}"),
+        }
+    }
+    let _ = g.close();
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One transaction, replies printed as they come; its latency, or `None` if it failed.
+fn one(
+    g: &mut TxnGroup,
+    payload: &[u8],
+    wait: WaitFor,
+    opts: &TxnOptions,
+    verbose: bool,
+) -> Result<Option<Duration>> {
+    let start = Instant::now();
+    let txn = g.send(payload.to_vec())?;
+    let mut set: Option<Vec<NodeId>> = None;
+    let mut committed: Option<Instant> = None;
+    let mut repliers: Vec<NodeId> = Vec::new();
+    let commit_by = start + opts.timeout + Duration::from_secs(10);
+    let mut out = std::io::stdout().lock();
+    loop {
+        let done = match (&set, committed) {
+            (Some(s), Some(_)) => match wait {
+                WaitFor::Commit => true,
+                WaitFor::First => !repliers.is_empty() || s.is_empty(),
+                WaitFor::Majority => repliers.len() * 2 > s.len(),
+                WaitFor::All => s.iter().all(|m| repliers.contains(m)),
+            },
+            _ => false,
+        };
+        let deadline = committed.map_or(commit_by, |t| t + opts.reply_timeout);
+        let now = Instant::now();
+        if done || now >= deadline {
+            let Some(s) = set.filter(|_| committed.is_some()) else {
+                eprintln!("error: transaction {txn} neither committed nor failed in time");
+                return Ok(None);
+            };
+            if verbose {
+                let missing: Vec<NodeId> = s
+                    .iter()
+                    .copied()
+                    .filter(|m| !repliers.contains(m))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "committed at {} server(s) {} in {:.1} ms; {} repl{}{}",
+                    s.len(),
+                    IdList(&s),
+                    (committed.unwrap_or(now) - start).as_secs_f64() * 1e3,
+                    repliers.len(),
+                    if repliers.len() == 1 { "y" } else { "ies" },
+                    if missing.is_empty() || wait == WaitFor::Commit {
+                        String::new()
+                    } else {
+                        format!(", none from {}", IdList(&missing))
+                    }
+                );
+            }
+            return Ok(Some(now - start));
+        }
+        match g.next_event(deadline - now)? {
+            Some(TxnEvent::Opened { txn: t, set: s }) if t == txn => set = Some(s),
+            Some(TxnEvent::Dropped { txn: t, receiver }) if t == txn => {
+                if verbose {
+                    let _ = writeln!(out, "server {receiver} fell silent and was dropped");
+                }
+                if let Some(s) = set.as_mut() {
+                    s.retain(|&m| m != receiver);
+                }
+            }
+            Some(TxnEvent::Committed { txn: t }) if t == txn => committed = Some(Instant::now()),
+            Some(TxnEvent::Failed { txn: t, error }) if t == txn => {
+                eprintln!("error: transaction failed: {error}");
+                return Ok(None);
+            }
+            Some(TxnEvent::Reply {
+                txn: t,
+                from,
+                payload,
+            }) if t == txn => {
+                repliers.push(from);
+                if verbose {
+                    let text = printable(&payload);
+                    if text.contains('\n') {
+                        let _ = writeln!(out, "{from}:");
+                        for l in text.lines() {
+                            let _ = writeln!(out, "  {l}");
+                        }
+                    } else {
+                        let _ = writeln!(out, "{from}: {text}");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `rmcast txn-serve`.
+pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    crate::signals::install("stopping", || {})?;
+    let node = a.common.node()?;
+    let mut g = TxnGroup::open(&node, &a.common.group, a.common.options(true))
+        .with_context(|| format!("opening group {:?}", a.common.group))?;
+    eprintln!(
+        "rmcast txn-serve: node {} answering on group {:?}",
+        g.me(),
+        a.common.group
+    );
+    let mut answered = 0u64;
+    while !crate::signals::received() && a.count.is_none_or(|c| answered < c) {
+        let Some(ev) = g.next_event(Duration::from_millis(200))? else {
+            continue;
+        };
+        let TxnEvent::Request(d) = ev else {
+            continue;
+        };
+        let reply = match (&a.exec, &a.reply, a.reply_size) {
+            (Some(cmd), _, _) => run_command(cmd, &d.payload)?,
+            (None, Some(text), _) => text.clone().into_bytes(),
+            (None, None, Some(n)) => vec![b'r'; n as usize],
+            (None, None, None) => Vec::new(),
+        };
+        if !a.quiet {
+            eprintln!(
+                "request {} from {} ({} bytes): answered with {} bytes",
+                d.msg,
+                d.sender,
+                d.payload.len(),
+                reply.len()
+            );
+        }
+        if let Err(e) = g.reply(d.sender, d.msg, reply) {
+            eprintln!("warning: could not answer {}#{}: {e}", d.sender, d.msg);
+        }
+        answered += 1;
+    }
+    // Let the last reply's response channel finish before leaving.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        let _ = g.next_event(Duration::from_millis(50));
+    }
+    let _ = g.close();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sh -c cmd` fed `input`; its standard output (standard error passes through).
+fn run_command(cmd: &str, input: &[u8]) -> Result<Vec<u8>> {
+    let mut child = Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = input.to_vec();
+    // On a thread: a command that writes before it reads must not deadlock with us.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .take(1 << 20)
+        .read_to_end(&mut out)?;
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(out)
+}
+
+/// The drops column of /proc/net/udp for the sockets bound to local `port`.
+fn udp_drops(port: u16) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let want = format!(":{port:04X}");
+    let mut total = None;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 13 && f[1].ends_with(&want) {
+            *total.get_or_insert(0) += f[12].parse::<u64>().unwrap_or(0);
+        }
+    }
+    total
+}

@@ -1,0 +1,241 @@
+//! Multicast transactions between real processes over loopback multicast: `rmcast txn-serve`
+//! servers answer `rmcast txn` with a command's output, each reply named by its server; a
+//! transaction whose open gets fewer answers than `--min` fails naming who answered; wrong
+//! arguments say what is wrong. Every wait has a deadline, and every process this test starts
+//! is killed by its own handle when the test ends (or fails midway).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+
+/// A `txn-serve` process; killed on drop.
+struct Server {
+    id: u32,
+    child: Child,
+    errs: Receiver<String>,
+}
+
+impl Server {
+    fn start(group: &str, id: u32, exec: &str) -> Server {
+        let mut child = Command::new(EXE)
+            .args(["txn-serve", "--group", group, "--id", &id.to_string()])
+            .args(["--exec", exec])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rmcast txn-serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server {
+            id,
+            child,
+            errs: rx,
+        };
+        s.wait_for("answering on group", Duration::from_secs(20));
+        s
+    }
+
+    fn wait_for(&mut self, what: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.errs.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return,
+                Ok(_) => {}
+                Err(_) => panic!("server {} never said {what:?}", self.id),
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // This test's own child, by its handle.
+        self.kill();
+    }
+}
+
+/// Run `rmcast args...` to completion, killing it if it outlives `timeout`.
+fn rmcast(args: &[&str], timeout: Duration) -> Output {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rmcast");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rmcast {args:?} did not finish within {timeout:?}; stdout {}, stderr {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn group(tag: &str) -> String {
+    format!("txn-test-{tag}-{}", std::process::id())
+}
+
+#[test]
+fn servers_answer_a_transaction_each_by_name() {
+    let g = group("answer");
+    let mut servers: Vec<Server> = (11..=13)
+        .map(|id| Server::start(&g, id, "tr a-z A-Z"))
+        .collect();
+    let t = Duration::from_secs(30);
+    let out = rmcast(
+        &[
+            "txn",
+            "--group",
+            &g,
+            "--id",
+            "20",
+            "--min",
+            "3",
+            "--max",
+            "3",
+            "hello, servers",
+        ],
+        t,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for id in 11..=13 {
+        assert!(
+            stdout.lines().any(|l| l == format!("{id}: HELLO, SERVERS")),
+            "no reply from {id}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("committed at 3 server(s) [11, 12, 13]"),
+        "{stdout}"
+    );
+
+    // One server gone: an open that needs all three fails and names who answered.
+    servers.pop().unwrap().kill();
+    let out = rmcast(
+        &[
+            "txn",
+            "--group",
+            &g,
+            "--id",
+            "21",
+            "--min",
+            "3",
+            "--max",
+            "3",
+            "--timeout-ms",
+            "300",
+            "again",
+        ],
+        t,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("only 2 receiver(s) answered the open, 3 needed: [11, 12]"),
+        "{stderr}"
+    );
+    // One that needs one goes ahead with the two left, after the open's timer.
+    let out = rmcast(
+        &[
+            "txn",
+            "--group",
+            &g,
+            "--id",
+            "22",
+            "--max",
+            "3",
+            "--timeout-ms",
+            "300",
+            "again",
+        ],
+        t,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("11: AGAIN") && stdout.contains("12: AGAIN"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("committed at 2 server(s) [11, 12]"),
+        "{stdout}"
+    );
+    // Several in a row, replies from the first server only.
+    let out = rmcast(
+        &[
+            "txn", "--group", &g, "--id", "23", "--max", "2", "--wait", "first", "--repeat", "5",
+            "--quiet", "x",
+        ],
+        t,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("5 transactions, 0 failed"), "{stdout}");
+    drop(servers);
+}
+
+#[test]
+fn wrong_arguments_say_what_is_wrong() {
+    let t = Duration::from_secs(20);
+    let out = rmcast(&["txn", "--group", "g", "--min", "4", "--max", "3", "q"], t);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--min 4 is more than --max 3"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = rmcast(&["txn", "--group", "g"], t);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("QUESTION"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = rmcast(&["txn-serve", "--group", "g"], t);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--exec"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = rmcast(&["txn", "--group", "g", "--timeout-ms", "0", "q"], t);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("timeout-ms"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,704 @@
+//! Transactions on a tiny network with 1 ms links: a transaction commits at every receiver of
+//! its set and replies come back named; loss is repaired by go-back-N; the deliver-to point
+//! holds a complete message until the source releases it; a failed open or a dead receiver
+//! fails the transaction (nobody delivers) and names who; a source crashing mid-release leaves
+//! no receiver behind (QUERY/RESOLVE); `max` bounds the set; backoff spreads the answers; the
+//! window and the rate reported by receivers bound the source; unreliable multicast; malformed
+//! datagrams; back-pressure.
+
+use super::packet::{self as pk};
+use super::{Config, Txn, TxnFactory};
+use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use crate::registry::{EngineParams, EngineSettings, Role};
+use crate::wire;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A datagram copy as a drop rule sees it.
+struct Copy<'a> {
+    from: usize,
+    to: usize,
+    ptype: u8,
+    body: &'a [u8],
+}
+
+type DropRule = Box<dyn FnMut(&Copy<'_>) -> bool>;
+
+struct Net {
+    nodes: Vec<Option<Txn>>,
+    events: Vec<Vec<(Time, Event)>>,
+    now: Time,
+    /// (arrival, order) -> (to, from, bytes)
+    flight: BTreeMap<(Time, u64), (usize, usize, Vec<u8>)>,
+    order: u64,
+    drop: Option<DropRule>,
+    /// (time, from, to, ptype) of every copy sent.
+    sent: Vec<(Time, usize, usize, u8)>,
+    latency: Duration,
+}
+
+fn cfg() -> Config {
+    Config {
+        max_receivers: 8,
+        open_timeout: Duration::from_millis(200),
+        backoff_unit: Duration::from_micros(100),
+        ..Config::default()
+    }
+}
+
+impl Net {
+    fn new(n: usize, cfg: Config) -> Net {
+        let mut net = Net {
+            nodes: Vec::new(),
+            events: Vec::new(),
+            now: Time::ZERO,
+            flight: BTreeMap::new(),
+            order: 0,
+            drop: None,
+            sent: Vec::new(),
+            latency: MS,
+        };
+        for i in 0..n {
+            let settings = EngineSettings::default();
+            let p = EngineParams {
+                role: if i == 0 { Role::Create } else { Role::Join },
+                group: 7,
+                me: NodeId(i as u32),
+                max_datagram_bytes: 1472,
+                now: Time::ZERO,
+                seed: 1000 + i as u64,
+                settings: &settings,
+            };
+            net.nodes.push(Some(Txn::new(cfg.clone(), &p)));
+            net.events.push(Vec::new());
+        }
+        for i in 0..n {
+            net.flush(i);
+        }
+        net
+    }
+
+    fn node(&mut self, i: usize) -> &mut Txn {
+        self.nodes[i].as_mut().expect("alive")
+    }
+
+    fn crash(&mut self, i: usize) {
+        self.nodes[i] = None;
+    }
+
+    fn flush(&mut self, i: usize) {
+        let now = self.now;
+        let n = self.nodes.len();
+        let Some(e) = self.nodes[i].as_mut() else {
+            return;
+        };
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        for _ in 0..100_000 {
+            let Some(t) = e.poll_transmit(now, &mut buf) else {
+                break;
+            };
+            out.push((t.destination, buf.clone()));
+        }
+        while let Some(ev) = e.poll_event() {
+            self.events[i].push((now, ev));
+        }
+        for (dest, data) in out {
+            let targets: Vec<usize> = match dest {
+                Destination::Group | Destination::Scoped { .. } => {
+                    (0..n).filter(|&j| j != i).collect()
+                }
+                Destination::Peer(id) => vec![id.0 as usize],
+            };
+            let ptype = data[4];
+            for to in targets {
+                let p = wire::decode(&data).unwrap();
+                let c = Copy {
+                    from: i,
+                    to,
+                    ptype,
+                    body: p.body,
+                };
+                self.sent.push((now, i, to, ptype));
+                if self.drop.as_mut().is_some_and(|d| d(&c)) {
+                    continue;
+                }
+                self.order += 1;
+                self.flight
+                    .insert((now + self.latency, self.order), (to, i, data.clone()));
+            }
+        }
+    }
+
+    fn next_timer(&self) -> Option<(Time, usize)> {
+        (self.nodes.iter().enumerate())
+            .filter_map(|(i, n)| n.as_ref().and_then(|e| e.poll_timeout()).map(|t| (t, i)))
+            .min()
+    }
+
+    /// Run until `until`, in order of arrivals and timers.
+    fn run_until(&mut self, until: Time) {
+        for _ in 0..10_000_000 {
+            let arrival = self.flight.keys().next().copied();
+            let timer = self.next_timer();
+            let next = match (arrival, timer) {
+                (Some((a, _)), Some((t, _))) => a.min(t),
+                (Some((a, _)), None) => a,
+                (None, Some((t, _))) => t,
+                (None, None) => break,
+            };
+            if next > until {
+                break;
+            }
+            self.now = self.now.max(next);
+            if arrival.is_some_and(|(a, _)| a == next) {
+                let k = arrival.unwrap();
+                let (to, from, data) = self.flight.remove(&k).unwrap();
+                let now = self.now;
+                if let Some(e) = self.nodes[to].as_mut() {
+                    e.handle_datagram(now, NodeId(from as u32), &data);
+                    self.flush(to);
+                }
+            } else if let Some((_, i)) = timer {
+                let now = self.now;
+                self.node(i).handle_timeout(now);
+                self.flush(i);
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
+    fn submit(&mut self, i: usize, payload: &[u8]) -> u64 {
+        let now = self.now;
+        let m = self
+            .node(i)
+            .submit(now, Bytes::copy_from_slice(payload), Qos::Reliable)
+            .unwrap();
+        self.flush(i);
+        m
+    }
+
+    fn deliveries(&self, i: usize) -> Vec<(NodeId, u64, Bytes)> {
+        (self.events[i].iter())
+            .filter_map(|(_, e)| match e {
+                Event::Deliver(d) => Some((d.sender, d.msg, d.payload.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn delivered(&self, i: usize, sender: usize, msg: u64) -> bool {
+        self.deliveries(i)
+            .iter()
+            .any(|(s, m, _)| s.0 as usize == sender && *m == msg)
+    }
+
+    fn completed(&self, i: usize, msg: u64) -> bool {
+        (self.events[i].iter()).any(|(_, e)| *e == Event::SendComplete { msg })
+    }
+
+    fn failed(&self, i: usize, msg: u64) -> bool {
+        (self.events[i].iter()).any(|(_, e)| matches!(e, Event::Loss(l) if l.first_seq == msg))
+    }
+
+    fn replies(&self, i: usize) -> Vec<(NodeId, u64, Bytes)> {
+        (self.events[i].iter())
+            .filter_map(|(_, e)| match e {
+                Event::Reply(r) => Some((r.from, r.request, r.payload.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reply(&mut self, i: usize, to: usize, request: u64, payload: &[u8]) {
+        let now = self.now;
+        self.node(i)
+            .reply(
+                now,
+                NodeId(to as u32),
+                request,
+                Bytes::copy_from_slice(payload),
+            )
+            .unwrap();
+        self.flush(i);
+    }
+}
+
+fn body(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+}
+
+#[test]
+fn a_transaction_commits_everywhere_and_replies_come_back_named() {
+    let mut net = Net::new(
+        4,
+        Config {
+            max_receivers: 3,
+            ..cfg()
+        },
+    );
+    let m = net.submit(0, b"who has the lock?");
+    net.run_for(50 * MS);
+    assert_eq!(net.node(0).set_of(m).unwrap().len(), 3);
+    assert!(net.completed(0, m));
+    for i in 0..4 {
+        assert!(net.delivered(i, 0, m), "node {i}");
+    }
+    for i in 1..4 {
+        net.reply(i, 0, m, format!("node {i} says no").as_bytes());
+    }
+    net.reply(2, 0, m, b"");
+    net.run_for(50 * MS);
+    let mut r = net.replies(0);
+    r.sort();
+    let want: Vec<(NodeId, u64, Bytes)> = vec![
+        (NodeId(1), m, Bytes::from("node 1 says no")),
+        (NodeId(2), m, Bytes::from("node 2 says no")),
+        (NodeId(2), m, Bytes::new()),
+        (NodeId(3), m, Bytes::from("node 3 says no")),
+    ];
+    let mut want = want;
+    want.sort();
+    assert_eq!(r, want);
+    // With max answered the open is decided at once: no wait for the timer.
+    let done_at = (net.events[0].iter())
+        .find(|(_, e)| *e == Event::SendComplete { msg: m })
+        .unwrap()
+        .0;
+    assert!(done_at < Time::ZERO + 20 * MS, "{done_at:?}");
+    // Replies after the channels closed are refused.
+    net.run_for(Duration::from_secs(3));
+    let now = net.now;
+    assert_eq!(
+        net.node(1)
+            .reply(now, NodeId(0), m, Bytes::from_static(b"late")),
+        Err(SendError::NotMember)
+    );
+}
+
+#[test]
+fn loss_is_repaired_by_go_back_n_and_large_messages_keep_their_bytes() {
+    let mut net = Net::new(
+        5,
+        Config {
+            max_receivers: 4,
+            ..cfg()
+        },
+    );
+    let mut x = 12345u64;
+    net.drop = Some(Box::new(move |_| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % 100 < 20
+    }));
+    let big = body(300_000, 7);
+    let m = net.submit(0, &big);
+    let small = net.submit(0, b"small");
+    net.run_for(Duration::from_secs(5));
+    for i in 1..5 {
+        let d = net.deliveries(i);
+        assert!(
+            d.iter().any(|(_, mm, p)| *mm == m && p[..] == big[..]),
+            "node {i}"
+        );
+        assert!(d
+            .iter()
+            .any(|(_, mm, p)| *mm == small && &p[..] == b"small"));
+    }
+    assert!(net.completed(0, m) && net.completed(0, small));
+    let e = net.node(0).engine_counters();
+    let go_backs = e.iter().find(|(n, _)| *n == "go_backs").unwrap().1;
+    assert!(go_backs > 0);
+    assert!(net.node(0).counters().retransmissions > 0);
+}
+
+#[test]
+fn deliver_to_holds_a_complete_message_until_the_source_releases_it() {
+    let mut net = Net::new(
+        4,
+        Config {
+            max_receivers: 3,
+            ..cfg()
+        },
+    );
+    // Receiver 3 never gets the data: the others hold everything and must wait.
+    net.drop = Some(Box::new(|c| c.to == 3 && c.ptype == pk::DATA));
+    let payload = body(20_000, 1);
+    let m = net.submit(0, &payload);
+    net.run_for(300 * MS);
+    for i in 1..4 {
+        assert!(
+            !net.delivered(i, 0, m),
+            "node {i} delivered before the release"
+        );
+    }
+    assert!(!net.delivered(0, 0, m));
+    // Holding: receivers 1 and 2 have the whole message (no data went missing for them).
+    net.drop = None;
+    net.run_for(Duration::from_secs(1));
+    for i in 0..4 {
+        assert!(net.delivered(i, 0, m), "node {i}");
+    }
+    assert!(net.completed(0, m));
+}
+
+#[test]
+fn an_open_with_fewer_than_min_answers_fails_and_nobody_delivers() {
+    let mut net = Net::new(
+        4,
+        Config {
+            min_receivers: 3,
+            max_receivers: 3,
+            announce_sets: true,
+            ..cfg()
+        },
+    );
+    // Receiver 3 never answers.
+    net.drop = Some(Box::new(|c| c.from == 3));
+    let m = net.submit(0, b"vote");
+    net.run_for(Duration::from_secs(3));
+    assert!(net.failed(0, m));
+    assert!(!net.completed(0, m));
+    for i in 0..4 {
+        assert!(!net.delivered(i, 0, m), "node {i}");
+    }
+    // The set that answered is announced: the source and receivers 1 and 2.
+    let v = (net.events[0].iter())
+        .filter_map(|(_, e)| match e {
+            Event::View(v) if v.seq == m && v.id > 1 => Some(v.members.clone()),
+            _ => None,
+        })
+        .next_back()
+        .unwrap();
+    assert_eq!(v, vec![NodeId(0), NodeId(1), NodeId(2)]);
+    // The receivers that answered discarded what they held.
+    for i in 1..3 {
+        let d = net.node(i).describe();
+        assert!(d.contains(" 0 inbound"), "{d}");
+    }
+}
+
+#[test]
+fn a_dead_receiver_is_dropped_by_name_and_the_rest_commit() {
+    let mut net = Net::new(
+        4,
+        Config {
+            min_receivers: 2,
+            max_receivers: 3,
+            announce_sets: true,
+            ..cfg()
+        },
+    );
+    // Receiver 2 answers the open (it is in the set) but gets no data, then dies.
+    net.drop = Some(Box::new(|c| c.to == 2 && c.ptype == pk::DATA));
+    let payload = body(100_000, 3);
+    let m = net.submit(0, &payload);
+    net.run_for(10 * MS);
+    // Receiver 2 answered the open (in the set) and dies before the data is through.
+    assert_eq!(net.node(0).set_of(m).unwrap().len(), 3);
+    net.crash(2);
+    net.run_for(Duration::from_secs(5));
+    assert!(net.completed(0, m));
+    for i in [0, 1, 3] {
+        assert!(net.delivered(i, 0, m));
+    }
+    let left: Vec<NodeId> = (net.events[0].iter())
+        .filter_map(|(_, e)| match e {
+            Event::View(v) if v.seq == m => v.left,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(left, vec![NodeId(2)]);
+}
+
+#[test]
+fn a_dead_receiver_below_min_aborts_and_nobody_delivers() {
+    let mut net = Net::new(
+        4,
+        Config {
+            min_receivers: 3,
+            max_receivers: 3,
+            announce_sets: true,
+            ..cfg()
+        },
+    );
+    net.drop = Some(Box::new(|c| c.to == 2 && c.ptype == pk::DATA));
+    let m = net.submit(0, &body(100_000, 4));
+    net.run_for(10 * MS);
+    assert_eq!(net.node(0).set_of(m).unwrap().len(), 3);
+    net.crash(2);
+    net.run_for(Duration::from_secs(8));
+    assert!(net.failed(0, m));
+    for i in [0, 1, 3] {
+        assert!(!net.delivered(i, 0, m), "node {i}");
+        assert!(net.node(i).describe().contains(" 0 inbound"));
+    }
+}
+
+#[test]
+fn a_source_crashing_during_the_release_leaves_no_receiver_behind() {
+    let mut net = Net::new(
+        4,
+        Config {
+            max_receivers: 3,
+            ..cfg()
+        },
+    );
+    // The deliver-to reaches receiver 1 only; then the source dies.
+    net.drop = Some(Box::new(|c| {
+        c.ptype == pk::CNTL
+            && c.to != 1
+            && pk::decode_cntl(c.body).is_ok_and(|x| x.0.flags & pk::CNTL_DELIVER_TO != 0)
+    }));
+    let m = net.submit(0, &body(5000, 9));
+    for _ in 0..200 {
+        net.run_for(MS);
+        if net.delivered(1, 0, m) {
+            break;
+        }
+    }
+    assert!(net.delivered(1, 0, m));
+    assert!(!net.delivered(2, 0, m) && !net.delivered(3, 0, m));
+    net.crash(0);
+    net.drop = None;
+    net.run_for(Duration::from_secs(3));
+    for i in 1..4 {
+        assert!(net.delivered(i, 0, m), "node {i}");
+    }
+    // And a source crashing before any release: everybody gives up, nobody delivers.
+    let mut net = Net::new(
+        3,
+        Config {
+            max_receivers: 2,
+            ..cfg()
+        },
+    );
+    net.drop = Some(Box::new(|c| c.ptype == pk::CNTL));
+    let m = net.submit(0, &body(5000, 9));
+    net.run_for(30 * MS);
+    net.crash(0);
+    net.run_for(Duration::from_secs(20));
+    for i in 1..3 {
+        assert!(!net.delivered(i, 0, m));
+        assert!(net.node(i).describe().contains(" 0 inbound"));
+    }
+}
+
+#[test]
+fn max_bounds_the_set_and_the_others_do_not_deliver() {
+    let mut net = Net::new(
+        6,
+        Config {
+            max_receivers: 2,
+            ..cfg()
+        },
+    );
+    let m = net.submit(0, b"two of you");
+    net.run_for(Duration::from_secs(1));
+    let set = net.node(0).set_of(m).unwrap();
+    assert_eq!(set.len(), 2);
+    for i in 1..6 {
+        assert_eq!(
+            net.delivered(i, 0, m),
+            set.contains(&NodeId(i as u32)),
+            "node {i}"
+        );
+    }
+}
+
+#[test]
+fn backoff_spreads_the_answers_over_backoff_time() {
+    let unit = Duration::from_millis(1);
+    let mut net = Net::new(
+        9,
+        Config {
+            max_receivers: 8,
+            backoff_unit: unit,
+            ..cfg()
+        },
+    );
+    let start = net.now;
+    net.submit(0, b"x");
+    net.run_for(30 * MS);
+    let firsts: BTreeMap<usize, Time> = net
+        .sent
+        .iter()
+        .filter(|s| s.3 == pk::STATUS && s.2 == 0)
+        .fold(BTreeMap::new(), |mut m, s| {
+            m.entry(s.1).or_insert(s.0);
+            m
+        });
+    assert_eq!(firsts.len(), 8);
+    let at: Vec<u64> = firsts.values().map(|t| t.0 - start.0).collect();
+    let (lo, hi) = (*at.iter().min().unwrap(), *at.iter().max().unwrap());
+    // The FIRST takes 1 ms; BACKOFF_TIME is 8 receivers x 1 ms (set size estimated at 8).
+    assert!(hi <= 1_000_000 + 8_000_000, "{at:?}");
+    assert!(hi - lo >= 2_000_000, "answers not spread: {at:?}");
+    // Without backoff they all answer at once.
+    let mut net = Net::new(
+        9,
+        Config {
+            max_receivers: 8,
+            backoff_unit: Duration::ZERO,
+            ..cfg()
+        },
+    );
+    net.submit(0, b"x");
+    net.run_for(30 * MS);
+    let t: Vec<Time> = (net.sent.iter())
+        .filter(|s| s.3 == pk::STATUS && s.2 == 0)
+        .map(|s| s.0)
+        .take(8)
+        .collect();
+    assert!(t.iter().all(|x| *x == t[0]), "{t:?}");
+}
+
+#[test]
+fn the_window_and_rate_are_the_minimum_over_the_receivers() {
+    // Receivers offer a 4 KiB window and take 100 KB/s: 50 KB take about half a second.
+    let mut net = Net::new(
+        3,
+        Config {
+            max_receivers: 2,
+            rx_window_bytes: 4096,
+            rate_bytes_per_sec: 100_000,
+            burst_bytes: 4096,
+            ..cfg()
+        },
+    );
+    let payload = body(50_000, 5);
+    let m = net.submit(0, &payload);
+    let mut outstanding_max = 0;
+    for _ in 0..2000 {
+        net.run_for(MS);
+        if net.completed(0, m) {
+            break;
+        }
+        let d = net.node(0).describe();
+        let _ = d;
+        outstanding_max = outstanding_max.max(net.flight.len());
+    }
+    assert!(net.completed(0, m));
+    let took = net.now.0 as f64 / 1e9;
+    assert!(took >= 0.4, "{took} s for 50 KB at 100 KB/s");
+    // Never more than a window's worth of segments in flight to one receiver (4 KiB: 3
+    // segments), plus a few control datagrams.
+    assert!(outstanding_max <= 2 * 4 + 8, "{outstanding_max}");
+}
+
+#[test]
+fn unreliable_multicast_is_one_datagram_and_no_answer() {
+    let mut net = Net::new(4, cfg());
+    let now = net.now;
+    let m = net
+        .node(0)
+        .submit(now, Bytes::from_static(b"hello"), Qos::Unreliable)
+        .unwrap();
+    net.flush(0);
+    net.run_for(20 * MS);
+    for i in 0..4 {
+        assert!(net.delivered(i, 0, m));
+    }
+    assert!(net.completed(0, m));
+    assert!(net.sent.iter().all(|s| s.3 == pk::UDATA));
+    let now = net.now;
+    assert_eq!(
+        net.node(0)
+            .submit(now, Bytes::from(vec![0u8; 2000]), Qos::Unreliable),
+        Err(SendError::TooLarge)
+    );
+    assert_eq!(
+        net.node(0).submit(now, Bytes::new(), Qos::TotallyOrdered),
+        Err(SendError::Unsupported)
+    );
+}
+
+#[test]
+fn back_pressure_on_too_many_open_transactions() {
+    let mut net = Net::new(
+        2,
+        Config {
+            max_open_txns: 3,
+            ..cfg()
+        },
+    );
+    for _ in 0..3 {
+        net.submit(0, b"x");
+    }
+    let now = net.now;
+    assert!(!net.node(0).can_submit());
+    assert_eq!(
+        net.node(0)
+            .submit(now, Bytes::from_static(b"y"), Qos::Reliable),
+        Err(SendError::WouldBlock)
+    );
+    net.run_for(Duration::from_secs(1));
+    assert!(net.node(0).can_submit());
+}
+
+#[test]
+fn malformed_datagrams_are_counted_and_dropped() {
+    let mut net = Net::new(2, cfg());
+    let m = net.submit(0, b"first");
+    // Take a real datagram of every kind and feed every prefix and some flipped bytes.
+    net.run_for(20 * MS);
+    let mut x = 99u64;
+    let samples: Vec<Vec<u8>> = {
+        let mut v = Vec::new();
+        let now = net.now;
+        let e = net.node(0);
+        e.submit(now, Bytes::from(vec![1u8; 3000]), Qos::Reliable)
+            .unwrap();
+        let mut buf = Vec::new();
+        while e.poll_transmit(now, &mut buf).is_some() {
+            v.push(buf.clone());
+        }
+        v
+    };
+    let now = net.now;
+    let e = net.node(1);
+    let before = e.counters().malformed_dropped;
+    for s in &samples {
+        for n in 0..s.len() {
+            e.handle_datagram(now, NodeId(0), &s[..n]);
+        }
+        for _ in 0..50 {
+            let mut c = s.clone();
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let i = (x >> 33) as usize % c.len();
+            c[i] ^= (x >> 20) as u8 | 1;
+            e.handle_datagram(now, NodeId(0), &c);
+        }
+    }
+    for n in 0..64 {
+        e.handle_datagram(now, NodeId(0), &vec![0xa5; n]);
+    }
+    assert!(e.counters().malformed_dropped > before);
+    let _ = m;
+}
+
+#[test]
+fn the_registry_offers_txn_with_replies() {
+    let f = crate::registry::find("txn").unwrap();
+    let g = f.guarantees(&EngineSettings::default());
+    assert!(g.replies && g.all_or_nothing());
+    assert!(g.qos.contains(Qos::Reliable) && g.qos.contains(Qos::Unreliable));
+    assert!(!g.qos.contains(Qos::TotallyOrdered));
+    assert_eq!(g, TxnFactory::declared());
+    assert!(f.validate(&EngineSettings::default(), 1472).is_ok());
+    let bad = Config {
+        min_receivers: 9,
+        max_receivers: 3,
+        ..Config::default()
+    };
+    assert!(bad.validate(1472).is_err());
+}
