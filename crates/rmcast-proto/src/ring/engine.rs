@@ -807,10 +807,13 @@ impl Ring {
                     }
                 }
                 Entry::View(v) => {
-                    // A view is shown once another member holds it too (the token went on
-                    // after it): a token site the ring went on without (paused through a
-                    // reformation) never shows a view of its own making.
-                    if !self.resilient(ts, v.coordinator, Qos::KResilient(1)) {
+                    // A view is shown once a member other than the one that made it and the
+                    // one it admits holds it too (the token went on after it): a token site
+                    // the ring went on without (paused through a reformation) never shows a
+                    // view of its own making, not even with a joiner it admitted.
+                    let mut makers = vec![v.coordinator];
+                    makers.extend(v.joined);
+                    if !self.held_by_another(ts, &makers) {
                         self.resilience_wait = true;
                         break;
                     }
@@ -861,6 +864,16 @@ impl Ring {
         holders.remove(&origin);
         let others = self.ring.iter().filter(|&&m| m != origin).count();
         holders.len() >= need_others.min(others)
+    }
+
+    /// Whether slot `ts` is held by a ring member outside `makers` (or there is none).
+    fn held_by_another(&self, ts: u64, makers: &[NodeId]) -> bool {
+        if ts < self.stable_ts || self.ring.iter().all(|m| makers.contains(m)) {
+            return true;
+        }
+        self.log
+            .values()
+            .any(|e| e.end_ts > ts && !makers.contains(&e.sender))
     }
 
     /// A packet of a level below total order arrived (or was sent here): reliable packets are

@@ -433,10 +433,15 @@ pub const RECOVERY_NEW_LIST: u8 = 14;
 /// Recovery ACK New List: a member holds the New List of this version and is bound to it.
 /// Body: the version (u64).
 pub const RECOVERY_ACK_NEW_LIST: u8 = 15;
-/// Recovery Abort: the sender is in a reformation that goes first (a larger version, or the
-/// same one from a larger initiator), or a member committed a newer view. Body: that version
-/// (u64).
+/// Recovery Abort. Body: a version (u64) and a kind (u8): [`ABORT_YIELD`], to an initiator
+/// whose Start the sender refused (it is in a reformation that goes first, or bound to one, or
+/// has seen a newer view: that version); or [`ABORT_GAVE_UP`], multicast by an initiator that
+/// gives up its own attempt of that version.
 pub const RECOVERY_ABORT: u8 = 16;
+/// Recovery Abort kind: your Start was refused.
+pub const ABORT_YIELD: u8 = 1;
+/// Recovery Abort kind: the sender gave up its own reformation.
+pub const ABORT_GAVE_UP: u8 = 2;
 
 /// The second phase of the commit: the initiator committed the New List of this version (it
 /// also sends the first ACK of the new view). Body: the version (u64).

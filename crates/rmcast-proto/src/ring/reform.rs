@@ -504,7 +504,8 @@ impl Ring {
         };
         let version = r.version;
         self.send(Destination::Group, packet::RECOVERY_ABORT, |b| {
-            b.extend_from_slice(&version.to_be_bytes())
+            b.extend_from_slice(&version.to_be_bytes());
+            b.push(packet::ABORT_GAVE_UP);
         });
         // Stay out of the ring's normal operation meanwhile: the reformation is not over.
         if let Some(r) = self.rec.current.as_mut() {
@@ -552,7 +553,8 @@ impl Ring {
         if !joinable {
             let mine = current.map_or(self.rec.seen.0.max(self.view_id), |c| c.0);
             self.send(Destination::Peer(from), packet::RECOVERY_ABORT, |b| {
-                b.extend_from_slice(&mine.to_be_bytes())
+                b.extend_from_slice(&mine.to_be_bytes());
+                b.push(packet::ABORT_YIELD);
             });
             return;
         }
@@ -690,16 +692,25 @@ impl Ring {
 
     /// A Recovery Abort: a larger reformation goes first, or the ring committed a newer view.
     pub(super) fn on_recovery_abort(&mut self, now: Time, from: NodeId, body: &[u8]) {
-        let Ok(version) = Reader::new(body).u64() else {
+        let mut rd = Reader::new(body);
+        let (Ok(version), Ok(kind)) = (rd.u64(), rd.u8()) else {
             self.counters.malformed_dropped += 1;
             return;
         };
         let Some(r) = self.rec.current.as_ref() else {
             return;
         };
-        let ours = r.poll.is_some() && r.poll.as_ref().is_some_and(|p| p.commit.is_none());
-        let from_leader = r.poll.is_none() && r.initiator == from;
-        if (ours && version >= r.version) || (from_leader && version == r.version) {
+        // A refusal of this member's own Start aborts its attempt only while it still leads it
+        // (it may have joined the refuser's meanwhile); an initiator giving up its own attempt
+        // frees the members that joined it.
+        let ours = kind == packet::ABORT_YIELD
+            && r.poll.as_ref().is_some_and(|p| p.commit.is_none())
+            && version >= r.version;
+        let from_leader = kind == packet::ABORT_GAVE_UP
+            && r.poll.is_none()
+            && r.initiator == from
+            && version == r.version;
+        if ours || from_leader {
             if ours {
                 self.abort_own(now);
             } else if let Some(r) = self.rec.current.as_mut() {
