@@ -205,3 +205,34 @@ fn ring_recovery_long_sweeps() {
         sweep(&churn_pauses(q), 0..50);
     }
 }
+
+#[test]
+fn ring_without_faults_never_reforms_and_leavers_leave() {
+    // Joins and leaves under loss, nobody crashes, pauses or is cut off: no member may be found
+    // failed, reformed away or told it was left out (a leaver that applies the next member's
+    // leave after its own is leaving, not expelled).
+    let sc = Scenario {
+        engine: ring(),
+        members: 5,
+        loss: 0.1,
+        dup: 0.05,
+        reorder_ms: 2.0,
+        senders: 3,
+        messages: 40,
+        churn: 3,
+        ..Scenario::default()
+    };
+    for seed in 0..100 {
+        let rep = sc.run_expect_pass(seed);
+        for h in &rep.record.hosts {
+            for e in &h.events {
+                assert!(
+                    !matches!(e.event, Event::Recovery(_)),
+                    "seed {seed}: host {} had {:?}",
+                    h.id,
+                    e.event
+                );
+            }
+        }
+    }
+}

@@ -514,6 +514,7 @@ impl Ring {
     /// A joiner starts its OrderingQ at the New List that admits it.
     fn start_at(&mut self, ack: &Ack) {
         self.member = true;
+        self.view_id = ack.view;
         self.lcr_at = None;
         self.next_ack = ack.num;
         self.q = OrderingQ::new(ack.first_ts);
@@ -540,6 +541,18 @@ impl Ring {
             };
             if ack.first_ts != self.q.end() {
                 self.counters.malformed_dropped += 1;
+                break;
+            }
+            if self.member && !self.removed && ack.view != self.view_id {
+                if ack.view > self.view_id {
+                    // The ring went on in a newer view from here on without this member: a
+                    // reformation left it out (it was paused, or cut off).
+                    self.expel(ack.view);
+                    return;
+                }
+                // Made by a token site the ring went on without, in an older view.
+                self.counters.foreign_dropped += 1;
+                self.tell_expelled(now, from);
                 break;
             }
             if self.member && !self.ring.is_empty() && !self.ring.contains(&from) {
@@ -588,7 +601,11 @@ impl Ring {
                         above: BTreeSet::new(),
                     });
                 }
-                if self.member && !l.members.contains(&self.me) && l.left != Some(self.me) {
+                if self.member
+                    && !self.removed
+                    && !l.members.contains(&self.me)
+                    && l.left != Some(self.me)
+                {
                     // A reformation went on without this member (it lagged behind its sync
                     // point): it may come back only as a new member.
                     return self.expel(l.view_id);
@@ -1145,6 +1162,7 @@ impl Ring {
         self.flush_outbox();
         let ack = Ack {
             num: self.next_ack,
+            view: self.view_id,
             first_ts: self.q.end(),
             next_site: next,
             idle,

@@ -99,6 +99,9 @@ pub enum AckBody {
 pub struct Ack {
     /// ACK number: consecutive, so that a missing one is noticed.
     pub num: u64,
+    /// The view (membership version) it was made in: ACK numbers go on across a reformation,
+    /// so that a member the ring went on without tells the new view's ACKs from its own.
+    pub view: u64,
     /// Timestamp of the first slot it orders.
     pub first_ts: u64,
     /// The next token site.
@@ -121,6 +124,7 @@ impl Ack {
     /// Append the body to `b`.
     pub fn encode(&self, b: &mut Vec<u8>) {
         b.put_u64(self.num);
+        b.put_u64(self.view);
         b.put_u64(self.first_ts);
         b.put_u32(self.next_site.0);
         b.put_u32(self.idle);
@@ -161,7 +165,7 @@ impl Ack {
     /// Decode a body; never panics, allocations bounded by the body's length.
     pub fn decode(body: &[u8]) -> Result<Ack, WireError> {
         let mut r = Reader::new(body);
-        let (num, first_ts) = (r.u64()?, r.u64()?);
+        let (num, view, first_ts) = (r.u64()?, r.u64()?, r.u64()?);
         let next_site = NodeId(r.u32()?);
         let idle = r.u32()?;
         let body = match r.u8()? {
@@ -219,6 +223,7 @@ impl Ack {
         };
         Ok(Ack {
             num,
+            view,
             first_ts,
             next_site,
             idle,
@@ -343,6 +348,7 @@ mod tests {
         let acks = [
             Ack {
                 num: 7,
+                view: 2,
                 first_ts: 40,
                 next_site: NodeId(3),
                 idle: 0,
@@ -356,6 +362,7 @@ mod tests {
             },
             Ack {
                 num: 8,
+                view: 2,
                 first_ts: 42,
                 next_site: NodeId(5),
                 idle: 2,

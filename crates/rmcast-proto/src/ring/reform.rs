@@ -461,6 +461,7 @@ impl Ring {
             }
             acks.push(self.ack_datagram(Ack {
                 num,
+                view: self.view_id,
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
@@ -472,6 +473,7 @@ impl Ring {
         acks.push(
             self.ack_datagram(Ack {
                 num,
+                view: self.view_id,
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
@@ -830,7 +832,9 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        if !self.in_ring() || !self.ring.contains(&from) || view <= self.view_id {
+        // A leaver behind its own removal is told it is out: that is its leave, which it
+        // finishes by catching up (the others keep what it lacks for it).
+        if !self.in_ring() || self.leaving || !self.ring.contains(&from) || view <= self.view_id {
             return;
         }
         if view <= self.rec.bound && self.rec.current.is_some() {
