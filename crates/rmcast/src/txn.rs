@@ -619,7 +619,9 @@ mod tests {
                     if let Ok(Some(TxnEvent::Request(d))) = g.next_event(Duration::from_millis(50))
                     {
                         let answer = format!("{id} got {}", String::from_utf8_lossy(&d.payload));
-                        g.reply(d.sender, d.msg, answer).unwrap();
+                        // The client may be gone already (it waited for the first reply only
+                        // and closed): a server goes on.
+                        let _ = g.reply(d.sender, d.msg, answer);
                     }
                 }
             }));
