@@ -1,6 +1,7 @@
 //! `rmcast`: the command-line tool of the rmcast reliable multicast toolkit.
 
 mod bench;
+mod call;
 mod config;
 mod demo;
 mod experiments;
@@ -51,6 +52,9 @@ enum Command {
     Send(send::SendArgs),
     /// Receive a file sent by `rmcast send`, verify its sha256 and exit.
     Receive(receive::ReceiveArgs),
+    /// Send a request to a ring group from outside it and print the handler's answer
+    /// (RMP's multi-RPC; `rmcast member --engine ring --handler 0` answers).
+    Call(call::CallArgs),
     /// Ask a group a question by multicast transaction and print each reply (the `txn` engine).
     Txn(txn::AskArgs),
     /// Answer the group's transactions with a command's output (`rmcast txn` asks).
@@ -149,6 +153,7 @@ fn main() -> std::process::ExitCode {
         Command::Receive(a) => receive::run(a),
         Command::Worker(a) => worker::run(a),
         Command::Txn(a) => txn::run(a),
+        Command::Call(a) => call::run(a),
         Command::TxnServe(a) => txn::serve(a),
     };
     match result {

@@ -337,6 +337,11 @@ pub struct MemberArgs {
     #[arg(long, default_value_t = 1000, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(50..=600_000))]
     pub heal_interval_ms: u64,
+    /// Hold handler lock H (0 to 5; `--engine ring`): this member answers the requests that
+    /// name it (`rmcast call --handler H`), and takes the lock again whenever it is free (its
+    /// holder left or crashed). Any member may also type `/lock N` and `/unlock N`.
+    #[arg(long, value_name = "H", value_parser = clap::value_parser!(u8).range(0..6))]
+    pub handler: Option<u8>,
 }
 
 /// How the stdin thread ended.
@@ -532,6 +537,22 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     }
                     continue;
                 }
+                ["/lock" | "/unlock", n] => {
+                    let Ok(n) = n.parse::<u16>() else {
+                        eprintln!("rmcast: usage: /lock N or /unlock N (a lock number)");
+                        continue;
+                    };
+                    let r = if words[0] == "/lock" {
+                        sender.lock(n)
+                    } else {
+                        sender.unlock(n)
+                    };
+                    // The outcome shows as a `* lock` line once ordered.
+                    if let Err(e) = r {
+                        eprintln!("warning: lock request refused: {e}");
+                    }
+                    continue;
+                }
                 ["/stats"] => {
                     match crate::stats::snapshot(&sender) {
                         Ok(s) => print!("{}", s.render()),
@@ -575,6 +596,16 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         "ring" => "token site",
         _ => "coordinator",
     };
+    let handler = args.handler;
+    if let Some(h) = handler {
+        if args.group.engine != "ring" {
+            bail!("--handler needs --engine ring (handler locks are RMP's)");
+        }
+        group
+            .lock(u16::from(h))
+            .context("asking for the handler lock")?;
+    }
+    let responder = group.sender();
     let mut expelled = false;
     let mut notices = RecoveryNotices::new(manual_reset);
     notices.heal = heal.is_some();
@@ -591,6 +622,14 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     text
                 };
                 writeln!(out, "{}: {text}", d.sender)?;
+                if d.respond {
+                    // This member holds the handler lock the request names: it answers.
+                    let answer =
+                        format!("member {me} got {:?}", String::from_utf8_lossy(&d.payload));
+                    if let Err(e) = responder.reply(d.sender, d.msg, answer) {
+                        eprintln!("warning: answer to {} not sent: {e}", d.sender);
+                    }
+                }
             }
             GroupEvent::View(v) => {
                 notices.clear();
@@ -614,6 +653,28 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 r.from,
                 r.request,
                 escape_controls(&String::from_utf8_lossy(&r.payload))
+            )?,
+            GroupEvent::Lock(l)
+                if handler.is_some_and(|h| u16::from(h) == l.lock) && l.holder.is_none() =>
+            {
+                // The handler lock is free (its holder left or crashed): take it.
+                writeln!(out, "* lock {}: free; asking for it", l.lock)?;
+                if let Err(e) = responder.lock(l.lock) {
+                    eprintln!("warning: lock request refused: {e}");
+                }
+            }
+            GroupEvent::Lock(l) => writeln!(
+                out,
+                "* lock {}: {}{}",
+                l.lock,
+                match l.holder {
+                    Some(h) => format!("held by {h}"),
+                    None => "free".to_string(),
+                },
+                match l.asked_by {
+                    Some(a) if Some(a) != l.holder => format!(" (asked by {a})"),
+                    _ => String::new(),
+                }
             )?,
             GroupEvent::Loss(l) => writeln!(
                 out,

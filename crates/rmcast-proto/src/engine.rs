@@ -238,6 +238,9 @@ pub struct Delivery<P = Bytes> {
     pub view: u64,
     /// The application payload.
     pub payload: P,
+    /// This member is to answer the message with [`Engine::reply`]: it holds the handler lock
+    /// the message names (RMP's handlers, section 3.3). False for every other message.
+    pub respond: bool,
 }
 
 /// What is kept of a payload where the bytes themselves are not: its length and its 64-bit
@@ -290,6 +293,19 @@ pub struct Loss {
     pub count: u64,
 }
 
+/// A lock changed hands (RMP's locks, section 4.3), in the total order: granted, released,
+/// refused, or freed because its holder left the ring. Locks `0..6` are the handler locks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockChange {
+    /// The lock number.
+    pub lock: u16,
+    /// Who holds it now (`None`: free).
+    pub holder: Option<NodeId>,
+    /// The member whose request or release this is (`None`: a state report, e.g. the locks
+    /// held when this member joined, or a lock freed by its holder's departure).
+    pub asked_by: Option<NodeId>,
+}
+
 /// An answer to a message this member sent, on the reliable response channel from one
 /// receiver back to the sender (Multidriver transactions, RMP's multi-RPC).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -319,6 +335,8 @@ pub enum Event<P = Bytes> {
     Loss(Loss),
     /// An answer to one of this member's messages (see [`Reply`]).
     Reply(Reply<P>),
+    /// A lock of the group changed (see [`LockChange`]).
+    Lock(LockChange),
     /// This member left the group; the engine does nothing more.
     Left,
     /// Crash recovery: a member failed, the group was reset, or this member was left out
@@ -336,6 +354,7 @@ impl<P> Event<P> {
                 msg: d.msg,
                 view: d.view,
                 payload: f(d.payload),
+                respond: d.respond,
             }),
             Event::Reply(r) => Event::Reply(Reply {
                 from: r.from,
@@ -345,6 +364,7 @@ impl<P> Event<P> {
             Event::View(v) => Event::View(v),
             Event::SendComplete { msg } => Event::SendComplete { msg },
             Event::Loss(l) => Event::Loss(l),
+            Event::Lock(l) => Event::Lock(l),
             Event::Left => Event::Left,
             Event::Recovery(r) => Event::Recovery(r),
         }
@@ -369,6 +389,7 @@ impl<P: AsRef<[u8]>> Event<P> {
                 msg: d.msg,
                 view: d.view,
                 payload: Digest::of(d.payload.as_ref()),
+                respond: d.respond,
             }),
             Event::Reply(r) => Event::Reply(Reply {
                 from: r.from,
@@ -378,6 +399,7 @@ impl<P: AsRef<[u8]>> Event<P> {
             Event::View(v) => Event::View(v.clone()),
             Event::SendComplete { msg } => Event::SendComplete { msg: *msg },
             Event::Loss(l) => Event::Loss(l.clone()),
+            Event::Lock(l) => Event::Lock(l.clone()),
             Event::Left => Event::Left,
             Event::Recovery(r) => Event::Recovery(r.clone()),
         }
@@ -576,6 +598,31 @@ pub trait Engine {
         payload: Bytes,
     ) -> Result<(), SendError> {
         let _ = (now, to, request, payload);
+        Err(SendError::Unsupported)
+    }
+
+    /// Send a request to the group from outside it (RMP's multi-RPC, section 4.5): an engine
+    /// opened as [`crate::Role::Client`] multicasts `payload` with `qos` and asks for an
+    /// acknowledgement once the group delivered it ([`Event::SendComplete`]); with `handler`
+    /// the member holding that handler lock answers ([`Event::Reply`]), again on every
+    /// retransmission until the answer arrives. Returns the request's number; engines without
+    /// non-member senders answer [`SendError::Unsupported`].
+    fn request(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        qos: Qos,
+        handler: Option<u8>,
+    ) -> Result<u64, SendError> {
+        let _ = (now, payload, qos, handler);
+        Err(SendError::Unsupported)
+    }
+
+    /// Ask for lock `lock` (`acquire`) or release it (RMP section 4.3): the request is ordered
+    /// with the group's messages and answered by an [`Event::Lock`] at every member (granted
+    /// only if the lock was free). Engines without locks answer [`SendError::Unsupported`].
+    fn lock(&mut self, now: Time, lock: u16, acquire: bool) -> Result<(), SendError> {
+        let _ = (now, lock, acquire);
         Err(SendError::Unsupported)
     }
 

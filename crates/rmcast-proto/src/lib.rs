@@ -21,8 +21,8 @@ pub mod txn;
 pub mod wire;
 
 pub use engine::{
-    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, Loss, NodeId, Qos,
-    Recovery, Reply, SendError, Time, Transmit, View,
+    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
+    NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
 };
 pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{

@@ -42,6 +42,10 @@ pub enum Role {
     Create,
     /// Join an existing group.
     Join,
+    /// Talk to a group from outside it without joining (RMP's multi-RPC for non-members):
+    /// [`crate::Engine::request`] only. Engines without non-member senders treat it as
+    /// [`Role::Join`]; the runtime refuses it for them.
+    Client,
 }
 
 /// How a group notices a crashed member and rebuilds itself (Amoeba section 5.3; RMP's

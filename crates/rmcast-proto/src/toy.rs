@@ -202,6 +202,7 @@ impl Toy {
             };
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq: *next,
                 sender: from,
                 msg: *next,

@@ -961,6 +961,7 @@ mod tests {
     fn deliver(seq: u64, sender: u32, counter: u64, view: u64) -> Event<Digest> {
         let p = make_payload(NodeId(sender), counter, 32);
         Event::Deliver(Delivery {
+            respond: false,
             seq,
             sender: NodeId(sender),
             msg: counter + 1,

@@ -39,8 +39,8 @@
 
 use crate::checkers::{check_seqs, SeqList};
 use rmcast_proto::{
-    Delivery, DeliveryPromise, Digest, Event, Guarantees, IdList, Loss, NodeId, Order, Recovery,
-    Reply, View,
+    Delivery, DeliveryPromise, Digest, Event, Guarantees, IdList, LockChange, Loss, NodeId, Order,
+    Recovery, Reply, View,
 };
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -90,6 +90,7 @@ impl LogRecord {
             Event::SendComplete { .. } => "complete",
             Event::Loss(_) => "loss",
             Event::Reply(_) => "reply",
+            Event::Lock(_) => "lock",
             Event::Left => "left",
             Event::Recovery(Recovery::Failed { .. }) => "failed",
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset_failed",
@@ -127,7 +128,11 @@ impl fmt::Display for LogRecord {
                 f,
                 r#","seq":{},"sender":{},"msg":{},"len":{},"hash":"{:016x}""#,
                 d.seq, d.sender.0, d.msg, d.payload.len, d.payload.hash
-            )?,
+            )
+            .and_then(|()| match d.respond {
+                true => f.write_str(r#","respond":true"#),
+                false => Ok(()),
+            })?,
             Event::View(v) => write!(
                 f,
                 r#","members":{},"coordinator":{}"#,
@@ -145,6 +150,16 @@ impl fmt::Display for LogRecord {
                 r#","from":{},"request":{},"len":{},"hash":"{:016x}""#,
                 r.from.0, r.request, r.payload.len, r.payload.hash
             )?,
+            Event::Lock(l) => {
+                let opt = |n: Option<NodeId>| n.map_or("null".to_string(), |n| n.0.to_string());
+                write!(
+                    f,
+                    r#","lock":{},"holder":{},"asked_by":{}"#,
+                    l.lock,
+                    opt(l.holder),
+                    opt(l.asked_by)
+                )?
+            }
             Event::Left => {}
             Event::Recovery(Recovery::Failed { suspect }) => {
                 write!(f, r#","suspect":{}"#, suspect.0)?
@@ -181,6 +196,9 @@ enum Line {
         msg: u64,
         len: usize,
         hash: String,
+        /// Written only when true.
+        #[serde(default)]
+        respond: bool,
         t_ns: u64,
     },
     View {
@@ -213,6 +231,14 @@ enum Line {
         request: u64,
         len: usize,
         hash: String,
+        t_ns: u64,
+    },
+    Lock {
+        member: u32,
+        view: u64,
+        lock: u16,
+        holder: Option<u32>,
+        asked_by: Option<u32>,
         t_ns: u64,
     },
     Left {
@@ -285,12 +311,14 @@ impl TryFrom<Line> for LogRecord {
                 msg,
                 len,
                 hash,
+                respond,
                 t_ns,
             } => rec(
                 member,
                 view,
                 t_ns,
                 Event::Deliver(Delivery {
+                    respond,
                     seq,
                     sender: NodeId(sender),
                     msg,
@@ -356,6 +384,23 @@ impl TryFrom<Line> for LogRecord {
                     from: NodeId(from),
                     request,
                     payload: digest(len, &hash)?,
+                }),
+            ),
+            Line::Lock {
+                member,
+                view,
+                lock,
+                holder,
+                asked_by,
+                t_ns,
+            } => rec(
+                member,
+                view,
+                t_ns,
+                Event::Lock(LockChange {
+                    lock,
+                    holder: holder.map(NodeId),
+                    asked_by: asked_by.map(NodeId),
                 }),
             ),
             Line::Left { member, view, t_ns } => rec(member, view, t_ns, Event::Left),
@@ -499,6 +544,7 @@ impl<W: Write> LogWriter<W> {
     pub fn deliver_at<P: AsRef<[u8]>>(&mut self, d: &Delivery<P>, t_ns: u64) -> io::Result<()> {
         self.digest_at(
             Event::Deliver(Delivery {
+                respond: false,
                 seq: d.seq,
                 sender: d.sender,
                 msg: d.msg,
@@ -872,7 +918,11 @@ pub fn verify_logs_for(
                         }
                     }
                 }
-                Event::Recovery(_) | Event::Loss(_) | Event::Reply(_) | Event::Left => {}
+                Event::Recovery(_)
+                | Event::Loss(_)
+                | Event::Reply(_)
+                | Event::Lock(_)
+                | Event::Left => {}
             }
         }
         members.push(m);
@@ -1028,6 +1078,7 @@ mod tests {
 
     fn deliv(view: u64, seq: u64, sender: u32, msg: u64) -> Delivery {
         Delivery {
+            respond: false,
             seq,
             sender: NodeId(sender),
             msg,

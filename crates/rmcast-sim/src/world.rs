@@ -903,7 +903,11 @@ impl<'a> World<'a> {
                     s.stopped = true;
                 }
             }
-            Event::Loss(_) | Event::Reply(_) | Event::Left | Event::Recovery(_) => {}
+            Event::Loss(_)
+            | Event::Reply(_)
+            | Event::Lock(_)
+            | Event::Left
+            | Event::Recovery(_) => {}
         }
         let left = ev.is_terminal();
         h.rec.events.push(Recorded {

@@ -87,6 +87,7 @@ impl Flood {
     fn deliver(&mut self, sender: NodeId, msg: u64, payload: Bytes) {
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: ((sender.0 as u64) << 32) | msg,
             sender,
             msg,

@@ -67,6 +67,10 @@ pub enum OpenMode {
     /// only the lowest id among them creates it; the others join that one (see the `hello`
     /// module), so that members started together form one group.
     JoinOrCreate,
+    /// Talk to the group from outside it, without joining (RMP's multi-RPC): requests only
+    /// ([`crate::GroupSender::request`], [`crate::Group::call`]), acknowledged and answered by
+    /// the members. Only the `ring` engine has non-member senders.
+    Client,
 }
 
 /// Where a group's traffic goes.
@@ -241,6 +245,12 @@ impl GroupConfig {
         at_least_one("event_queue_capacity", self.event_queue_capacity)?;
         at_least_one("send_queue_capacity", self.send_queue_capacity)?;
         self.engine.validate(self.engine_datagram_bytes())?;
+        if self.mode == OpenMode::Client && self.engine.name() != "ring" {
+            return Err(ConfigError::Invalid {
+                field: "mode",
+                reason: "client (outside the group) needs the ring engine",
+            });
+        }
         if !self.engine.guarantees().qos.contains(self.qos) {
             return Err(ConfigError::Invalid {
                 field: "qos",

@@ -13,7 +13,9 @@ use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::hello::{self, Hello};
 use crate::net;
-use crate::shared::{AtomicNodeCounters, Command, GroupShared, NodeShared, Op, OpenRequest};
+use crate::shared::{
+    AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
+};
 use rmcast_proto::secure::{GroupCipher, Rejection, Sealer};
 use rmcast_proto::{
     wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
@@ -347,6 +349,9 @@ struct GroupState {
     leave_timeout: Duration,
     /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
     completion_events: bool,
+    /// Opened from outside the group ([`OpenMode::Client`]): acknowledgements always reach
+    /// the application, which waits for them.
+    client: bool,
     /// A secure group's keys and replay windows ([`crate::GroupConfig::keys`]).
     cipher: Option<GroupCipher>,
     engine: Box<dyn Engine>,
@@ -555,6 +560,9 @@ impl GroupState {
                 }
                 Op::Send { done: None, .. } => {}
                 Op::Reply { done, .. } => {
+                    let _ = done.send(Err(Error::Expelled { incarnation }));
+                }
+                Op::Call { done, .. } => {
                     let _ = done.send(Err(Error::Expelled { incarnation }));
                 }
                 Op::Leave { reply, .. } => {
@@ -800,6 +808,7 @@ impl IoLoop {
         let role = match cfg.mode {
             OpenMode::Create => Role::Create,
             OpenMode::Join | OpenMode::JoinOrCreate => Role::Join,
+            OpenMode::Client => Role::Client,
         };
         let engine = cfg.engine.build(
             role,
@@ -810,7 +819,7 @@ impl IoLoop {
             os_seed(),
         );
         let (phase, open_reply) = match cfg.mode {
-            OpenMode::Create => {
+            OpenMode::Create | OpenMode::Client => {
                 let _ = reply.send(Ok(true));
                 (Phase::Member, None)
             }
@@ -834,6 +843,7 @@ impl IoLoop {
             max_datagram_bytes: cfg.engine_datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
             completion_events: cfg.completion_events,
+            client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
             engine,
             phase,
@@ -1406,6 +1416,37 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                 }
                 progress = true;
             }
+            Op::Call { call, done } => {
+                if g.leaving.is_some() {
+                    let _ = done.send(Err(Error::Closed));
+                    progress = true;
+                    continue;
+                }
+                if matches!(g.phase, Phase::Joining { .. }) {
+                    g.held = Some(Op::Call { call, done });
+                    break;
+                }
+                let r = match &call {
+                    EngineCall::Request {
+                        payload,
+                        qos,
+                        handler,
+                    } => g.engine.request(now, payload.clone(), *qos, *handler),
+                    EngineCall::Lock { lock, acquire } => {
+                        g.engine.lock(now, *lock, *acquire).map(|()| 0)
+                    }
+                };
+                match r {
+                    Err(SendError::WouldBlock) => {
+                        g.held = Some(Op::Call { call, done });
+                        break;
+                    }
+                    r => {
+                        let _ = done.send(r.map_err(Error::Send));
+                    }
+                }
+                progress = true;
+            }
             Op::Leave { timeout, reply } => {
                 g.start_leave(now, timeout, Some(reply));
                 progress = true;
@@ -1447,7 +1488,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
         };
         progress = true;
         match ev {
-            ev @ (Event::Deliver(_) | Event::Loss(_) | Event::Reply(_)) => {
+            ev @ (Event::Deliver(_) | Event::Loss(_) | Event::Reply(_) | Event::Lock(_)) => {
                 if let Some(p) = permit {
                     p.send(ev);
                 }
@@ -1472,7 +1513,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 if let Some(d) = g.completions.remove(&msg) {
                     let _ = d.send(Ok(msg));
                 }
-                if let (Some(p), true) = (permit, g.completion_events) {
+                if let (Some(p), true) = (permit, g.completion_events || g.client) {
                     p.send(Event::SendComplete { msg });
                 }
             }

@@ -9,7 +9,7 @@ use crate::block::block_on;
 use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
 pub use crate::shared::NodeCounters;
-use crate::shared::{Command, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
+use crate::shared::{Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
 use crate::{io, net};
 use bytes::Bytes;
 use rmcast_proto::{Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
@@ -163,7 +163,7 @@ impl Node {
         let shared = Arc::new(GroupShared::default());
         let (reply_tx, reply_rx) = std_mpsc::sync_channel(1);
         let wait = match cfg.mode {
-            OpenMode::Create => Duration::ZERO,
+            OpenMode::Create | OpenMode::Client => Duration::ZERO,
             OpenMode::Join | OpenMode::JoinOrCreate => cfg.join_timeout,
         } + Duration::from_secs(10);
         let handle = GroupHandle {
@@ -453,6 +453,61 @@ impl GroupSender {
             .map_err(|_| Error::Closed)?
     }
 
+    /// Send `payload` to the group from outside it ([`crate::OpenMode::Client`]; RMP's
+    /// multi-RPC) with quality of service `qos`, naming handler lock `handler` (0 to 5) whose
+    /// holder is to answer. Returns the request's number once the engine took it; the group's
+    /// acknowledgement comes as [`GroupEvent::SendComplete`], the answer as
+    /// [`GroupEvent::Reply`], and a request given up (nobody acknowledged it after about 30
+    /// s of retries) as [`GroupEvent::Loss`]. Blocks while the request window is full.
+    /// [`Group::call`] does it all and waits. Members refuse with
+    /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
+    pub fn request(
+        &self,
+        payload: impl Into<Bytes>,
+        qos: Qos,
+        handler: Option<u8>,
+    ) -> Result<u64, Error> {
+        self.check_qos(qos)?;
+        self.call_engine(EngineCall::Request {
+            payload: payload.into(),
+            qos,
+            handler,
+        })
+    }
+
+    /// Ask for lock `lock` (RMP section 4.3; locks 0 to 5 are the handler locks). Returns once
+    /// the engine took the request; every member, this one included, then hears at the lock
+    /// change's place in the total order who holds it ([`GroupEvent::Lock`]): this member if it
+    /// was free, its holder otherwise. One lock request at a time: this call waits for the
+    /// previous one to be ordered.
+    pub fn lock(&self, lock: u16) -> Result<(), Error> {
+        self.call_engine(EngineCall::Lock {
+            lock,
+            acquire: true,
+        })
+        .map(|_| ())
+    }
+
+    /// Release lock `lock` (see [`GroupSender::lock`]).
+    pub fn unlock(&self, lock: u16) -> Result<(), Error> {
+        self.call_engine(EngineCall::Lock {
+            lock,
+            acquire: false,
+        })
+        .map(|_| ())
+    }
+
+    fn call_engine(&self, call: EngineCall) -> Result<u64, Error> {
+        let (tx, rx) = oneshot::channel();
+        block_on(self.inner.ops.send(Op::Call { call, done: tx }), None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        block_on(rx, None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?
+    }
+
     /// Refuse a quality of service the engine does not serve, before it reaches the engine.
     fn check_qos(&self, qos: Qos) -> Result<(), Error> {
         if self.inner.guarantees.qos.contains(qos) {
@@ -615,7 +670,11 @@ impl GroupSender {
 fn op_payload(op: Op) -> Bytes {
     match op {
         Op::Send { payload, .. } | Op::Reply { payload, .. } => payload,
-        Op::Leave { .. } => Bytes::new(),
+        Op::Call {
+            call: EngineCall::Request { payload, .. },
+            ..
+        } => payload,
+        Op::Call { .. } | Op::Leave { .. } => Bytes::new(),
     }
 }
 
@@ -676,6 +735,38 @@ impl Group {
         };
         self.received(ev.is_ok());
         ev
+    }
+
+    /// A request from outside the group, waited for (RMP's multi-RPC; see
+    /// [`GroupSender::request`]): with a `handler`, the answer of the member holding that
+    /// handler lock (`Ok(Some(reply))`); without, `Ok(None)` once the group acknowledged
+    /// delivery at level `qos`. [`Error::Timeout`] when neither came within `timeout` (the
+    /// request may still be delivered: ask again to know). Events of other requests read
+    /// meanwhile are dropped: for several requests at a time use [`GroupSender::request`] and
+    /// [`Group::recv`].
+    pub fn call(
+        &mut self,
+        payload: impl Into<Bytes>,
+        qos: Qos,
+        handler: Option<u8>,
+        timeout: Duration,
+    ) -> Result<Option<rmcast_proto::Reply>, Error> {
+        let deadline = Instant::now() + timeout;
+        let n = self.sender.request(payload, qos, handler)?;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout);
+            }
+            match self.recv_timeout(left)? {
+                GroupEvent::Reply(r) if r.request == n && handler.is_some() => return Ok(Some(r)),
+                GroupEvent::SendComplete { msg } if msg == n && handler.is_none() => {
+                    return Ok(None)
+                }
+                GroupEvent::Loss(l) if l.first_seq == n => return Err(Error::Timeout),
+                _ => {}
+            }
+        }
     }
 
     /// The next event if one is waiting: `Ok(None)` when none is, [`Error::MemberFailed`]

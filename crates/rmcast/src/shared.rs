@@ -29,11 +29,29 @@ pub(crate) enum Op {
         payload: Bytes,
         done: oneshot::Sender<Result<(), Error>>,
     },
+    /// A request from outside the group or a lock request ([`EngineCall`]); `done` is told
+    /// the request's number (0 for a lock) once the engine took it.
+    Call {
+        call: EngineCall,
+        done: oneshot::Sender<Result<u64, Error>>,
+    },
     /// Leave once every message queued before has been sent.
     Leave {
         timeout: Duration,
         reply: oneshot::Sender<Result<(), Error>>,
     },
+}
+
+/// What an [`Op::Call`] asks of the engine.
+pub(crate) enum EngineCall {
+    /// [`rmcast_proto::Engine::request`].
+    Request {
+        payload: Bytes,
+        qos: Qos,
+        handler: Option<u8>,
+    },
+    /// [`rmcast_proto::Engine::lock`].
+    Lock { lock: u16, acquire: bool },
 }
 
 /// Control requests, rare and unordered with respect to messages.

@@ -250,6 +250,7 @@ impl Engine for Blaster {
         }
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: self.counters.delivered,
             sender: from,
             msg: u64::from(p.header.ptype),

@@ -157,7 +157,7 @@ impl Gossip {
                 g.view_update(p.now);
                 g.next_round = Some(p.now + g.cfg.round);
             }
-            Role::Join => g.join_at = Some(p.now),
+            Role::Join | Role::Client => g.join_at = Some(p.now),
         }
         g
     }
@@ -525,6 +525,7 @@ impl Gossip {
             s.advance();
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq: msg,
                 sender: origin,
                 msg,
@@ -1030,6 +1031,7 @@ impl Engine for Gossip {
         self.counters.submitted += 1;
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: msg,
             sender: self.me,
             msg,

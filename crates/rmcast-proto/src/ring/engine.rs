@@ -1,5 +1,6 @@
 //! The ring engine: the token site's duties, ACK processing, NACKs, List Change Requests.
 
+use super::multirpc::{Client, GroupState};
 use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
 use super::reform::RecoveryState;
@@ -281,6 +282,10 @@ pub struct Ring {
     /// A joiner's admission (the ACK number of its New List, and the site that sent it), until
     /// the ring is seen to go on after it; nothing is delivered before.
     pub(super) admission: Option<(u64, NodeId)>,
+    /// Locks and non-members (section 4.5), kept with the ring in every New List.
+    pub(super) gs: GroupState,
+    /// This process is not a member but a non-member sending requests (multi-RPC).
+    pub(super) client: Option<Client>,
 }
 
 impl Ring {
@@ -356,6 +361,8 @@ impl Ring {
             rng: SplitMix64::new(p.seed),
             expelled: false,
             admission: None,
+            gs: GroupState::default(),
+            client: (p.role == Role::Client).then(Client::default),
         };
         if p.role == Role::Create {
             r.member = true;
@@ -374,7 +381,7 @@ impl Ring {
             r.token.holding = true;
             r.token.idle = 1;
             r.deliver();
-        } else {
+        } else if p.role == Role::Join {
             r.lcr_at = Some(p.now);
         }
         r
@@ -513,6 +520,10 @@ impl Ring {
 
     /// A joiner starts its OrderingQ at the New List that admits it.
     fn start_at(&mut self, ack: &Ack) {
+        if let AckBody::NewList(l) = &ack.body {
+            // The locks held when this member joins: what its handlers follow from here on.
+            self.gs.delivered_locks = l.locks.iter().copied().collect();
+        }
         self.member = true;
         self.view_id = ack.view;
         self.lcr_at = None;
@@ -576,8 +587,15 @@ impl Ring {
             AckBody::Entries(entries) => {
                 for (origin, sseq) in entries {
                     let held = self.data.take(origin, sseq);
-                    let next = self.ordered_next.entry(origin).or_insert(0);
-                    *next = (*next).max(sseq + 1);
+                    // Ring members' packets are ordered only while they are in the ring:
+                    // any other origin is a non-member (multi-RPC).
+                    let client = !self.ordered_next.contains_key(&origin);
+                    if client {
+                        self.client_ordered(origin, sseq);
+                    } else {
+                        let next = self.ordered_next.entry(origin).or_insert(0);
+                        *next = (*next).max(sseq + 1);
+                    }
                     if origin == self.me {
                         self.own_ordered.push_back((sseq, self.q.end()));
                         self.flow.on_ordered(sseq, now);
@@ -587,10 +605,17 @@ impl Ring {
                         sseq,
                         qos: held.as_ref().map_or(Qos::TotallyOrdered, |h| h.1),
                         payload: held.map(|h| h.0),
+                        client,
                     });
                 }
             }
+            AckBody::NewList(l) if l.lock_op.is_some() => {
+                let op = l.lock_op.expect("matched");
+                self.apply_lock_op(op, &l.locks);
+                self.q.push(Entry::Lock(op));
+            }
             AckBody::NewList(l) => {
+                self.apply_group_state(&l.locks, &l.clients);
                 let old_next = std::mem::replace(
                     &mut self.ordered_next,
                     l.members.iter().copied().zip(l.next_sseq).collect(),
@@ -704,7 +729,7 @@ impl Ring {
         self.q.prune(self.stable_ts);
     }
 
-    fn after_progress(&mut self, now: Time) {
+    pub(super) fn after_progress(&mut self, now: Time) {
         self.deliver();
         if self.leave_alone() {
             return;
@@ -798,16 +823,24 @@ impl Ring {
                     sseq,
                     payload,
                     qos,
+                    client,
                 } => {
                     let (origin, sseq, qos) = (*origin, *sseq, *qos);
                     if !self.resilient(ts, origin, qos) {
                         self.resilience_wait = true;
                         break;
                     }
+                    if *client {
+                        let p = payload.clone().unwrap_or_default();
+                        self.q.delivered();
+                        self.deliver_client(ts, origin, sseq, p);
+                        continue;
+                    }
                     if !self.early.remove(&(origin, sseq)) {
                         self.pending_src.remove(&(origin, sseq));
                         self.counters.delivered += 1;
                         self.events.push_back(Event::Deliver(Delivery {
+                            respond: false,
                             // Below total order a message is placed by its sender's numbering.
                             seq: if qos.is_total() { ts } else { sseq },
                             sender: origin,
@@ -838,7 +871,9 @@ impl Ring {
                     self.counters.view_changes += 1;
                     self.delivered_view = v.clone();
                     let gone = v.left == Some(self.me);
+                    let (members, joined_me) = (v.members.clone(), v.joined == Some(self.me));
                     self.events.push_back(Event::View(v));
+                    self.deliver_view_locks(&members, joined_me);
                     if gone {
                         // Twice: a lost goodbye only delays stability by DEPART_LINGER.
                         for _ in 0..2 {
@@ -847,6 +882,10 @@ impl Ring {
                         self.left = true;
                         self.events.push_back(Event::Left);
                     }
+                }
+                Entry::Lock(op) => {
+                    let op = *op;
+                    self.deliver_lock_op(op);
                 }
             }
             self.q.delivered();
@@ -914,6 +953,7 @@ impl Ring {
         self.early.insert((origin, sseq));
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: sseq,
             sender: origin,
             msg: sseq,
@@ -965,6 +1005,7 @@ impl Ring {
         let msg = n | packet::UNRELIABLE_BIT;
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: msg,
             sender: origin,
             msg,
@@ -1003,7 +1044,7 @@ impl Ring {
 
     /// What the token site does now: order a membership change, order data, pass a NULL
     /// ACK after a short wait, or keep the token when the ring is quiescent.
-    fn token_work(&mut self, now: Time) {
+    pub(super) fn token_work(&mut self, now: Time) {
         if !self.token.holding || self.removed || self.left || self.rec.current.is_some() {
             return;
         }
@@ -1118,8 +1159,13 @@ impl Ring {
                     members.retain(|&m| m != who);
                     (None, Some(who))
                 }
+                packet::LCR_LOCK | packet::LCR_UNLOCK if members.contains(&who) => {
+                    let acquire = kind == packet::LCR_LOCK;
+                    return Some(self.lock_change(who, first_sseq as u16, acquire));
+                }
                 _ => continue,
             };
+            let (locks, clients) = self.group_state_for(&members, &self.gs.locks);
             let next_sseq = members
                 .iter()
                 .map(|m| match self.ordered_next.get(m) {
@@ -1134,6 +1180,9 @@ impl Ring {
                 joined,
                 left,
                 next_sseq,
+                lock_op: None,
+                locks,
+                clients,
             });
         }
         None
@@ -1154,6 +1203,7 @@ impl Ring {
                 s += 1;
             }
         }
+        self.orderable_clients(&mut out, max);
         out
     }
 
@@ -1271,9 +1321,12 @@ impl Ring {
                 sseq,
                 payload: Some(p),
                 qos,
+                client,
             }) = self.q.get(ts).map(|s| s.entry.clone())
             {
-                if !n.everyone && origin != self.me {
+                // A non-member's packet is owned by the site that ordered it.
+                let owner = origin == self.me || (client && self.orderer_of(ts) == Some(self.me));
+                if !n.everyone && !owner {
                     continue;
                 }
                 self.counters.retransmissions += 1;
@@ -1340,10 +1393,18 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        // A joiner that was a member before goes on numbering where it was.
-        let first_sseq = match body.get(1..9) {
-            Some(b) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
-            None => 0,
+        // A joiner that was a member before goes on numbering where it was; a lock request
+        // names its lock.
+        let first_sseq = match (kind, body.get(1..3), body.get(1..9)) {
+            (packet::LCR_LOCK | packet::LCR_UNLOCK, Some(b), _) => {
+                u64::from(u16::from_be_bytes(b.try_into().expect("2 bytes")))
+            }
+            (packet::LCR_LOCK | packet::LCR_UNLOCK, None, _) => {
+                self.counters.malformed_dropped += 1;
+                return;
+            }
+            (_, _, Some(b)) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
+            _ => 0,
         };
         if !self.member || self.removed || self.rec.current.is_some() {
             return;
@@ -1371,7 +1432,10 @@ impl Ring {
                     self.out.push_back((Destination::Peer(from), b));
                 }
             }
-            packet::LCR_JOIN | packet::LCR_LEAVE => {
+            packet::LCR_LOCK | packet::LCR_UNLOCK if !member => {
+                self.counters.foreign_dropped += 1;
+            }
+            packet::LCR_JOIN | packet::LCR_LEAVE | packet::LCR_LOCK | packet::LCR_UNLOCK => {
                 if self.lcrs.len() < MAX_LCRS || self.lcrs.contains_key(&from) {
                     self.lcrs.insert(from, (kind, first_sseq));
                 }
@@ -1461,7 +1525,12 @@ impl Ring {
                     .flatten(),
             )
             .at("reform", self.rec.current.as_ref().map(|r| r.next_at))
-            .at("reform retry", self.rec.retry_at);
+            .at("reform retry", self.rec.retry_at)
+            .at("lock", self.gs.lock_at)
+            .at(
+                "requests",
+                self.client.as_ref().and_then(|c| c.next_timeout()),
+            );
         d
     }
 }
@@ -1481,6 +1550,13 @@ impl Engine for Ring {
             return;
         }
         self.counters.datagrams_received += 1;
+        if self.client.is_some() {
+            // A non-member hears only its acknowledgements and replies.
+            if matches!(h.ptype, packet::NM_ACK | packet::NM_REPLY) {
+                self.on_client_packet(h.sender, h.ptype, pkt.body);
+            }
+            return;
+        }
         if let Some(d) = self.detector.as_mut() {
             d.heard(h.sender, now);
         }
@@ -1525,6 +1601,9 @@ impl Engine for Ring {
                 self.after_progress(now);
             }
             packet::DATA_NACK => self.on_data_nack(h.sender, pkt.body),
+            packet::NM_DATA => self.on_nm_data(now, h.sender, pkt.body),
+            packet::NM_ACK => self.counters.foreign_dropped += 1,
+            packet::NM_REPLY => self.counters.foreign_dropped += 1,
             packet::CONFIRM => {
                 let mut r = wire::Reader::new(pkt.body);
                 match r.u64() {
@@ -1547,6 +1626,10 @@ impl Engine for Ring {
         if self.left {
             return;
         }
+        if self.client.is_some() {
+            return self.client_timeout(now);
+        }
+        self.lock_timeout(now);
         self.detect(now);
         self.reform_timeout(now);
         if self.left {
@@ -1623,6 +1706,9 @@ impl Engine for Ring {
         if !self.guarantees().qos.contains(qos) {
             return Err(SendError::Unsupported);
         }
+        if self.client.is_some() {
+            return self.client_request(now, payload, qos, None);
+        }
         if !self.member || self.leaving || self.removed || self.left {
             return Err(SendError::NotMember);
         }
@@ -1647,6 +1733,7 @@ impl Engine for Ring {
             let msg = n | packet::UNRELIABLE_BIT;
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq: msg,
                 sender: self.me,
                 msg,
@@ -1668,6 +1755,33 @@ impl Engine for Ring {
         }
         self.token_work(now);
         Ok(n)
+    }
+
+    fn request(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        qos: Qos,
+        handler: Option<u8>,
+    ) -> Result<u64, SendError> {
+        if !self.guarantees().qos.contains(qos) || self.client.is_none() {
+            return Err(SendError::Unsupported);
+        }
+        self.client_request(now, payload, qos, handler)
+    }
+
+    fn reply(
+        &mut self,
+        _now: Time,
+        to: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        self.send_reply(to, request, payload)
+    }
+
+    fn lock(&mut self, now: Time, lock: u16, acquire: bool) -> Result<(), SendError> {
+        self.request_lock(now, lock, acquire)
     }
 
     fn leave(&mut self, now: Time) {
@@ -1798,6 +1912,9 @@ impl Engine for Ring {
     }
 
     fn can_submit(&self) -> bool {
+        if let Some(c) = &self.client {
+            return c.pending() < super::multirpc::CLIENT_WINDOW;
+        }
         !self.recovering()
             && self.own_next - self.own_stable < WINDOW
             && self.events.len() < MAX_EVENTS
@@ -1836,6 +1953,7 @@ impl Engine for Ring {
                 match &s.entry {
                     Entry::Data { origin, sseq, .. } => (origin.0, *sseq),
                     Entry::View(v) => (u32::MAX, v.id),
+                    Entry::Lock(op) => (op.by.0, u64::from(op.lock)),
                 }
             )),
             self.departing,

@@ -53,6 +53,7 @@
 //! for crashed members with one probing round every two seconds.
 
 mod engine;
+mod multirpc;
 pub mod order;
 pub mod packet;
 mod reform;
@@ -80,7 +81,7 @@ impl RingFactory {
             qos: QosLevels::rmp(),
             senders: Senders::Any,
             crash_recovery: true,
-            replies: false,
+            replies: true,
         }
     }
 }

@@ -31,9 +31,14 @@ pub enum Entry {
         payload: Option<Bytes>,
         /// Its quality of service (as sent; `TotallyOrdered` until the payload is here).
         qos: Qos,
+        /// From a process outside the ring (multi-RPC): the payload starts with the flags and
+        /// the handler number.
+        client: bool,
     },
     /// A membership change (delivered as a view).
     View(View),
+    /// A lock request or release (delivered as a lock change).
+    Lock(super::packet::LockOp),
 }
 
 /// One slot.
@@ -251,6 +256,7 @@ mod tests {
             sseq: s,
             payload: p.map(Bytes::from_static),
             qos: Qos::TotallyOrdered,
+            client: false,
         };
         q.push(d(0, Some(b"a")));
         q.push(d(1, None));

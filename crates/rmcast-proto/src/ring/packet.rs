@@ -28,6 +28,56 @@ pub const DATA_NACK: u8 = 7;
 pub const LCR_JOIN: u8 = 1;
 /// LCR kinds.
 pub const LCR_LEAVE: u8 = 2;
+/// LCR kinds: ask for a lock (section 4.3); body adds the lock number (u16).
+pub const LCR_LOCK: u8 = 3;
+/// LCR kinds: release a lock; body adds the lock number (u16).
+pub const LCR_UNLOCK: u8 = 4;
+
+/// Lock numbers run from 0 to `MAX_LOCKS - 1`; the first [`HANDLER_LOCKS`] are handler locks
+/// (section 3.3): the holder of lock `h` answers the packets that name handler `h`.
+pub const MAX_LOCKS: u16 = 64;
+/// Handler locks: lock numbers below this.
+pub const HANDLER_LOCKS: u8 = 6;
+/// Non-members whose next sequence number a ring keeps at most (section 4.5): the least
+/// recently ordered one is flushed first and sets the first-packet flag again.
+pub const MAX_CLIENTS: usize = 64;
+
+// ---- multi-RPC for non-members (section 4.5) ----------------------------------------------
+
+/// Non Member Data: a data packet from a process outside the ring (the same body as
+/// [`DATA`]); each message's payload starts with [`NM_PREFIX`] bytes: the flags
+/// ([`NM_WANT_ACK`], [`NM_REPEAT_REPLY`], [`NM_FIRST`]) and the handler number
+/// ([`NO_HANDLER`] for none).
+pub const NM_DATA: u8 = 18;
+/// Non Member ACK, unicast by the token site that ordered a non-member's packet once it
+/// delivered it (and again for each duplicate). Body: the packet's sequence number and the
+/// view id (u64, u64), which the non-member caches.
+pub const NM_ACK: u8 = 19;
+/// A handler's reply to a packet. Body: the packet's origin (u32), its sequence number
+/// (u64), then the reply.
+pub const NM_REPLY: u8 = 20;
+/// Bytes before a non-member message's payload.
+pub const NM_PREFIX: usize = 2;
+/// Non Member Data flag: the token site acknowledges delivery.
+pub const NM_WANT_ACK: u8 = 1;
+/// Non Member Data flag: a duplicate gets the handler's reply again.
+pub const NM_REPEAT_REPLY: u8 = 2;
+/// Non Member Data flag: the first packet of this sender (or the first since its entry may
+/// have been flushed): members start its numbering here.
+pub const NM_FIRST: u8 = 4;
+/// Handler number meaning "no handler".
+pub const NO_HANDLER: u8 = 0xff;
+
+/// A lock request or release ordered with a New List (section 4.3): the ring is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOp {
+    /// The member that asked.
+    pub by: NodeId,
+    /// The lock.
+    pub lock: u16,
+    /// Acquire (true) or release.
+    pub acquire: bool,
+}
 
 /// Most messages one ACK orders (it names them as runs per origin, so its size does not grow
 /// with this).
@@ -82,6 +132,13 @@ pub struct NewList {
     pub left: Option<NodeId>,
     /// For each member (same order), the next sequence number of its to be ordered.
     pub next_sseq: Vec<u64>,
+    /// The lock request or release this New List orders (the ring is then unchanged).
+    pub lock_op: Option<LockOp>,
+    /// The locks held after it: (lock, holder), by lock number.
+    pub locks: Vec<(u16, NodeId)>,
+    /// The non-members known, with the next sequence number of each to be ordered (section
+    /// 4.5: kept in the view with a non-member flag, so that a joiner has them).
+    pub clients: Vec<(NodeId, u64)>,
 }
 
 /// What an ACK orders.
@@ -154,6 +211,25 @@ impl Ack {
                 };
                 opt(b, l.joined);
                 opt(b, l.left);
+                match l.lock_op {
+                    Some(op) => {
+                        b.push(1);
+                        b.put_u32(op.by.0);
+                        b.put_u16(op.lock);
+                        b.push(u8::from(op.acquire));
+                    }
+                    None => b.extend_from_slice(&[0; 8]),
+                }
+                b.put_u16(l.locks.len() as u16);
+                for (k, h) in &l.locks {
+                    b.put_u16(*k);
+                    b.put_u32(h.0);
+                }
+                b.put_u16(l.clients.len() as u16);
+                for (c, n) in &l.clients {
+                    b.put_u32(c.0);
+                    b.put_u64(*n);
+                }
                 for n in &l.next_sseq {
                     b.put_u64(*n);
                 }
@@ -192,6 +268,35 @@ impl Ack {
                 };
                 let joined = opt(&mut r)?;
                 let left = opt(&mut r)?;
+                let lock_op = match (r.u8()?, NodeId(r.u32()?), r.u16()?, r.u8()?) {
+                    (0, ..) => None,
+                    (1, by, lock, a @ (0 | 1)) if lock < MAX_LOCKS => Some(LockOp {
+                        by,
+                        lock,
+                        acquire: a == 1,
+                    }),
+                    _ => return Err(WireError::BadValue("lock op")),
+                };
+                let n = r.u16()?;
+                if n > MAX_LOCKS {
+                    return Err(WireError::BadValue("locks"));
+                }
+                let mut locks = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let (k, h) = (r.u16()?, NodeId(r.u32()?));
+                    if k >= MAX_LOCKS {
+                        return Err(WireError::BadValue("locks"));
+                    }
+                    locks.push((k, h));
+                }
+                let n = r.u16()? as usize;
+                if n > MAX_CLIENTS {
+                    return Err(WireError::BadValue("clients"));
+                }
+                let mut clients = Vec::with_capacity(n);
+                for _ in 0..n {
+                    clients.push((NodeId(r.u32()?), r.u64()?));
+                }
                 // The sequence numbers come before the view; the view's own count says how
                 // many: members * (8 + 4) + 14 bytes remain.
                 let rest = r.rest();
@@ -217,6 +322,9 @@ impl Ack {
                     joined,
                     left,
                     next_sseq,
+                    lock_op,
+                    locks,
+                    clients,
                 })
             }
             _ => return Err(WireError::BadValue("ack kind")),
@@ -372,6 +480,13 @@ mod tests {
                     joined: Some(NodeId(5)),
                     left: None,
                     next_sseq: vec![5, 0, 10],
+                    lock_op: Some(LockOp {
+                        by: NodeId(2),
+                        lock: 3,
+                        acquire: true,
+                    }),
+                    locks: vec![(0, NodeId(1)), (3, NodeId(2))],
+                    clients: vec![(NodeId(99), 4)],
                 }),
             },
         ];

@@ -453,6 +453,8 @@ impl Ring {
             entries.extend((from..end).filter(|&s| self.data.has(o, s)).map(|s| (o, s)));
         }
         let mut acks = Vec::new();
+        // Locks of the members left out are freed.
+        let (locks, clients) = self.group_state_for(members, &self.gs.locks);
         let (mut num, mut ts) = (self.next_ack, self.q.end());
         let mut next_sseq: BTreeMap<NodeId, u64> = self.ordered_next.clone();
         for chunk in entries.chunks(packet::MAX_ENTRIES).take(3) {
@@ -486,6 +488,9 @@ impl Ring {
                         .iter()
                         .map(|m| next_sseq.get(m).copied().unwrap_or(0))
                         .collect(),
+                    lock_op: None,
+                    locks,
+                    clients,
                 }),
             }),
         );

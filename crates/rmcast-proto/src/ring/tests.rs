@@ -394,3 +394,169 @@ fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back()
     let others = (sender + 1) % 3;
     assert_eq!(net.delivered_msgs(others, sender).len(), 4 + sent + 160);
 }
+
+// ---- locks and multi-RPC (sections 3.3, 4.3, 4.5) ------------------------------------------
+
+fn locks_seen(net: &Net, i: usize) -> Vec<(u16, Option<NodeId>, Option<NodeId>)> {
+    (net.events[i].iter())
+        .filter_map(|e| match e {
+            Event::Lock(l) => Some((l.lock, l.holder, l.asked_by)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lock_is_granted_only_when_free_and_freed_when_its_holder_leaves() {
+    let mut net = Net::new(3);
+    net.nodes[1].lock(net.now, 0, true).unwrap();
+    assert_eq!(
+        net.nodes[1].lock(net.now, 1, true),
+        Err(SendError::WouldBlock),
+        "one lock request at a time"
+    );
+    net.run_for(Duration::from_millis(300));
+    net.nodes[2].lock(net.now, 0, true).unwrap();
+    net.run_for(Duration::from_millis(300));
+    let (a, b) = (Some(NodeId(1)), Some(NodeId(2)));
+    let expect = vec![(0, a, a), (0, a, b)];
+    for i in 0..3 {
+        assert_eq!(locks_seen(&net, i), expect, "member {i}");
+    }
+    // The holder leaves: the lock is free at its place in the order, and can be had again.
+    net.nodes[1].leave(net.now);
+    net.run_for(Duration::from_millis(500));
+    net.nodes[2].lock(net.now, 0, true).unwrap();
+    net.run_for(Duration::from_millis(300));
+    for i in [0, 2] {
+        let seen = locks_seen(&net, i);
+        assert_eq!(seen[2..], [(0, None, None), (0, b, b)], "member {i}");
+    }
+    assert_eq!(
+        net.nodes[0].lock(net.now, packet::MAX_LOCKS, true),
+        Err(SendError::Unsupported)
+    );
+    // A joiner learns who holds what.
+    let settings = EngineSettings::default();
+    let mut joiner = RingFactory.build(&EngineParams {
+        role: Role::Join,
+        group: 7,
+        me: NodeId(9),
+        max_datagram_bytes: 1400,
+        now: net.now,
+        seed: 9,
+        settings: &settings,
+    });
+    joiner.handle_timeout(net.now);
+    net.nodes.push(joiner);
+    net.events.push(vec![]);
+    net.run_for(Duration::from_millis(500));
+    assert_eq!(locks_seen(&net, 3), vec![(0, b, None)]);
+}
+
+#[test]
+fn non_member_requests_are_delivered_once_in_one_order_acknowledged_and_answered_by_the_handler() {
+    let mut net = Net::new(3);
+    net.nodes[1].lock(net.now, 2, true).unwrap();
+    net.run_for(Duration::from_millis(300));
+    let settings = EngineSettings::default();
+    let client = RingFactory.build(&EngineParams {
+        role: Role::Client,
+        group: 7,
+        me: NodeId(50),
+        max_datagram_bytes: 1400,
+        now: net.now,
+        seed: 50,
+        settings: &settings,
+    });
+    net.nodes.push(client);
+    net.events.push(vec![]);
+    // A quarter of every datagram is lost, whatever its kind.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    net.drop = Some(Box::new(move |_, _, _, _| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x.is_multiple_of(4)
+    }));
+    let n = 20u64;
+    let mut asked = Vec::new();
+    for k in 0..n {
+        let handler = (k % 2 == 0).then_some(2);
+        let qos = [Qos::Reliable, Qos::TotallyOrdered, Qos::KResilient(1)][k as usize % 3];
+        let m = net.nodes[3]
+            .request(net.now, Bytes::from(format!("req {k}")), qos, handler)
+            .unwrap();
+        asked.push((m, handler));
+    }
+    assert_eq!(
+        net.nodes[0].request(net.now, Bytes::new(), Qos::TotallyOrdered, None),
+        Err(SendError::Unsupported),
+        "members send as members"
+    );
+    let mut answered = BTreeSet::new();
+    for _ in 0..100 {
+        net.run_for(Duration::from_millis(100));
+        // The handler answers what it is to answer (only member 1 holds lock 2).
+        for i in 0..3 {
+            let due: Vec<(NodeId, u64, bool)> = (net.events[i].iter())
+                .filter_map(|e| match e {
+                    Event::Deliver(d) if d.sender == NodeId(50) => {
+                        Some((d.sender, d.msg, d.respond))
+                    }
+                    _ => None,
+                })
+                .collect();
+            for (to, m, respond) in due {
+                assert!(!respond || i == 1, "member {i} is not the handler");
+                if respond && answered.insert(m) {
+                    net.nodes[i]
+                        .reply(net.now, to, m, Bytes::from(format!("ans {m}")))
+                        .unwrap();
+                }
+            }
+        }
+    }
+    net.drop = None;
+    net.run_for(Duration::from_secs(2));
+    // Every member delivered every request once, in one order.
+    let d0: Vec<_> = net
+        .delivered(0)
+        .into_iter()
+        .filter(|d| d.1 == NodeId(50))
+        .collect();
+    assert_eq!(d0.len(), n as usize);
+    for i in 1..3 {
+        let di: Vec<_> = net
+            .delivered(i)
+            .into_iter()
+            .filter(|d| d.1 == NodeId(50))
+            .collect();
+        assert_eq!(di, d0, "member {i}");
+    }
+    // The non-member: each request acknowledged once, each with a handler answered once, by
+    // the handler, with its answer.
+    let mut completes = BTreeSet::new();
+    let mut replies = Vec::new();
+    for e in &net.events[3] {
+        match e {
+            Event::SendComplete { msg } => assert!(completes.insert(*msg), "twice: {msg}"),
+            Event::Reply(r) => {
+                assert_eq!(r.from, NodeId(1));
+                assert_eq!(r.payload, Bytes::from(format!("ans {}", r.request)));
+                replies.push(r.request);
+            }
+            Event::Loss(l) => panic!("request given up: {l:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(completes.len(), n as usize);
+    let want: Vec<u64> = asked
+        .iter()
+        .filter(|a| a.1.is_some())
+        .map(|a| a.0)
+        .collect();
+    replies.sort();
+    assert_eq!(replies, want);
+    assert!(net.nodes[3].can_submit());
+}

@@ -235,6 +235,7 @@ impl Sequencer {
         if let Some(payload) = whole {
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq,
                 sender: e.sender,
                 msg,

@@ -62,7 +62,7 @@ impl EngineFactory for SequencerFactory {
         let cfg = self.config(p.group, p.max_datagram_bytes, p.settings);
         match p.role {
             Role::Create => Box::new(Sequencer::create(cfg, p.me, p.now)),
-            Role::Join => Box::new(Sequencer::join(cfg, p.me, p.now)),
+            Role::Join | Role::Client => Box::new(Sequencer::join(cfg, p.me, p.now)),
         }
     }
 }

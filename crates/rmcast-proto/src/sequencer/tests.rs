@@ -514,6 +514,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::Left => "left",
             Event::Loss(_) => "loss",
             Event::Reply(_) => "reply",
+            Event::Lock(_) => "lock",
             Event::Recovery(Recovery::Failed { .. }) => "failed",
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset-failed",
             Event::Recovery(Recovery::Reset { .. }) => "reset",

@@ -252,7 +252,7 @@ impl Tree {
         let entity = match p.role {
             Role::Create => Entity::Sender,
             Role::Join if cfg.designated_receivers.contains(&p.me) => Entity::Designated,
-            Role::Join => Entity::Receiver,
+            Role::Join | Role::Client => Entity::Receiver,
         };
         let now = p.now;
         let ws = cfg.send_window_pkts as usize;
@@ -832,6 +832,7 @@ impl Tree {
             }
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq,
                 sender,
                 msg: seq,
@@ -1230,6 +1231,7 @@ impl Engine for Tree {
         if self.cfg.deliver_own {
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
                 seq,
                 sender: self.me,
                 msg: seq,

@@ -510,6 +510,7 @@ impl Txn {
         );
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: txn,
             sender: self.me,
             msg: txn,
@@ -1179,6 +1180,7 @@ impl Txn {
         self.record_outcome(k.0, k.1, pk::OUTCOME_RELEASED, total);
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: k.1.txn,
             sender: k.0,
             msg: k.1.txn,
@@ -1441,6 +1443,7 @@ impl Txn {
         self.counters.submitted += 1;
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
             seq: msg,
             sender: self.me,
             msg,
@@ -1497,6 +1500,7 @@ impl Txn {
                     self.record_outcome(from, key, OUTCOME_NOT_MINE, 0);
                     self.counters.delivered += 1;
                     self.events.push_back(Event::Deliver(Delivery {
+                        respond: false,
                         seq: key.txn,
                         sender: from,
                         msg: key.txn,

@@ -71,7 +71,7 @@ impl EngineFactory for CrashFactory {
         cfg.max_datagram_bytes = p.max_datagram_bytes;
         let inner = match p.role {
             Role::Create => Sequencer::create(cfg, p.me, p.now),
-            Role::Join => Sequencer::join(cfg, p.me, p.now),
+            Role::Join | Role::Client => Sequencer::join(cfg, p.me, p.now),
         };
         Box::new(Crashable {
             inner,

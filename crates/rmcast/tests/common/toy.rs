@@ -113,7 +113,7 @@ impl Toy {
                 t.counters.view_changes += 1;
                 t.events.push_back(Event::View(v));
             }
-            Role::Join => {
+            Role::Join | Role::Client => {
                 t.push(Destination::Group, JOIN, &[]);
                 t.join_retry = Some(now + Duration::from_millis(50));
             }
@@ -205,6 +205,7 @@ impl Toy {
                     let view = self.view.as_ref().map_or(0, |v| v.id);
                     self.counters.delivered += 1;
                     self.events.push_back(Event::Deliver(Delivery {
+                        respond: false,
                         seq: next,
                         sender,
                         msg,
