@@ -204,6 +204,7 @@ fn run_all() -> Res<()> {
             }
         }
     }
+    let mut client: Option<Child> = None;
     let result = (|| -> Res<()> {
         // Who answers: the server that says it holds the lock.
         let holder = wait_for(&rx, Duration::from_secs(15), |_, l| {
@@ -214,7 +215,7 @@ fn run_all() -> Res<()> {
             .args(["load", "--group", &group, "--writes", &writes.to_string()])
             .stdout(Stdio::piped())
             .spawn()?;
-        let mut client = spawn_lines(9, c, tx.clone());
+        let client = client.insert(spawn_lines(9, c, tx.clone()));
         wait_for(&rx, Duration::from_secs(20), |s, l| {
             s == 9 && l.starts_with("acknowledged 100 ")
         })?;
@@ -236,7 +237,7 @@ fn run_all() -> Res<()> {
         }
         Ok(())
     })();
-    for mut s in servers {
+    for mut s in servers.into_iter().chain(client) {
         let _ = s.kill();
         let _ = s.wait();
     }
