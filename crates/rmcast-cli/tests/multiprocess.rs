@@ -2029,3 +2029,71 @@ fn an_interrupted_bench_perturb_leaves_no_worker_stopped() {
         }
     }
 }
+
+/// RMP section 3.4: a member that cannot receive multicast (opened with `--unicast-peers`, so
+/// it has no multicast socket at all) takes part in a ring whose other members multicast:
+/// they send it unicast copies of everything they multicast, it sends to each of them by
+/// unicast. Every line is delivered by all three in one order, and the logs pass the verifier.
+#[test]
+fn unicast_only_member_takes_part_in_a_ring_with_multicast_members() {
+    let dir = scratch("unicast-only");
+    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
+    let t = Duration::from_secs(20);
+    let base = 30_000 + (std::process::id() % 10_000) as u16 * 3;
+    let ports: Vec<String> = (0..3).map(|i| (base + i).to_string()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let ring = ["--engine", "ring"];
+    fn with<'a>(ring: &[&'a str], port: &'a str) -> Vec<&'a str> {
+        [ring, &["--port", port][..]].concat()
+    }
+    let mut members = vec![Member::start_with(
+        1,
+        &group,
+        "--create",
+        &log(1),
+        &with(&ring, &ports[0]),
+    )];
+    members[0].wait_for("its view", t, |s| s.iter().any(|l| view_size(l) == 1));
+    members.push(Member::start_with(
+        2,
+        &group,
+        "--join",
+        &log(2),
+        &with(&ring, &ports[1]),
+    ));
+    members[1].wait_for("a view of 2", t, |s| s.iter().any(|l| view_size(l) == 2));
+    let mut unicast = with(&ring, &ports[2]);
+    unicast.extend(["--unicast-peers", &peers]);
+    members.push(Member::start_with(3, &group, "--join", &log(3), &unicast));
+    for m in &mut members {
+        m.wait_for("a view of 3", t, |s| s.iter().any(|l| view_size(l) == 3));
+    }
+    for m in &mut members {
+        let stdin = m.stdin.as_mut().unwrap();
+        for k in 0..20 {
+            writeln!(stdin, "line {k} from member {}", m.id).unwrap();
+        }
+        stdin.flush().unwrap();
+    }
+    for m in &mut members {
+        m.wait_for("every line", t, |s| Member::deliveries(s) == 60);
+    }
+    let orders: Vec<Vec<&String>> = members
+        .iter()
+        .map(|m| m.seen.iter().filter(|l| !l.starts_with("* ")).collect())
+        .collect();
+    assert_eq!(orders[0], orders[2], "the unicast-only member's order");
+    assert_eq!(orders[0], orders[1]);
+    for m in &mut members {
+        let status = m.finish(t);
+        assert!(status.success(), "member {} exited with {status}", m.id);
+    }
+    let logs: Vec<Vec<LogRecord>> = (1..=3).map(|i| read_log(log(i)).unwrap()).collect();
+    verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -115,6 +115,11 @@ pub struct EngineSettings {
     pub resilience: u8,
     /// Failure detection and crash recovery.
     pub recovery: RecoveryPolicy,
+    /// This member cannot receive multicast (RMP section 3.4): its datagrams for the group go
+    /// to each member by unicast (the driver's fan-out), and engines that can (the ring) have
+    /// the members that multicast send it unicast copies. The runtime sets it for groups
+    /// opened with unicast peers.
+    pub unicast_only: bool,
 }
 
 /// What the driver tells a factory about the engine to build.
@@ -289,6 +294,7 @@ impl EngineChoice {
         let settings = EngineSettings {
             resilience: cfg.resilience,
             recovery: cfg.recovery_policy(),
+            unicast_only: false,
         };
         EngineChoice {
             factory: Arc::new(sequencer::SequencerFactory::with_config(cfg)),
@@ -305,6 +311,12 @@ impl EngineChoice {
     /// Set the recovery policy.
     pub fn recovery(mut self, policy: RecoveryPolicy) -> EngineChoice {
         self.settings.recovery = policy;
+        self
+    }
+
+    /// Say whether this member cannot receive multicast ([`EngineSettings::unicast_only`]).
+    pub fn unicast_only(mut self, unicast_only: bool) -> EngineChoice {
+        self.settings.unicast_only = unicast_only;
         self
     }
 

@@ -810,7 +810,12 @@ impl IoLoop {
             OpenMode::Join | OpenMode::JoinOrCreate => Role::Join,
             OpenMode::Client => Role::Client,
         };
-        let engine = cfg.engine.build(
+        // Without multicast here, the members that have it send this one unicast copies.
+        let choice = cfg
+            .engine
+            .clone()
+            .unicast_only(matches!(cfg.addr, GroupAddr::Unicast(_)));
+        let engine = choice.build(
             role,
             gid,
             self.shared.id,
@@ -839,7 +844,7 @@ impl IoLoop {
             key,
             name: cfg.name.clone(),
             gid,
-            cfg_engine: cfg.engine.clone(),
+            cfg_engine: choice,
             max_datagram_bytes: cfg.engine_datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
             completion_events: cfg.completion_events,

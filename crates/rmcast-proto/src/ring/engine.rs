@@ -286,6 +286,10 @@ pub struct Ring {
     pub(super) gs: GroupState,
     /// This process is not a member but a non-member sending requests (multi-RPC).
     pub(super) client: Option<Client>,
+    /// Members that cannot receive multicast, as of the last applied New List (section 3.4),
+    /// and joiners that asked in as such.
+    pub(super) unicast_members: BTreeSet<NodeId>,
+    pub(super) unicast_joiners: BTreeSet<NodeId>,
 }
 
 impl Ring {
@@ -363,8 +367,13 @@ impl Ring {
             admission: None,
             gs: GroupState::default(),
             client: (p.role == Role::Client).then(Client::default),
+            unicast_members: BTreeSet::new(),
+            unicast_joiners: BTreeSet::new(),
         };
         if p.role == Role::Create {
+            if p.settings.unicast_only {
+                r.unicast_members.insert(p.me);
+            }
             r.member = true;
             r.ring = vec![p.me];
             r.view_id = 1;
@@ -616,6 +625,7 @@ impl Ring {
             }
             AckBody::NewList(l) => {
                 self.apply_group_state(&l.locks, &l.clients);
+                self.unicast_members = l.unicast_only.iter().copied().collect();
                 let old_next = std::mem::replace(
                     &mut self.ordered_next,
                     l.members.iter().copied().zip(l.next_sseq).collect(),
@@ -656,6 +666,7 @@ impl Ring {
                 }
                 if let Some(j) = l.joined {
                     self.lcrs.remove(&j);
+                    self.unicast_joiners.remove(&j);
                 }
                 self.q.push(Entry::View(View {
                     id: l.view_id,
@@ -1166,6 +1177,10 @@ impl Ring {
                 _ => continue,
             };
             let (locks, clients) = self.group_state_for(&members, &self.gs.locks);
+            let mut unicast_only = self.unicast_only_of(&members);
+            if joined.is_some() && self.unicast_joiners.remove(&who) {
+                unicast_only.push(who);
+            }
             let next_sseq = members
                 .iter()
                 .map(|m| match self.ordered_next.get(m) {
@@ -1183,6 +1198,7 @@ impl Ring {
                 lock_op: None,
                 locks,
                 clients,
+                unicast_only,
             });
         }
         None
@@ -1438,6 +1454,13 @@ impl Ring {
             packet::LCR_JOIN | packet::LCR_LEAVE | packet::LCR_LOCK | packet::LCR_UNLOCK => {
                 if self.lcrs.len() < MAX_LCRS || self.lcrs.contains_key(&from) {
                     self.lcrs.insert(from, (kind, first_sseq));
+                    let unicast = body
+                        .get(9)
+                        .is_some_and(|f| f & packet::JOIN_UNICAST_ONLY != 0);
+                    if kind == packet::LCR_JOIN && unicast && self.unicast_joiners.len() < MAX_LCRS
+                    {
+                        self.unicast_joiners.insert(from);
+                    }
                 }
                 if self.token.holding {
                     self.token.idle = 0;
@@ -1657,10 +1680,14 @@ impl Engine for Ring {
             let ready = !self.member || self.ordered_next.get(&self.me) == Some(&self.own_next);
             if ready {
                 let own_next = self.own_next;
+                let unicast = self.settings.unicast_only;
                 self.send(Destination::Group, packet::LCR, |b| {
                     b.push(kind);
-                    if kind == packet::LCR_JOIN && own_next > 0 {
+                    if kind == packet::LCR_JOIN && (own_next > 0 || unicast) {
                         b.extend_from_slice(&own_next.to_be_bytes());
+                    }
+                    if kind == packet::LCR_JOIN && unicast {
+                        b.push(packet::JOIN_UNICAST_ONLY);
                     }
                 });
                 if self.member && self.token.holding {
@@ -1804,6 +1831,15 @@ impl Engine for Ring {
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.flush_outbox();
         let (to, data) = self.out.pop_front()?;
+        if to == Destination::Group && !self.settings.unicast_only {
+            // Section 3.4: members that cannot receive multicast get a unicast copy (one that
+            // cannot send multicast fans out to every member by itself).
+            for &m in self.unicast_members.iter().rev() {
+                if m != self.me {
+                    self.out.push_front((Destination::Peer(m), data.clone()));
+                }
+            }
+        }
         *buf = data;
         self.counters.datagrams_sent += 1;
         self.counters.bytes_sent += buf.len() as u64;

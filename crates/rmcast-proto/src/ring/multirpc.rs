@@ -146,6 +146,15 @@ impl Ring {
         )
     }
 
+    /// The members of `members` that cannot receive multicast (section 3.4).
+    pub(super) fn unicast_only_of(&self, members: &[NodeId]) -> Vec<NodeId> {
+        members
+            .iter()
+            .copied()
+            .filter(|m| self.unicast_members.contains(m))
+            .collect()
+    }
+
     /// A New List was applied: its lock table and non-members are the ring's from here on.
     pub(super) fn apply_group_state(&mut self, locks: &[(u16, NodeId)], clients: &[(NodeId, u64)]) {
         self.gs.locks = locks.iter().copied().collect();
@@ -187,6 +196,7 @@ impl Ring {
             lock_op: Some(LockOp { by, lock, acquire }),
             locks,
             clients,
+            unicast_only: self.unicast_only_of(&self.ring),
         }
     }
 

@@ -32,6 +32,9 @@ pub const LCR_LEAVE: u8 = 2;
 pub const LCR_LOCK: u8 = 3;
 /// LCR kinds: release a lock; body adds the lock number (u16).
 pub const LCR_UNLOCK: u8 = 4;
+/// A join's flag (the byte after its next sequence number): the joiner cannot receive
+/// multicast (section 3.4).
+pub const JOIN_UNICAST_ONLY: u8 = 1;
 
 /// Lock numbers run from 0 to `MAX_LOCKS - 1`; the first [`HANDLER_LOCKS`] are handler locks
 /// (section 3.3): the holder of lock `h` answers the packets that name handler `h`.
@@ -139,6 +142,9 @@ pub struct NewList {
     /// The non-members known, with the next sequence number of each to be ordered (section
     /// 4.5: kept in the view with a non-member flag, so that a joiner has them).
     pub clients: Vec<(NodeId, u64)>,
+    /// Members that cannot receive multicast (section 3.4: the multicast-capable flag, off):
+    /// the others send them unicast copies of what they multicast.
+    pub unicast_only: Vec<NodeId>,
 }
 
 /// What an ACK orders.
@@ -230,6 +236,10 @@ impl Ack {
                     b.put_u32(c.0);
                     b.put_u64(*n);
                 }
+                b.put_u16(l.unicast_only.len() as u16);
+                for m in &l.unicast_only {
+                    b.put_u32(m.0);
+                }
                 for n in &l.next_sseq {
                     b.put_u64(*n);
                 }
@@ -297,6 +307,14 @@ impl Ack {
                 for _ in 0..n {
                     clients.push((NodeId(r.u32()?), r.u64()?));
                 }
+                let n = r.u16()? as usize;
+                if n * 4 > r.remaining() {
+                    return Err(WireError::BadValue("unicast members"));
+                }
+                let mut unicast_only = Vec::with_capacity(n);
+                for _ in 0..n {
+                    unicast_only.push(NodeId(r.u32()?));
+                }
                 // The sequence numbers come before the view; the view's own count says how
                 // many: members * (8 + 4) + 14 bytes remain.
                 let rest = r.rest();
@@ -325,6 +343,7 @@ impl Ack {
                     lock_op,
                     locks,
                     clients,
+                    unicast_only,
                 })
             }
             _ => return Err(WireError::BadValue("ack kind")),
@@ -487,6 +506,7 @@ mod tests {
                     }),
                     locks: vec![(0, NodeId(1)), (3, NodeId(2))],
                     clients: vec![(NodeId(99), 4)],
+                    unicast_only: vec![NodeId(5)],
                 }),
             },
         ];

@@ -491,6 +491,7 @@ impl Ring {
                     lock_op: None,
                     locks,
                     clients,
+                    unicast_only: self.unicast_only_of(members),
                 }),
             }),
         );
