@@ -560,3 +560,143 @@ fn non_member_requests_are_delivered_once_in_one_order_acknowledged_and_answered
     assert_eq!(replies, want);
     assert!(net.nodes[3].can_submit());
 }
+
+/// Non-member requests across a member's crash (the handler's or another's), at 10% loss,
+/// over many seeds: every survivor delivers each request at most once and all survivors
+/// deliver the same sequence; every request is acknowledged in the end (the client retries
+/// across the reformation), and every acknowledged request at a resilient level was delivered
+/// by every survivor.
+#[test]
+fn non_member_requests_survive_a_member_crash_at_every_seed() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    for seed in 0..300u64 {
+        let mut net = Net::new(4);
+        let crashed: Rc<Cell<Option<usize>>> = Rc::new(Cell::new(None));
+        let settings = EngineSettings::default();
+        let client = RingFactory.build(&EngineParams {
+            role: Role::Client,
+            group: 7,
+            me: NodeId(50),
+            max_datagram_bytes: 1400,
+            now: net.now,
+            seed,
+            settings: &settings,
+        });
+        net.nodes.push(client);
+        net.events.push(vec![]);
+        net.nodes[1].lock(net.now, 0, true).unwrap();
+        net.run_for(Duration::from_millis(300));
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let c = crashed.clone();
+        net.drop = Some(Box::new(move |from, to, _, _| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.get().is_some_and(|k| k == from || k == to) || x % 10 == 0
+        }));
+        let victim = 1 + (seed % 3) as usize; // the handler (1) or another member
+        let levels = [
+            Qos::TotallyOrdered,
+            Qos::KResilient(1),
+            Qos::MajorityResilient,
+        ];
+        let mut asked: Vec<(u64, Qos)> = Vec::new();
+        let mut answered = BTreeSet::new();
+        for step in 0..200u64 {
+            if step < 40 {
+                let qos = levels[(step + seed) as usize % 3];
+                let handler = (step % 2 == 0).then_some(0);
+                if let Ok(m) =
+                    net.nodes[4].request(net.now, Bytes::from(vec![step as u8; 4]), qos, handler)
+                {
+                    asked.push((m, qos));
+                }
+            }
+            if step == 10 + seed % 20 {
+                crashed.set(Some(victim));
+            }
+            net.run_for(Duration::from_millis(50));
+            for i in (0..4).filter(|&i| Some(i) != crashed.get()) {
+                let mut take_lock = false;
+                let mut due = Vec::new();
+                for e in &net.events[i] {
+                    match e {
+                        Event::Deliver(d) if d.respond => due.push((d.sender, d.msg)),
+                        Event::Lock(l) if l.lock == 0 && l.holder.is_none() => take_lock = true,
+                        _ => {}
+                    }
+                }
+                for (to, m) in due {
+                    if answered.insert((i, m)) {
+                        let _ = net.nodes[i].reply(net.now, to, m, Bytes::from_static(b"ok"));
+                    }
+                }
+                if take_lock && answered.insert((i, u64::MAX)) {
+                    let _ = net.nodes[i].lock(net.now, 0, true);
+                }
+            }
+        }
+        net.run_for(Duration::from_secs(10));
+        let survivors: Vec<usize> = (0..4).filter(|&i| i != victim).collect();
+        let seqs: Vec<Vec<u64>> = survivors
+            .iter()
+            .map(|&i| {
+                (net.events[i].iter())
+                    .filter_map(|e| match e {
+                        Event::Deliver(d) if d.sender == NodeId(50) => Some(d.msg),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        for (s, i) in seqs.iter().zip(&survivors) {
+            let once: BTreeSet<u64> = s.iter().copied().collect();
+            assert_eq!(
+                once.len(),
+                s.len(),
+                "seed {seed}: member {i} delivered twice"
+            );
+            assert_eq!(
+                *s, seqs[0],
+                "seed {seed}: members {i} and {} differ",
+                survivors[0]
+            );
+        }
+        let acked: BTreeSet<u64> = (net.events[4].iter())
+            .filter_map(|e| match e {
+                Event::SendComplete { msg } => Some(*msg),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            acked.len(),
+            asked.len(),
+            "seed {seed}: requests never acknowledged"
+        );
+        for &i in &survivors {
+            let last = (net.events[i].iter())
+                .filter_map(|e| match e {
+                    Event::View(v) => Some(v.members.clone()),
+                    _ => None,
+                })
+                .last()
+                .unwrap();
+            assert_eq!(last.len(), 3, "seed {seed}: member {i} ends in {last:?}");
+            assert!(!last.contains(&NodeId(victim as u32)), "seed {seed}");
+        }
+        assert!(
+            asked.len() >= 30,
+            "seed {seed}: {} requests taken",
+            asked.len()
+        );
+        for (m, qos) in &asked {
+            if *qos != Qos::TotallyOrdered {
+                assert!(
+                    seqs[0].contains(m),
+                    "seed {seed}: acknowledged {m} ({qos}) lost"
+                );
+            }
+        }
+    }
+}
