@@ -654,6 +654,18 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 r.request,
                 escape_controls(&String::from_utf8_lossy(&r.payload))
             )?,
+            GroupEvent::Forwarded(d) => {
+                let text = String::from_utf8_lossy(&d.payload);
+                writeln!(
+                    out,
+                    "* request {} of {} handed to this member: {text}",
+                    d.msg, d.sender
+                )?;
+                let answer = format!("member {me} got {text:?}");
+                if let Err(e) = responder.reply(d.sender, d.msg, answer) {
+                    eprintln!("warning: answer to {} not sent: {e}", d.sender);
+                }
+            }
             GroupEvent::Lock(l)
                 if handler.is_some_and(|h| u16::from(h) == l.lock) && l.holder.is_none() =>
             {

@@ -191,7 +191,10 @@ impl Tally {
             GroupEvent::SendComplete { .. } => self.completions += 1,
             // Workers neither answer messages nor run engines that lose them; the runtime
             // closes the group on `Left` instead of passing it on.
-            GroupEvent::Reply(_) | GroupEvent::Lock(_) | GroupEvent::Left => {}
+            GroupEvent::Reply(_)
+            | GroupEvent::Lock(_)
+            | GroupEvent::Forwarded(_)
+            | GroupEvent::Left => {}
             GroupEvent::Loss(l) => {
                 say!(
                     "worker {}: {} messages of member {} lost",

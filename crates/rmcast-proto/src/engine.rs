@@ -337,6 +337,10 @@ pub enum Event<P = Bytes> {
     Reply(Reply<P>),
     /// A lock of the group changed (see [`LockChange`]).
     Lock(LockChange),
+    /// A request another member handed to this one to answer (Amoeba's ForwardRequest; see
+    /// [`Engine::forward`]): answer it with [`Engine::reply`] to its sender. Not a delivery:
+    /// the group delivered the request in its place in the order already.
+    Forwarded(Delivery<P>),
     /// This member left the group; the engine does nothing more.
     Left,
     /// Crash recovery: a member failed, the group was reset, or this member was left out
@@ -360,6 +364,14 @@ impl<P> Event<P> {
                 from: r.from,
                 request: r.request,
                 payload: f(r.payload),
+            }),
+            Event::Forwarded(d) => Event::Forwarded(Delivery {
+                seq: d.seq,
+                sender: d.sender,
+                msg: d.msg,
+                view: d.view,
+                payload: f(d.payload),
+                respond: d.respond,
             }),
             Event::View(v) => Event::View(v),
             Event::SendComplete { msg } => Event::SendComplete { msg },
@@ -395,6 +407,14 @@ impl<P: AsRef<[u8]>> Event<P> {
                 from: r.from,
                 request: r.request,
                 payload: Digest::of(r.payload.as_ref()),
+            }),
+            Event::Forwarded(d) => Event::Forwarded(Delivery {
+                seq: d.seq,
+                sender: d.sender,
+                msg: d.msg,
+                view: d.view,
+                payload: Digest::of(d.payload.as_ref()),
+                respond: d.respond,
             }),
             Event::View(v) => Event::View(v.clone()),
             Event::SendComplete { msg } => Event::SendComplete { msg: *msg },
@@ -615,6 +635,22 @@ pub trait Engine {
         handler: Option<u8>,
     ) -> Result<u64, SendError> {
         let _ = (now, payload, qos, handler);
+        Err(SendError::Unsupported)
+    }
+
+    /// Hand request `request` of `sender`, which this member was to answer (a delivery with
+    /// [`Delivery::respond`]), to member `to`, which answers the sender directly instead
+    /// (Amoeba's ForwardRequest, transparent to the sender): `to` gets [`Event::Forwarded`].
+    /// Engines without handlers answer [`SendError::Unsupported`].
+    fn forward(
+        &mut self,
+        now: Time,
+        to: NodeId,
+        sender: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        let _ = (now, to, sender, request, payload);
         Err(SendError::Unsupported)
     }
 

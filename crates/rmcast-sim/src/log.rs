@@ -91,6 +91,7 @@ impl LogRecord {
             Event::Loss(_) => "loss",
             Event::Reply(_) => "reply",
             Event::Lock(_) => "lock",
+            Event::Forwarded(_) => "forwarded",
             Event::Left => "left",
             Event::Recovery(Recovery::Failed { .. }) => "failed",
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset_failed",
@@ -149,6 +150,11 @@ impl fmt::Display for LogRecord {
                 f,
                 r#","from":{},"request":{},"len":{},"hash":"{:016x}""#,
                 r.from.0, r.request, r.payload.len, r.payload.hash
+            )?,
+            Event::Forwarded(d) => write!(
+                f,
+                r#","seq":{},"sender":{},"msg":{},"len":{},"hash":"{:016x}""#,
+                d.seq, d.sender.0, d.msg, d.payload.len, d.payload.hash
             )?,
             Event::Lock(l) => {
                 let opt = |n: Option<NodeId>| n.map_or("null".to_string(), |n| n.0.to_string());
@@ -229,6 +235,16 @@ enum Line {
         view: u64,
         from: u32,
         request: u64,
+        len: usize,
+        hash: String,
+        t_ns: u64,
+    },
+    Forwarded {
+        member: u32,
+        view: u64,
+        seq: u64,
+        sender: u32,
+        msg: u64,
         len: usize,
         hash: String,
         t_ns: u64,
@@ -383,6 +399,28 @@ impl TryFrom<Line> for LogRecord {
                 Event::Reply(Reply {
                     from: NodeId(from),
                     request,
+                    payload: digest(len, &hash)?,
+                }),
+            ),
+            Line::Forwarded {
+                member,
+                view,
+                seq,
+                sender,
+                msg,
+                len,
+                hash,
+                t_ns,
+            } => rec(
+                member,
+                view,
+                t_ns,
+                Event::Forwarded(Delivery {
+                    respond: true,
+                    seq,
+                    sender: NodeId(sender),
+                    msg,
+                    view,
                     payload: digest(len, &hash)?,
                 }),
             ),
@@ -922,6 +960,7 @@ pub fn verify_logs_for(
                 | Event::Loss(_)
                 | Event::Reply(_)
                 | Event::Lock(_)
+                | Event::Forwarded(_)
                 | Event::Left => {}
             }
         }

@@ -906,6 +906,7 @@ impl<'a> World<'a> {
             Event::Loss(_)
             | Event::Reply(_)
             | Event::Lock(_)
+            | Event::Forwarded(_)
             | Event::Left
             | Event::Recovery(_) => {}
         }

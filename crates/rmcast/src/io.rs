@@ -1440,6 +1440,15 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     EngineCall::Lock { lock, acquire } => {
                         g.engine.lock(now, *lock, *acquire).map(|()| 0)
                     }
+                    EngineCall::Forward {
+                        to,
+                        sender,
+                        request,
+                        payload,
+                    } => g
+                        .engine
+                        .forward(now, *to, *sender, *request, payload.clone())
+                        .map(|()| 0),
                 };
                 match r {
                     Err(SendError::WouldBlock) => {
@@ -1493,7 +1502,11 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
         };
         progress = true;
         match ev {
-            ev @ (Event::Deliver(_) | Event::Loss(_) | Event::Reply(_) | Event::Lock(_)) => {
+            ev @ (Event::Deliver(_)
+            | Event::Loss(_)
+            | Event::Reply(_)
+            | Event::Lock(_)
+            | Event::Forwarded(_)) => {
                 if let Some(p) = permit {
                     p.send(ev);
                 }

@@ -488,6 +488,26 @@ impl GroupSender {
         .map(|_| ())
     }
 
+    /// Hand request `request` of `sender`, which this member is to answer (a
+    /// [`GroupEvent::Deliver`] with `respond`), to member `to`, which answers the sender
+    /// directly (Amoeba's ForwardRequest; the sender does not notice): `to` receives it as
+    /// [`GroupEvent::Forwarded`]. Ring engine only.
+    pub fn forward(
+        &self,
+        to: NodeId,
+        sender: NodeId,
+        request: u64,
+        payload: impl Into<Bytes>,
+    ) -> Result<(), Error> {
+        self.call_engine(EngineCall::Forward {
+            to,
+            sender,
+            request,
+            payload: payload.into(),
+        })
+        .map(|_| ())
+    }
+
     /// Release lock `lock` (see [`GroupSender::lock`]).
     pub fn unlock(&self, lock: u16) -> Result<(), Error> {
         self.call_engine(EngineCall::Lock {

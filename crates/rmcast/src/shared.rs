@@ -52,6 +52,13 @@ pub(crate) enum EngineCall {
     },
     /// [`rmcast_proto::Engine::lock`].
     Lock { lock: u16, acquire: bool },
+    /// [`rmcast_proto::Engine::forward`].
+    Forward {
+        to: NodeId,
+        sender: NodeId,
+        request: u64,
+        payload: Bytes,
+    },
 }
 
 /// Control requests, rare and unordered with respect to messages.

@@ -1625,6 +1625,7 @@ impl Engine for Ring {
             }
             packet::DATA_NACK => self.on_data_nack(h.sender, pkt.body),
             packet::NM_DATA => self.on_nm_data(now, h.sender, pkt.body),
+            packet::FORWARD => self.on_forward(h.sender, pkt.body),
             packet::NM_ACK => self.counters.foreign_dropped += 1,
             packet::NM_REPLY => self.counters.foreign_dropped += 1,
             packet::CONFIRM => {
@@ -1805,6 +1806,17 @@ impl Engine for Ring {
         payload: Bytes,
     ) -> Result<(), SendError> {
         self.send_reply(to, request, payload)
+    }
+
+    fn forward(
+        &mut self,
+        _now: Time,
+        to: NodeId,
+        sender: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        self.forward_request(to, sender, request, payload)
     }
 
     fn lock(&mut self, now: Time, lock: u16, acquire: bool) -> Result<(), SendError> {

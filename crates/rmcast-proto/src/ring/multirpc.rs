@@ -80,6 +80,11 @@ pub(super) struct GroupState {
     pub(super) delivered: BTreeMap<NodeId, u64>,
     /// Replies this member sent to non-members: ((origin, request), reply).
     pub(super) replies: VecDeque<((NodeId, u64), Bytes)>,
+    /// Requests this member handed on: ((origin, request), to whom, the request), sent again
+    /// when the origin asks again and nobody answered yet.
+    pub(super) forwarded: VecDeque<((NodeId, u64), NodeId, Bytes)>,
+    /// Requests handed to this member (a repeated hand-over is not shown twice).
+    pub(super) forwards_in: VecDeque<(NodeId, u64)>,
     /// This member's own lock request under way, and when to send it again.
     pub(super) lock_pending: Option<(u16, bool)>,
     pub(super) lock_at: Option<Time>,
@@ -408,6 +413,13 @@ impl Ring {
                 let r = r.clone();
                 self.counters.retransmissions += 1;
                 self.send_nm_reply(from, sseq, &r);
+            } else if let Some((_, to, p)) =
+                self.gs.forwarded.iter().find(|(k, ..)| *k == (from, sseq))
+            {
+                // Handed on and not answered yet (or the answer was lost): hand it on again.
+                let (to, p) = (*to, p.clone());
+                self.counters.retransmissions += 1;
+                self.send_forward(to, from, sseq, &p);
             }
         }
     }
@@ -513,6 +525,84 @@ impl Ring {
             .rev()
             .find(|e| e.first_ts <= ts && ts < e.end_ts)
             .map(|e| e.sender)
+    }
+
+    fn send_forward(&mut self, to: NodeId, origin: NodeId, request: u64, payload: &[u8]) {
+        self.send(Destination::Peer(to), packet::FORWARD, |b| {
+            b.put_u32(origin.0);
+            b.put_u64(request);
+            b.extend_from_slice(payload);
+        });
+    }
+
+    /// `Engine::forward`: ForwardRequest.
+    pub(super) fn forward_request(
+        &mut self,
+        to: NodeId,
+        origin: NodeId,
+        request: u64,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        if !self.in_ring() {
+            return Err(SendError::NotMember);
+        }
+        if !self.ring.contains(&to) {
+            return Err(SendError::NotMember);
+        }
+        if payload.len() + wire::HEADER_LEN + 12
+            > self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN)
+        {
+            return Err(SendError::TooLarge);
+        }
+        self.send_forward(to, origin, request, &payload);
+        if self.gs.forwarded.len() >= REPLY_CACHE {
+            self.gs.forwarded.pop_front();
+        }
+        self.gs
+            .forwarded
+            .push_back(((origin, request), to, payload));
+        Ok(())
+    }
+
+    /// A request handed to this member: shown to the application once, answered again from
+    /// the kept reply if it came again.
+    pub(super) fn on_forward(&mut self, from: NodeId, body: &[u8]) {
+        let mut r = Reader::new(body);
+        let (Ok(origin), Ok(request)) = (r.u32(), r.u64()) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let origin = NodeId(origin);
+        if !self.in_ring() || !self.ring.contains(&from) {
+            self.counters.foreign_dropped += 1;
+            return;
+        }
+        if let Some((_, reply)) = self
+            .gs
+            .replies
+            .iter()
+            .find(|(k, _)| *k == (origin, request))
+        {
+            let reply = reply.clone();
+            self.counters.retransmissions += 1;
+            return self.send_nm_reply(origin, request, &reply);
+        }
+        if self.gs.forwards_in.contains(&(origin, request)) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if self.gs.forwards_in.len() >= REPLY_CACHE {
+            self.gs.forwards_in.pop_front();
+        }
+        self.gs.forwards_in.push_back((origin, request));
+        self.events.push_back(Event::Forwarded(Delivery {
+            seq: 0,
+            sender: origin,
+            msg: request,
+            view: self.delivered_view.id,
+            payload: Bytes::copy_from_slice(r.rest()),
+            respond: true,
+        }));
     }
 
     /// `Engine::reply`: the holder of a handler lock answers a packet.

@@ -59,6 +59,10 @@ pub const NM_ACK: u8 = 19;
 /// A handler's reply to a packet. Body: the packet's origin (u32), its sequence number
 /// (u64), then the reply.
 pub const NM_REPLY: u8 = 20;
+/// ForwardRequest (Amoeba's, section 4): a member hands a request it was to answer to another
+/// member, which answers the sender instead. Body: the request's origin (u32), its sequence
+/// number (u64), then the request.
+pub const FORWARD: u8 = 21;
 /// Bytes before a non-member message's payload.
 pub const NM_PREFIX: usize = 2;
 /// Non Member Data flag: the token site acknowledges delivery.

@@ -700,3 +700,85 @@ fn non_member_requests_survive_a_member_crash_at_every_seed() {
         }
     }
 }
+
+/// Amoeba's ForwardRequest: the handler hands every request to member 2, which answers the
+/// non-member directly; the non-member sees the answers come from member 2 and nothing else
+/// changes for it. A lost hand-over is repeated when the non-member asks again.
+#[test]
+fn a_handler_hands_requests_to_another_member_which_answers_the_sender() {
+    let mut net = Net::new(3);
+    net.nodes[1].lock(net.now, 0, true).unwrap();
+    net.run_for(Duration::from_millis(300));
+    let settings = EngineSettings::default();
+    net.nodes.push(RingFactory.build(&EngineParams {
+        role: Role::Client,
+        group: 7,
+        me: NodeId(50),
+        max_datagram_bytes: 1400,
+        now: net.now,
+        seed: 50,
+        settings: &settings,
+    }));
+    net.events.push(vec![]);
+    // The first hand-over of each request is lost.
+    let mut seen = BTreeSet::new();
+    net.drop = Some(Box::new(move |_, _, ptype, body| {
+        ptype == packet::FORWARD && seen.insert(body.to_vec())
+    }));
+    let n = 5u64;
+    for k in 0..n {
+        net.nodes[3]
+            .request(
+                net.now,
+                Bytes::from(vec![k as u8]),
+                Qos::TotallyOrdered,
+                Some(0),
+            )
+            .unwrap();
+    }
+    let (mut handed, mut answered) = (BTreeSet::new(), BTreeSet::new());
+    for _ in 0..40 {
+        net.run_for(Duration::from_millis(100));
+        let due: Vec<(NodeId, u64, Bytes)> = (net.events[1].iter())
+            .filter_map(|e| match e {
+                Event::Deliver(d) if d.respond => Some((d.sender, d.msg, d.payload.clone())),
+                _ => None,
+            })
+            .collect();
+        for (from, m, p) in due {
+            if handed.insert(m) {
+                net.nodes[1]
+                    .forward(net.now, NodeId(2), from, m, p)
+                    .unwrap();
+            }
+        }
+        let fwd: Vec<(NodeId, u64)> = (net.events[2].iter())
+            .filter_map(|e| match e {
+                Event::Forwarded(d) => Some((d.sender, d.msg)),
+                _ => None,
+            })
+            .collect();
+        for (from, m) in fwd {
+            if answered.insert(m) {
+                net.nodes[2]
+                    .reply(net.now, from, m, Bytes::from_static(b"from 2"))
+                    .unwrap();
+            }
+        }
+    }
+    let replies: Vec<NodeId> = (net.events[3].iter())
+        .filter_map(|e| match e {
+            Event::Reply(r) => Some(r.from),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, vec![NodeId(2); n as usize]);
+    let shown = (net.events[2].iter())
+        .filter(|e| matches!(e, Event::Forwarded(_)))
+        .count();
+    assert_eq!(shown, n as usize, "each hand-over shown once");
+    assert_eq!(
+        net.nodes[1].forward(net.now, NodeId(77), NodeId(50), 0, Bytes::new()),
+        Err(SendError::NotMember)
+    );
+}

@@ -515,6 +515,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::Loss(_) => "loss",
             Event::Reply(_) => "reply",
             Event::Lock(_) => "lock",
+            Event::Forwarded(_) => "forwarded",
             Event::Recovery(Recovery::Failed { .. }) => "failed",
             Event::Recovery(Recovery::ResetFailed { .. }) => "reset-failed",
             Event::Recovery(Recovery::Reset { .. }) => "reset",
