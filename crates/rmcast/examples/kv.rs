@@ -183,6 +183,8 @@ fn run_all() -> Res<()> {
         c
     };
     let mut server_ids: BTreeMap<usize, u32> = BTreeMap::new();
+    // The server that last said it holds the handler lock.
+    let mut holder: Option<usize> = None;
     for i in 0..3 {
         let c = Command::new(&exe)
             .args(["serve", "--group", &group])
@@ -193,6 +195,9 @@ fn run_all() -> Res<()> {
         loop {
             let (s, line) = rx.recv_timeout(Duration::from_secs(15))?;
             println!("server {s}: {line}");
+            if line.contains("holds handler lock") {
+                holder = Some(s);
+            }
             if let Some(id) = line
                 .strip_prefix("server ")
                 .and_then(|l| l.split(' ').next())
@@ -207,9 +212,12 @@ fn run_all() -> Res<()> {
     let mut client: Option<Child> = None;
     let result = (|| -> Res<()> {
         // Who answers: the server that says it holds the lock.
-        let holder = wait_for(&rx, Duration::from_secs(15), |_, l| {
-            l.contains("holds handler lock")
-        })?;
+        let holder = match holder {
+            Some(h) => h,
+            None => wait_for(&rx, Duration::from_secs(15), |_, l| {
+                l.contains("holds handler lock")
+            })?,
+        };
         let writes = 300;
         let c = Command::new(&exe)
             .args(["load", "--group", &group, "--writes", &writes.to_string()])

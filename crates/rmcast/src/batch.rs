@@ -15,6 +15,8 @@ pub(crate) const BATCH: usize = 16;
 
 /// Bytes per buffer: any UDP payload over IPv4 fits.
 const SLOT: usize = 1 << 16;
+/// Bytes of ancillary data per datagram: room for the `IP_TTL` message and more.
+const CONTROL: usize = 64;
 
 /// A batch of receive buffers and what the last call put in them.
 pub(crate) struct RecvBatch {
@@ -22,6 +24,10 @@ pub(crate) struct RecvBatch {
     bufs: Vec<u8>,
     lens: [usize; BATCH],
     from: [SocketAddr; BATCH],
+    /// The IP time-to-live each datagram arrived with, where the socket reports it.
+    ttls: [Option<u8>; BATCH],
+    /// Ancillary data buffers (u64s, so that they are aligned as `cmsghdr` needs).
+    control: Vec<u64>,
 }
 
 impl RecvBatch {
@@ -31,7 +37,15 @@ impl RecvBatch {
             bufs: vec![0; BATCH * SLOT],
             lens: [0; BATCH],
             from: [SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); BATCH],
+            ttls: [None; BATCH],
+            control: vec![0; BATCH * CONTROL / 8],
         }
+    }
+
+    /// The IP time-to-live datagram `i` of the last [`RecvBatch::recv`] arrived with, if the
+    /// socket reports it ([`crate::net::enable_recv_ttl`]).
+    pub(crate) fn ttl(&self, i: usize) -> Option<u8> {
+        self.ttls[i]
     }
 
     /// Datagram `i` of the last [`RecvBatch::recv`] and its source.
@@ -65,6 +79,8 @@ impl RecvBatch {
             msg.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             msg.msg_hdr.msg_iov = iov;
             msg.msg_hdr.msg_iovlen = 1;
+            msg.msg_hdr.msg_control = self.control[i * CONTROL / 8..].as_mut_ptr().cast();
+            msg.msg_hdr.msg_controllen = CONTROL as _;
         }
         // SAFETY: every header points at a live buffer of `SLOT` bytes and a live address
         // buffer of the size it states; the kernel writes at most that much into each.
@@ -84,6 +100,7 @@ impl RecvBatch {
         for i in 0..n {
             self.lens[i] = (msgs[i].msg_len as usize).min(SLOT);
             self.from[i] = ipv4_source(&names[i]);
+            self.ttls[i] = received_ttl(&msgs[i].msg_hdr);
         }
         Ok(n)
     }
@@ -94,6 +111,7 @@ impl RecvBatch {
         let (n, from) = sock.recv_from(&mut self.bufs[..SLOT])?;
         self.lens[0] = n;
         self.from[0] = from;
+        self.ttls[0] = None;
         Ok(1)
     }
 }
@@ -223,6 +241,24 @@ impl SendBatch {
     }
 }
 
+/// The `IP_TTL` ancillary message of a received datagram, if the kernel wrote one.
+#[cfg(target_os = "linux")]
+fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
+    // SAFETY: the kernel filled the control buffer `hdr` points at and set its length; the
+    // CMSG macros walk within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TTL {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                return u8::try_from(v).ok();
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    None
+}
+
 /// The source address the kernel wrote; the runtime is IPv4 only, so anything else reads as
 /// 0.0.0.0:0 (never one of ours, never a peer's).
 #[cfg(target_os = "linux")]
@@ -281,14 +317,19 @@ mod tests {
     #[test]
     fn reads_several_datagrams_in_one_call_with_their_sources() {
         let rx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        crate::net::enable_recv_ttl(&rx);
         let to = rx.local_addr().unwrap();
         let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Each sender's time-to-live is seen at the receiver (loopback takes no hop).
+        a.set_ttl(37).unwrap();
+        b.set_ttl(5).unwrap();
         a.send_to(b"one", to).unwrap();
         b.send_to(&[7u8; 60_000], to).unwrap();
         a.send_to(b"three", to).unwrap();
         let mut batch = RecvBatch::new();
         let mut got = Vec::new();
+        let mut ttls = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.len() < 3 && std::time::Instant::now() < deadline {
             match batch.recv(&rx) {
@@ -296,6 +337,7 @@ mod tests {
                     for i in 0..n {
                         let (d, from) = batch.get(i);
                         got.push((d.to_vec(), from));
+                        ttls.push(batch.ttl(i));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -308,6 +350,8 @@ mod tests {
         assert_eq!(got[0], (b"one".to_vec(), a.local_addr().unwrap()));
         assert_eq!(got[1], (vec![7u8; 60_000], b.local_addr().unwrap()));
         assert_eq!(got[2], (b"three".to_vec(), a.local_addr().unwrap()));
+        #[cfg(target_os = "linux")]
+        assert_eq!(ttls, [Some(37), Some(5), Some(37)]);
         assert_eq!(
             batch.recv(&rx).unwrap_err().kind(),
             io::ErrorKind::WouldBlock

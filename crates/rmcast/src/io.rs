@@ -926,7 +926,7 @@ impl IoLoop {
     /// datagram is verified and decrypted first (in place), and only a verified datagram teaches
     /// a peer's address; whatever does not verify is counted and dropped here.
     fn dispatch(&mut self, group: Option<usize>, k: usize, now: Time) {
-        let from = self.rx.get(k).1;
+        let (from, ttl) = (self.rx.get(k).1, self.rx.ttl(k));
         let counters = &self.shared.counters;
         if from == self.net.local {
             // Our own multicast, looped back so that other members on this host get it.
@@ -1021,7 +1021,8 @@ impl IoLoop {
                 return;
             }
         }
-        g.engine.handle_datagram(now, header.sender, data);
+        g.engine
+            .handle_datagram_with_ttl(now, header.sender, data, ttl);
     }
 
     /// Move messages in, datagrams out and events out for group `i`.

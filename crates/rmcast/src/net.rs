@@ -40,8 +40,33 @@ pub(crate) fn unicast_socket(
     // Other members on this host (and other nodes in this process) must see our multicast.
     sock.set_multicast_loop_v4(true)?;
     sock.set_nonblocking(true)?;
+    enable_recv_ttl(&sock);
     sock.bind(&SocketAddr::V4(SocketAddrV4::new(interface, port)).into())?;
     Ok(sock.into())
+}
+
+/// Ask the kernel for each datagram's IP time-to-live (`IP_RECVTTL`): RMTP's receivers choose
+/// the nearest designated receiver by it. Where the option is missing, engines get no TTL.
+pub(crate) fn enable_recv_ttl(sock: &impl std::os::fd::AsRawFd) {
+    #[cfg(target_os = "linux")]
+    {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and an int option of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVTTL,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            debug!("IP_RECVTTL: {}", io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = sock;
 }
 
 /// A socket that receives the multicast traffic of one group.
@@ -55,6 +80,7 @@ pub(crate) fn multicast_socket(
     sock.set_reuse_address(true)?;
     set_buffers(&sock, buffer_bytes);
     sock.set_nonblocking(true)?;
+    enable_recv_ttl(&sock);
     // Bound to the group address, the socket gets this group's datagrams only.
     sock.bind(&SocketAddr::V4(group).into())?;
     // Belt and braces for the same pitfall, where the option exists.
