@@ -6,7 +6,7 @@ use super::engine::{Phase, Sequencer};
 use super::history::Entry;
 use super::packet::{self, EntryKind, OrderedEntry, SeqState};
 use crate::common::{decode_view, Refused};
-use crate::engine::{Delivery, Event, NodeId, Recovery, View};
+use crate::engine::{Delivery, Destination, Event, NodeId, Recovery, View};
 use bytes::Bytes;
 
 impl Sequencer {
@@ -289,7 +289,7 @@ impl Sequencer {
         self.counters.view_changes += 1;
         self.events.push_back(Event::View(self.view.clone()));
         if e.kind == EntryKind::Leave && e.sender == self.me {
-            self.own_leave_delivered(old_coordinator);
+            self.own_leave_delivered();
             return;
         }
         if !current || self.recovering() {
@@ -303,7 +303,11 @@ impl Sequencer {
     fn note_membership(&mut self, seq: u64, e: &Entry, members: &[NodeId]) {
         match e.kind {
             EntryKind::Join => self.succession.joined(e.sender, seq),
-            EntryKind::Leave => self.succession.left(e.sender, seq),
+            // `self.view` is still the view the leave ends: its coordinator ordered the leave.
+            EntryKind::Leave => {
+                let ordered_it = e.sender == self.view.coordinator;
+                self.succession.left(e.sender, seq, ordered_it)
+            }
             EntryKind::Reset => {
                 let removed: Vec<NodeId> = self
                     .view
@@ -328,14 +332,16 @@ impl Sequencer {
 
     /// Our own leave was delivered: we are out (a sequencer keeps serving retransmissions
     /// until the others have the leave, see `finish_sequencer_leave`).
-    fn own_leave_delivered(&mut self, old_coordinator: NodeId) {
+    fn own_leave_delivered(&mut self) {
         self.leave_deadline = None;
         if self.is_sequencer() {
             return;
         }
         self.phase = Phase::Left;
         self.hist.need_status = false;
-        self.farewell = Some(old_coordinator);
+        // To the group: a member that takes over from the sequencer before it hears from us
+        // would otherwise wait for us to have our leave until the linger bound.
+        self.farewell = Some(Destination::Group);
         self.events.push_back(Event::Left);
     }
 
@@ -352,7 +358,7 @@ impl Sequencer {
             && coordinator != old_coordinator
         {
             // The departing sequencer lingers until it knows we have its leave.
-            self.farewell = Some(old_coordinator);
+            self.farewell = Some(Destination::Peer(old_coordinator));
         }
         if coordinator != old_coordinator {
             self.sequencer_hint = coordinator;

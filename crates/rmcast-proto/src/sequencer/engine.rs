@@ -15,7 +15,7 @@ use super::succession::Succession;
 use super::transmit::Retransmissions;
 use super::Config;
 use crate::common::{Deadlines, Reassembly};
-use crate::engine::{Counters, Event, GroupInfo, NodeId, SendError, Time, View};
+use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, SendError, Time, View};
 use crate::wire::{EngineKind, Header};
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -51,11 +51,12 @@ pub struct Sequencer {
     /// The sender side: own messages until they are delivered back.
     pub(super) sender: Sender,
     pub(super) join_deadline: Option<Time>,
-    /// A last status owed to a member that waits to see us have a leave: the departing
-    /// sequencer (when it handed over), or the sequencer (when we left).
     /// The next status report asks the sequencer for its state (completion stalled).
     pub(super) ask_state: bool,
-    pub(super) farewell: Option<NodeId>,
+    /// A last status owed to whoever waits to see us have a leave: the departing sequencer
+    /// (when it handed over), or the group (when we left: the sequencer that ordered our leave,
+    /// and a member that may take over from it before it hears from us).
+    pub(super) farewell: Option<Destination>,
     pub(super) leave_requested: bool,
     pub(super) leave_deadline: Option<Time>,
     /// What a new sequencer inherits from the delivered order.
@@ -440,6 +441,9 @@ impl Sequencer {
                     if ask {
                         self.nudge(from);
                     }
+                } else if self.phase == Phase::Member {
+                    // A leaver's farewell: should we take over, we need not wait for it.
+                    self.succession.has_leave(from, expect);
                 }
             }
             Body::Retrans {
@@ -479,7 +483,7 @@ impl Sequencer {
         if self.phase == Phase::Member && (seq_role || from != self.sequencer_hint) {
             // A departing sequencer asks who has its leave (its successor included): answer it
             // directly.
-            self.farewell = Some(from);
+            self.farewell = Some(Destination::Peer(from));
         }
     }
 

@@ -784,10 +784,19 @@ impl Sequencer {
         // successor that has it the group would have no sequencer: wait for it, up to the
         // linger bound (it may have left in turn; one that never got the handover is a case
         // for crash recovery).
-        let successor_has_it = o
-            .successor
-            .is_none_or(|id| o.members.iter().any(|m| m.id == id && m.expect > seq));
-        if successor_has_it || self.now >= o.leave_deadline {
+        let done = match o.successor {
+            Some(id) => o.members.iter().any(|m| m.id == id && m.expect > seq),
+            // The last member: nobody takes over the members whose leaves we ordered, and one
+            // that lacks its leave can only get it from us. Gone at once, we would strand it:
+            // it would find us failed and, with the others that lack theirs, reset the group
+            // into views that reuse the ids of ours. So wait until each has its leave
+            // (`drop_departed` forgets them then), up to the linger bound.
+            None => !o
+                .members
+                .iter()
+                .any(|m| m.id != self.me && m.departed.is_some()),
+        };
+        if done || self.now >= o.leave_deadline {
             self.phase = Phase::Left;
             self.events.push_back(Event::Left);
         }

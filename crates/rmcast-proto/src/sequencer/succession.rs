@@ -32,15 +32,25 @@ impl Succession {
         self.join_seqs.insert(id, seq);
     }
 
-    /// `id` left at `seq`.
-    pub(super) fn left(&mut self, id: NodeId, seq: u64) {
+    /// `id` left at `seq`; `ordered_it`: it was the sequencer, which holds its own leave, so
+    /// that no later sequencer waits for it to have it.
+    pub(super) fn left(&mut self, id: NodeId, seq: u64, ordered_it: bool) {
         self.last_delivered_pnum.remove(&id);
         self.join_seqs.remove(&id);
+        if ordered_it {
+            return;
+        }
         if self.recent_leaves.len() >= MAX_RECENT_LEAVES {
             self.recent_leaves.pop_front();
         }
         self.recent_leaves.push_back((id, seq));
         debug_assert!(self.recent_leaves.len() <= MAX_RECENT_LEAVES);
+    }
+
+    /// `id` delivered everything below `expect`: a leave of it there is held.
+    pub(super) fn has_leave(&mut self, id: NodeId, expect: u64) {
+        self.recent_leaves
+            .retain(|&(m, seq)| m != id || seq >= expect);
     }
 
     /// `id` was removed by a reset.

@@ -21,6 +21,8 @@ struct Net {
     down: Vec<bool>,
     /// Crash node `.0` instead of letting it send its first datagram of type `.1`.
     crash_on_send: Option<(usize, u8)>,
+    /// Datagrams of node `.0` of type `.1` are lost until `.2`.
+    lose: Option<(usize, u8, Time)>,
 }
 
 impl Net {
@@ -43,6 +45,7 @@ impl Net {
             count: 0,
             down: vec![false; n],
             crash_on_send: None,
+            lose: None,
         };
         net.run(Duration::from_millis(500));
         net
@@ -91,7 +94,11 @@ impl Net {
             };
             let n = self.count;
             self.count += 1;
-            if (self.drop)(n) {
+            if (self.drop)(n)
+                || self
+                    .lose
+                    .is_some_and(|(i, t, until)| i == from && d[4] == t && self.now < until)
+            {
                 continue;
             }
             let from_id = self.nodes[from].node_id();
@@ -503,6 +510,23 @@ fn everyone_leaves_at_once() {
 }
 
 // ----- crash recovery (Amoeba paper section 5.3) ------------------------------------------------
+
+/// Every view id names the same members at every node that installed it.
+fn assert_views_agree(net: &Net) {
+    let mut seen: std::collections::HashMap<u64, (usize, Vec<NodeId>)> = Default::default();
+    for (i, events) in net.events.iter().enumerate() {
+        for e in events {
+            if let Event::View(v) = e {
+                let (j, members) = seen.entry(v.id).or_insert((i, v.members.clone()));
+                assert_eq!(
+                    *members, v.members,
+                    "view {} at node {j} and node {i}",
+                    v.id
+                );
+            }
+        }
+    }
+}
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {
     events
@@ -940,4 +964,39 @@ fn a_stale_gap_ask_is_ignored() {
     assert_eq!(s.cwnd.get(), window);
     assert!(s.on_gap(7, 12, Time::ZERO));
     assert_eq!(s.repair, Some((7, 10)), "clipped to what was sent");
+}
+
+/// The end of `rmcast demo --kill-sequencer` as CI once saw it: after a reset, the two other
+/// members leave and then the sequencer, which as the last member hands over to nobody; the
+/// multicasts of the leaves are lost. A sequencer that went at once stranded both leavers: they
+/// found it failed, were a majority of the last view they held, and reset into a view 6 of
+/// their own, while the sequencer's view 6 had one of them leave. It must stay until each
+/// leaver has its leave (repaired once the loss ends), and every view id names one membership.
+#[test]
+fn the_last_sequencer_stays_until_the_leavers_have_their_leaves() {
+    let mut net = Net::new(4, cfg(1));
+    net.down[0] = true;
+    net.run(Duration::from_secs(3));
+    let coordinator = last_view(&net.events[1]).unwrap().coordinator;
+    let s = net.idx(coordinator);
+    for i in (1..4).filter(|&i| i != s) {
+        net.nodes[i].leave(net.now);
+    }
+    net.lose = Some((s, ptype::ORDERED, net.now + Duration::from_millis(20)));
+    net.run(Duration::from_millis(2));
+    net.nodes[s].leave(net.now);
+    net.run(Duration::from_secs(10));
+    assert_views_agree(&net);
+    for i in 1..4 {
+        let k = kinds(&net.events[i]);
+        assert_eq!(
+            k.iter().filter(|k| **k == "reset").count(),
+            1,
+            "node {i}: {k:?}"
+        );
+        assert_eq!(k.last(), Some(&"left"), "node {i}: {k:?}");
+    }
+    // The sequencer ordered both leaves before its own, and went only once they were held.
+    let v = last_view(&net.events[s]).unwrap();
+    assert_eq!((v.members.len(), v.left), (0, Some(coordinator)));
 }

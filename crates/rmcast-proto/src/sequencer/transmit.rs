@@ -75,11 +75,11 @@ impl Sequencer {
     /// The next datagram to send, written into `buf`, and where it goes.
     pub(super) fn transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
         self.now = self.now.max(now);
-        if let Some(to) = self.farewell.take() {
+        if let Some(dest) = self.farewell.take() {
             self.write_status(buf);
             self.counters.datagrams_sent += 1;
             self.counters.bytes_sent += buf.len() as u64;
-            return Some(Destination::Peer(to));
+            return Some(dest);
         }
         if self.phase == Phase::Left {
             return None;
