@@ -1,6 +1,8 @@
-//! `rmcast member --config FILE` and `rmcast config --print-defaults`.
+//! `rmcast member --config FILE`, `rmcast send|receive --config FILE` (RMTP's session file:
+//! the connection parameters of Table II, the defaults those of Table III) and
+//! `rmcast config --print-defaults [--command send]`.
 //!
-//! The file is TOML with one key per flag of `rmcast member`, named like the flag without its
+//! The file is TOML with one key per flag of the command, named like the flag without its
 //! dashes and with `_` for `-` (`--max-message-bytes 4096` is `max_message_bytes = 4096`).
 //! The keys are not a second list kept beside the flags: they are read from the command's own
 //! definition, and a file is applied by turning its keys into flags placed before those typed,
@@ -26,10 +28,19 @@ fn is_switch(arg: &clap::Arg) -> bool {
     matches!(arg.get_action(), clap::ArgAction::SetTrue)
 }
 
-/// If `args` (the whole command line) is `rmcast member ... --config FILE ...`, the command line
-/// with the file's settings inserted as flags right after `member`; otherwise `args` unchanged.
-pub fn expand(args: Vec<String>, member: &Command) -> anyhow::Result<Vec<String>> {
-    let Some(pos) = args.iter().position(|a| a == "member") else {
+/// Commands that take `--config FILE`.
+pub const WITH_CONFIG: &[&str] = &["member", "send", "receive"];
+
+/// If `args` (the whole command line) is `rmcast CMD ... --config FILE ...` for a command of
+/// [`WITH_CONFIG`], the command line with the file's settings inserted as flags right after
+/// `CMD`; otherwise `args` unchanged. `cli`: the whole command's definition.
+pub fn expand(args: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {
+    let pos = 1;
+    let Some(member) = args
+        .get(pos)
+        .filter(|c| WITH_CONFIG.contains(&c.as_str()))
+        .and_then(|c| cli.find_subcommand(c))
+    else {
         return Ok(args);
     };
     let mut file = None;
@@ -101,10 +112,12 @@ fn flags_from_file(path: &Path, member: &Command) -> anyhow::Result<Vec<String>>
     Ok(flags)
 }
 
-/// A commented config file with every setting of `member` and its default.
+/// A commented config file with every setting of `member` (or `send`, `receive`) and its
+/// default.
 pub fn defaults_file(member: &Command) -> String {
-    let mut out = String::from(
-        "# rmcast member --config FILE: one key per flag of `rmcast member` (flags typed on the\n\
+    let name = member.get_name();
+    let mut out = format!(
+        "# rmcast {name} --config FILE: one key per flag of `rmcast {name}` (flags typed on the\n\
          # command line override the file). Lines starting with # are defaults or examples.\n",
     );
     for arg in settings(member) {

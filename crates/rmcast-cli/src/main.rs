@@ -88,18 +88,18 @@ fn log_colour() -> bool {
 /// Arguments of `rmcast config`.
 #[derive(clap::Args, Debug)]
 struct ConfigArgs {
-    /// Print a commented config file with every setting of `rmcast member` and its default.
+    /// Print a commented config file with every setting of the command and its default.
     #[arg(long, required = true)]
     print_defaults: bool,
+    /// The command the file is for: member, or send / receive (RMTP's session file).
+    #[arg(long, default_value = "member", value_parser = clap::builder::PossibleValuesParser::new(config::WITH_CONFIG))]
+    command: String,
 }
 
-/// The `member` subcommand's definition.
-fn member_command() -> clap::Command {
+/// The whole command's definition.
+fn cli_command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command()
-        .find_subcommand("member")
-        .expect("the member subcommand")
-        .clone()
 }
 
 fn main() -> std::process::ExitCode {
@@ -115,7 +115,7 @@ fn main() -> std::process::ExitCode {
         .with_ansi(log_colour())
         .with_writer(std::io::stderr)
         .init();
-    let args = match config::expand(std::env::args().collect(), &member_command()) {
+    let args = match config::expand(std::env::args().collect(), &cli_command()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {}", error_text(&e));
@@ -144,8 +144,12 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Stat(a) => stats::run(a),
-        Command::Config(_) => {
-            print!("{}", config::defaults_file(&member_command()));
+        Command::Config(a) => {
+            let cli = cli_command();
+            let cmd = cli
+                .find_subcommand(&a.command)
+                .expect("a command with --config");
+            print!("{}", config::defaults_file(cmd));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Keygen(a) => keys::keygen(a),

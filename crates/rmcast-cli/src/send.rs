@@ -37,6 +37,11 @@ pub(crate) const MAX_PACKET: usize = 8192;
 /// line): every member of a transfer must use the same.
 #[derive(Args, Debug, Clone)]
 pub struct TransferArgs {
+    /// Read the connection parameters (and any other flag) from this TOML file, RMTP's
+    /// session file: one key per flag, e.g. `send_window = 2048`; flags typed override it.
+    /// `rmcast config --print-defaults --command send` writes one with the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// W_s: packets the sender may have beyond the slowest receiver's acknowledgement, and at
     /// most per T_send.
     #[arg(long, default_value_t = 4096)]

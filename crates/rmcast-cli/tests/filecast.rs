@@ -196,3 +196,52 @@ fn a_receiver_without_a_sender_says_so() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// RMTP's session file: `rmcast config --print-defaults --command send` writes the connection
+/// parameters with their defaults; `send --config FILE` reads them (a bad value is refused by
+/// the flag's own parser, naming it), and the sender runs with them.
+#[test]
+fn a_session_file_sets_the_connection_parameters() {
+    let dir = scratch("session");
+    let group = format!("filecast-session-{}", std::process::id());
+    let file = dir.join("small.bin");
+    std::fs::write(&file, content(50_000, 5)).unwrap();
+    let out = Command::new(EXE)
+        .args(["config", "--print-defaults", "--command", "send"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let defaults = String::from_utf8(out.stdout).unwrap();
+    assert!(defaults.contains("send_window = 4096"), "{defaults}");
+    let session = dir.join("session.toml");
+    let write = |retx: &str| {
+        std::fs::write(
+            &session,
+            format!("{defaults}\ngroup = {group:?}\n")
+                .replace("dally_ms = 2000\n", "dally_ms = 300\n")
+                .replace("quiet = false\n", "quiet = true\n")
+                .replace("t_retx_ms = 2\n", &format!("t_retx_ms = {retx}\n")),
+        )
+        .unwrap()
+    };
+    write("5");
+    let s = Proc::start(&[
+        "send",
+        file.to_str().unwrap(),
+        "--config",
+        session.to_str().unwrap(),
+    ])
+    .wait(Duration::from_secs(60));
+    assert!(s.status.success(), "{}", text(&s));
+    write("\"soon\"");
+    let s = Proc::start(&[
+        "send",
+        file.to_str().unwrap(),
+        "--config",
+        session.to_str().unwrap(),
+    ])
+    .wait(Duration::from_secs(60));
+    assert!(!s.status.success());
+    assert!(text(&s).contains("--t-retx-ms"), "{}", text(&s));
+    let _ = std::fs::remove_dir_all(&dir);
+}
