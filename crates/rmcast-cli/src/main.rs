@@ -16,6 +16,7 @@ mod signals;
 mod sim;
 mod stats;
 mod txn;
+mod txn_bench;
 mod worker;
 mod workers;
 
@@ -59,6 +60,20 @@ enum Command {
     Txn(txn::AskArgs),
     /// Answer the group's transactions with a command's output (`rmcast txn` asks).
     TxnServe(txn::ServeArgs),
+    /// Measure multicast transactions beside unicast (the Multidriver paper's Tables 1-3) with
+    /// receiver processes on this host.
+    ///
+    /// For each number of receivers N it starts N receiver processes and measures, every column
+    /// in the same run and in turns: Table 1, one --file-bytes file to the N receivers by one
+    /// multicast transaction (to the commit) beside the same file sent to them one after the
+    /// other by a unicast transaction each and over TCP; Tables 2-3, the round trip of a small
+    /// request that every receiver answers, by one multicast transaction beside N parallel TCP
+    /// request/responses and beside a series of N unicast transactions. After Dempsey, Fenton
+    /// and Weaver, "The Multidriver", section 5. Loopback only.
+    TxnBench(txn_bench::TxnBenchArgs),
+    /// One receiver of `txn-bench` (spawned by it).
+    #[command(hide = true)]
+    TxnBenchWorker(txn_bench::BenchWorkerArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -125,7 +140,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse_from(args);
     if matches!(
         cli.command,
-        Command::Demo(_) | Command::Bench(_) | Command::Stat(_)
+        Command::Demo(_) | Command::Bench(_) | Command::Stat(_) | Command::TxnBench(_)
     ) {
         // The run stops its workers at its next look at them (`WorkerSpec::run`).
         let what = if matches!(cli.command, Command::Stat(_)) {
@@ -159,6 +174,8 @@ fn main() -> std::process::ExitCode {
         Command::Txn(a) => txn::run(a),
         Command::Call(a) => call::run(a),
         Command::TxnServe(a) => txn::serve(a),
+        Command::TxnBench(a) => txn_bench::run(a),
+        Command::TxnBenchWorker(a) => txn_bench::worker(a),
     };
     match result {
         Ok(code) => code,

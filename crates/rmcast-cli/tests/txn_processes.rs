@@ -1,7 +1,7 @@
 //! Multicast transactions between real processes over loopback multicast: `rmcast txn-serve`
 //! servers answer `rmcast txn` with a command's output, each reply named by its server; a
 //! transaction whose open gets fewer answers than `--min` fails naming who answered; wrong
-//! arguments say what is wrong. Every wait has a deadline, and every process this test starts
+//! arguments say what is wrong; `rmcast txn-bench` runs its receiver processes and ends. Every wait has a deadline, and every process this test starts
 //! is killed by its own handle when the test ends (or fails midway).
 
 use std::io::{BufRead, BufReader};
@@ -238,4 +238,67 @@ fn wrong_arguments_say_what_is_wrong() {
         "{}",
         text(&out.stderr)
     );
+    for (args, says) in [
+        (
+            &["txn-bench", "--receivers", "1,0"][..],
+            "0 is not in 1..=32",
+        ),
+        (&["txn-bench", "--receivers", "two"], "--receivers"),
+        (
+            &["txn-bench", "--only", "tables"],
+            "possible values: both, file, latency",
+        ),
+        (&["txn-bench", "--file-bytes", "0"], "--file-bytes"),
+    ] {
+        let out = rmcast(args, t);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// `rmcast txn-bench` on a small scale: its receiver processes start and answer, both tables
+/// come out with every column, and the run ends by itself.
+#[test]
+fn txn_bench_prints_every_column_and_ends() {
+    let out = rmcast(
+        &[
+            "txn-bench",
+            "--receivers",
+            "1,2",
+            "--file-bytes",
+            "20000",
+            "--file-runs",
+            "2",
+            "--rounds",
+            "5",
+            "--warmup",
+            "1",
+            "--timeout-secs",
+            "100",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for want in [
+        "Table 1: one 20000-byte file",
+        "unicast txn, one after another",
+        "TCP, one after another",
+        "Tables 2-3: round trip of a 1-byte request",
+        "N parallel TCP",
+        "unicast txn series",
+    ] {
+        assert!(stdout.contains(want), "no {want:?} in {stdout}");
+    }
+    // One row per N in each table, none with failed transactions.
+    let rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("1 |") || l.trim_start().starts_with("2 |"))
+        .count();
+    assert_eq!(rows, 4, "{stdout}");
+    assert!(!stdout.contains("failed"), "{stdout}");
 }

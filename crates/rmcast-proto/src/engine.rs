@@ -282,7 +282,10 @@ pub struct View {
 
 /// Messages of one sender that can no longer be recovered: every member that held them has
 /// dropped them (Bimodal Multicast's loss up-call; unreliable QoS). Only engines whose
-/// [`Guarantees::delivery`] is not all-or-nothing report it.
+/// [`Guarantees::delivery`] is not all-or-nothing report it at receivers. At the sender, a
+/// `Loss` naming this member itself says its own messages failed and will never complete
+/// (a transaction nobody committed): `first_seq` is then the number `submit` returned, and
+/// [`Engine::take_failure`] tells why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Loss {
     /// The sender of the lost messages.
@@ -660,6 +663,15 @@ pub trait Engine {
     fn lock(&mut self, now: Time, lock: u16, acquire: bool) -> Result<(), SendError> {
         let _ = (now, lock, acquire);
         Err(SendError::Unsupported)
+    }
+
+    /// Why this member's own message `msg` failed, once an [`Event::Loss`] naming this member
+    /// reported it: a sentence naming the members concerned (who answered, who fell silent),
+    /// for the error the runtime hands the message's sender. Each reason is taken once; engines
+    /// keep only the latest few. `None`: the engine keeps no reason.
+    fn take_failure(&mut self, msg: u64) -> Option<String> {
+        let _ = msg;
+        None
     }
 
     /// Start leaving the group; [`Event::Left`] follows once the leave is ordered.

@@ -36,6 +36,16 @@ pub enum Error {
     /// A call did not finish before its deadline.
     #[error("timed out")]
     Timeout,
+    /// The engine gave message `msg` up and nobody delivered it (a multicast transaction
+    /// that too few receivers answered, or whose receivers fell silent before the commit):
+    /// `reason` names the receivers concerned ([`rmcast_proto::Engine::take_failure`]).
+    #[error("message {msg} failed: {reason}")]
+    Failed {
+        /// The number the engine gave the message.
+        msg: u64,
+        /// Why, naming the receivers.
+        reason: String,
+    },
     /// A member failed and the group is in recovery mode (Amoeba paper section 5.3): sends fail and
     /// receives with nothing to deliver report this until the group is reset, automatically
     /// or by [`crate::GroupSender::reset`]. Retry the send after [`crate::Recovery::Reset`].

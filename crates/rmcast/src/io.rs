@@ -1471,6 +1471,30 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
     progress
 }
 
+/// The engine gave up on own messages `l` (they are delivered nowhere): they are no longer
+/// outstanding, and a sender waiting for one fails with the engine's reason.
+fn own_loss(
+    engine: &mut dyn Engine,
+    completions: &mut HashMap<u64, oneshot::Sender<Result<u64, Error>>>,
+    outstanding: &mut u64,
+    l: &rmcast_proto::Loss,
+) {
+    *outstanding = outstanding.saturating_sub(l.count);
+    let end = l.first_seq.saturating_add(l.count);
+    // Only the waiting ones are looked at: a loss may span many numbers.
+    let lost: Vec<u64> = (completions.keys().copied())
+        .filter(|m| (l.first_seq..end).contains(m))
+        .collect();
+    for msg in lost {
+        let reason = engine
+            .take_failure(msg)
+            .unwrap_or_else(|| "the engine gave up on it; no member delivered it".to_string());
+        if let Some(d) = completions.remove(&msg) {
+            let _ = d.send(Err(Error::Failed { msg, reason }));
+        }
+    }
+}
+
 /// Move the engine's events to the application while the event queue has room.
 fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut progress = false;
@@ -1503,6 +1527,15 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
         };
         progress = true;
         match ev {
+            Event::Loss(l) if l.sender == shared.id => {
+                // Own messages that failed (a transaction nobody committed): they never
+                // complete, so whoever waits for them is told why now, not never.
+                // Field by field: the permit borrows the event queue.
+                own_loss(&mut *g.engine, &mut g.completions, &mut g.outstanding, &l);
+                if let Some(p) = permit {
+                    p.send(Event::Loss(l));
+                }
+            }
             ev @ (Event::Deliver(_)
             | Event::Loss(_)
             | Event::Reply(_)

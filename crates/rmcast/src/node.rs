@@ -325,6 +325,10 @@ impl GroupSender {
     /// fails at once with [`Error::MemberFailed`]. A message queued before the failure was
     /// known is kept: it goes out after the reset, and this call waits for it meanwhile. Should
     /// this member be left out of the new group, the call fails with [`Error::Expelled`].
+    ///
+    /// A message the engine gives up (a multicast transaction that too few receivers answered,
+    /// or whose receivers fell silent before the commit) fails with [`Error::Failed`], which
+    /// names the receivers, as soon as the engine knows.
     pub fn send(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
         self.send_with(payload, self.inner.qos)
     }

@@ -121,7 +121,8 @@ pub enum TxnError {
         /// How many were needed.
         min: usize,
     },
-    /// Receivers of the set fell silent before the commit and fewer than `min` were left.
+    /// Receivers of the set fell silent (or closed) before the commit and fewer than `min`
+    /// were left.
     Aborted {
         /// The receivers dropped, by name.
         dropped: Vec<NodeId>,
@@ -145,9 +146,10 @@ impl fmt::Display for TxnError {
             ),
             TxnError::Aborted { dropped, left, min } => write!(
                 f,
-                "aborted: receiver(s) {} fell silent, {} left of {min} needed",
+                "aborted: receiver(s) {} fell silent or closed, {} left of {min} needed: {}",
                 IdList(dropped),
-                left.len()
+                left.len(),
+                IdList(left)
             ),
             TxnError::Runtime(e) => write!(f, "{e}"),
         }

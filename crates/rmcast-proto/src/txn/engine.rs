@@ -6,8 +6,8 @@ use super::packet::{self as pk, Key};
 use super::Config;
 use crate::common::{Deadlines, RttEstimator, SplitMix64};
 use crate::engine::{
-    Counters, Delivery, Destination, Engine, Event, GroupInfo, Loss, NodeId, Qos, Reply, SendError,
-    Time, Transmit, View,
+    Counters, Delivery, Destination, Engine, Event, GroupInfo, IdList, Loss, NodeId, Qos, Reply,
+    SendError, Time, Transmit, View,
 };
 use crate::guarantees::Guarantees;
 use crate::registry::EngineParams;
@@ -25,6 +25,20 @@ const MAX_OUT: usize = 8192;
 const VIEW_ID: u64 = 1;
 /// Outcome "this receiver is not in the transaction's set": never sent in a RESOLVE.
 const OUTCOME_NOT_MINE: u8 = 0;
+/// Reasons of failed transactions kept for [`Engine::take_failure`] (the runtime takes each
+/// as soon as it sees the failure; the bound only matters to a driver that never asks).
+const MAX_FAILURES: usize = 256;
+
+/// Why this source gave a transaction up.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum AbortCause {
+    /// Fewer than `min` receivers answered the open.
+    OpenFailed,
+    /// Receivers of the set fell silent or closed, and fewer than `min` were left.
+    Dropped,
+    /// This member left before the commit.
+    Leaving,
+}
 
 /// Where a transaction of this source stands.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -89,6 +103,8 @@ struct Forward {
     probe_at: Option<Time>,
     /// FIRST packets sent.
     open_tries: u32,
+    /// Receivers dropped from the set (silent, or closed), for the failure's reason.
+    dropped: Vec<NodeId>,
 }
 
 /// A committed transaction whose response channels stay open for replies.
@@ -169,6 +185,8 @@ pub struct Txn {
     outcome_order: VecDeque<(NodeId, Key)>,
     out: VecDeque<(Destination, Vec<u8>)>,
     events: VecDeque<Event>,
+    /// Why own transactions failed, for [`Engine::take_failure`] (at most [`MAX_FAILURES`]).
+    failures: VecDeque<(u64, String)>,
     /// Round-robin cursor over forwards for data segments.
     cursor: u64,
     /// Announced views (with `announce_sets`).
@@ -227,6 +245,7 @@ impl Txn {
             outcome_order: VecDeque::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
+            failures: VecDeque::new(),
             cursor: 0,
             view_id: VIEW_ID,
             set_estimate: cfg.max_receivers.min(8),
@@ -450,7 +469,7 @@ impl Txn {
         self.announce(txn, None);
         if n < self.cfg.min_receivers {
             self.extra.opens_failed += 1;
-            self.abort(now, txn);
+            self.abort(now, txn, AbortCause::OpenFailed);
             return;
         }
         let rto = self.rto_after(0);
@@ -462,11 +481,34 @@ impl Txn {
         self.maybe_release(now, txn);
     }
 
-    fn abort(&mut self, _now: Time, txn: u64) {
+    fn abort(&mut self, _now: Time, txn: u64, cause: AbortCause) {
         let Some(f) = self.forwards.remove(&txn) else {
             return;
         };
         self.extra.aborts += 1;
+        let set: Vec<NodeId> = f.set.keys().copied().collect();
+        let min = self.cfg.min_receivers;
+        // The same words as the library's `TxnError`, so that both name the receivers alike.
+        let reason = match cause {
+            AbortCause::OpenFailed => format!(
+                "only {} receiver(s) answered the open, {min} needed: {}",
+                set.len(),
+                IdList(&set)
+            ),
+            AbortCause::Dropped => format!(
+                "aborted: receiver(s) {} fell silent or closed, {} left of {min} needed: {}",
+                IdList(&f.dropped),
+                set.len(),
+                IdList(&set)
+            ),
+            AbortCause::Leaving => {
+                format!("this member left before the commit (set {})", IdList(&set))
+            }
+        };
+        if self.failures.len() >= MAX_FAILURES {
+            self.failures.pop_front();
+        }
+        self.failures.push_back((txn, reason));
         self.record_outcome(self.me, f.key, pk::OUTCOME_ABORTED, 0);
         // Twice: receivers that miss both find out by asking (QUERY) or by their report.
         for _ in 0..2 {
@@ -562,6 +604,7 @@ impl Txn {
         if f.set.remove(&r).is_none() {
             return;
         }
+        f.dropped.push(r);
         self.extra.receivers_dropped += 1;
         self.counters.failures_detected += 1;
         // Released is committed: a receiver lost now cannot undo it (it held the message).
@@ -569,7 +612,7 @@ impl Txn {
         self.announce(txn, Some(r));
         let n = self.forwards.get(&txn).map_or(0, |f| f.set.len());
         if transfer && n < self.cfg.min_receivers {
-            self.abort(now, txn);
+            self.abort(now, txn, AbortCause::Dropped);
             return;
         }
         self.maybe_release(now, txn);
@@ -1613,6 +1656,7 @@ impl Engine for Txn {
                 probe: 0,
                 probe_mark: 0,
                 probe_at: None,
+                dropped: Vec::new(),
             },
         );
         self.send_first(msg);
@@ -1665,6 +1709,11 @@ impl Engine for Txn {
         Ok(())
     }
 
+    fn take_failure(&mut self, msg: u64) -> Option<String> {
+        let i = self.failures.iter().position(|f| f.0 == msg)?;
+        self.failures.remove(i).map(|f| f.1)
+    }
+
     fn leave(&mut self, now: Time) {
         if self.left {
             return;
@@ -1697,7 +1746,7 @@ impl Engine for Txn {
                     set: f.set,
                 });
             } else {
-                self.abort(now, txn);
+                self.abort(now, txn, AbortCause::Leaving);
             }
         }
         while !self.lingering.is_empty() {

@@ -2,8 +2,8 @@
 //! "The Multidriver: A Reliable Multicast Service Using the Xpress Transfer Protocol" by Bert J.
 //! Dempsey, John C. Fenton and Alfred C. Weaver (the service primitives of section 3.2 and the
 //! control scheme of section 3.3; the measurements of section 5 are reproduced in shape by
-//! the simulator test `txn_tables_in_the_simulator` and by `rmcast txn --repeat` against
-//! `rmcast txn-serve` processes).
+//! the simulator test `txn_tables_in_the_simulator` and, on real processes with every column
+//! in one run, by `rmcast txn-bench`).
 //!
 //! **Guarantees.** Two services, as the paper's primitives. *Unreliable multicast* (X_Mopen,
 //! [`crate::Qos::Unreliable`]): one datagram to the group, no response channel, no repair.
@@ -16,8 +16,10 @@
 //! [`Config::min_receivers`] the transaction fails. A completed send
 //! ([`crate::Event::SendComplete`]) means committed: released, and delivered by every receiver of
 //! the set; a failed one is reported by [`crate::Event::Loss`] at the source (the message is
-//! delivered nowhere). Receivers answer on their response channel ([`crate::Engine::reply`],
-//! X_MRreply); answers arrive at the source as [`crate::Event::Reply`], boundaries preserved.
+//! delivered nowhere), and [`crate::Engine::take_failure`] says why, naming the receivers (the
+//! runtime fails a blocking send with it). Receivers answer on their response channel
+//! ([`crate::Engine::reply`], X_MRreply); answers arrive at the source as
+//! [`crate::Event::Reply`], boundaries preserved.
 //! No order between messages (transactions of one source commit independently), no virtual
 //! synchrony, no membership: the Multidriver has none, so the engine's one view names nobody,
 //! and each transaction's set is whoever answers its open.

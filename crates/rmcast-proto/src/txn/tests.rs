@@ -371,6 +371,12 @@ fn an_open_with_fewer_than_min_answers_fails_and_nobody_delivers() {
     for i in 0..4 {
         assert!(!net.delivered(i, 0, m), "node {i}");
     }
+    // Why, for the runtime's error: the two that answered, named; taken once.
+    assert_eq!(
+        net.node(0).take_failure(m).as_deref(),
+        Some("only 2 receiver(s) answered the open, 3 needed: [1, 2]")
+    );
+    assert_eq!(net.node(0).take_failure(m), None);
     // The set that answered is announced: the source and receivers 1 and 2.
     let v = (net.events[0].iter())
         .filter_map(|(_, e)| match e {
@@ -438,6 +444,10 @@ fn a_dead_receiver_below_min_aborts_and_nobody_delivers() {
     net.crash(2);
     net.run_for(Duration::from_secs(8));
     assert!(net.failed(0, m));
+    assert_eq!(
+        net.node(0).take_failure(m).as_deref(),
+        Some("aborted: receiver(s) [2] fell silent or closed, 2 left of 3 needed: [1, 3]")
+    );
     for i in [0, 1, 3] {
         assert!(!net.delivered(i, 0, m), "node {i}");
         assert!(net.node(i).describe().contains(" 0 inbound"));
