@@ -33,8 +33,10 @@ use tracing::{debug, error, info, trace, warn};
 
 const WAKER: mio::Token = mio::Token(0);
 const UNICAST: mio::Token = mio::Token(1);
+/// The precise timer's token ([`crate::timer::PreciseTimer`]).
+const TIMER: mio::Token = mio::Token(2);
 /// Tokens of group sockets are the group's key plus this.
-const GROUP_TOKEN_BASE: usize = 2;
+const GROUP_TOKEN_BASE: usize = 3;
 
 /// Datagrams read from one socket per turn before the loop attends to everything else.
 const RX_BUDGET: usize = 2048;
@@ -76,6 +78,7 @@ pub(crate) fn spawn(
     };
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
+    let timer = crate::timer::PreciseTimer::new(poll.registry(), TIMER)?;
     let mut unicast = mio::net::UdpSocket::from_std(std_sock);
     poll.registry().register(
         &mut unicast,
@@ -122,6 +125,7 @@ pub(crate) fn spawn(
                 seal_buf: Vec::with_capacity(1 << 16),
                 unicast_pending: false,
                 shutdown: None,
+                timer,
             }
             .run()
         })?;
@@ -596,6 +600,8 @@ struct IoLoop {
     unicast_pending: bool,
     /// Set once the node shuts down: when the loop ends at the latest.
     shutdown: Option<Time>,
+    /// Wakes the loop at sub-millisecond deadlines.
+    timer: crate::timer::PreciseTimer,
 }
 
 impl IoLoop {
@@ -607,7 +613,8 @@ impl IoLoop {
         let _span = tracing::info_span!("rmcast-io", node = %self.shared.id).entered();
         let mut events = mio::Events::with_capacity(256);
         loop {
-            let timeout = self.poll_timeout(self.now());
+            let wait = self.poll_timeout(self.now());
+            let timeout = self.timer.poll_timeout(wait);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
@@ -620,6 +627,7 @@ impl IoLoop {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => woken = true,
+                    TIMER => self.timer.fired(),
                     UNICAST => {
                         if ev.is_readable() {
                             self.unicast_pending = true;
@@ -696,16 +704,9 @@ impl IoLoop {
             consider(g.next_looking);
             consider(g.next_beacon);
         }
-        // Round up to the next millisecond: epoll sleeps in whole milliseconds, and waking a
-        // hair early would only spin.
-        next.map(|t| {
-            let d = t.saturating_since(now);
-            if d.is_zero() {
-                d
-            } else {
-                Duration::from_millis(d.as_nanos().div_ceil(1_000_000) as u64)
-            }
-        })
+        // Exact: the precise timer wakes the loop at it (epoll alone sleeps in whole
+        // milliseconds, rounded up so as not to spin).
+        next.map(|t| t.saturating_since(now))
     }
 
     fn handle_commands(&mut self, now: Time) {

@@ -99,6 +99,7 @@ mod keyfile;
 mod net;
 mod node;
 mod shared;
+mod timer;
 pub mod txn;
 
 /// The payload type of every send and delivery, re-exported so that applications need no
