@@ -613,8 +613,9 @@ impl IoLoop {
         let _span = tracing::info_span!("rmcast-io", node = %self.shared.id).entered();
         let mut events = mio::Events::with_capacity(256);
         loop {
-            let wait = self.poll_timeout(self.now());
-            let timeout = self.timer.poll_timeout(wait);
+            let now = self.now();
+            let next = self.poll_deadline(now);
+            let timeout = self.timer.poll_timeout(now, next);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
@@ -680,11 +681,11 @@ impl IoLoop {
         }
     }
 
-    /// How long `poll` may sleep: until the earliest engine timer or deadline, or not at all
+    /// When `poll` must return at the latest: the earliest engine timer or deadline, or now
     /// when work is left over from the previous turn.
-    fn poll_timeout(&self, now: Time) -> Option<Duration> {
+    fn poll_deadline(&self, now: Time) -> Option<Time> {
         if self.unicast_pending || self.groups.iter().any(|g| g.mcast_pending) {
-            return Some(Duration::ZERO);
+            return Some(now);
         }
         let mut next: Option<Time> = self.shutdown;
         let mut consider = |t: Option<Time>| {
@@ -706,7 +707,7 @@ impl IoLoop {
         }
         // Exact: the precise timer wakes the loop at it (epoll alone sleeps in whole
         // milliseconds, rounded up so as not to spin).
-        next.map(|t| t.saturating_since(now))
+        next
     }
 
     fn handle_commands(&mut self, now: Time) {

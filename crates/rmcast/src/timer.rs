@@ -6,16 +6,21 @@
 //! deadline wakes the loop at its time; it is armed only for deadlines that rounding would
 //! delay, and only when the deadline changed, so a busy loop pays no extra system call.
 
+use rmcast_proto::Time;
 use std::io;
 use std::time::Duration;
+
+/// Waits shorter than this are woken exactly: for longer ones up to a millisecond late is
+/// noise.
+const EXACT_BELOW: Duration = Duration::from_millis(5);
 
 /// A one-shot timer whose expiry makes a file descriptor readable (Linux `timerfd`); elsewhere
 /// it does nothing and the loop keeps millisecond timeouts.
 pub(crate) struct PreciseTimer {
     #[cfg(target_os = "linux")]
     fd: std::os::fd::OwnedFd,
-    /// The wait last armed (none: disarmed or expired).
-    armed: Option<Duration>,
+    /// The deadline last armed (none: disarmed or expired).
+    armed: Option<Time>,
 }
 
 impl PreciseTimer {
@@ -46,17 +51,20 @@ impl PreciseTimer {
     /// A timer that never fires (systems without `timerfd`).
     #[cfg(not(target_os = "linux"))]
     pub(crate) fn new(_: &mio::Registry, _: mio::Token) -> io::Result<PreciseTimer> {
+        let _ = Time::ZERO;
         Ok(PreciseTimer { armed: None })
     }
 
-    /// The `poll` timeout for a wait of `wait`: whole milliseconds (rounded up, as epoll
-    /// sleeps), with the timer armed to wake the loop at the exact time when rounding would
-    /// delay it.
-    pub(crate) fn poll_timeout(&mut self, wait: Option<Duration>) -> Option<Duration> {
+    /// The `poll` timeout at `now` for deadline `next`: whole milliseconds (rounded up, as
+    /// epoll sleeps), with the timer armed to wake the loop at the exact time when the wait is
+    /// short and rounding would delay it (once per deadline).
+    pub(crate) fn poll_timeout(&mut self, now: Time, next: Option<Time>) -> Option<Duration> {
+        let wait = next.map(|t| t.saturating_since(now));
         let rounded = wait.map(|d| Duration::from_millis(d.as_nanos().div_ceil(1_000_000) as u64));
-        let exact = wait.filter(|d| !d.is_zero() && Some(*d) != rounded);
-        if let Some(d) = exact.filter(|_| exact != self.armed) {
-            self.arm(d);
+        let short = wait.is_some_and(|d| !d.is_zero() && d < EXACT_BELOW && Some(d) != rounded);
+        if short && next != self.armed {
+            self.armed = next;
+            self.arm(wait.expect("short"));
         }
         rounded
     }
@@ -74,7 +82,6 @@ impl PreciseTimer {
     }
 
     fn arm(&mut self, d: Duration) {
-        self.armed = Some(d);
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
