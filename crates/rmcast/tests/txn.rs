@@ -221,7 +221,12 @@ fn a_receiver_dying_mid_transaction_fails_the_send_naming_it() {
     let stop = Arc::new(AtomicBool::new(false));
     let s1 = server(71, &name, stop.clone());
     let dying_node = node(72);
-    let opts = TxnOptions::server();
+    // It answers the open at once (no backoff): with a random wait it could answer only
+    // after it held the whole message, and then the transaction rightly commits.
+    let opts = TxnOptions {
+        backoff_unit: Duration::ZERO,
+        ..TxnOptions::server()
+    };
     let dying = TxnGroup::config(&name, &opts).engine(EngineChoice::custom(Arc::new(
         DyingFactory(TxnFactory::with_config(opts.engine_config())),
     )));
