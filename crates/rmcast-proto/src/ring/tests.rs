@@ -397,6 +397,24 @@ fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back()
 
 // ---- locks and multi-RPC (sections 3.3, 4.3, 4.5) ------------------------------------------
 
+/// Adds a ring engine of `role` with id `id` to `net` (a joiner asks in at once).
+fn add(net: &mut Net, role: Role, id: u32) -> usize {
+    let settings = EngineSettings::default();
+    let mut e = RingFactory.build(&EngineParams {
+        role,
+        group: 7,
+        me: NodeId(id),
+        max_datagram_bytes: 1400,
+        now: net.now,
+        seed: u64::from(id),
+        settings: &settings,
+    });
+    e.handle_timeout(net.now);
+    net.nodes.push(e);
+    net.events.push(vec![]);
+    net.nodes.len() - 1
+}
+
 fn locks_seen(net: &Net, i: usize) -> Vec<(u16, Option<NodeId>, Option<NodeId>)> {
     (net.events[i].iter())
         .filter_map(|e| match e {
@@ -437,19 +455,7 @@ fn a_lock_is_granted_only_when_free_and_freed_when_its_holder_leaves() {
         Err(SendError::Unsupported)
     );
     // A joiner learns who holds what.
-    let settings = EngineSettings::default();
-    let mut joiner = RingFactory.build(&EngineParams {
-        role: Role::Join,
-        group: 7,
-        me: NodeId(9),
-        max_datagram_bytes: 1400,
-        now: net.now,
-        seed: 9,
-        settings: &settings,
-    });
-    joiner.handle_timeout(net.now);
-    net.nodes.push(joiner);
-    net.events.push(vec![]);
+    add(&mut net, Role::Join, 9);
     net.run_for(Duration::from_millis(500));
     assert_eq!(locks_seen(&net, 3), vec![(0, b, None)]);
 }
@@ -459,18 +465,7 @@ fn non_member_requests_are_delivered_once_in_one_order_acknowledged_and_answered
     let mut net = Net::new(3);
     net.nodes[1].lock(net.now, 2, true).unwrap();
     net.run_for(Duration::from_millis(300));
-    let settings = EngineSettings::default();
-    let client = RingFactory.build(&EngineParams {
-        role: Role::Client,
-        group: 7,
-        me: NodeId(50),
-        max_datagram_bytes: 1400,
-        now: net.now,
-        seed: 50,
-        settings: &settings,
-    });
-    net.nodes.push(client);
-    net.events.push(vec![]);
+    add(&mut net, Role::Client, 50);
     // A quarter of every datagram is lost, whatever its kind.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     net.drop = Some(Box::new(move |_, _, _, _| {
@@ -573,18 +568,7 @@ fn non_member_requests_survive_a_member_crash_at_every_seed() {
     for seed in 0..300u64 {
         let mut net = Net::new(4);
         let crashed: Rc<Cell<Option<usize>>> = Rc::new(Cell::new(None));
-        let settings = EngineSettings::default();
-        let client = RingFactory.build(&EngineParams {
-            role: Role::Client,
-            group: 7,
-            me: NodeId(50),
-            max_datagram_bytes: 1400,
-            now: net.now,
-            seed,
-            settings: &settings,
-        });
-        net.nodes.push(client);
-        net.events.push(vec![]);
+        add(&mut net, Role::Client, 50);
         net.nodes[1].lock(net.now, 0, true).unwrap();
         net.run_for(Duration::from_millis(300));
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -709,17 +693,7 @@ fn a_handler_hands_requests_to_another_member_which_answers_the_sender() {
     let mut net = Net::new(3);
     net.nodes[1].lock(net.now, 0, true).unwrap();
     net.run_for(Duration::from_millis(300));
-    let settings = EngineSettings::default();
-    net.nodes.push(RingFactory.build(&EngineParams {
-        role: Role::Client,
-        group: 7,
-        me: NodeId(50),
-        max_datagram_bytes: 1400,
-        now: net.now,
-        seed: 50,
-        settings: &settings,
-    }));
-    net.events.push(vec![]);
+    add(&mut net, Role::Client, 50);
     // The first hand-over of each request is lost.
     let mut seen = BTreeSet::new();
     net.drop = Some(Box::new(move |_, _, ptype, body| {
