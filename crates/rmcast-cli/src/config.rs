@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn typed_flags_come_after_the_file() {
-        let m = member();
+        let m = crate::Cli::command();
         let dir = std::env::temp_dir().join(format!("rmcast-cfg2-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("c.toml");
@@ -240,6 +240,15 @@ mod tests {
         std::fs::write(&f, "no_such_thing = 1\n").unwrap();
         let err = expand(out, &m).unwrap_err().to_string();
         assert!(err.contains("unknown setting `no_such_thing`"), "{err}");
+        // A session file for `send` takes `send`'s flags.
+        std::fs::write(&f, "send_window = 7\n").unwrap();
+        let args: Vec<String> = ["rmcast", "send", "x.bin", "--config"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([f.display().to_string()])
+            .collect();
+        let out = expand(args, &m).unwrap();
+        assert_eq!(out[2], "--send-window=7", "{out:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
