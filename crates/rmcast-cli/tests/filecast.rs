@@ -224,23 +224,20 @@ fn a_session_file_sets_the_connection_parameters() {
         )
         .unwrap()
     };
+    let send = || {
+        Proc::start(&[
+            "send",
+            file.to_str().unwrap(),
+            "--config",
+            session.to_str().unwrap(),
+        ])
+        .wait(Duration::from_secs(60))
+    };
     write("5");
-    let s = Proc::start(&[
-        "send",
-        file.to_str().unwrap(),
-        "--config",
-        session.to_str().unwrap(),
-    ])
-    .wait(Duration::from_secs(60));
+    let s = send();
     assert!(s.status.success(), "{}", text(&s));
     write("\"soon\"");
-    let s = Proc::start(&[
-        "send",
-        file.to_str().unwrap(),
-        "--config",
-        session.to_str().unwrap(),
-    ])
-    .wait(Duration::from_secs(60));
+    let s = send();
     assert!(!s.status.success());
     assert!(text(&s).contains("--t-retx-ms"), "{}", text(&s));
     let _ = std::fs::remove_dir_all(&dir);

@@ -243,6 +243,34 @@ pub struct Delivery<P = Bytes> {
     pub respond: bool,
 }
 
+impl<P> Delivery<P> {
+    /// The same delivery with its payload mapped by `f`.
+    pub fn map_payload<Q>(self, f: impl FnOnce(P) -> Q) -> Delivery<Q> {
+        Delivery {
+            seq: self.seq,
+            sender: self.sender,
+            msg: self.msg,
+            view: self.view,
+            payload: f(self.payload),
+            respond: self.respond,
+        }
+    }
+}
+
+impl<P: AsRef<[u8]>> Delivery<P> {
+    /// The delivery as a record keeps it: the payload reduced to its [`Digest`].
+    pub fn digest(&self) -> Delivery<Digest> {
+        Delivery {
+            seq: self.seq,
+            sender: self.sender,
+            msg: self.msg,
+            view: self.view,
+            payload: Digest::of(self.payload.as_ref()),
+            respond: self.respond,
+        }
+    }
+}
+
 /// What is kept of a payload where the bytes themselves are not: its length and its 64-bit
 /// FNV-1a hash ([`Digest::of`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -355,27 +383,13 @@ impl<P> Event<P> {
     /// The same event with every payload mapped by `f` (e.g. to its [`Digest`]).
     pub fn map_payload<Q>(self, f: impl FnOnce(P) -> Q) -> Event<Q> {
         match self {
-            Event::Deliver(d) => Event::Deliver(Delivery {
-                seq: d.seq,
-                sender: d.sender,
-                msg: d.msg,
-                view: d.view,
-                payload: f(d.payload),
-                respond: d.respond,
-            }),
+            Event::Deliver(d) => Event::Deliver(d.map_payload(f)),
             Event::Reply(r) => Event::Reply(Reply {
                 from: r.from,
                 request: r.request,
                 payload: f(r.payload),
             }),
-            Event::Forwarded(d) => Event::Forwarded(Delivery {
-                seq: d.seq,
-                sender: d.sender,
-                msg: d.msg,
-                view: d.view,
-                payload: f(d.payload),
-                respond: d.respond,
-            }),
+            Event::Forwarded(d) => Event::Forwarded(d.map_payload(f)),
             Event::View(v) => Event::View(v),
             Event::SendComplete { msg } => Event::SendComplete { msg },
             Event::Loss(l) => Event::Loss(l),
@@ -398,27 +412,13 @@ impl<P: AsRef<[u8]>> Event<P> {
     /// The event as a record keeps it: payloads reduced to their [`Digest`].
     pub fn digest(&self) -> Event<Digest> {
         match self {
-            Event::Deliver(d) => Event::Deliver(Delivery {
-                seq: d.seq,
-                sender: d.sender,
-                msg: d.msg,
-                view: d.view,
-                payload: Digest::of(d.payload.as_ref()),
-                respond: d.respond,
-            }),
+            Event::Deliver(d) => Event::Deliver(d.digest()),
             Event::Reply(r) => Event::Reply(Reply {
                 from: r.from,
                 request: r.request,
                 payload: Digest::of(r.payload.as_ref()),
             }),
-            Event::Forwarded(d) => Event::Forwarded(Delivery {
-                seq: d.seq,
-                sender: d.sender,
-                msg: d.msg,
-                view: d.view,
-                payload: Digest::of(d.payload.as_ref()),
-                respond: d.respond,
-            }),
+            Event::Forwarded(d) => Event::Forwarded(d.digest()),
             Event::View(v) => Event::View(v.clone()),
             Event::SendComplete { msg } => Event::SendComplete { msg: *msg },
             Event::Loss(l) => Event::Loss(l.clone()),

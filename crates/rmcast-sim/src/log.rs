@@ -125,14 +125,14 @@ impl fmt::Display for LogRecord {
         let kind = self.kind();
         write!(f, r#"{{"kind":"{kind}","member":{member},"view":{view}"#)?;
         match &self.event {
-            Event::Deliver(d) => write!(
+            Event::Deliver(d) | Event::Forwarded(d) => write!(
                 f,
                 r#","seq":{},"sender":{},"msg":{},"len":{},"hash":"{:016x}""#,
                 d.seq, d.sender.0, d.msg, d.payload.len, d.payload.hash
             )
-            .and_then(|()| match d.respond {
-                true => f.write_str(r#","respond":true"#),
-                false => Ok(()),
+            .and_then(|()| match (&self.event, d.respond) {
+                (Event::Deliver(_), true) => f.write_str(r#","respond":true"#),
+                _ => Ok(()),
             })?,
             Event::View(v) => write!(
                 f,
@@ -150,11 +150,6 @@ impl fmt::Display for LogRecord {
                 f,
                 r#","from":{},"request":{},"len":{},"hash":"{:016x}""#,
                 r.from.0, r.request, r.payload.len, r.payload.hash
-            )?,
-            Event::Forwarded(d) => write!(
-                f,
-                r#","seq":{},"sender":{},"msg":{},"len":{},"hash":"{:016x}""#,
-                d.seq, d.sender.0, d.msg, d.payload.len, d.payload.hash
             )?,
             Event::Lock(l) => {
                 let opt = |n: Option<NodeId>| n.map_or("null".to_string(), |n| n.0.to_string());

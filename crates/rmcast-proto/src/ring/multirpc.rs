@@ -487,7 +487,15 @@ impl Ring {
     /// A non-member's packet is delivered in slot `ts`: to the application (the handler's
     /// holder answers it), and acknowledged by the site that ordered it.
     pub(super) fn deliver_client(&mut self, ts: u64, origin: NodeId, sseq: u64, payload: Bytes) {
-        let (flags, handler) = (payload[0], payload[1]);
+        // Non Member Data is checked on receipt, but a slot may be filled by any member's
+        // retransmission: one too short to hold the prefix (forged) gives no ack, no handler.
+        let (flags, handler, app) = match payload.get(..NM_PREFIX) {
+            Some(&[flags, handler]) => (flags, handler, payload.slice(NM_PREFIX..)),
+            _ => {
+                self.counters.malformed_dropped += 1;
+                (0, NO_HANDLER, Bytes::new())
+            }
+        };
         let respond = handler < HANDLER_LOCKS
             && self.gs.delivered_locks.get(&u16::from(handler)) == Some(&self.me);
         self.counters.delivered += 1;
@@ -496,7 +504,7 @@ impl Ring {
             sender: origin,
             msg: sseq,
             view: self.delivered_view.id,
-            payload: payload.slice(NM_PREFIX..),
+            payload: app,
             respond,
         }));
         if self.gs.delivered.len() >= 2 * MAX_CLIENTS && !self.gs.delivered.contains_key(&origin) {

@@ -756,3 +756,49 @@ fn a_handler_hands_requests_to_another_member_which_answers_the_sender() {
         Err(SendError::NotMember)
     );
 }
+
+/// A forged data packet fills a non-member's ordered slot with a payload too short for its
+/// flags and handler (a member checks Non Member Data on receipt, but a slot may be filled
+/// by anyone's retransmission): counted as malformed, delivered without a handler, no panic.
+#[test]
+fn a_forged_short_non_member_payload_is_counted_not_a_panic() {
+    let mut net = Net::new(3);
+    add(&mut net, Role::Client, 50);
+    // Member 1 (not the token site, which orders the packet) never hears the non-member
+    // itself, nor any repair.
+    net.drop = Some(Box::new(|_, to, ptype, _| {
+        to == 1 && (ptype == packet::NM_DATA || ptype == packet::DATA)
+    }));
+    net.nodes[3]
+        .request(
+            net.now,
+            Bytes::from_static(b"hi"),
+            Qos::TotallyOrdered,
+            None,
+        )
+        .unwrap();
+    net.run_for(Duration::from_millis(1));
+    let mut forged = Vec::new();
+    wire::Header {
+        engine: wire::EngineKind::Ring,
+        ptype: packet::DATA,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(0),
+    }
+    .encode(&mut forged);
+    let short: [(Qos, &[u8]); 1] = [(Qos::TotallyOrdered, b"x")];
+    packet::encode_data(&mut forged, NodeId(50), 0, short.iter().copied());
+    let before = net.nodes[1].counters().malformed_dropped;
+    net.nodes[1].handle_datagram(net.now, NodeId(0), &forged);
+    net.drain(1);
+    assert_eq!(net.nodes[1].counters().malformed_dropped, before + 1);
+    let got: Vec<(NodeId, bool)> = (net.events[1].iter())
+        .filter_map(|e| match e {
+            Event::Deliver(d) if d.sender == NodeId(50) => Some((d.sender, d.respond)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, vec![(NodeId(50), false)]);
+}
