@@ -606,6 +606,9 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             .context("asking for the handler lock")?;
     }
     let responder = group.sender();
+    // Whether this member is in its latest view: one that left does not take a lock its own
+    // leave freed.
+    let mut in_view = true;
     let mut expelled = false;
     let mut notices = RecoveryNotices::new(manual_reset);
     notices.heal = heal.is_some();
@@ -633,6 +636,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             }
             GroupEvent::View(v) => {
                 notices.clear();
+                in_view = v.members.contains(&me);
                 let note = if v.members.contains(&me) {
                     ""
                 } else {
@@ -667,7 +671,9 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             GroupEvent::Lock(l)
-                if handler.is_some_and(|h| u16::from(h) == l.lock) && l.holder.is_none() =>
+                if handler.is_some_and(|h| u16::from(h) == l.lock)
+                    && l.holder.is_none()
+                    && in_view =>
             {
                 // The handler lock is free (its holder left or crashed): take it.
                 writeln!(out, "* lock {}: free; asking for it", l.lock)?;
