@@ -74,6 +74,8 @@ const LEAVE_S: u64 = 4;
 const DRAIN_S: u64 = 1;
 /// Latency samples kept at most (128 MiB): a stream has no count to bound them by.
 const MAX_LATENCY_SAMPLES: usize = 1 << 24;
+/// Deliveries recorded before the clock is read for them at the latest.
+const MAX_UNSTAMPED: usize = 4096;
 /// Length of a throughput window of [`WorkerStats::windows`], in milliseconds.
 pub const WINDOW_MS: u64 = 500;
 /// Windows counted at most (ten minutes of 500 ms windows); later deliveries are in no window.
@@ -136,6 +138,11 @@ struct Tally {
     bytes: u64,
     done_from: HashSet<u32>,
     latencies_ns: Vec<u64>,
+    /// Send stamps of data messages delivered since the clock was last read: the clock is
+    /// read once per batch of events, not per message (at a million messages per second the
+    /// reads were a tenth of a worker's time). Stamping a batch when it has been taken
+    /// counts each message's wait behind the others, so latencies err long, never short.
+    unstamped_ns: Vec<u64>,
     /// Data deliveries per [`WINDOW_MS`] window from `window_origin_ns`.
     windows: Vec<u64>,
     /// Send time (wall clock) of the first data message delivered.
@@ -173,17 +180,10 @@ impl Tally {
                 } else {
                     self.delivered += 1;
                     self.bytes += p.len() as u64;
-                    let now_ns = wall_clock_ns();
-                    if self.latencies_ns.len() < MAX_LATENCY_SAMPLES {
-                        self.latencies_ns.push(now_ns.saturating_sub(sent_ns));
-                    }
-                    let origin = *self.window_origin_ns.get_or_insert(sent_ns);
-                    let w = (now_ns.saturating_sub(origin) / (WINDOW_MS * 1_000_000)) as usize;
-                    if w < MAX_WINDOWS {
-                        if self.windows.len() <= w {
-                            self.windows.resize(w + 1, 0);
-                        }
-                        self.windows[w] += 1;
+                    self.window_origin_ns.get_or_insert(sent_ns);
+                    self.unstamped_ns.push(sent_ns);
+                    if self.unstamped_ns.len() >= MAX_UNSTAMPED {
+                        self.stamp();
                     }
                 }
             }
@@ -243,6 +243,27 @@ impl Tally {
         Ok(())
     }
 
+    /// Latency and throughput window of every delivery since the last call, at one clock read.
+    fn stamp(&mut self) {
+        if self.unstamped_ns.is_empty() {
+            return;
+        }
+        let now_ns = wall_clock_ns();
+        let origin = self.window_origin_ns.unwrap_or(now_ns);
+        for sent_ns in self.unstamped_ns.drain(..) {
+            if self.latencies_ns.len() < MAX_LATENCY_SAMPLES {
+                self.latencies_ns.push(now_ns.saturating_sub(sent_ns));
+            }
+            let w = (now_ns.saturating_sub(origin) / (WINDOW_MS * 1_000_000)) as usize;
+            if w < MAX_WINDOWS {
+                if self.windows.len() <= w {
+                    self.windows.resize(w + 1, 0);
+                }
+                self.windows[w] += 1;
+            }
+        }
+    }
+
     fn flush_if_due(&mut self) -> anyhow::Result<()> {
         if let Some(l) = self.log.as_mut() {
             if self.last_flush.elapsed() >= LOG_FLUSH_INTERVAL {
@@ -255,24 +276,31 @@ impl Tally {
 
     /// Take every event already queued.
     fn drain(&mut self, g: &mut Group) -> anyhow::Result<()> {
+        self.take_queued(g)?;
+        self.after_events(g)
+    }
+
+    /// Record the events already queued, without waiting.
+    fn take_queued(&mut self, g: &mut Group) -> anyhow::Result<()> {
         loop {
             match g.try_recv() {
                 Ok(Some(ev)) => self.record(ev)?,
                 // Nothing queued (in recovery mode or not).
-                Ok(None) | Err(Error::MemberFailed { .. }) => break,
-                Err(Error::Closed) if self.expelled => break,
+                Ok(None) | Err(Error::MemberFailed { .. }) => return Ok(()),
+                Err(Error::Closed) if self.expelled => return Ok(()),
                 Err(e) => return Err(e).context("receiving"),
             }
         }
-        self.after_events(g)
     }
 
-    /// Wait for one event until `deadline` (at most 100 ms); false if none came.
+    /// Wait for an event until `deadline` (at most 100 ms), then take the others already
+    /// queued; false if none came.
     fn wait(&mut self, g: &mut Group, deadline: Instant) -> anyhow::Result<bool> {
         let left = deadline.saturating_duration_since(Instant::now());
         let got = match g.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(ev) => {
                 self.record(ev)?;
+                self.take_queued(g)?;
                 true
             }
             Err(Error::Timeout | Error::MemberFailed { .. }) => false,
@@ -286,6 +314,7 @@ impl Tally {
     fn after_events(&mut self, g: &Group) -> anyhow::Result<()> {
         // Once per batch of events, not per message: reading the clock is a measurable part
         // of a worker's time at a million messages per second.
+        self.stamp();
         if self.delivered != self.delivered_at_last {
             self.delivered_at_last = self.delivered;
             self.last_delivery = Some(Instant::now());
@@ -305,11 +334,12 @@ impl Tally {
     }
 }
 
-fn payload(me: u32, counter: u64, size: usize) -> bytes::Bytes {
+/// A data message: sender, counter, send time `sent_ns` (wall clock), filler.
+fn payload(me: u32, counter: u64, sent_ns: u64, size: usize) -> bytes::Bytes {
     let mut p = vec![0u8; size];
     p[0..4].copy_from_slice(&me.to_be_bytes());
     p[4..12].copy_from_slice(&counter.to_be_bytes());
-    p[12..20].copy_from_slice(&wall_clock_ns().to_be_bytes());
+    p[12..20].copy_from_slice(&sent_ns.to_be_bytes());
     // A filler that differs per message, so payload hashes tell messages apart.
     for (i, b) in p[20..].iter_mut().enumerate() {
         *b = (counter as usize).wrapping_add(i) as u8;
@@ -404,6 +434,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         bytes: 0,
         done_from: HashSet::new(),
         latencies_ns: Vec::with_capacity((expected as usize).min(MAX_LATENCY_SAMPLES)),
+        unstamped_ns: Vec::with_capacity(MAX_UNSTAMPED),
         windows: Vec::new(),
         window_origin_ns: None,
         last_delivery: None,
@@ -441,6 +472,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut recovery_refusals = 0u64;
     let mut next: Option<bytes::Bytes> = None;
     let mut now = send_start;
+    let mut stamp_ns = wall_clock_ns();
     let mut turns = 0u32;
     loop {
         turns = turns.wrapping_add(1);
@@ -449,6 +481,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         let more_to_send = if stream { !stopped } else { sent < args.count };
         if interval.is_some() || !more_to_send || next.is_some() || turns.is_multiple_of(32) {
             now = Instant::now();
+            // Read with `now`: a stamp up to 31 sends old makes latencies err long, not short.
+            stamp_ns = wall_clock_ns();
         }
         if now >= deadline || t.expelled {
             break;
@@ -471,7 +505,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             t.wait(&mut group, next_at.min(deadline))?;
             continue;
         }
-        let p = next.take().unwrap_or_else(|| payload(me, sent, size));
+        let p = next
+            .take()
+            .unwrap_or_else(|| payload(me, sent, stamp_ns, size));
         match group.try_send_with(p, qos) {
             Ok(()) => {
                 sent += 1;
@@ -513,7 +549,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     // 3. Barrier: leave only once every member has everything, so that nobody leaves while
     // another may still need it for a retransmission.
     let barrier_deadline = deadline.max(Instant::now() + Duration::from_secs(BARRIER_MIN_S));
-    let done = payload(me, DONE_COUNTER, PAYLOAD_HEADER_BYTES);
+    let done = payload(me, DONE_COUNTER, wall_clock_ns(), PAYLOAD_HEADER_BYTES);
     let mut done_sent = false;
     while !t.barrier_complete() && Instant::now() < barrier_deadline && !t.expelled {
         if !done_sent {
@@ -572,7 +608,10 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let drain_deadline = Instant::now() + Duration::from_secs(DRAIN_S);
     loop {
         match group.recv_timeout(drain_deadline.saturating_duration_since(Instant::now())) {
-            Ok(ev) => t.record(ev)?,
+            Ok(ev) => {
+                t.record(ev)?;
+                t.stamp();
+            }
             Err(Error::MemberFailed { .. }) if Instant::now() < drain_deadline => {}
             Err(_) => break,
         }

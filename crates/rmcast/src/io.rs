@@ -13,6 +13,7 @@ use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::hello::{self, Hello};
 use crate::net;
+use crate::queue::{Batched, TryNext};
 use crate::shared::{
     AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
 };
@@ -367,7 +368,7 @@ struct GroupState {
     group_dests: Vec<SocketAddr>,
     /// Whether `group_dests` is a multicast address (not a unicast fan-out).
     multicast: bool,
-    ops: mpsc::Receiver<Op>,
+    ops: Batched<Op>,
     /// A message the engine could not take yet (back-pressure): first in line.
     held: Option<Op>,
     events: mpsc::Sender<Event>,
@@ -556,7 +557,10 @@ impl GroupState {
         // Messages not yet in the engine will never be sent: their senders are told why (the
         // queue is closed first, so that this ends).
         self.ops.close();
-        let queued = std::iter::from_fn(|| self.ops.try_recv().ok());
+        let queued = std::iter::from_fn(|| match self.ops.try_next() {
+            TryNext::Item(op) => Some(op),
+            TryNext::Empty | TryNext::Closed => None,
+        });
         for op in self.held.take().into_iter().chain(queued) {
             match op {
                 Op::Send { done: Some(d), .. } => {
@@ -858,7 +862,7 @@ impl IoLoop {
             mcast_pending: false,
             multicast: !matches!(cfg.addr, GroupAddr::Unicast(_)),
             group_dests,
-            ops,
+            ops: Batched::new(ops),
             held: None,
             events,
             shared,
@@ -1329,10 +1333,10 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
     for _ in 0..OPS_BUDGET {
         let op = match g.held.take() {
             Some(op) => op,
-            None => match g.ops.try_recv() {
-                Ok(op) => op,
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
+            None => match g.ops.try_next() {
+                TryNext::Item(op) => op,
+                TryNext::Empty => break,
+                TryNext::Closed => {
                     // Every handle is gone: leave in the background.
                     if g.leaving.is_none() {
                         g.start_leave(now, g.leave_timeout, None);

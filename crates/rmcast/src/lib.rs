@@ -98,6 +98,7 @@ mod io;
 mod keyfile;
 mod net;
 mod node;
+mod queue;
 mod shared;
 mod timer;
 pub mod txn;

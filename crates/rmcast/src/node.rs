@@ -8,6 +8,7 @@
 use crate::block::block_on;
 use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
+use crate::queue::{Batched, TryNext};
 pub use crate::shared::NodeCounters;
 use crate::shared::{Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
 use crate::{io, net};
@@ -236,7 +237,7 @@ impl PendingOpen {
             sender: GroupSender {
                 inner: Arc::new(self.handle),
             },
-            events: self.events,
+            events: Batched::new(self.events),
         })
     }
 }
@@ -706,7 +707,7 @@ fn op_payload(op: Op) -> Bytes {
 /// receives. Receiving needs `&mut self`; hand [`Group::sender`] to other threads that send.
 pub struct Group {
     sender: GroupSender,
-    events: mpsc::Receiver<GroupEvent>,
+    events: Batched<GroupEvent>,
 }
 
 impl Deref for Group {
@@ -726,13 +727,7 @@ impl Group {
     /// expelled, or the node shut down) and every event before has been read. Recovery mode
     /// shows as [`Recovery::Failed`]; the call then blocks until the reset's events come.
     pub fn recv(&mut self) -> Option<GroupEvent> {
-        let ev = match self.events.try_recv() {
-            Ok(ev) => Some(ev),
-            Err(mpsc::error::TryRecvError::Disconnected) => None,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                block_on(self.events.recv(), None).expect("no deadline")
-            }
-        };
+        let ev = self.events.next_blocking(None).expect("no deadline");
         self.received(ev.is_some());
         ev
     }
@@ -743,19 +738,13 @@ impl Group {
     /// ReceiveFromGroup fails until the reset); the call still waits the whole `timeout`
     /// first, so that a receive loop does not spin while the group recovers.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<GroupEvent, Error> {
-        let ev = match self.events.try_recv() {
-            Ok(ev) => Ok(ev),
-            Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
-            Err(mpsc::error::TryRecvError::Empty) => {
-                match block_on(self.events.recv(), Some(Instant::now() + timeout)) {
-                    None => Err(match self.sender.inner.shared.suspect() {
-                        Some(suspect) => Error::MemberFailed { suspect },
-                        None => Error::Timeout,
-                    }),
-                    Some(None) => Err(Error::Closed),
-                    Some(Some(ev)) => Ok(ev),
-                }
-            }
+        let ev = match self.events.next_blocking(Some(Instant::now() + timeout)) {
+            None => Err(match self.sender.inner.shared.suspect() {
+                Some(suspect) => Error::MemberFailed { suspect },
+                None => Error::Timeout,
+            }),
+            Some(None) => Err(Error::Closed),
+            Some(Some(ev)) => Ok(ev),
         };
         self.received(ev.is_ok());
         ev
@@ -797,12 +786,10 @@ impl Group {
     /// when none is and the group is in recovery mode, [`Error::Closed`] when the group is
     /// closed and drained.
     pub fn try_recv(&mut self) -> Result<Option<GroupEvent>, Error> {
-        let ev = match self.events.try_recv() {
-            Ok(ev) => Ok(Some(ev)),
-            Err(mpsc::error::TryRecvError::Empty) => {
-                self.sender.inner.shared.member_failed().map(|()| None)
-            }
-            Err(mpsc::error::TryRecvError::Disconnected) => Err(Error::Closed),
+        let ev = match self.events.try_next() {
+            TryNext::Item(ev) => Ok(Some(ev)),
+            TryNext::Empty => self.sender.inner.shared.member_failed().map(|()| None),
+            TryNext::Closed => Err(Error::Closed),
         };
         self.received(matches!(ev, Ok(Some(_))));
         ev
@@ -810,7 +797,7 @@ impl Group {
 
     /// Async receive (any executor; tokio's `select!` and timeouts work with it).
     pub async fn recv_async(&mut self) -> Option<GroupEvent> {
-        let ev = self.events.recv().await;
+        let ev = self.events.next().await;
         self.received(ev.is_some());
         ev
     }

@@ -21,8 +21,14 @@ pub struct Config {
     /// Largest application message; larger ones are refused with
     /// [`SendError::TooLarge`](crate::SendError::TooLarge).
     pub max_message_bytes: usize,
-    /// Slots in the history buffer.
+    /// Slots in the history buffer: the sequencer orders at most this many messages
+    /// (fragments) beyond what every member has delivered.
     pub history_capacity_msgs: usize,
+    /// Payload bytes the history buffer may hold: the sequencer orders no further while this
+    /// many bytes of ordered messages are not yet delivered by every member (the flow control
+    /// in bytes, as JGroups' credits are, beside the one in slots). Need not be the same at
+    /// every member: only the sequencer's counts.
+    pub history_capacity_bytes: usize,
     /// Own messages (fragments) submitted and not yet delivered back, at most.
     pub send_window_msgs: usize,
     /// A member that delivered this many messages without sending reports its state (BC_STATE).
@@ -75,7 +81,10 @@ impl Config {
             large_threshold_bytes: 1400,
             max_datagram_bytes: 1472,
             max_message_bytes: 16 << 20,
-            history_capacity_msgs: 4096,
+            // Enough to cover a few milliseconds of scheduling delay at a million small
+            // messages a second; the byte bound keeps large messages in check.
+            history_capacity_msgs: 16384,
+            history_capacity_bytes: 16 << 20,
             send_window_msgs: 1024,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
@@ -150,6 +159,12 @@ impl Config {
             self.history_capacity_msgs as u64,
             16,
             u32::MAX as u64,
+        )?;
+        ConfigError::check_range(
+            "history_capacity_bytes",
+            self.history_capacity_bytes as u64,
+            1,
+            u64::MAX,
         )?;
         ConfigError::check_range(
             "send_window_msgs",

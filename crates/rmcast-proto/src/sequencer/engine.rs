@@ -66,6 +66,10 @@ pub struct Sequencer {
     /// Failure detection and crash recovery (see `recovery`).
     pub(super) rec: RecoveryState,
     pub(super) events: VecDeque<Event>,
+    /// A submit happened since the last [`Sequencer::pump`]: submits only queue, and the next
+    /// poll pumps once for all of them, so that a burst of sends is ordered, delivered and
+    /// accounted in one pass instead of one pass per message.
+    pub(super) pump_due: bool,
     pub(super) counters: Counters,
     /// BC_SYNC datagrams sent (an [`Engine::engine_counters`](crate::Engine::engine_counters) entry).
     pub(super) syncs_sent: u64,
@@ -121,6 +125,7 @@ impl Sequencer {
             retrans: Retransmissions::default(),
             rec: RecoveryState::new(&cfg, now),
             events: VecDeque::new(),
+            pump_due: false,
             counters: Counters::default(),
             syncs_sent: 0,
             ordering_refused: 0,
@@ -220,6 +225,7 @@ impl Sequencer {
 
     /// Everything that follows an input: order, account, deliver, look for gaps.
     pub(super) fn pump(&mut self) {
+        self.pump_due = false;
         self.refresh_detector();
         if self.is_sequencer() && self.phase == Phase::Member {
             self.order_pending_joins();
@@ -252,6 +258,10 @@ impl Sequencer {
     pub(super) fn next_timeout(&self) -> Option<Time> {
         if self.phase == Phase::Left {
             return None;
+        }
+        if self.pump_due {
+            // Submitted messages wait for a poll: one is due now.
+            return Some(self.now);
         }
         let mut t = Deadlines::new();
         t.at("join", self.join_deadline)
@@ -574,6 +584,9 @@ impl Sequencer {
     }
 
     pub(super) fn next_event(&mut self) -> Option<Event> {
+        if self.pump_due {
+            self.pump();
+        }
         let e = self.events.pop_front();
         if self.events.is_empty() && self.hist.next_deliver < self.hist.accepted_next {
             // Delivery paused on a full event queue; the application has made room.

@@ -88,6 +88,10 @@ pub(super) struct History {
     /// A status report (BC_STATE) is owed to the sequencer.
     pub(super) need_status: bool,
     pub(super) delivered_since_report: u64,
+    /// Payload bytes held in `buffer`: the sequencer's flow control in bytes
+    /// ([`super::Config::history_capacity_bytes`]) beside the one in slots. Every change to
+    /// the buffer goes through the methods below, which keep it.
+    pub(super) payload_bytes: usize,
 }
 
 impl History {
@@ -105,7 +109,34 @@ impl History {
             gaps: GapTracker::new(),
             need_status: false,
             delivered_since_report: 0,
+            payload_bytes: 0,
         }
+    }
+
+    fn entry_bytes(e: &Entry) -> usize {
+        e.payload.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// Payload bytes of the entries in `[from, to)`.
+    fn bytes_in(&self, from: u64, to: u64) -> usize {
+        (from.max(self.buffer.base())..to.min(self.buffer.limit()))
+            .filter_map(|s| self.buffer.get(s))
+            .map(Self::entry_bytes)
+            .sum()
+    }
+
+    /// Insert `entry` at `seq` (see [`HistoryBuffer::insert`]).
+    pub(super) fn insert(
+        &mut self,
+        seq: u64,
+        entry: Entry,
+    ) -> Result<bool, crate::common::OutOfWindow> {
+        let bytes = Self::entry_bytes(&entry);
+        let inserted = self.buffer.insert(seq, entry);
+        if inserted == Ok(true) {
+            self.payload_bytes += bytes;
+        }
+        inserted
     }
 
     /// Check the invariants (of a member: a joiner has no history yet).
@@ -126,6 +157,7 @@ impl History {
     /// stays as learned).
     pub(super) fn start_at(&mut self, s: u64) {
         self.buffer = HistoryBuffer::new(self.buffer.capacity(), s);
+        self.payload_bytes = 0;
         self.next_deliver = s;
         self.held_next = s;
         self.accepted_next = s;
@@ -146,6 +178,7 @@ impl History {
         let key = (entry.sender, entry.pnum);
         if let Some(existing) = self.buffer.get_mut(seq) {
             if existing.payload.is_none() && entry.payload.is_some() {
+                self.payload_bytes += Self::entry_bytes(&entry);
                 existing.payload = entry.payload;
                 self.bb.missing.remove(&key);
                 return true;
@@ -157,7 +190,7 @@ impl History {
         }
         // The sequencer never assigns beyond every member's window, so this only fails for
         // a stray datagram; what it carried is fetched again through a NACK.
-        let _ = self.buffer.insert(seq, entry);
+        let _ = self.insert(seq, entry);
         self.seq_next_known = self.seq_next_known.max(seq + 1);
         true
     }
@@ -168,6 +201,7 @@ impl History {
         if let Some(seq) = self.bb.missing.remove(&key) {
             if let Some(entry) = self.buffer.get_mut(seq) {
                 if entry.payload.is_none() {
+                    self.payload_bytes += payload.len();
                     entry.payload = Some(payload);
                 }
             }
@@ -196,7 +230,9 @@ impl History {
     pub(super) fn purge(&mut self) {
         let upto = self.stable.min(self.next_deliver);
         if upto > self.buffer.base() {
+            self.payload_bytes -= self.bytes_in(self.buffer.base(), upto);
             self.buffer.advance(upto);
+            debug_assert!(self.buffer.len() > 0 || self.payload_bytes == 0);
             self.bb.missing.retain(|_, seq| *seq >= upto);
         }
         debug_assert!(self.buffer.base() <= self.next_deliver);
@@ -204,6 +240,7 @@ impl History {
 
     /// Drop everything at or beyond `t` (a reset ends the old order there).
     pub(super) fn truncate(&mut self, t: u64) {
+        self.payload_bytes -= self.bytes_in(t, u64::MAX);
         self.buffer.truncate(t);
         self.bb.missing.retain(|_, s| *s < t);
     }

@@ -280,7 +280,9 @@ impl Sequencer {
     /// and for one more entry (a reset that ends this order must fit at every member).
     pub(super) fn has_room(&self) -> bool {
         let o = self.ord.as_ref().expect("sequencer");
-        o.leaving.is_none() && self.history_has_slot(o.next_seq)
+        o.leaving.is_none()
+            && self.history_has_slot(o.next_seq)
+            && self.hist.payload_bytes < self.cfg.history_capacity_bytes
     }
 
     /// Whether `seq` and the slot after it fit in the history window.
@@ -291,7 +293,7 @@ impl Sequencer {
     pub(super) fn assign(&mut self, entry: Entry) -> u64 {
         let o = self.ord.as_mut().expect("sequencer");
         let seq = o.next_seq;
-        let inserted = self.hist.buffer.insert(seq, entry);
+        let inserted = self.hist.insert(seq, entry);
         assert_eq!(
             inserted,
             Ok(true),

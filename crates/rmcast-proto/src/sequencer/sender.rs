@@ -364,7 +364,7 @@ impl Sequencer {
         }
         let msg = self.sender.push_message(fragments, bb);
         self.counters.submitted += 1;
-        self.pump();
+        self.pump_due = true;
         Ok(msg)
     }
 

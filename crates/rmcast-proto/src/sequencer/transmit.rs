@@ -75,6 +75,9 @@ impl Sequencer {
     /// The next datagram to send, written into `buf`, and where it goes.
     pub(super) fn transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
         self.now = self.now.max(now);
+        if self.pump_due {
+            self.pump();
+        }
         if let Some(dest) = self.farewell.take() {
             self.write_status(buf);
             self.counters.datagrams_sent += 1;

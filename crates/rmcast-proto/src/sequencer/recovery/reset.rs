@@ -505,7 +505,7 @@ impl Sequencer {
             // order, so deliver what we hold of it before going.
             self.rec.mode = None;
             self.ord = None;
-            self.hist.buffer.truncate(seq);
+            self.hist.truncate(seq);
             self.hist.accepted_next = seq;
             self.deliver();
         }
@@ -551,7 +551,7 @@ impl Sequencer {
         self.hist.stable = self.hist.stable.max(res.stable.min(self.hist.next_deliver));
         self.hist.purge();
         self.hist.truncate(t);
-        let inserted = self.hist.buffer.insert(
+        let inserted = self.hist.insert(
             t,
             Entry {
                 kind: EntryKind::Reset,
