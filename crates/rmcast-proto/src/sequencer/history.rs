@@ -232,7 +232,7 @@ impl History {
         if upto > self.buffer.base() {
             self.payload_bytes -= self.bytes_in(self.buffer.base(), upto);
             self.buffer.advance(upto);
-            debug_assert!(self.buffer.len() > 0 || self.payload_bytes == 0);
+            debug_assert!(!self.buffer.is_empty() || self.payload_bytes == 0);
             self.bb.missing.retain(|_, seq| *seq >= upto);
         }
         debug_assert!(self.buffer.base() <= self.next_deliver);
