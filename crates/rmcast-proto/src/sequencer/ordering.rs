@@ -540,11 +540,9 @@ impl Sequencer {
     /// is still in, the history has room, the sequencer is not handing over, and no join waits
     /// for a message boundary. Notes a needed sync when the history is what stops it.
     fn may_order_next(&mut self, i: usize, frag_index: u16) -> bool {
+        let room = self.has_room();
         let o = self.ord.as_mut().expect("sequencer");
-        if o.members[i].departed.is_some()
-            || !self.hist.buffer.in_window(o.next_seq + 1)
-            || o.leaving.is_some()
-        {
+        if o.members[i].departed.is_some() || !room {
             o.sync_due = true;
             return false;
         }

@@ -392,6 +392,46 @@ fn history_full_blocks_until_members_report() {
     assert!(net.nodes.iter().all(|n| n.info().buffered_msgs <= 16));
 }
 
+/// Members that held `bytes_budget` bytes at most in a run of 100-byte messages, and the most
+/// the sequencer's history held at any step.
+fn history_bytes_run(bytes_budget: usize) -> (usize, usize) {
+    let mut c = cfg(0);
+    c.history_capacity_bytes = bytes_budget;
+    c.state_interval_msgs = 1_000_000; // only BC_SYNC can free the history
+    let mut net = Net::new(3, c);
+    let mut most = 0;
+    for k in 0..200u32 {
+        let mut p = vec![0u8; 100];
+        p[..4].copy_from_slice(&k.to_be_bytes());
+        while net.nodes[1]
+            .submit(net.now, Bytes::from(p.clone()), Qos::default())
+            .is_err()
+        {
+            net.run(Duration::from_millis(5));
+            most = most.max(net.nodes[0].hist.payload_bytes);
+        }
+        net.flush();
+        most = most.max(net.nodes[0].hist.payload_bytes);
+    }
+    net.run(Duration::from_millis(500));
+    (net.deliveries(2).len(), most)
+}
+
+#[test]
+fn history_bytes_bound_what_the_sequencer_orders() {
+    // 1000 bytes: ten 100-byte messages (the last one ordered may overshoot by one).
+    let (delivered, most) = history_bytes_run(1000);
+    assert_eq!(delivered, 200);
+    assert!(
+        most <= 1100,
+        "history held {most} bytes over a 1000-byte budget"
+    );
+    // The same run without the byte bound holds more: the bound is what kept it down.
+    let (delivered, most) = history_bytes_run(16 << 20);
+    assert_eq!(delivered, 200);
+    assert!(most > 1100, "the run never needed the bound ({most} bytes)");
+}
+
 #[test]
 fn leave_is_ordered_and_sequencer_hands_over() {
     let mut net = Net::new(3, cfg(0));
