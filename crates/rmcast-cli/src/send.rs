@@ -395,13 +395,16 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
     };
     let left = sender.leave();
     println!(
-        "sent {} ({} bytes) in {:.2} s: {:.1} MB/s; receivers reporting to the sender: {}; \
-         retransmissions by the sender: {} ({} unicast, {} multicast); slow receivers passed: \
-         {}; gone: {}",
+        "sent {} ({} bytes) in {:.2} s: {:.1} MB/s; receivers reporting to the sender: {} \
+         ({} finished, {} left early, {} still there); retransmissions by the sender: {} ({} \
+         unicast, {} multicast); slow receivers passed: {}; gone silent: {}",
         name,
         header.size,
         acked.as_secs_f64(),
         header.size as f64 / 1e6 / acked.as_secs_f64().max(1e-9),
+        get("children") + get("children_done") + get("children_left"),
+        get("children_done"),
+        get("children_left"),
         get("children"),
         c.retransmissions,
         get("retx_unicast"),

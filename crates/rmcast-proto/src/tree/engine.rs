@@ -27,6 +27,8 @@ const MAX_RETX_ENTRIES: usize = 65_536;
 const MAX_ADVERTS: usize = 256;
 /// An advertiser not heard for this many T_sap is forgotten (it failed or left).
 const ADVERT_LIFETIME_SAPS: u32 = 3;
+/// Copies of a leaving receiver's ACK_FIN.
+const FIN_COPIES: usize = 3;
 
 /// Which entity of Fig. 3 this member is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -222,6 +224,8 @@ struct Ext {
     children_silent: u64,
     children_stalled: u64,
     children_refused: u64,
+    children_done: u64,
+    children_left: u64,
     gone_sent: u64,
     lost: u64,
     ap_changes: u64,
@@ -1094,6 +1098,7 @@ impl Tree {
             }
             Packet::Advert(a) if a.high < u64::MAX / 2 => self.on_advert(now, h.sender, ttl, a),
             Packet::Gone { floor } => self.on_gone(now, h.sender, floor),
+            Packet::Fin { l } => self.on_fin(h.sender, l),
             Packet::Reset => {
                 let from_origin = self
                     .rcv
@@ -1107,6 +1112,25 @@ impl Tree {
                 }
             }
             _ => self.counters.malformed_dropped += 1,
+        }
+    }
+
+    /// ACK_FIN from a child: it left with left edge `l`. The AP forgets it now rather than
+    /// after `child_silence_ms` of silence, so that a sender whose receivers all finished is
+    /// done at once.
+    fn on_fin(&mut self, from: NodeId, l: u64) {
+        let high = self.known_high();
+        let Some(ap) = self.ap.as_mut() else {
+            self.counters.foreign_dropped += 1;
+            return;
+        };
+        if ap.children.remove(&from).is_none() {
+            return;
+        }
+        if l >= high && self.known_eof().is_none_or(|total| l >= total) {
+            self.ext.children_done += 1;
+        } else {
+            self.ext.children_left += 1;
         }
     }
 
@@ -1249,9 +1273,17 @@ impl Engine for Tree {
             return;
         }
         let Some(s) = self.snd.as_mut() else {
-            // A receiver leaves without telling anyone (IP multicast semantics).
+            // A receiver leaves without a handshake (IP multicast semantics), but tells its AP
+            // where it stopped so that the AP does not wait for it. Copies, because a lost one
+            // costs the AP `child_silence_ms` and nothing here is left to repeat it.
             if let Some(r) = self.rcv.as_mut() {
                 r.closed = true;
+                if let (Some(ap), true) = (r.ap, r.connected) {
+                    let l = r.win.l;
+                    for _ in 0..FIN_COPIES {
+                        self.send(Destination::Peer(ap), &Packet::Fin { l });
+                    }
+                }
             }
             return self.finish();
         };
@@ -1358,6 +1390,8 @@ impl Engine for Tree {
             ("children_silent", e.children_silent),
             ("children_stalled", e.children_stalled),
             ("children_refused", e.children_refused),
+            ("children_done", e.children_done),
+            ("children_left", e.children_left),
             ("gone_sent", e.gone_sent),
             ("lost", e.lost),
             ("ap_changes", e.ap_changes),

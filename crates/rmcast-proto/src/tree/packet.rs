@@ -25,6 +25,9 @@ pub const SND_ACK_TOME: u8 = 8;
 /// DATA_GONE (not in the paper): the ACK processor no longer holds packets below `floor`
 /// (bounded cache without a store); the receiver reports them lost instead of asking forever.
 pub const DATA_GONE: u8 = 9;
+/// ACK_FIN (not in the paper): a receiver leaves, with its last left edge L; its ACK processor
+/// stops waiting for it at once instead of after `child_silence_ms`.
+pub const ACK_FIN: u8 = 10;
 
 /// Ancestors an advertisement names at most (levels of hierarchy above the advertiser).
 pub const MAX_ANCESTORS: usize = 16;
@@ -76,6 +79,11 @@ pub enum Packet<'a> {
     Gone {
         /// Lowest packet the ACK processor can still send.
         floor: u64,
+    },
+    /// ACK_FIN.
+    Fin {
+        /// The leaving receiver's last left edge.
+        l: u64,
     },
 }
 
@@ -153,6 +161,7 @@ impl Packet<'_> {
                 })
             }
             DATA_GONE => Packet::Gone { floor: r.u64()? },
+            ACK_FIN => Packet::Fin { l: r.u64()? },
             t => return Err(WireError::BadType(t)),
         };
         r.finish()?;
@@ -171,6 +180,7 @@ impl Packet<'_> {
             Packet::Rtt { answer: true, .. } => RTT_ACK,
             Packet::Advert(_) => SND_ACK_TOME,
             Packet::Gone { .. } => DATA_GONE,
+            Packet::Fin { .. } => ACK_FIN,
         }
     }
 
@@ -201,6 +211,7 @@ impl Packet<'_> {
                 }
             }
             Packet::Gone { floor } => buf.put_u64(*floor),
+            Packet::Fin { l } => buf.put_u64(*l),
         }
     }
 }
@@ -240,6 +251,7 @@ mod tests {
             bits: &[],
         });
         roundtrip(Packet::Reset);
+        roundtrip(Packet::Fin { l: 42 });
         roundtrip(Packet::Rtt {
             answer: true,
             stamp: 5,
