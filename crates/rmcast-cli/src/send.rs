@@ -309,6 +309,8 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .engine(EngineChoice::custom(Arc::new(factory)));
     cfg.qos = Qos::SourceOrdered;
     cfg.leave_timeout = Duration::from_secs(args.linger);
+    // The sender hears its receivers by unicast only.
+    cfg.listen_multicast = false;
     let mut group = node.open_group(cfg).context("opening the group")?;
     eprintln!(
         "sending {} ({} bytes, {} packets of {packet} bytes, sha256 {}) to group {} on {}",

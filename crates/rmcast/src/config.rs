@@ -142,6 +142,12 @@ pub struct GroupConfig {
     /// `rejoin` (all but the sequencer today) close the group when expelled, as with `None`
     /// (the default).
     pub heal: Option<Duration>,
+    /// Join the group's multicast address to hear what members multicast (the default).
+    /// `false` makes a send-only member, such as the `tree` engine's sender, which hears its
+    /// receivers by unicast: it still multicasts to the group, but its host no longer takes
+    /// its own datagrams back through multicast loopback (unless another process there
+    /// listens), which on a bulk stream is as much work again as sending them.
+    pub listen_multicast: bool,
 }
 
 impl GroupConfig {
@@ -162,6 +168,7 @@ impl GroupConfig {
             completion_events: false,
             keys: None,
             heal: None,
+            listen_multicast: true,
         }
     }
 

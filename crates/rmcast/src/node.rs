@@ -150,7 +150,7 @@ impl Node {
                 }));
             }
         }
-        let multicast = match cfg.multicast_addr() {
+        let multicast = match cfg.multicast_addr().filter(|_| cfg.listen_multicast) {
             Some(addr) => Some(net::multicast_socket(
                 addr,
                 self.shared.interface,

@@ -201,7 +201,11 @@ pub struct Tree {
     snd: Option<SenderPart>,
     ap: Option<ApPart>,
     rcv: Option<ReceiverPart>,
+    /// First transmissions of new data, a window's worth at a time.
     out: VecDeque<(Destination, Vec<u8>)>,
+    /// Everything else (repairs, ACKs, control), sent before `out`: a repair queued behind a
+    /// window of new data would arrive after the receiver asked again, and be sent twice.
+    urgent: VecDeque<(Destination, Vec<u8>)>,
     events: VecDeque<Event>,
     left: bool,
     /// The session keeps the whole stream (a store behind every cache).
@@ -315,6 +319,7 @@ impl Tree {
             ap,
             rcv,
             out: VecDeque::new(),
+            urgent: VecDeque::new(),
             events: VecDeque::new(),
             left: false,
             stored,
@@ -375,8 +380,13 @@ impl Tree {
         }
     }
 
+    /// Datagrams queued for the driver, both queues.
+    fn queued(&self) -> usize {
+        self.out.len() + self.urgent.len()
+    }
+
     fn send(&mut self, to: Destination, p: &Packet<'_>) {
-        if self.out.len() >= MAX_OUT {
+        if self.queued() >= MAX_OUT {
             return;
         }
         let mut buf = Vec::with_capacity(HEADER_LEN + 16);
@@ -390,11 +400,18 @@ impl Tree {
         }
         .encode(&mut buf);
         p.encode(&mut buf);
-        self.out.push_back((to, buf));
+        // An advertisement says how far the stream goes: behind the data, or receivers would
+        // ask for packets still on their way.
+        if matches!(p, Packet::Advert(_)) {
+            self.out.push_back((to, buf));
+        } else {
+            self.urgent.push_back((to, buf));
+        }
     }
 
-    fn send_data(&mut self, to: Destination, seq: u64, payload: &Bytes) {
-        if self.out.len() >= MAX_OUT {
+    /// DATA `seq`: a first transmission unless `repair`.
+    fn send_data(&mut self, to: Destination, seq: u64, payload: &Bytes, repair: bool) {
+        if self.queued() >= MAX_OUT {
             return;
         }
         let origin = self.origin();
@@ -411,7 +428,11 @@ impl Tree {
         buf.put_u32(origin.0);
         buf.put_u64(seq);
         buf.extend_from_slice(payload);
-        self.out.push_back((to, buf));
+        if repair {
+            self.urgent.push_back((to, buf));
+        } else {
+            self.out.push_back((to, buf));
+        }
     }
 
     fn send_eof(&mut self, to: Destination, total: u64) {
@@ -428,7 +449,11 @@ impl Tree {
         .encode(&mut buf);
         buf.put_u32(origin.0);
         buf.put_u64(total);
-        self.out.push_back((to, buf));
+        // The multicast end follows the data (see `send`); one to a peer answers its ACK.
+        match to {
+            Destination::Peer(_) => self.urgent.push_back((to, buf)),
+            _ => self.out.push_back((to, buf)),
+        }
     }
 
     // ---------------------------------------------------------------- the Sender
@@ -499,8 +524,9 @@ impl Tree {
     /// Multicast new packets while the usable window of this T_send allows, then DATA_EOF.
     fn transmit_new(&mut self, now: Time) {
         loop {
+            let full = self.queued() >= MAX_OUT;
             let Some(s) = self.snd.as_mut() else { return };
-            if s.send_next >= s.next_seq || s.budget == 0 || self.out.len() >= MAX_OUT {
+            if s.send_next >= s.next_seq || s.budget == 0 || full {
                 break;
             }
             let seq = s.send_next;
@@ -509,7 +535,7 @@ impl Tree {
             let Some(data) = self.ap.as_mut().and_then(|a| a.cache.get(seq)) else {
                 continue;
             };
-            self.send_data(Destination::Group, seq, &data);
+            self.send_data(Destination::Group, seq, &data, false);
         }
         let Some(s) = self.snd.as_mut() else { return };
         if let Some(total) = s.eof {
@@ -630,7 +656,7 @@ impl Tree {
                 if let Some(d) = self.fetch(seq) {
                     self.counters.retransmissions += 1;
                     self.ext.retx_unicast += 1;
-                    self.send_data(Destination::Peer(from), seq, &d);
+                    self.send_data(Destination::Peer(from), seq, &d, true);
                 }
             } else {
                 let Some(ap) = self.ap.as_mut() else { return };
@@ -692,12 +718,12 @@ impl Tree {
                     Destination::Group => self.ext.retx_multicast += 1,
                     _ => self.ext.retx_scoped += 1,
                 }
-                self.send_data(scope, seq, &d);
+                self.send_data(scope, seq, &d, true);
             } else {
                 for to in e.addr_tab {
                     self.counters.retransmissions += 1;
                     self.ext.retx_unicast += 1;
-                    self.send_data(Destination::Peer(to), seq, &d);
+                    self.send_data(Destination::Peer(to), seq, &d, true);
                 }
             }
         }
@@ -1300,7 +1326,7 @@ impl Engine for Tree {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let (to, data) = self.out.pop_front()?;
+        let (to, data) = self.urgent.pop_front().or_else(|| self.out.pop_front())?;
         *buf = data;
         self.counters.datagrams_sent += 1;
         self.counters.bytes_sent += buf.len() as u64;

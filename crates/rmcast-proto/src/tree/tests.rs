@@ -508,3 +508,30 @@ fn the_registry_offers_tree_with_honest_guarantees() {
     assert!(f.validate(&EngineSettings::default(), 100).is_err());
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn leaving_receivers_are_forgotten_at_once_not_after_their_silence() {
+    let mut net = Net::new(fast(), flat(4, 1), 0.0, true);
+    for i in 1..4 {
+        net.start(i);
+    }
+    net.step_until(Time(1_000 * MS), feed(100, false));
+    expect_all(&net, 100, 0..4);
+    // Receiver 3 leaves halfway through a second batch: it left early; 1 and 2 finish.
+    let mut f = feed(200, false);
+    net.step_until(Time(1_002 * MS), &mut f);
+    net.engines[3].as_mut().unwrap().leave(net.now);
+    net.flush(3);
+    net.step_until(Time(2_000 * MS), &mut f);
+    for i in 1..3 {
+        net.engines[i].as_mut().unwrap().leave(net.now);
+        net.flush(i);
+    }
+    // Well within child_silence_ms (300 ms): only ACK_FIN can have told the sender.
+    net.step_until(Time(2_010 * MS), &mut f);
+    let s = net.engines[0].as_ref().unwrap();
+    assert_eq!(counter(s, "children"), 0);
+    assert_eq!(counter(s, "children_done"), 2);
+    assert_eq!(counter(s, "children_left"), 1);
+    assert_eq!(counter(s, "children_silent"), 0);
+}
