@@ -515,23 +515,80 @@ fn leaving_receivers_are_forgotten_at_once_not_after_their_silence() {
     for i in 1..4 {
         net.start(i);
     }
-    net.step_until(Time(1_000 * MS), feed(100, false));
-    expect_all(&net, 100, 0..4);
-    // Receiver 3 leaves halfway through a second batch: it left early; 1 and 2 finish.
-    let mut f = feed(200, false);
-    net.step_until(Time(1_002 * MS), &mut f);
+    // Receiver 3 hears part of the stream and leaves halfway (left early); 1 and 2 finish.
+    let mut f = feed(300, false);
+    net.step_until(Time(50 * MS), &mut f);
+    let r3 = net.engines[3].take();
+    net.step_until(Time(100 * MS), &mut f);
+    net.engines[3] = r3;
     net.engines[3].as_mut().unwrap().leave(net.now);
     net.flush(3);
-    net.step_until(Time(2_000 * MS), &mut f);
+    let mut t = 100;
+    while net.delivered[1..3].iter().any(|d| d.len() < 300) && t < 5_000 {
+        t += 5;
+        net.step_until(Time(t * MS), &mut f);
+    }
+    expect_all(&net, 300, 0..3);
     for i in 1..3 {
         net.engines[i].as_mut().unwrap().leave(net.now);
         net.flush(i);
     }
     // Well within child_silence_ms (300 ms): only ACK_FIN can have told the sender.
-    net.step_until(Time(2_010 * MS), &mut f);
+    net.step_until(Time((t + 10) * MS), &mut f);
     let s = net.engines[0].as_ref().unwrap();
     assert_eq!(counter(s, "children"), 0);
     assert_eq!(counter(s, "children_done"), 2);
     assert_eq!(counter(s, "children_left"), 1);
     assert_eq!(counter(s, "children_silent"), 0);
+}
+
+#[test]
+fn a_repair_goes_out_before_new_data_already_queued() {
+    let cfg = TreeConfig {
+        send_window_pkts: 64,
+        cache_size_pkts: 64,
+        ..fast()
+    };
+    let mut net = Net::new(cfg, flat(2, 1), 0.0, true);
+    let s = net.engines[0].as_mut().unwrap();
+    for i in 0..64 {
+        s.submit(Time::ZERO, payload(i), Qos::SourceOrdered).unwrap();
+    }
+    // T_send ticks queue new data; nobody drains it yet.
+    for k in 0..8 {
+        s.handle_timeout(Time(k * 10 * MS));
+    }
+    let mut ack = Vec::new();
+    crate::wire::Header {
+        engine: crate::wire::EngineKind::Tree,
+        ptype: packet::ACK_TXNOW,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(1),
+    }
+    .encode(&mut ack);
+    packet::Packet::Ack {
+        txnow: true,
+        l: 0,
+        nbits: 1,
+        bits: &[0],
+    }
+    .encode(&mut ack);
+    s.handle_datagram_with_ttl(Time(80 * MS), NodeId(1), &ack, Some(63));
+    let mut buf = Vec::new();
+    let mut order = Vec::new();
+    while let Some(t) = s.poll_transmit(Time(80 * MS), &mut buf) {
+        order.push(t.destination);
+    }
+    let repair = order
+        .iter()
+        .position(|d| *d == Destination::Peer(NodeId(1)))
+        .expect("the repair was sent");
+    let data_after = order[repair..]
+        .iter()
+        .filter(|d| **d == Destination::Group)
+        .count();
+    assert_eq!(repair, 0, "queued first: {order:?}");
+    assert!(data_after > 1, "no new data was queued: {order:?}");
 }
