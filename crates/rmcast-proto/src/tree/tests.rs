@@ -552,7 +552,8 @@ fn a_repair_goes_out_before_new_data_already_queued() {
     let mut net = Net::new(cfg, flat(2, 1), 0.0, true);
     let s = net.engines[0].as_mut().unwrap();
     for i in 0..64 {
-        s.submit(Time::ZERO, payload(i), Qos::SourceOrdered).unwrap();
+        s.submit(Time::ZERO, payload(i), Qos::SourceOrdered)
+            .unwrap();
     }
     // T_send ticks queue new data; nobody drains it yet.
     for k in 0..8 {
