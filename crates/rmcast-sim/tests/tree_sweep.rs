@@ -200,7 +200,7 @@ fn sweep_of(seeds: std::ops::Range<u64>, config: fn(u64) -> SimConfig) {
 
 #[test]
 fn tree_delivers_exact_bytes_under_loss_duplication_reordering_and_late_joins() {
-    sweep(0..200);
+    sweep(0..500);
 }
 
 #[test]
