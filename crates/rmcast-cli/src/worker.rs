@@ -68,8 +68,9 @@ pub const WORKER_WIND_DOWN: Duration = Duration::from_secs(BARRIER_MIN_S + LEAVE
 pub const LOG_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 /// The barrier gets at least this long, even after a timeout.
 const BARRIER_MIN_S: u64 = 2;
-/// Bound of the leave.
-const LEAVE_S: u64 = 4;
+/// Bound of the leave: beyond the Sequencer's `leave_linger_ms` (5 s), since the last member
+/// to leave, as sequencer, may stay that long for members whose farewells it has not heard.
+const LEAVE_S: u64 = 7;
 /// Bound of the wait for the last events after the leave.
 const DRAIN_S: u64 = 1;
 /// Latency samples kept at most (128 MiB): a stream has no count to bound them by.

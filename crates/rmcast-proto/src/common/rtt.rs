@@ -66,11 +66,17 @@ impl RttEstimator {
     /// The timeout without backoff: for repair requests (NACKs), which are not repeats of the
     /// same unanswered request and need no exponential backoff.
     pub fn base_rto(&self) -> Duration {
+        self.base_rto_at_least(self.min)
+    }
+
+    /// [`RttEstimator::base_rto`] with another lower bound: one estimator can time two kinds
+    /// of repeats whose floors differ.
+    pub fn base_rto_at_least(&self, min: Duration) -> Duration {
         let base = match self.srtt {
             None => self.initial,
             Some(srtt) => srtt + (self.rttvar * 4).max(Duration::from_millis(1)),
         };
-        base.clamp(self.min, self.max)
+        base.clamp(min.min(self.max), self.max)
     }
 
     /// The current retransmission timeout, backed off after timeouts.

@@ -42,12 +42,14 @@ pub struct Config {
     pub state_interval_msgs: u64,
     /// Initial retransmission timeout for requests and NACKs, before RTT samples adapt it.
     pub retrans_timeout_ms: u64,
-    /// Lower bound of the adaptive retransmission timeout. 25 ms by default: under load the
-    /// round trip to the sequencer is mostly its queue, which jumps by milliseconds; a timer
-    /// that fires on a late answer shrinks the sender's window and repeats requests for
-    /// nothing (with a 5 ms bound, 10 – 75 such timeouts per 5 s run with every member
-    /// sending, and the senders' p99 latency at 0.3 – 1.3 s).
+    /// Lower bound of the adaptive retransmission timeout of repairs (NACKs, syncs, a leave).
     pub min_retrans_timeout_ms: u64,
+    /// Lower bound of a sender's request timer. 25 ms by default: under load the round trip to
+    /// the sequencer is mostly its queue, which jumps by milliseconds; a timer that fires on a
+    /// late answer shrinks the sender's window and repeats requests for nothing (with a 5 ms
+    /// bound, 10 – 75 such timeouts per 5 s run with every member sending, and the senders'
+    /// p99 latency at 0.3 – 1.3 s).
+    pub min_request_timeout_ms: u64,
     /// Upper bound of the adaptive retransmission timeout (after backoff).
     pub max_retrans_timeout_ms: u64,
     /// The sequencer sends BC_SYNC when it has been quiet this long with its tail unconfirmed.
@@ -99,7 +101,8 @@ impl Config {
             send_window_msgs: 256,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
-            min_retrans_timeout_ms: 25,
+            min_retrans_timeout_ms: 5,
+            min_request_timeout_ms: 25,
             max_retrans_timeout_ms: 2000,
             sync_interval_ms: 100,
             join_retry_ms: 100,
@@ -183,6 +186,13 @@ impl Config {
             1,
             u64::MAX,
         )?;
+        for (field, v) in [
+            ("min_retrans_timeout_ms", self.min_retrans_timeout_ms),
+            ("min_request_timeout_ms", self.min_request_timeout_ms),
+        ] {
+            // RttEstimator needs its floor at most its ceiling.
+            ConfigError::check_range(field, v, 0, self.max_retrans_timeout_ms)?;
+        }
         ConfigError::check_range(
             "max_pending_events",
             self.max_pending_events as u64,

@@ -83,7 +83,7 @@ impl Sender {
             tail_probe: None,
             rtt: RttEstimator::new(
                 Duration::from_millis(cfg.retrans_timeout_ms),
-                Duration::from_millis(cfg.min_retrans_timeout_ms),
+                Duration::from_millis(cfg.min_request_timeout_ms),
                 Duration::from_millis(cfg.max_retrans_timeout_ms),
             ),
             cwnd: CongestionWindow::new(64, 4, cfg.send_window_msgs.max(4)),

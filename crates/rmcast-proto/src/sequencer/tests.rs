@@ -910,6 +910,7 @@ fn a_lost_request_is_asked_for_at_once() {
     let mut c = cfg_paper(0);
     c.retrans_timeout_ms = 1000;
     c.min_retrans_timeout_ms = 1000;
+    c.min_request_timeout_ms = 1000;
     c.max_retrans_timeout_ms = 1000;
     let mut net = Net::new(3, c);
     net.sent_types.clear();
@@ -958,6 +959,7 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
     let mut c = cfg_paper(0);
     c.retrans_timeout_ms = 50;
     c.min_retrans_timeout_ms = 50;
+    c.min_request_timeout_ms = 50;
     c.max_retrans_timeout_ms = 50;
     let mut net = Net::new(3, c);
     net.sent_types.clear();
