@@ -32,11 +32,10 @@ pub struct Config {
     /// in bytes, as JGroups' credits are, beside the one in slots). Need not be the same at
     /// every member: only the sequencer's counts.
     pub history_capacity_bytes: usize,
-    /// Own messages (fragments) submitted and not yet delivered back, at most. 256 by
-    /// default: with every member sending datagram-sized messages, the members' windows
-    /// together must fit a member's socket receive buffer (4 MiB holds about 1,800 Ethernet-
-    /// sized datagrams), or bursts overflow it and repairs take over; bundling keeps small
-    /// messages fast with a window this size.
+    /// Own messages (fragments) submitted and not yet delivered back, at most. With every
+    /// member sending datagram-sized messages, the members' windows together should fit a
+    /// member's socket receive buffer (4 MiB holds about 1,800 Ethernet-sized datagrams), or
+    /// bursts overflow it and repairs take over: 256 there (see docs/PERFORMANCE.md).
     pub send_window_msgs: usize,
     /// A member that delivered this many messages without sending reports its state (BC_STATE).
     pub state_interval_msgs: u64,
@@ -44,11 +43,11 @@ pub struct Config {
     pub retrans_timeout_ms: u64,
     /// Lower bound of the adaptive retransmission timeout of repairs (NACKs, syncs, a leave).
     pub min_retrans_timeout_ms: u64,
-    /// Lower bound of a sender's request timer. 25 ms by default: under load the round trip to
-    /// the sequencer is mostly its queue, which jumps by milliseconds; a timer that fires on a
-    /// late answer shrinks the sender's window and repeats requests for nothing (with a 5 ms
-    /// bound, 10 – 75 such timeouts per 5 s run with every member sending, and the senders'
-    /// p99 latency at 0.3 – 1.3 s).
+    /// Lower bound of a sender's request timer. Under load the round trip to the sequencer is
+    /// mostly its queue, which jumps by milliseconds; a timer that fires on a late answer
+    /// shrinks the sender's window and repeats requests for nothing (with 5 ms, 10 – 75 such
+    /// timeouts per 5 s run with every member sending datagram-sized messages; 25 ms there
+    /// removes them, see docs/PERFORMANCE.md).
     pub min_request_timeout_ms: u64,
     /// Upper bound of the adaptive retransmission timeout (after backoff).
     pub max_retrans_timeout_ms: u64,
@@ -98,11 +97,11 @@ impl Config {
             // messages a second; the byte bound keeps large messages in check.
             history_capacity_msgs: 16384,
             history_capacity_bytes: 16 << 20,
-            send_window_msgs: 256,
+            send_window_msgs: 1024,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
             min_retrans_timeout_ms: 5,
-            min_request_timeout_ms: 25,
+            min_request_timeout_ms: 5,
             max_retrans_timeout_ms: 2000,
             sync_interval_ms: 100,
             join_retry_ms: 100,
