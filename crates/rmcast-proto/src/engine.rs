@@ -731,6 +731,16 @@ pub trait Engine {
         Err(SendError::Unsupported)
     }
 
+    /// Give up a [`Engine::rejoin`] that no group admitted (the group aimed at merged away or
+    /// lost its coordinator, or every member was joining at once) and create a group of one
+    /// instead, message numbers going on as in a rejoin; self-healing merges it with the others
+    /// once they hear each other. Events follow as for a creator: a [`Event::View`] of one.
+    /// Engines that cannot answer [`SendError::Unsupported`].
+    fn start_alone(&mut self, now: Time) -> Result<(), SendError> {
+        let _ = now;
+        Err(SendError::Unsupported)
+    }
+
     /// A one-line description of the engine's protocol state, for diagnosing a failed run.
     fn describe(&self) -> String {
         String::new()

@@ -196,7 +196,7 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
             assert_eq!(view.len(), 8 + 4 + 2 + 4 * members.len());
         }
         Body::Status { .. }
-        | Body::JoinReq
+        | Body::JoinReq { .. }
         | Body::LeaveReq { .. }
         | Body::AliveReq
         | Body::Alive
@@ -632,7 +632,12 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         )
                     }
                 }
-                4 => (ptype::JOIN_REQ, Body::JoinReq),
+                4 => (
+                    ptype::JOIN_REQ,
+                    Body::JoinReq {
+                        into: (a % 2 == 0).then_some(NodeId(b as u32)),
+                    },
+                ),
                 5 => (ptype::LEAVE_REQ, Body::LeaveReq { expect: a }),
                 6 => (ptype::ALIVE_REQ, Body::AliveReq),
                 7 => (ptype::ALIVE, Body::Alive),

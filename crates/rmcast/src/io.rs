@@ -52,6 +52,8 @@ const EVENTS_BUDGET: usize = 1024;
 const PUMP_ROUNDS: usize = 4;
 /// Peers whose unicast address is remembered; a bound on memory against forged senders.
 const MAX_PEERS: usize = 65_536;
+/// How long a stopping node waits at most for its socket to take the last datagrams.
+const SHUTDOWN_FLUSH: Duration = Duration::from_millis(200);
 /// How long a node being shut down waits for its groups to confirm their leaves.
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(1);
 /// Capacity of the control command queue.
@@ -352,6 +354,8 @@ struct GroupState {
     cfg_engine: EngineChoice,
     max_datagram_bytes: usize,
     leave_timeout: Duration,
+    /// How long a join waits for an answer ([`crate::GroupConfig::join_timeout`]); a rejoin too.
+    join_timeout: Duration,
     /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
     completion_events: bool,
     /// Opened from outside the group ([`OpenMode::Client`]): acknowledgements always reach
@@ -406,6 +410,10 @@ struct GroupState {
     rejoin_due: Option<Rejoin>,
     /// When this member last joined again (merges are spaced out).
     last_rejoin: Option<Time>,
+    /// A rejoin not admitted by then creates a group of one instead (which heals into the
+    /// others later): the group it aimed at may have merged away or lost its sequencer, and a
+    /// member must not wait for ever.
+    rejoin_by: Option<Time>,
     /// Finished: removed at the end of the turn.
     done: bool,
 }
@@ -533,6 +541,7 @@ impl GroupState {
             self.left_group(|| Error::Expelled { incarnation });
         }
         self.last_rejoin = Some(now);
+        self.rejoin_by = Some(now + self.join_timeout);
     }
 
     /// This member is out of the group it was in (and joins again): completions waiting fail
@@ -667,7 +676,7 @@ impl IoLoop {
                 self.check_deadlines(i, now);
                 self.pump(i, now);
             }
-            self.remove_finished();
+            self.remove_finished(now);
             // Whatever this turn wrote leaves now, before the loop may sleep.
             self.net.flush_out();
             if let Some(deadline) = self.shutdown {
@@ -675,9 +684,15 @@ impl IoLoop {
                     if !self.groups.is_empty() {
                         warn!("shutting down before every group confirmed the leave");
                     }
-                    // One last push of what the engines have already written (a leave
-                    // request, say) is not worth waiting for the socket.
+                    // What the engines wrote last (a leaver's farewell, which the others
+                    // wait for) leaves before the thread ends; the socket gets a moment
+                    // to take it, no more.
+                    let until = Instant::now() + SHUTDOWN_FLUSH;
                     self.net.flush_backlog();
+                    while self.net.blocked() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(1));
+                        self.net.flush_backlog();
+                    }
                     info!("node stopped");
                     return;
                 }
@@ -708,6 +723,7 @@ impl IoLoop {
             consider(g.next_hello);
             consider(g.next_looking);
             consider(g.next_beacon);
+            consider(g.rejoin_by);
         }
         // Exact: the precise timer wakes the loop at it (epoll alone sleeps in whole
         // milliseconds, rounded up so as not to spin).
@@ -853,6 +869,7 @@ impl IoLoop {
             cfg_engine: choice,
             max_datagram_bytes: cfg.engine_datagram_bytes(),
             leave_timeout: cfg.leave_timeout,
+            join_timeout: cfg.join_timeout,
             completion_events: cfg.completion_events,
             client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
@@ -882,6 +899,7 @@ impl IoLoop {
             next_beacon: None,
             rejoin_due: None,
             last_rejoin: None,
+            rejoin_by: None,
             done: false,
         });
     }
@@ -1047,7 +1065,7 @@ impl IoLoop {
                     progress = true;
                 }
             }
-            progress |= self.transmit(i, now);
+            progress |= self.transmit(i, now, false);
             progress |= drain_events(&mut self.groups[i], &self.shared);
             if let Some(why) = self.groups[i].rejoin_due.take() {
                 self.groups[i].rejoin(now, why);
@@ -1062,11 +1080,13 @@ impl IoLoop {
         }
     }
 
-    /// Send what the engine of group `i` wants sent.
-    fn transmit(&mut self, i: usize, now: Time) -> bool {
+    /// Send what the engine of group `i` wants sent. While the socket pushes back, the engine
+    /// is not asked for more, unless `last`: a group about to close hands over its last
+    /// datagrams (a farewell that others wait for) to the backlog, up to one budget.
+    fn transmit(&mut self, i: usize, now: Time, last: bool) -> bool {
         let g = &mut self.groups[i];
         let mut n = 0;
-        while !self.net.blocked() && n < TX_BUDGET {
+        while (last || !self.net.blocked()) && n < TX_BUDGET {
             let Some(t) = g.engine.poll_transmit(now, &mut self.tx_buf) else {
                 break;
             };
@@ -1261,6 +1281,16 @@ impl IoLoop {
         if g.done {
             return;
         }
+        if g.rejoin_by.is_some_and(|t| now >= t) {
+            g.rejoin_by = None;
+            if g.leaving.is_none() && !g.engine.info().members.contains(&me) {
+                info!(group = %g.name, "nobody admitted the rejoin: creating a group of one \
+                      (it merges with the others once it hears them)");
+                if let Err(e) = g.engine.start_alone(now) {
+                    debug!(group = %g.name, error = %e, "the engine cannot start alone");
+                }
+            }
+        }
         if let Phase::Joining { deadline, mode } = g.phase {
             if now >= deadline {
                 let deferred_to = g.lowest_looker(now).filter(|l| *l < me);
@@ -1309,10 +1339,12 @@ impl IoLoop {
         }
     }
 
-    fn remove_finished(&mut self) {
+    fn remove_finished(&mut self, now: Time) {
         let mut i = 0;
         while i < self.groups.len() {
             if self.groups[i].done {
+                // What the engine wrote last (in the turn it said it left) still goes.
+                self.transmit(i, now, true);
                 let mut g = self.groups.swap_remove(i);
                 if let Some(sock) = g.mcast.as_mut() {
                     let _ = self.poll.registry().deregister(sock);

@@ -314,3 +314,48 @@ fn a_member_cut_off_is_expelled_and_its_group_closes() {
         g.leave().expect("leave");
     }
 }
+
+/// Self-healing when the group to merge into does not admit: node 21's group and node 22's
+/// group have one name and one member each, so 22 (the higher id) merges into 21's. With 21's
+/// engine cut off (its runtime still announces the group), the join is never answered: after
+/// its join wait, 22 starts a group of one again instead of waiting for ever, and once 21 is
+/// back on the network the next merge succeeds.
+#[test]
+fn a_merge_that_nobody_admits_falls_back_to_a_group_of_one_and_heals_later() {
+    let factory = CrashFactory::new(sequencer::Config::new(0));
+    let engine = EngineChoice::custom(factory.clone());
+    let name = unique_name("merge-unanswered");
+    let nodes = [node(21), node(22)];
+    factory.cut_off(NodeId(21), true);
+    let mut groups = Vec::new();
+    let mut seen: Vec<Seen> = (0..2).map(|_| Seen::default()).collect();
+    for (i, n) in nodes.iter().enumerate() {
+        let mut c = cfg(&name, &engine, OpenMode::Create);
+        c.heal = Some(Duration::from_millis(100));
+        c.join_timeout = Duration::from_millis(600);
+        groups.push(n.open_group(c).expect("open group"));
+        recv_until(&mut groups[i], &mut seen[i], RECOVERY_BOUND, view_has(1));
+    }
+    let (g, s) = (&mut groups[1], &mut seen[1]);
+    let merging = |s: &Seen| {
+        recovery_events(s)
+            .filter(|r| matches!(r, Recovery::Merging { into } if *into == NodeId(21)))
+            .count()
+    };
+    recv_until(g, s, RECOVERY_BOUND, |s| merging(s) == 1);
+    let views_then = s.views.len();
+    // Not admitted: a new group of one, its own.
+    recv_until(g, s, RECOVERY_BOUND, |s| s.views.len() > views_then);
+    let v = s.views.last().unwrap();
+    assert_eq!(
+        (v.members.clone(), v.coordinator),
+        (vec![NodeId(22)], NodeId(22))
+    );
+    factory.cut_off(NodeId(21), false);
+    recv_until(g, s, RECOVERY_BOUND, view_has(2));
+    let (g0, s0) = (&mut groups[0], &mut seen[0]);
+    recv_until(g0, s0, RECOVERY_BOUND, view_has(2));
+    for g in &groups {
+        g.leave().expect("leave");
+    }
+}

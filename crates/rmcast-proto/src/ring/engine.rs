@@ -1558,6 +1558,36 @@ impl Ring {
     }
 }
 
+impl Ring {
+    /// A fresh engine in `role` in place of this one ([`Engine::rejoin`],
+    /// [`Engine::start_alone`]): counters and message numbering go on.
+    fn start_over(&mut self, now: Time, role: Role) -> Result<(), SendError> {
+        if self.leaving {
+            return Err(SendError::NotMember);
+        }
+        let settings = self.settings;
+        let mut fresh = Ring::new(&EngineParams {
+            role,
+            group: self.group,
+            me: self.me,
+            max_datagram_bytes: self.max_datagram_bytes,
+            now,
+            seed: self.rng.next_u64(),
+            settings: &settings,
+        });
+        fresh.counters = self.counters.clone();
+        // Message numbers go on, so that no message is taken for one sent before.
+        fresh.own_next = self.own_next;
+        fresh.own_stable = self.own_next;
+        fresh.own_unreliable = self.own_unreliable;
+        fresh.rec.seen = self.rec.seen;
+        fresh.rec.bound = self.rec.bound;
+        fresh.rec.committed = self.rec.committed;
+        *self = fresh;
+        Ok(())
+    }
+}
+
 impl Engine for Ring {
     fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
         let Ok(pkt) = wire::decode(datagram) else {
@@ -1929,34 +1959,16 @@ impl Engine for Ring {
     }
 
     fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
-        if self.leaving {
-            return Err(SendError::NotMember);
-        }
-        let settings = self.settings;
-        let mut fresh = Ring::new(&EngineParams {
-            role: Role::Join,
-            group: self.group,
-            me: self.me,
-            max_datagram_bytes: self.max_datagram_bytes,
-            now,
-            seed: self.rng.next_u64(),
-            settings: &settings,
-        });
-        fresh.counters = self.counters.clone();
-        // Message numbers go on, so that no message is taken for one sent before.
-        fresh.own_next = self.own_next;
-        fresh.own_stable = self.own_next;
-        fresh.own_unreliable = self.own_unreliable;
-        fresh.rec.seen = self.rec.seen;
-        fresh.rec.bound = self.rec.bound;
-        fresh.rec.committed = self.rec.committed;
+        self.start_over(now, Role::Join)?;
         if let Some(into) = merging_into {
-            fresh
-                .events
+            self.events
                 .push_back(Event::Recovery(crate::engine::Recovery::Merging { into }));
         }
-        *self = fresh;
         Ok(())
+    }
+
+    fn start_alone(&mut self, now: Time) -> Result<(), SendError> {
+        self.start_over(now, Role::Create)
     }
 
     fn can_submit(&self) -> bool {

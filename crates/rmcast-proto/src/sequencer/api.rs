@@ -78,11 +78,17 @@ impl Engine for Sequencer {
     }
 
     fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
-        self.start_over(now);
+        self.start_over(now, false);
+        self.join_into = merging_into;
         if let Some(into) = merging_into {
             self.events
                 .push_back(Event::Recovery(Recovery::Merging { into }));
         }
+        Ok(())
+    }
+
+    fn start_alone(&mut self, now: Time) -> Result<(), SendError> {
+        self.start_over(now, true);
         Ok(())
     }
 

@@ -51,6 +51,10 @@ pub struct Sequencer {
     /// The sender side: own messages until they are delivered back.
     pub(super) sender: Sender,
     pub(super) join_deadline: Option<Time>,
+    /// While joining to merge into another group of this name: that group's sequencer, the only
+    /// one whose admission counts (other groups that heard an untargeted request would each
+    /// admit us, and keep a member that never comes until they find it failed).
+    pub(super) join_into: Option<NodeId>,
     /// The next status report asks the sequencer for its state (completion stalled).
     pub(super) ask_state: bool,
     /// A last status owed to whoever waits to see us have a leave: the departing sequencer
@@ -117,6 +121,7 @@ impl Sequencer {
             sequencer_hint: me,
             sender: Sender::new(&cfg),
             join_deadline: None,
+            join_into: None,
             farewell: None,
             ask_state: false,
             leave_requested: false,
@@ -159,8 +164,13 @@ impl Sequencer {
     /// message numbering, the counters and the events not yet taken kept. The stream goes on
     /// after the last number used, and the first request says so (`ordered_through`), so the
     /// sequencer that admits us orders it at once.
-    pub(super) fn start_over(&mut self, now: Time) {
-        let mut fresh = Sequencer::join(self.cfg.clone(), self.me, now.max(self.now));
+    pub(super) fn start_over(&mut self, now: Time, alone: bool) {
+        let now = now.max(self.now);
+        let mut fresh = if alone {
+            Sequencer::create(self.cfg.clone(), self.me, now)
+        } else {
+            Sequencer::join(self.cfg.clone(), self.me, now)
+        };
         let next = self.sender.next_pnum;
         fresh.sender.next_pnum = next;
         fresh.sender.own_ordered = next - 1;
@@ -174,7 +184,10 @@ impl Sequencer {
         fresh.request_timeouts = self.request_timeouts;
         fresh.request_gaps_stale = self.request_gaps_stale;
         fresh.requests_oversized = self.requests_oversized;
-        fresh.events = std::mem::take(&mut self.events);
+        // The old events first; a new group's first view after them.
+        let mut events = std::mem::take(&mut self.events);
+        events.append(&mut fresh.events);
+        fresh.events = events;
         *self = fresh;
     }
 
@@ -414,7 +427,8 @@ impl Sequencer {
             | Body::LeaveReq { .. }
             | Body::ReqGap { .. }
                 if recovering => {}
-            Body::JoinReq if recovering => self.serve_admitted_joiner(from),
+            Body::JoinReq { into } if into.is_some_and(|s| s != self.me) => {}
+            Body::JoinReq { .. } if recovering => self.serve_admitted_joiner(from),
             Body::BcastReq {
                 bb,
                 expect,
@@ -470,7 +484,7 @@ impl Sequencer {
                     }
                 }
             }
-            Body::JoinReq => self.on_join_req(from),
+            Body::JoinReq { .. } => self.on_join_req(from),
             Body::LeaveReq { expect } => self.on_leave_req(from, expect),
             Body::Result { .. } => unreachable!("handled in on_datagram"),
             other => self.on_recovery_body(from, other),

@@ -186,8 +186,12 @@ pub enum Body<'a> {
         /// One past the last missing one.
         to: u64,
     },
-    /// Request to join.
-    JoinReq,
+    /// Request to join. A node merging its group into another names that group's sequencer
+    /// (`into`), so that other groups of the same name that hear the request leave it alone.
+    JoinReq {
+        /// The sequencer whose group is to admit the joiner; `None`: whichever group hears it.
+        into: Option<NodeId>,
+    },
     /// Request to leave.
     LeaveReq {
         /// Next sequence number to deliver.
@@ -433,7 +437,17 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             }
             Body::ReqGap { from, to }
         }
-        ptype::JOIN_REQ => Body::JoinReq,
+        // A flag and the sequencer wanted (0 when any group will do).
+        ptype::JOIN_REQ => {
+            let targeted = read_flag(&mut r, "join target flag")?;
+            let id = r.u32()?;
+            if !targeted && id != 0 {
+                return Err(WireError::BadValue("join target"));
+            }
+            Body::JoinReq {
+                into: targeted.then_some(NodeId(id)),
+            }
+        }
         ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
         ptype::ALIVE_REQ => Body::AliveReq,
         ptype::ALIVE => Body::Alive,
@@ -631,7 +645,10 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(from);
             buf.put_u64(to);
         }
-        Body::JoinReq => {}
+        Body::JoinReq { into } => {
+            buf.push(u8::from(into.is_some()));
+            buf.put_u32(into.map_or(0, |n| n.0));
+        }
         Body::LeaveReq { expect } => buf.put_u64(expect),
         Body::AliveReq | Body::Alive => {}
         Body::ReformReq {
@@ -794,7 +811,10 @@ mod tests {
                 expect: 1,
             },
             Body::ReqGap { from: 3, to: 7 },
-            Body::JoinReq,
+            Body::JoinReq { into: None },
+            Body::JoinReq {
+                into: Some(NodeId(4)),
+            },
             Body::LeaveReq { expect: 9 },
             Body::AliveReq,
             Body::Alive,
@@ -836,7 +856,7 @@ mod tests {
                 Body::Status { .. } => ptype::STATUS,
                 Body::Retrans { .. } => ptype::RETRANS,
                 Body::ReqGap { .. } => ptype::REQ_GAP,
-                Body::JoinReq => ptype::JOIN_REQ,
+                Body::JoinReq { .. } => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
                 Body::AliveReq => ptype::ALIVE_REQ,
                 Body::Alive => ptype::ALIVE,

@@ -491,6 +491,31 @@ fn joiner_receives_exactly_what_follows_its_join() {
     assert_eq!(net.deliveries(0)[5..], joined[..]);
 }
 
+/// Two groups of one name (created apart) both hear a join request. A node merging into one of
+/// them names its sequencer: only that group admits it, and the other does not take in a member
+/// that never comes (which it would keep until it found it failed).
+#[test]
+fn a_merging_joiner_is_admitted_by_the_group_it_names_only() {
+    let mut net = Net::new(1, cfg(0));
+    for id in [2, 3] {
+        net.nodes
+            .push(Sequencer::create(cfg(0), NodeId(id), net.now));
+        net.events.push(Vec::new());
+    }
+    net.run(Duration::from_millis(50));
+    // Node 1 answers first on this network: without the name it would win the joiner.
+    net.nodes[2].rejoin(net.now, Some(NodeId(2))).unwrap();
+    net.run(Duration::from_millis(500));
+    assert_eq!(net.nodes[0].info().members, vec![NodeId(1)]);
+    assert_eq!(net.nodes[1].info().members, vec![NodeId(2), NodeId(3)]);
+    assert_eq!(net.nodes[2].info().members, vec![NodeId(2), NodeId(3)]);
+    // Untargeted, the first group to answer admits it (and the other keeps a ghost): the case
+    // the name exists for.
+    net.nodes[2].rejoin(net.now, None).unwrap();
+    net.run(Duration::from_millis(500));
+    assert!(net.nodes[0].info().members.contains(&NodeId(3)));
+}
+
 #[test]
 fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     let mut net = Net::new(2, cfg(0));
@@ -506,7 +531,7 @@ fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
         incarnation: 0,
         sender: NodeId(99),
     };
-    packet::encode_control(&mut buf, &h, &packet::Body::JoinReq);
+    packet::encode_control(&mut buf, &h, &packet::Body::JoinReq { into: None });
     net.nodes[0].handle_datagram(net.now, NodeId(99), &buf);
     assert_eq!(net.nodes[1].counters().malformed_dropped, 2);
     assert_eq!(net.nodes[0].counters().foreign_dropped, 1);

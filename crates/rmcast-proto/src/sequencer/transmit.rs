@@ -278,7 +278,8 @@ impl Sequencer {
             return None;
         }
         let header = self.header(ptype::JOIN_REQ);
-        encode_control(buf, &header, &Body::JoinReq);
+        let into = self.join_into;
+        encode_control(buf, &header, &Body::JoinReq { into });
         self.join_deadline = Some(now + Duration::from_millis(self.cfg.join_retry_ms));
         Some(Destination::Group)
     }

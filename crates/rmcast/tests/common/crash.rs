@@ -170,4 +170,12 @@ impl Engine for Crashable {
     fn reset(&mut self, now: Time, min_members: usize) -> Result<(), SendError> {
         self.inner.reset(now, min_members)
     }
+
+    fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
+        self.inner.rejoin(now, merging_into)
+    }
+
+    fn start_alone(&mut self, now: Time) -> Result<(), SendError> {
+        self.inner.start_alone(now)
+    }
 }
