@@ -54,6 +54,9 @@ const PUMP_ROUNDS: usize = 4;
 const MAX_PEERS: usize = 65_536;
 /// How long a stopping node waits at most for its socket to take the last datagrams.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(200);
+/// How long a closing group holds up the loop at most while the socket pushes back on its last
+/// datagrams (rare: the backlog holds one transmit's worth).
+const CLOSE_FLUSH: Duration = Duration::from_millis(20);
 /// How long a node being shut down waits for its groups to confirm their leaves.
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(1);
 /// Capacity of the control command queue.
@@ -416,6 +419,8 @@ struct GroupState {
     rejoin_by: Option<Time>,
     /// Finished: removed at the end of the turn.
     done: bool,
+    /// The leave's answer, sent once the group's last datagrams are out.
+    final_reply: Option<(oneshot::Sender<Result<(), Error>>, Result<(), Error>)>,
 }
 
 /// Why a member joins its group again ([`crate::GroupConfig::heal`]).
@@ -508,10 +513,13 @@ impl GroupState {
             .min()
     }
 
+    /// Close the group at the end of the turn. The leave's answer waits until then
+    /// ([`IoLoop::remove_finished`]): an application that exits once `leave` returns must not
+    /// take the engine's last datagrams (a farewell the others wait for) with it.
     fn finish(&mut self, result: Result<(), Error>) {
         if let Some(l) = self.leaving.as_mut() {
             if let Some(r) = l.reply.take() {
-                let _ = r.send(result);
+                self.final_reply = Some((r, result));
             }
         }
         if let Some(r) = self.open_reply.take() {
@@ -901,6 +909,7 @@ impl IoLoop {
             last_rejoin: None,
             rejoin_by: None,
             done: false,
+            final_reply: None,
         });
     }
 
@@ -1343,9 +1352,19 @@ impl IoLoop {
         let mut i = 0;
         while i < self.groups.len() {
             if self.groups[i].done {
-                // What the engine wrote last (in the turn it said it left) still goes.
+                // What the engine wrote last (in the turn it said it left) goes out before
+                // anyone is told the group closed.
                 self.transmit(i, now, true);
+                self.net.flush_out();
+                let until = Instant::now() + CLOSE_FLUSH;
+                while self.net.blocked() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                    self.net.flush_backlog();
+                }
                 let mut g = self.groups.swap_remove(i);
+                if let Some((r, result)) = g.final_reply.take() {
+                    let _ = r.send(result);
+                }
                 if let Some(sock) = g.mcast.as_mut() {
                     let _ = self.poll.registry().deregister(sock);
                 }

@@ -543,8 +543,10 @@ impl GroupSender {
     }
 
     /// Leave the group cleanly once the messages queued before have been sent, waiting at most
-    /// [`GroupConfig::leave_timeout`] for the group to confirm. Events delivered before the
-    /// leave stay readable; then the receive calls report the end.
+    /// [`GroupConfig::leave_timeout`] for the group to confirm. It returns once this member's
+    /// last datagrams (the farewell that tells the others it has its leave) are handed to the
+    /// socket, so a process may exit right after. Events delivered before the leave stay
+    /// readable; then the receive calls report the end.
     pub fn leave(&self) -> Result<(), Error> {
         self.leave_timeout(self.inner.leave_timeout)
     }

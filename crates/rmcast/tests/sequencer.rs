@@ -4,7 +4,10 @@
 mod common;
 
 use common::*;
-use rmcast::{EngineChoice, GroupAddr};
+use rmcast::{EngineChoice, GroupAddr, NodeId, OpenMode};
+use rmcast_proto::sequencer::packet::{self, ptype};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::Duration;
 
 #[test]
 fn sequencer_same_order_over_multicast() {
@@ -26,4 +29,50 @@ fn sequencer_same_order_over_unicast() {
         300,
     );
     assert_eq!(r.messages, 900);
+}
+
+/// A socket that hears what is multicast to `addr` on loopback, as a member's does.
+fn observer(addr: std::net::SocketAddrV4) -> UdpSocket {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    sock.set_reuse_address(true).unwrap();
+    sock.bind(&SocketAddr::V4(addr).into()).unwrap();
+    sock.join_multicast_v4(addr.ip(), &Ipv4Addr::LOCALHOST)
+        .unwrap();
+    sock.set_nonblocking(true).unwrap();
+    sock.into()
+}
+
+/// `leave` returns only once the member's last datagram is on the wire: its farewell to the
+/// group (a BC_STATE saying it has its leave), which the member left behind, as sequencer,
+/// waits for before it may go itself. An application that exits as soon as `leave` returns
+/// must not take the farewell with it (the last member then waited out its whole linger, 5 s,
+/// and a leave-at-once under load failed). An observer on the group's address finds the
+/// farewell queued the moment `leave` returns, every round.
+#[test]
+fn leave_returns_once_the_farewell_is_on_the_wire() {
+    let engine = EngineChoice::sequencer(0);
+    for round in 0..20 {
+        let name = unique_name("farewell");
+        let (a, b) = (node(41), node(42));
+        let mut ga = a.open_group(cfg(&name, &engine, OpenMode::Create)).unwrap();
+        let mut gb = b.open_group(cfg(&name, &engine, OpenMode::Join)).unwrap();
+        let obs = observer(ga.multicast_addr().expect("a multicast group"));
+        let (mut sa, mut sb) = (Seen::default(), Seen::default());
+        recv_until(&mut ga, &mut sa, Duration::from_secs(10), view_has(2));
+        recv_until(&mut gb, &mut sb, Duration::from_secs(10), view_has(2));
+        gb.leave().expect("leave");
+        let mut buf = vec![0u8; 65536];
+        let mut farewell = false;
+        while let Ok((n, _)) = obs.recv_from(&mut buf) {
+            if let Ok((h, packet::Body::Status { .. })) = packet::decode(&buf[..n]) {
+                farewell |= h.ptype == ptype::STATUS && h.sender == NodeId(42);
+            }
+        }
+        assert!(
+            farewell,
+            "round {round}: leave returned before the farewell was sent"
+        );
+        ga.leave().expect("leave");
+    }
 }
