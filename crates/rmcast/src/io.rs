@@ -349,6 +349,9 @@ struct Leaving {
     reply: Option<oneshot::Sender<Result<(), Error>>>,
 }
 
+/// Where the answer to a leave goes.
+type LeaveReply = oneshot::Sender<Result<(), Error>>;
+
 /// One group membership, owned by the I/O thread.
 struct GroupState {
     key: u64,
@@ -420,7 +423,7 @@ struct GroupState {
     /// Finished: removed at the end of the turn.
     done: bool,
     /// The leave's answer, sent once the group's last datagrams are out.
-    final_reply: Option<(oneshot::Sender<Result<(), Error>>, Result<(), Error>)>,
+    final_reply: Option<(LeaveReply, Result<(), Error>)>,
 }
 
 /// Why a member joins its group again ([`crate::GroupConfig::heal`]).
