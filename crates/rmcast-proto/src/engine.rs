@@ -741,6 +741,16 @@ pub trait Engine {
         Err(SendError::Unsupported)
     }
 
+    /// Write no datagram larger than `max` bytes from now on (never less than the engine can
+    /// work with): the driver found a member of the group whose path carries no more, and the
+    /// group uses its smallest member's size, so that no datagram is fragmented by IP on the way
+    /// to anyone. Messages already cut keep their fragments. Engines that cannot change answer
+    /// `false` and keep their size.
+    fn limit_datagram_bytes(&mut self, max: usize) -> bool {
+        let _ = max;
+        false
+    }
+
     /// A one-line description of the engine's protocol state, for diagnosing a failed run.
     fn describe(&self) -> String {
         String::new()

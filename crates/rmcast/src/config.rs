@@ -100,9 +100,10 @@ pub struct GroupConfig {
     /// Largest datagram the engine writes, at most [`MAX_DATAGRAM_BYTES`]. `None` (the
     /// default): the largest the node's interface carries in one IP packet, its MTU less the
     /// IP and UDP headers (loopback: 65507; Ethernet: 1472; see
-    /// [`crate::path_datagram_bytes`]). Members may differ: each writes datagrams its own path
-    /// carries and reads any size. Between hosts whose MTUs differ, set the smallest here so
-    /// that IP never fragments.
+    /// [`crate::path_datagram_bytes`]). Members may differ: each says its size in the HELLOs
+    /// members exchange when one joins, and the group writes datagrams of its smallest member's size
+    /// (engines that can change it: the sequencer; the others write their own size, and read
+    /// any), shown by [`crate::GroupSender::info`].
     pub max_datagram_bytes: Option<usize>,
     /// Quality of service of messages sent with [`crate::GroupSender::send`] and friends.
     pub qos: Qos,

@@ -25,8 +25,16 @@
 //! member, as does a member that its group left out. The rule is the same on both sides, so
 //! exactly one side moves, and groups that find each other end as one.
 //!
+//! **The group's datagram size.** Every HELLO carries the largest datagram its sender's path
+//! takes ([`crate::GroupConfig::max_datagram_bytes`]), and every member hears one from each
+//! other member when it joins (its asks, their answers). A member that finds a smaller one among
+//! the members of its view writes datagrams of that size from then on
+//! ([`rmcast_proto::Engine::limit_datagram_bytes`]): the group uses its smallest member's size,
+//! so that IP fragments no datagram on the way to anyone.
+//!
 //! **Wire format.** A HELLO is the shared 20-byte header ([`wire::Header`]) and a body: one
-//! type byte ([`Hello`]; a HELLO group adds its member count, 2 bytes). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
+//! type byte ([`Hello`]; a HELLO group adds its member count, 2 bytes), then the sender's
+//! datagram size (2 bytes, big-endian). `wire::decode` accepts only the engine bytes of [`wire::EngineKind`], so the
 //! runtime's packets carry engine byte [`wire::EngineKind::Sequencer`] (1) and are told apart
 //! by packet type [`PTYPE`] (0xFF), which the runtime reserves in every engine's numbering (the
 //! sequencer's types run from 1 to 15). The runtime takes them out before any engine sees them;
@@ -68,9 +76,16 @@ pub(crate) enum Hello {
     },
 }
 
-/// A HELLO of `sender` for group `group`.
-pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(wire::HEADER_LEN + 3);
+/// A HELLO as received: what it says, and the largest datagram its sender's path takes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    pub(crate) hello: Hello,
+    pub(crate) datagram_bytes: u16,
+}
+
+/// A HELLO of `sender` for group `group`, whose path takes datagrams of `datagram_bytes`.
+pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello, datagram_bytes: u16) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(wire::HEADER_LEN + 5);
     Header {
         engine: EngineKind::Sequencer,
         ptype: PTYPE,
@@ -89,25 +104,38 @@ pub(crate) fn encode(group: u32, sender: NodeId, hello: Hello) -> Vec<u8> {
             buf.extend_from_slice(&members.to_be_bytes());
         }
     }
+    buf.extend_from_slice(&datagram_bytes.to_be_bytes());
     buf
 }
 
 /// `Some` if `packet` is a runtime HELLO (`Some(None)`: one with a body this build does not
 /// know, still not for the engine), `None` if it is an engine's datagram.
-pub(crate) fn parse(packet: &wire::Packet<'_>) -> Option<Option<Hello>> {
+pub(crate) fn parse(packet: &wire::Packet<'_>) -> Option<Option<Parsed>> {
     let h = &packet.header;
     if h.engine != EngineKind::Sequencer || h.ptype != PTYPE {
         return None;
     }
-    Some(match packet.body {
-        [1] => Some(Hello::Ask),
-        [2] => Some(Hello::Answer),
-        [3] => Some(Hello::Looking),
-        [4, a, b] => Some(Hello::Group {
-            members: u16::from_be_bytes([*a, *b]),
-        }),
-        _ => None,
-    })
+    let (hello, size) = match packet.body {
+        [1, size @ ..] => (Hello::Ask, size),
+        [2, size @ ..] => (Hello::Answer, size),
+        [3, size @ ..] => (Hello::Looking, size),
+        [4, a, b, size @ ..] => (
+            Hello::Group {
+                members: u16::from_be_bytes([*a, *b]),
+            },
+            size,
+        ),
+        _ => return Some(None),
+    };
+    let &[a, b] = size else { return Some(None) };
+    let datagram_bytes = u16::from_be_bytes([a, b]);
+    if usize::from(datagram_bytes) < crate::config::MIN_DATAGRAM_BYTES {
+        return Some(None);
+    }
+    Some(Some(Parsed {
+        hello,
+        datagram_bytes,
+    }))
 }
 
 #[cfg(test)]
@@ -122,11 +150,24 @@ mod tests {
             Hello::Looking,
             Hello::Group { members: 513 },
         ] {
-            let buf = encode(7, NodeId(3), h);
+            let buf = encode(7, NodeId(3), h, 1472);
             let p = wire::decode(&buf).unwrap();
             assert_eq!(p.header.group, 7);
             assert_eq!(p.header.sender, NodeId(3));
-            assert_eq!(parse(&p), Some(Some(h)));
+            assert_eq!(
+                parse(&p),
+                Some(Some(Parsed {
+                    hello: h,
+                    datagram_bytes: 1472
+                }))
+            );
+            // Cut short, or with a size no path has: not understood, and still not the
+            // engine's.
+            for n in wire::HEADER_LEN..buf.len() {
+                assert_eq!(parse(&wire::decode(&buf[..n]).unwrap()), Some(None));
+            }
+            let tiny = encode(7, NodeId(3), h, 100);
+            assert_eq!(parse(&wire::decode(&tiny).unwrap()), Some(None));
         }
     }
 }

@@ -359,6 +359,13 @@ struct GroupState {
     gid: u32,
     cfg_engine: EngineChoice,
     max_datagram_bytes: usize,
+    /// The largest datagram this member's path takes, sealing included (what its HELLOs say).
+    path_bytes: u16,
+    /// What sealing adds to an engine's datagram (0 in a group without a key).
+    seal_overhead: usize,
+    /// The path sizes other nodes' HELLOs gave (at most [`hello::MAX_LOOKERS`]): the group's
+    /// datagrams are as large as its smallest member's path takes.
+    paths: Vec<(NodeId, u16)>,
     leave_timeout: Duration,
     /// How long a join waits for an answer ([`crate::GroupConfig::join_timeout`]); a rejoin too.
     join_timeout: Duration,
@@ -489,6 +496,47 @@ impl GroupState {
         }
         info!(group = %self.name, into = %from, theirs, ours, "a larger group of this name: merging");
         self.rejoin_due = Some(Rejoin::Merge { into: from });
+    }
+
+    /// A HELLO of `id` said its path takes datagrams of `bytes`.
+    fn note_path(&mut self, id: NodeId, bytes: u16) {
+        match self.paths.iter_mut().find(|p| p.0 == id) {
+            Some(p) => p.1 = bytes,
+            None => {
+                if self.paths.len() >= hello::MAX_LOOKERS {
+                    // Keep the members' sizes; forget somebody else's.
+                    let members = &self.members;
+                    match self.paths.iter().position(|p| !members.contains(&p.0)) {
+                        Some(k) => {
+                            self.paths.swap_remove(k);
+                        }
+                        None => return,
+                    }
+                }
+                self.paths.push((id, bytes));
+            }
+        }
+        self.fit_datagrams();
+    }
+
+    /// Write datagrams no larger than the smallest path among the members of the view.
+    fn fit_datagrams(&mut self) {
+        let smallest = self
+            .paths
+            .iter()
+            .filter(|p| self.members.contains(&p.0))
+            .map(|p| usize::from(p.1))
+            .min();
+        let Some(path) = smallest else { return };
+        let want = path.saturating_sub(self.seal_overhead);
+        if want >= self.max_datagram_bytes {
+            return;
+        }
+        if self.engine.limit_datagram_bytes(want) {
+            info!(group = %self.name, bytes = want, "a member's path takes smaller datagrams: \
+                  the group's datagrams are now this size");
+            self.max_datagram_bytes = want;
+        }
     }
 
     fn note_looker(&mut self, id: NodeId, now: Time) {
@@ -879,6 +927,9 @@ impl IoLoop {
             gid,
             cfg_engine: choice,
             max_datagram_bytes: cfg.engine_datagram_bytes(),
+            path_bytes: u16::try_from(cfg.datagram_bytes()).unwrap_or(u16::MAX),
+            seal_overhead: cfg.datagram_bytes() - cfg.engine_datagram_bytes(),
+            paths: Vec::new(),
             leave_timeout: cfg.leave_timeout,
             join_timeout: cfg.join_timeout,
             completion_events: cfg.completion_events,
@@ -1037,7 +1088,11 @@ impl IoLoop {
         }
         if header.sender == self.shared.id {
             // Another node uses our id (our own datagrams come from `local`).
-            let hello = wire::decode(data).ok().as_ref().and_then(hello::parse);
+            let hello = wire::decode(data)
+                .ok()
+                .as_ref()
+                .and_then(hello::parse)
+                .map(|h| h.map(|p| p.hello));
             self.duplicate_id(Some(i), from, hello, now);
             return;
         }
@@ -1046,7 +1101,10 @@ impl IoLoop {
             if let Some(h) = wire::decode(data).ok().as_ref().and_then(hello::parse) {
                 // The runtime's own: no engine sees it.
                 AtomicNodeCounters::add(&counters.hellos_received, 1);
-                match h {
+                if let Some(p) = h {
+                    self.groups[i].note_path(header.sender, p.datagram_bytes);
+                }
+                match h.map(|p| p.hello) {
                     Some(Hello::Ask) => self.answer_hello(i, from, now),
                     Some(Hello::Looking) => self.groups[i].note_looker(header.sender, now),
                     Some(Hello::Group { members }) => {
@@ -1184,7 +1242,7 @@ impl IoLoop {
     /// datagram of a secure group (or its members would not hear it).
     fn send_hello(&mut self, i: usize, h: Hello, to: Option<SocketAddr>) {
         let g = &self.groups[i];
-        let buf = hello::encode(g.gid, self.shared.id, h);
+        let buf = hello::encode(g.gid, self.shared.id, h, g.path_bytes);
         let c = &self.shared.counters;
         let Some(buf) = seal(
             g.cipher.as_ref(),
@@ -1561,6 +1619,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut merged = None;
     let mut expelled = None;
     let mut left = false;
+    let mut viewed = false;
     for _ in 0..EVENTS_BUDGET {
         // Reserve room before taking an event out of the engine: an event, once taken, has
         // nowhere else to go.
@@ -1615,6 +1674,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
                 g.members.clone_from(&v.members);
                 g.coordinator = Some(v.coordinator);
+                viewed = true;
                 g.view_changed = true;
                 if let Some(p) = permit {
                     p.send(Event::View(v));
@@ -1677,6 +1737,9 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 }
             }
         }
+    }
+    if viewed {
+        g.fit_datagrams();
     }
     if let Some(into) = merged {
         // Everything of the old group is through: what did not complete there never will.

@@ -76,3 +76,50 @@ fn leave_returns_once_the_farewell_is_on_the_wire() {
         ga.leave().expect("leave");
     }
 }
+
+/// The group uses its smallest member's datagram size: a member whose path takes 64 KiB
+/// datagrams (loopback) creates the group, one whose configuration says 1472 bytes (an
+/// Ethernet path) joins, and from then on the first writes no datagram larger than 1472 bytes
+/// either (its `info()` says so), while a 20 KB message still arrives whole.
+#[test]
+fn the_group_writes_datagrams_its_smallest_path_takes() {
+    let engine = EngineChoice::sequencer(0);
+    let name = unique_name("smallest");
+    let (a, b) = (node(51), node(52));
+    let mut ga = a.open_group(cfg(&name, &engine, OpenMode::Create)).unwrap();
+    assert!(
+        ga.info().unwrap().max_datagram_bytes > 60_000,
+        "loopback's size"
+    );
+    let mut small = cfg(&name, &engine, OpenMode::Join);
+    small.max_datagram_bytes = Some(1472);
+    let mut gb = b.open_group(small).unwrap();
+    let obs = observer(ga.multicast_addr().expect("a multicast group"));
+    let (mut sa, mut sb) = (Seen::default(), Seen::default());
+    recv_until(&mut ga, &mut sa, Duration::from_secs(10), view_has(2));
+    recv_until(&mut gb, &mut sb, Duration::from_secs(10), view_has(2));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ga.info().unwrap().max_datagram_bytes != 1472 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the creator still writes {} bytes",
+            ga.info().unwrap().max_datagram_bytes
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let big: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
+    ga.send(big.clone()).expect("send");
+    recv_until(&mut gb, &mut sb, Duration::from_secs(10), |s| {
+        !s.deliveries.is_empty()
+    });
+    assert_eq!(sb.deliveries[0].payload[..], big[..]);
+    let mut buf = vec![0u8; 65536];
+    let mut largest = 0;
+    while let Ok((n, _)) = obs.recv_from(&mut buf) {
+        largest = largest.max(n);
+    }
+    assert!(largest > 0, "the observer heard the group");
+    assert!(largest <= 1472, "a datagram of {largest} bytes");
+    ga.leave().expect("leave");
+    gb.leave().expect("leave");
+}

@@ -143,6 +143,12 @@ pub struct Reassembly<K> {
 }
 
 impl<K: Eq + Hash + Copy> Reassembly<K> {
+    /// Take messages cut by `fragmenter` too (smaller fragments, so more of them): the bound on
+    /// fragments per message only grows.
+    pub fn allow(&mut self, fragmenter: &Fragmenter) {
+        self.max_fragments = self.max_fragments.max(fragmenter.max_fragments());
+    }
+
     /// Reassembly of messages that `fragmenter` splits.
     pub fn new(fragmenter: &Fragmenter) -> Self {
         Reassembly {

@@ -87,6 +87,10 @@ impl Engine for Sequencer {
         Ok(())
     }
 
+    fn limit_datagram_bytes(&mut self, max: usize) -> bool {
+        self.limit_datagram_bytes(max)
+    }
+
     fn start_alone(&mut self, now: Time) -> Result<(), SendError> {
         self.start_over(now, true);
         Ok(())

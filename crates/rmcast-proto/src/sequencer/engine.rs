@@ -191,6 +191,25 @@ impl Sequencer {
         *self = fresh;
     }
 
+    /// [`crate::Engine::limit_datagram_bytes`]: new messages are cut for `max`-byte
+    /// datagrams, runs of ordered messages and repairs are packed to it, and messages cut that
+    /// small by others are taken whole. Refused (`false`) below what a fragment needs.
+    pub(super) fn limit_datagram_bytes(&mut self, max: usize) -> bool {
+        if max >= self.cfg.max_datagram_bytes {
+            return true;
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.max_datagram_bytes = max;
+        if cfg.validate().is_err() {
+            return false;
+        }
+        self.cfg.max_datagram_bytes = max;
+        let fragmenter = self.cfg.fragmenter();
+        self.hist.reassembly.allow(&fragmenter);
+        self.sender.fragmenter = fragmenter;
+        true
+    }
+
     pub(super) fn header(&self, ptype: u8) -> Header {
         Header {
             engine: EngineKind::Sequencer,

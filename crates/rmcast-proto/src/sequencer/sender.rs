@@ -64,7 +64,7 @@ pub(super) struct Sender {
     /// After a timeout: the last fragment sent, sent again after the first unordered one, so
     /// that a sequencer that lost a run of requests sees where the run ended and asks for it.
     pub(super) tail_probe: Option<u64>,
-    fragmenter: Fragmenter,
+    pub(super) fragmenter: Fragmenter,
 }
 
 impl Sender {
