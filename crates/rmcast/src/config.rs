@@ -122,7 +122,7 @@ pub struct GroupConfig {
     /// told anyway, and the events would only fill the queue). Turn it on to learn which
     /// messages sent with [`crate::GroupSender::try_send`] or
     /// [`crate::GroupSender::send_nowait`] are stable, e.g. to log completions for
-    /// [`crate::log::verify_logs`].
+    /// `rmcast_sim::log::verify_logs`.
     pub completion_events: bool,
     /// The group key(s): `Some` makes the group *secure*. Every datagram is then sealed with
     /// authenticated encryption (AES-256-GCM, see [`rmcast_proto::secure`]) and a datagram that
