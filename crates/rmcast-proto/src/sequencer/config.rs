@@ -97,11 +97,11 @@ impl Config {
             // messages a second; the byte bound keeps large messages in check.
             history_capacity_msgs: 16384,
             history_capacity_bytes: 16 << 20,
-            send_window_msgs: 1024,
+            send_window_msgs: 256,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
             min_retrans_timeout_ms: 5,
-            min_request_timeout_ms: 5,
+            min_request_timeout_ms: 25,
             max_retrans_timeout_ms: 2000,
             sync_interval_ms: 100,
             join_retry_ms: 100,
