@@ -70,7 +70,7 @@ impl Stats {
         let i = &self.info;
         let mut s = format!(
             "* stats: group {:?} ({}), member {}, view {}, members {}, sequencer {}, \
-             incarnation {}{}, buffered {}/{}\n",
+             incarnation {}{}, buffered {}/{}, datagrams up to {} B\n",
             self.group,
             self.engine,
             i.me,
@@ -83,6 +83,7 @@ impl Stats {
             if i.recovering { ", recovering" } else { "" },
             i.buffered_msgs,
             i.buffer_capacity_msgs,
+            i.max_datagram_bytes,
         );
         for (name, v) in self.counters.iter().chain(&self.engine_counters) {
             s.push_str(&format!("*   {name:<24} {v}\n"));
