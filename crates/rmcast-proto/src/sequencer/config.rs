@@ -32,11 +32,15 @@ pub struct Config {
     /// in bytes, as JGroups' credits are, beside the one in slots). Need not be the same at
     /// every member: only the sequencer's counts.
     pub history_capacity_bytes: usize,
-    /// Own messages (fragments) submitted and not yet delivered back, at most. With every
-    /// member sending datagram-sized messages, the members' windows together should fit a
-    /// member's socket receive buffer (4 MiB holds about 1,800 Ethernet-sized datagrams), or
-    /// bursts overflow it and repairs take over: 256 there (see docs/PERFORMANCE.md).
+    /// Own messages (fragments) submitted and not yet delivered back, at most.
     pub send_window_msgs: usize,
+    /// Payload bytes of own messages submitted and not yet delivered back, at most (the window
+    /// in bytes beside the one in messages, as the history has both). With every member
+    /// sending datagram-sized messages, the members' windows together must fit a member's
+    /// socket receive buffer (4 MiB holds about 1,800 Ethernet-sized datagrams), or bursts
+    /// overflow it and repairs take over; small messages, bundled many to a datagram, still
+    /// get the deep window in messages (see docs/PERFORMANCE.md).
+    pub send_window_bytes: usize,
     /// A member that delivered this many messages without sending reports its state (BC_STATE).
     pub state_interval_msgs: u64,
     /// Initial retransmission timeout for requests and NACKs, before RTT samples adapt it.
@@ -97,7 +101,8 @@ impl Config {
             // messages a second; the byte bound keeps large messages in check.
             history_capacity_msgs: 16384,
             history_capacity_bytes: 16 << 20,
-            send_window_msgs: 256,
+            send_window_msgs: 1024,
+            send_window_bytes: 256 << 10,
             state_interval_msgs: 1024,
             retrans_timeout_ms: 40,
             min_retrans_timeout_ms: 5,
@@ -182,6 +187,12 @@ impl Config {
         ConfigError::check_range(
             "send_window_msgs",
             self.send_window_msgs as u64,
+            1,
+            u64::MAX,
+        )?;
+        ConfigError::check_range(
+            "send_window_bytes",
+            self.send_window_bytes as u64,
             1,
             u64::MAX,
         )?;

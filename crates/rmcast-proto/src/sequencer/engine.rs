@@ -682,5 +682,6 @@ impl Sequencer {
             && !self.recovering()
             && !self.leave_requested
             && self.sender.outq.len() < self.cfg.send_window_msgs
+            && self.sender.outq_bytes < self.cfg.send_window_bytes
     }
 }

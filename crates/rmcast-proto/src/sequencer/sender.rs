@@ -40,6 +40,8 @@ pub(super) struct Sender {
     pub(super) next_pnum: u64,
     /// Own fragments submitted and not yet delivered back, in protocol-number order.
     pub(super) outq: VecDeque<OutFrag>,
+    /// Payload bytes in `outq` (the send window in bytes).
+    pub(super) outq_bytes: usize,
     /// Index in `outq` of the first fragment not sent in the current round.
     pub(super) unsent: usize,
     /// Highest own protocol number seen ordered.
@@ -72,6 +74,7 @@ impl Sender {
         Sender {
             next_pnum: 1,
             outq: VecDeque::new(),
+            outq_bytes: 0,
             unsent: 0,
             own_ordered: 0,
             req_deadline: None,
@@ -98,6 +101,7 @@ impl Sender {
             debug_assert!(last.pnum < self.next_pnum);
         }
         debug_assert!(self.max_sent_pnum < self.next_pnum);
+        debug_assert!(!self.outq.is_empty() || self.outq_bytes == 0);
     }
 
     /// Split `payload` into fragments (refused beyond the maximum message size).
@@ -111,6 +115,7 @@ impl Sender {
     pub(super) fn push_message(&mut self, fragments: Fragments, bb: bool) -> u64 {
         let msg = self.next_pnum;
         for f in fragments {
+            self.outq_bytes += f.payload.len();
             self.outq.push_back(OutFrag {
                 pnum: self.next_pnum,
                 bb,
@@ -174,7 +179,9 @@ impl Sender {
     pub(super) fn on_delivered(&mut self, pnum: u64) {
         let mut popped = 0;
         while self.outq.front().is_some_and(|f| f.pnum <= pnum) {
-            self.outq.pop_front();
+            if let Some(f) = self.outq.pop_front() {
+                self.outq_bytes -= f.payload.len();
+            }
             popped += 1;
         }
         self.unsent = self.unsent.saturating_sub(popped);
@@ -353,13 +360,17 @@ impl Sequencer {
         {
             return Err(SendError::NotMember);
         }
-        let bb = payload.len() >= self.cfg.bb_threshold();
+        let payload_len = payload.len();
+        let bb = payload_len >= self.cfg.bb_threshold();
         let fragments = self
             .sender
             .split(payload)
             .map_err(|TooLarge| SendError::TooLarge)?;
+        // A message larger than the window goes alone.
         let queued = self.sender.outq.len();
-        if queued + fragments.fragment_count() > self.cfg.send_window_msgs && queued > 0 {
+        let full = queued + fragments.fragment_count() > self.cfg.send_window_msgs
+            || self.sender.outq_bytes + payload_len > self.cfg.send_window_bytes;
+        if full && queued > 0 {
             return Err(SendError::WouldBlock);
         }
         let msg = self.sender.push_message(fragments, bb);

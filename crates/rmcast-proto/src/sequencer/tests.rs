@@ -367,6 +367,34 @@ fn full_window_pushes_back_and_nothing_is_lost() {
     assert_eq!(net.deliveries(0).len(), 4);
 }
 
+/// The window in bytes: 1000-byte messages stop at 3 with a 3000-byte window although the
+/// window in messages has room for 1024; one-byte messages do not feel it.
+#[test]
+fn the_window_in_bytes_pushes_back_large_messages_only() {
+    let mut c = cfg(0);
+    c.send_window_bytes = 3000;
+    let mut net = Net::new(2, c);
+    let mut accepted = 0;
+    while net.nodes[1]
+        .submit(net.now, Bytes::from(vec![7; 1000]), Qos::default())
+        .is_ok()
+    {
+        accepted += 1;
+    }
+    assert_eq!(accepted, 3);
+    assert!(!net.nodes[1].can_submit());
+    net.run(Duration::from_millis(50));
+    assert_eq!(net.deliveries(0).len(), 3);
+    let small = (0..100u8)
+        .filter(|k| {
+            net.nodes[1]
+                .submit(net.now, Bytes::from(vec![*k]), Qos::default())
+                .is_ok()
+        })
+        .count();
+    assert_eq!(small, 100);
+}
+
 #[test]
 fn history_full_blocks_until_members_report() {
     let mut c = cfg(0);
