@@ -140,8 +140,8 @@ pub struct GroupConfig {
     /// ([`rmcast_proto::Engine::rejoin`]); sends that had not completed then fail with
     /// [`crate::Error::Merged`] or [`crate::Error::Expelled`], nothing is lost silently.
     /// Application state is the application's to reconcile (as with JGroups). Engines without
-    /// `rejoin` (all but the sequencer and the ring today) close the group when expelled, as with `None`
-    /// (the default).
+    /// `rejoin` (all but the sequencer and the ring today) close the group when expelled, as
+    /// with `None` (the default).
     pub heal: Option<Duration>,
     /// Join the group's multicast address to hear what members multicast (the default).
     /// `false` makes a send-only member, such as the `tree` engine's sender, which hears its
