@@ -423,6 +423,10 @@ struct GroupState {
     rejoin_due: Option<Rejoin>,
     /// When this member last joined again (merges are spaced out).
     last_rejoin: Option<Time>,
+    /// A coordinator outside the view whose larger group was heard, and when first: a merge
+    /// waits for a second announcement an interval later, by when a view that was only behind
+    /// (the announcer is a member this member has not seen join yet) has caught up.
+    foreign: Option<(NodeId, Time)>,
     /// A rejoin not admitted by then creates a group of one instead (which heals into the
     /// others later): the group it aimed at may have merged away or lost its sequencer, and a
     /// member must not wait for ever.
@@ -475,11 +479,14 @@ impl GroupState {
     /// another group of this name and the larger one (see [`crate::hello`]).
     fn on_group_hello(&mut self, from: NodeId, members: u16, now: Time) {
         let Some(every) = self.heal else { return };
+        if self.members.contains(&from) {
+            self.foreign = None;
+            return;
+        }
         if self.done
             || self.leaving.is_some()
             || self.rejoin_due.is_some()
             || !matches!(self.phase, Phase::Member)
-            || self.members.contains(&from)
         {
             return;
         }
@@ -494,6 +501,16 @@ impl GroupState {
         if self.last_rejoin.is_some_and(|t| now < t + 3 * every) {
             return;
         }
+        // Heard twice, an interval apart, and still not in the view: another group indeed.
+        match self.foreign {
+            Some((id, first)) if id == from && now >= first + every / 2 => {}
+            Some((id, _)) if id == from => return,
+            _ => {
+                self.foreign = Some((from, now));
+                return;
+            }
+        }
+        self.foreign = None;
         info!(group = %self.name, into = %from, theirs, ours, "a larger group of this name: merging");
         self.rejoin_due = Some(Rejoin::Merge { into: from });
     }
@@ -961,6 +978,7 @@ impl IoLoop {
             next_beacon: None,
             rejoin_due: None,
             last_rejoin: None,
+            foreign: None,
             rejoin_by: None,
             done: false,
             final_reply: None,
