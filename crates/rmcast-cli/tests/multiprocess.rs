@@ -1167,7 +1167,9 @@ fn members_started_together_form_one_group() {
     }
     // The same in unicast mode (the lookers' announcements go to the listed peers), on ports
     // picked from this process's id so that concurrent test runs do not meet.
-    let base = 20_000 + (std::process::id() % 10_000) as u16 * 3;
+    // Below the kernel's ephemeral range (32768 and up here), where the other processes'
+    // sockets bound to port 0 land.
+    let base = 20_000 + (std::process::id() % 3_000) as u16 * 3;
     let ports: Vec<u16> = (0..3).map(|i| base + i).collect();
     let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let specs: Vec<Spec> = CONCURRENT_IDS[..3]
@@ -2040,7 +2042,9 @@ fn unicast_only_member_takes_part_in_a_ring_with_multicast_members() {
     let group = dir.file_name().unwrap().to_string_lossy().into_owned();
     let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
     let t = Duration::from_secs(20);
-    let base = 30_000 + (std::process::id() % 10_000) as u16 * 3;
+    // Below the kernel's ephemeral range (32768 and up here), where the other processes'
+    // sockets bound to port 0 land.
+    let base = 10_000 + (std::process::id() % 3_000) as u16 * 3;
     let ports: Vec<String> = (0..3).map(|i| (base + i).to_string()).collect();
     let peers = ports
         .iter()

@@ -31,7 +31,7 @@ fn three_nodes_same_order_over_unicast() {
 #[test]
 fn explicit_multicast_address() {
     let (ip, _) = rmcast_proto::common::multicast_endpoint(&unique_name("explicit"));
-    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let port = 20_000 + (std::process::id() % 10_000) as u16; // below the ephemeral ports
     let addr = std::net::SocketAddrV4::new(ip.into(), port);
     three_members_same_order(toy(), move |_| GroupAddr::Multicast(addr), 20);
 }
