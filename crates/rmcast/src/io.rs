@@ -310,6 +310,17 @@ impl Net {
         }
     }
 
+    /// Send the backlog, waiting up to `limit` for the socket to take it (the thread sleeps:
+    /// only for datagrams that must leave before something ends).
+    fn drain_backlog(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        self.flush_backlog();
+        while self.blocked() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+            self.flush_backlog();
+        }
+    }
+
     /// Remember where `sender` lives.
     fn learn(&mut self, me: NodeId, sender: NodeId, from: SocketAddr) {
         if sender == me {
@@ -763,12 +774,7 @@ impl IoLoop {
                     // What the engines wrote last (a leaver's farewell, which the others
                     // wait for) leaves before the thread ends; the socket gets a moment
                     // to take it, no more.
-                    let until = Instant::now() + SHUTDOWN_FLUSH;
-                    self.net.flush_backlog();
-                    while self.net.blocked() && Instant::now() < until {
-                        std::thread::sleep(Duration::from_millis(1));
-                        self.net.flush_backlog();
-                    }
+                    self.net.drain_backlog(SHUTDOWN_FLUSH);
                     info!("node stopped");
                     return;
                 }
@@ -1435,11 +1441,7 @@ impl IoLoop {
                 // anyone is told the group closed.
                 self.transmit(i, now, true);
                 self.net.flush_out();
-                let until = Instant::now() + CLOSE_FLUSH;
-                while self.net.blocked() && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(1));
-                    self.net.flush_backlog();
-                }
+                self.net.drain_backlog(CLOSE_FLUSH);
                 let mut g = self.groups.swap_remove(i);
                 if let Some((r, result)) = g.final_reply.take() {
                     let _ = r.send(result);
