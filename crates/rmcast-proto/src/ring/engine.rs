@@ -290,6 +290,9 @@ pub struct Ring {
     /// and joiners that asked in as such.
     pub(super) unicast_members: BTreeSet<NodeId>,
     pub(super) unicast_joiners: BTreeSet<NodeId>,
+    /// While joining to merge into another ring of this name: a member of that ring, so that
+    /// only it admits us ([`Engine::rejoin`]).
+    pub(super) join_into: Option<NodeId>,
 }
 
 impl Ring {
@@ -369,6 +372,7 @@ impl Ring {
             client: (p.role == Role::Client).then(Client::default),
             unicast_members: BTreeSet::new(),
             unicast_joiners: BTreeSet::new(),
+            join_into: None,
         };
         if p.role == Role::Create {
             if p.settings.unicast_only {
@@ -1426,6 +1430,17 @@ impl Ring {
             return;
         }
         let member = self.ring.contains(&from);
+        let flags = body.get(9).copied().unwrap_or(0);
+        if kind == packet::LCR_JOIN && flags & packet::JOIN_TARGETED != 0 {
+            let Some(b) = body.get(10..14) else {
+                self.counters.malformed_dropped += 1;
+                return;
+            };
+            let into = NodeId(u32::from_be_bytes(b.try_into().expect("4 bytes")));
+            if !self.ring.contains(&into) {
+                return; // for another ring of this name
+            }
+        }
         match kind {
             packet::LCR_JOIN if member => {
                 // Admitted already: the New List again, to the joiner only.
@@ -1454,9 +1469,7 @@ impl Ring {
             packet::LCR_JOIN | packet::LCR_LEAVE | packet::LCR_LOCK | packet::LCR_UNLOCK => {
                 if self.lcrs.len() < MAX_LCRS || self.lcrs.contains_key(&from) {
                     self.lcrs.insert(from, (kind, first_sseq));
-                    let unicast = body
-                        .get(9)
-                        .is_some_and(|f| f & packet::JOIN_UNICAST_ONLY != 0);
+                    let unicast = flags & packet::JOIN_UNICAST_ONLY != 0;
                     if kind == packet::LCR_JOIN && unicast && self.unicast_joiners.len() < MAX_LCRS
                     {
                         self.unicast_joiners.insert(from);
@@ -1712,13 +1725,26 @@ impl Engine for Ring {
             if ready {
                 let own_next = self.own_next;
                 let unicast = self.settings.unicast_only;
+                let into = self.join_into;
+                let flags = if unicast {
+                    packet::JOIN_UNICAST_ONLY
+                } else {
+                    0
+                } | if into.is_some() {
+                    packet::JOIN_TARGETED
+                } else {
+                    0
+                };
                 self.send(Destination::Group, packet::LCR, |b| {
                     b.push(kind);
-                    if kind == packet::LCR_JOIN && (own_next > 0 || unicast) {
+                    if kind == packet::LCR_JOIN && (own_next > 0 || flags != 0) {
                         b.extend_from_slice(&own_next.to_be_bytes());
                     }
-                    if kind == packet::LCR_JOIN && unicast {
-                        b.push(packet::JOIN_UNICAST_ONLY);
+                    if kind == packet::LCR_JOIN && flags != 0 {
+                        b.push(flags);
+                    }
+                    if let (packet::LCR_JOIN, Some(into)) = (kind, into) {
+                        b.extend_from_slice(&into.0.to_be_bytes());
                     }
                 });
                 if self.member && self.token.holding {
@@ -1960,6 +1986,7 @@ impl Engine for Ring {
 
     fn rejoin(&mut self, now: Time, merging_into: Option<NodeId>) -> Result<(), SendError> {
         self.start_over(now, Role::Join)?;
+        self.join_into = merging_into;
         if let Some(into) = merging_into {
             self.events
                 .push_back(Event::Recovery(crate::engine::Recovery::Merging { into }));

@@ -35,6 +35,9 @@ pub const LCR_UNLOCK: u8 = 4;
 /// A join's flag (the byte after its next sequence number): the joiner cannot receive
 /// multicast (section 3.4).
 pub const JOIN_UNICAST_ONLY: u8 = 1;
+/// A join's flag: the joiner merges into the ring that has this member (its id follows the
+/// flags, 4 bytes); other rings of the group's name leave the request alone.
+pub const JOIN_TARGETED: u8 = 2;
 
 /// Lock numbers run from 0 to `MAX_LOCKS - 1`; the first [`HANDLER_LOCKS`] are handler locks
 /// (section 3.3): the holder of lock `h` answers the packets that name handler `h`.

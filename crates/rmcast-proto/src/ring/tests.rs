@@ -168,6 +168,37 @@ impl Net {
     }
 }
 
+/// Two rings of one name (created apart) both hear a join. A node merging into one of them
+/// names a member of it: only that ring takes it in, and the other does not keep a member that
+/// never comes. Node 0's ring would win the joiner otherwise (it answers first here).
+#[test]
+fn a_merging_joiner_is_admitted_by_the_ring_it_names_only() {
+    let settings = EngineSettings::default();
+    let mut net = Net::new(1);
+    for i in [1, 2] {
+        net.nodes.push(RingFactory.build(&EngineParams {
+            role: Role::Create,
+            group: 7,
+            me: NodeId(i),
+            max_datagram_bytes: 1400,
+            now: net.now,
+            seed: u64::from(i),
+            settings: &settings,
+        }));
+        net.events.push(vec![]);
+    }
+    net.run_for(Duration::from_millis(300));
+    net.nodes[2].rejoin(net.now, Some(NodeId(1))).unwrap();
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.nodes[0].info().members, vec![NodeId(0)]);
+    let mut joined = net.nodes[1].info().members;
+    joined.sort();
+    assert_eq!(joined, vec![NodeId(1), NodeId(2)]);
+    let mut own = net.nodes[2].info().members;
+    own.sort();
+    assert_eq!(own, vec![NodeId(1), NodeId(2)]);
+}
+
 #[test]
 fn three_members_one_order_then_quiescent() {
     let mut net = Net::new(3);

@@ -84,9 +84,6 @@ impl Sequencer {
             .enumerate()
             .find(|(_, e)| e.kind == EntryKind::Join && e.sender == self.me);
         let Some((i, _)) = mine else { return false };
-        if self.join_into.is_some_and(|s| s != from) {
-            return false; // ordered by another group of this name; ours is the target's
-        }
         self.hist.start_at(base_seq + i as u64);
         self.view.coordinator = from;
         self.sequencer_hint = from;

@@ -51,9 +51,10 @@ pub struct Sequencer {
     /// The sender side: own messages until they are delivered back.
     pub(super) sender: Sender,
     pub(super) join_deadline: Option<Time>,
-    /// While joining to merge into another group of this name: that group's sequencer, the only
-    /// one whose admission counts (other groups that heard an untargeted request would each
-    /// admit us, and keep a member that never comes until they find it failed).
+    /// While joining to merge into another group of this name: a member of that group (its
+    /// coordinator when the merge was decided). Only a group that has it admits us; other
+    /// groups that heard an untargeted request would each admit us, and keep a member that
+    /// never comes until they found it failed.
     pub(super) join_into: Option<NodeId>,
     /// The next status report asks the sequencer for its state (completion stalled).
     pub(super) ask_state: bool,
@@ -446,7 +447,8 @@ impl Sequencer {
             | Body::LeaveReq { .. }
             | Body::ReqGap { .. }
                 if recovering => {}
-            Body::JoinReq { into } if into.is_some_and(|s| s != self.me) => {}
+            // A merging joiner wants the group that has `into`, not ours.
+            Body::JoinReq { into } if into.is_some_and(|m| !self.view.members.contains(&m)) => {}
             Body::JoinReq { .. } if recovering => self.serve_admitted_joiner(from),
             Body::BcastReq {
                 bb,

@@ -186,10 +186,10 @@ pub enum Body<'a> {
         /// One past the last missing one.
         to: u64,
     },
-    /// Request to join. A node merging its group into another names that group's sequencer
+    /// Request to join. A node merging its group into another names a member of that group
     /// (`into`), so that other groups of the same name that hear the request leave it alone.
     JoinReq {
-        /// The sequencer whose group is to admit the joiner; `None`: whichever group hears it.
+        /// A member of the group that is to admit the joiner; `None`: whichever group hears it.
         into: Option<NodeId>,
     },
     /// Request to leave.
