@@ -1639,7 +1639,6 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
     let mut merged = None;
     let mut expelled = None;
     let mut left = false;
-    let mut viewed = false;
     for _ in 0..EVENTS_BUDGET {
         // Reserve room before taking an event out of the engine: an event, once taken, has
         // nowhere else to go.
@@ -1694,7 +1693,6 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
                 g.members.clone_from(&v.members);
                 g.coordinator = Some(v.coordinator);
-                viewed = true;
                 g.view_changed = true;
                 if let Some(p) = permit {
                     p.send(Event::View(v));
@@ -1758,7 +1756,8 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
             }
         }
     }
-    if viewed {
+    if g.view_changed {
+        // The view's members bound the datagram size (a smaller member may have joined).
         g.fit_datagrams();
     }
     if let Some(into) = merged {

@@ -161,10 +161,11 @@ impl Sequencer {
         s
     }
 
-    /// Join again as a new member ([`crate::Engine::rejoin`]): a joiner's state, with the
-    /// message numbering, the counters and the events not yet taken kept. The stream goes on
-    /// after the last number used, and the first request says so (`ordered_through`), so the
-    /// sequencer that admits us orders it at once.
+    /// Join again as a new member ([`crate::Engine::rejoin`]), or with `alone` create a group
+    /// of one ([`crate::Engine::start_alone`]): a fresh state, with the message numbering, the
+    /// counters and the events not yet taken kept. The stream goes on after the last number
+    /// used, and the first request says so (`ordered_through`), so the sequencer that admits us
+    /// orders it at once (alone, we order our own locally, from any number).
     pub(super) fn start_over(&mut self, now: Time, alone: bool) {
         let now = now.max(self.now);
         let mut fresh = if alone {
