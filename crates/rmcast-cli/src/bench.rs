@@ -44,9 +44,10 @@ mod perturb;
 
 use crate::keys::KeyArgs;
 use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
-use crate::worker::{WINDOW_MS, WORKER_WIND_DOWN};
+use crate::worker::WINDOW_MS;
 use crate::workers::{
     fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
+    WORKER_WIND_DOWN,
 };
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};

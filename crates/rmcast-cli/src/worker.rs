@@ -47,7 +47,7 @@ macro_rules! say {
 }
 
 use crate::member::GroupArgs;
-use crate::workers::WorkerStats;
+use crate::workers::{WorkerStats, BARRIER_MIN_S, DRAIN_S, LEAVE_S};
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::{Error, Group, GroupEvent, Recovery, TrySendError};
@@ -61,18 +61,9 @@ use std::time::{Duration, Instant};
 pub const PAYLOAD_HEADER_BYTES: usize = 20;
 /// Counter value of the barrier message each worker sends when it has delivered everything.
 pub const DONE_COUNTER: u64 = u64::MAX;
-/// Longest a worker spends after `--timeout-ms`: the barrier, the leave and the last events.
-pub const WORKER_WIND_DOWN: Duration = Duration::from_secs(BARRIER_MIN_S + LEAVE_S + DRAIN_S);
 /// The log is flushed at most this long after an event, while events come. Per event would be
 /// a system call per message; this bounds what a killed worker's log misses.
 pub const LOG_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
-/// The barrier gets at least this long, even after a timeout.
-const BARRIER_MIN_S: u64 = 2;
-/// Bound of the leave: beyond the Sequencer's `leave_linger_ms` (5 s), since the last member
-/// to leave, as sequencer, may stay that long for members whose farewells it has not heard.
-const LEAVE_S: u64 = 7;
-/// Bound of the wait for the last events after the leave.
-const DRAIN_S: u64 = 1;
 /// Latency samples kept at most (128 MiB): a stream has no count to bound them by.
 const MAX_LATENCY_SAMPLES: usize = 1 << 24;
 /// Deliveries recorded before the clock is read for them at the latest.

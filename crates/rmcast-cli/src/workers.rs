@@ -22,6 +22,16 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Longest a worker spends after `--timeout-ms`: the barrier, the leave and the last events.
+pub const WORKER_WIND_DOWN: Duration = Duration::from_secs(BARRIER_MIN_S + LEAVE_S + DRAIN_S);
+/// The barrier gets at least this long, even after a timeout.
+pub const BARRIER_MIN_S: u64 = 2;
+/// Bound of the leave: beyond the Sequencer's `leave_linger_ms` (5 s), since the last member
+/// to leave, as sequencer, may stay that long for members whose farewells it has not heard.
+pub const LEAVE_S: u64 = 7;
+/// Bound of the wait for the last events after the leave.
+pub const DRAIN_S: u64 = 1;
+
 /// How long the group's creator may take to be up before the others are started.
 pub const CREATOR_READY: Duration = Duration::from_secs(10);
 
@@ -127,11 +137,11 @@ pub fn fresh_group_name(prefix: &str) -> String {
 
 /// The `--timeout-ms` to give workers of a run bounded by `total`: well before the run kills
 /// them, so that they still report. After its own timeout a worker may spend up to
-/// [`WORKER_WIND_DOWN`](crate::worker::WORKER_WIND_DOWN) on the barrier, the leave and the last
+/// [`WORKER_WIND_DOWN`] on the barrier, the leave and the last
 /// events.
 pub fn worker_timeout(total: Duration) -> Duration {
     total
-        .saturating_sub(crate::worker::WORKER_WIND_DOWN + Duration::from_secs(2))
+        .saturating_sub(WORKER_WIND_DOWN + Duration::from_secs(2))
         .max(Duration::from_secs(5))
 }
 
@@ -542,7 +552,7 @@ mod tests {
     fn worker_timeout_leaves_room_for_the_wind_down() {
         let total = Duration::from_secs(40);
         let t = worker_timeout(total);
-        assert!(t + crate::worker::WORKER_WIND_DOWN < total);
+        assert!(t + WORKER_WIND_DOWN < total);
         assert_eq!(
             worker_timeout(Duration::from_secs(1)),
             Duration::from_secs(5)

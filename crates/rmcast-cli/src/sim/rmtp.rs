@@ -8,8 +8,8 @@
 //! `--plot FILE` draws the retransmissions of M3 per run, with and without DRs, and the
 //! throughput of the three measurements.
 
+use super::args::SimArgs;
 use crate::plot::{Panel, Series};
-use crate::sim::SimArgs;
 use plotters::chart::SeriesLabelPosition;
 use rmcast_sim::rmtp::{Measurement, Outcome, Setup};
 use std::process::ExitCode;
@@ -58,8 +58,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    let results =
-        crate::experiments::run_parallel(&jobs, threads, |j| setup.run(j.m, j.drs, j.seed));
+    let results = super::parallel::run_parallel(&jobs, threads, |j| setup.run(j.m, j.drs, j.seed));
     let mut ok = true;
     let mut tables: Vec<(Measurement, bool, Vec<&Outcome>)> = Vec::new();
     for (j, o) in jobs.iter().zip(&results) {

@@ -2,7 +2,7 @@
 //! Communication" (Whetten, Montgomery, Kaplan), Figures 5.1 and 5.2, in the simulator on one
 //! shared 10 Mbit/s medium, with the ring engine (RMP) and the sequencer engine side by side in
 //! the same invocation ([`rmcast_sim::experiment`] makes and measures each run). The other
-//! experiment, `--experiment pbcast`, is in [`crate::pbcast`]; both run on [`run_parallel`].
+//! experiment, `--experiment pbcast`, is in [`super::pbcast`]; both run on [`run_parallel`].
 //!
 //! - Figure 5.1: aggregate throughput (payload of all senders times the destinations, the
 //!   senders being destinations too) for 2 to 8 members and 1, 2, 4 and 8 sources.
@@ -12,29 +12,12 @@
 //! Prints one table per figure, and with `--plot FILE` draws both figures into one SVG.
 //! The exit code is 0 only if every run delivered everything and passed every checker.
 
+use super::args::SimArgs;
+use super::parallel::run_parallel;
 use crate::plot::{Panel, Series};
-use crate::sim::SimArgs;
 use plotters::chart::SeriesLabelPosition;
 use rmcast_sim::experiment::{Point, Setup, ETHERNET_MBPS};
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-
-/// The experiments of `rmcast sim --experiment`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Experiment {
-    /// Throughput on a shared 10 Mbit/s medium as the group and the number of sources grow
-    /// (RMP paper, Figures 5.1 and 5.2), ring and sequencer engines side by side.
-    Rmp,
-    /// Throughput at the unperturbed members while perturbed members sleep at random
-    /// ("Throughput Stability of Reliable Multicast Protocols", Figures 2 to 7), gossip and
-    /// sequencer engines side by side.
-    Pbcast,
-    /// RMTP's Tables IV to VI: a 1 MB file to 18 receivers in five areas, with DRs and without
-    /// (takes --messages, --seed, --threads and --plot).
-    Rmtp,
-}
 
 /// The engines compared, in table order.
 const ENGINES: [&str; 2] = ["ring", "sequencer"];
@@ -85,16 +68,8 @@ fn setup(args: &SimArgs) -> Setup {
     }
 }
 
-/// Runs `experiment` on `threads` threads.
-pub fn run(experiment: Experiment, args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
-    match experiment {
-        Experiment::Rmp => rmp(args, threads),
-        Experiment::Pbcast => crate::pbcast::run(args, threads),
-        Experiment::Rmtp => crate::rmtp::run(args, threads),
-    }
-}
-
-fn rmp(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+/// The RMP experiment (Figures 5.1 and 5.2).
+pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let setup = setup(args);
     // Every run's scenario is checked before any runs (they differ in members and senders).
     setup
@@ -193,43 +168,6 @@ fn run_jobs(setup: &Setup, jobs: &[Job], threads: usize) -> anyhow::Result<Vec<P
     .into_iter()
     .map(|r| r.map_err(anyhow::Error::msg))
     .collect()
-}
-
-/// `f` of every job, on `threads` threads; the results come back in job order. With a
-/// terminal on stderr, the runs done so far are counted there.
-pub fn run_parallel<J: Sync, R: Send>(
-    jobs: &[J],
-    threads: usize,
-    f: impl Fn(&J) -> R + Sync,
-) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
-    let tty = std::io::stderr().is_terminal();
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else { break };
-                let r = f(job);
-                results
-                    .lock()
-                    .expect("no panics hold this lock")
-                    .push((i, r));
-                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty {
-                    eprint!("\r{d}/{} runs", jobs.len());
-                    let _ = std::io::stderr().flush();
-                }
-            });
-        }
-    });
-    if tty {
-        eprintln!();
-    }
-    let mut results = results.into_inner().expect("no panics hold this lock");
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
 }
 
 fn print_table(points: &[&Point]) {

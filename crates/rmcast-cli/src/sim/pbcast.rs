@@ -11,54 +11,13 @@
 //! loss up-calls), and with `--plot FILE` draws the four figures into one SVG. The exit code
 //! is 0 only if every run passed every checker and no member was taken for failed.
 
-use crate::experiments::run_parallel;
+use super::args::{Perturbed, SimArgs};
+use super::parallel::run_parallel;
 use crate::plot::{Panel, Series};
-use crate::sim::SimArgs;
 use anyhow::bail;
 use plotters::chart::SeriesLabelPosition;
-use rmcast_sim::stability::{self, default_history, Point, Protocol, Setup, AMOEBA_HISTORY};
+use rmcast_sim::stability::{default_history, Point, Protocol, Setup, AMOEBA_HISTORY};
 use std::process::ExitCode;
-
-/// How many members of a group are perturbed (`--perturbed`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Perturbed {
-    /// This many.
-    Count(u32),
-    /// A quarter of the group (`n/4`, at least 1).
-    Quarter,
-}
-
-impl Perturbed {
-    /// The number of perturbed members in a group of `members`.
-    pub fn of(self, members: u32) -> u32 {
-        match self {
-            Perturbed::Count(c) => c,
-            Perturbed::Quarter => stability::quarter(members),
-        }
-    }
-}
-
-impl std::fmt::Display for Perturbed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Perturbed::Count(c) => write!(f, "{c}"),
-            Perturbed::Quarter => write!(f, "n/4"),
-        }
-    }
-}
-
-/// `--perturbed`: a number of members, or `n/4`.
-pub fn parse_perturbed(s: &str) -> Result<Perturbed, String> {
-    match s.trim() {
-        "n/4" | "N/4" => Ok(Perturbed::Quarter),
-        t => match t.parse::<u32>() {
-            Ok(c) if c > 0 => Ok(Perturbed::Count(c)),
-            _ => Err(format!(
-                "{s:?}: a number of perturbed members (at least 1) or n/4"
-            )),
-        },
-    }
-}
 
 /// Group sizes without `--members` (128 takes as long as all of these together).
 const DEFAULT_MEMBERS: [u32; 4] = [8, 16, 32, 64];

@@ -1,0 +1,218 @@
+//! The arguments of `rmcast sim` and the small types they parse into, apart from the commands
+//! that read them, so that every experiment depends on them and none on another.
+
+use clap::Args;
+use rmcast_proto::registry;
+use rmcast_sim::stability;
+
+/// The experiments of `rmcast sim --experiment`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Experiment {
+    /// Throughput on a shared 10 Mbit/s medium as the group and the number of sources grow
+    /// (RMP paper, Figures 5.1 and 5.2), ring and sequencer engines side by side.
+    Rmp,
+    /// Throughput at the unperturbed members while perturbed members sleep at random
+    /// ("Throughput Stability of Reliable Multicast Protocols", Figures 2 to 7), gossip and
+    /// sequencer engines side by side.
+    Pbcast,
+    /// RMTP's Tables IV to VI: a 1 MB file to 18 receivers in five areas, with DRs and without
+    /// (takes --messages, --seed, --threads and --plot).
+    Rmtp,
+}
+
+/// How many members of a group are perturbed (`--perturbed`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Perturbed {
+    /// This many.
+    Count(u32),
+    /// A quarter of the group (`n/4`, at least 1).
+    Quarter,
+}
+
+impl Perturbed {
+    /// The number of perturbed members in a group of `members`.
+    pub fn of(self, members: u32) -> u32 {
+        match self {
+            Perturbed::Count(c) => c,
+            Perturbed::Quarter => stability::quarter(members),
+        }
+    }
+}
+
+impl std::fmt::Display for Perturbed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Perturbed::Count(c) => write!(f, "{c}"),
+            Perturbed::Quarter => write!(f, "n/4"),
+        }
+    }
+}
+
+/// `--perturbed`: a number of members, or `n/4`.
+pub fn parse_perturbed(s: &str) -> Result<Perturbed, String> {
+    match s.trim() {
+        "n/4" | "N/4" => Ok(Perturbed::Quarter),
+        t => match t.parse::<u32>() {
+            Ok(c) if c > 0 => Ok(Perturbed::Count(c)),
+            _ => Err(format!(
+                "{s:?}: a number of perturbed members (at least 1) or n/4"
+            )),
+        },
+    }
+}
+
+/// `--engine`: any name of the engine registry ([`registry::names`]); the error lists them.
+fn engine_name(s: &str) -> Result<String, String> {
+    match registry::find(s) {
+        Some(f) => Ok(f.name().to_string()),
+        None => Err(format!(
+            "no engine named {s:?} (engines: {})",
+            registry::names().join(", ")
+        )),
+    }
+}
+
+/// Arguments of `rmcast sim`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct SimArgs {
+    /// Protocol engine to run: a name of the engine registry (`sequencer`, ...).
+    #[arg(long, default_value = "sequencer", value_parser = engine_name)]
+    pub engine: String,
+    /// Resilience degree r: a send completes once r + 1 members hold the message.
+    #[arg(long, default_value_t = 0)]
+    pub resilience: u8,
+    /// Members at the start (host 0 creates the group, the others join 1 ms apart)
+    /// [default: 8]. With --experiment pbcast, the group sizes to run, comma-separated
+    /// [default: 8,16,32,64].
+    #[arg(long, value_delimiter = ',', num_args = 1)]
+    pub members: Vec<u32>,
+    /// One-way latency of every link, in milliseconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub latency: f64,
+    /// Jitter in milliseconds (uniform extra latency per datagram): reorders datagrams.
+    #[arg(long, default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Probability that a datagram copy is lost, in [0, 1) [default: 0; with --experiment
+    /// pbcast, 0.01].
+    #[arg(long)]
+    pub loss: Option<f64>,
+    /// Probability that a datagram copy arrives twice, in [0, 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub dup: f64,
+    /// Uplink bandwidth of every host in Mbit/s, with a drop-tail queue (default: unlimited;
+    /// with --experiment rmp, the shared medium's: 10).
+    #[arg(long)]
+    pub bandwidth_mbps: Option<f64>,
+    /// One shared medium (an Ethernet segment) at --bandwidth-mbps instead of an uplink per
+    /// host: every datagram, multicast or unicast, is one transmission on it, hosts take turns.
+    #[arg(long)]
+    pub shared_medium: bool,
+    /// Messages per sender [default: 200; with --experiment rmp, 1000].
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Payload bytes per message [default: 64; with --experiment rmp, 1024].
+    #[arg(long)]
+    pub message_bytes: Option<usize>,
+    /// Number of senders (hosts 1, 2, ...; host 0 last).
+    #[arg(long, default_value_t = 1)]
+    pub senders: u32,
+    /// Closed loop: messages in flight per sender (1 = one broadcast at a time) [default: 4;
+    /// with --experiment rmp, as many as the engine accepts].
+    #[arg(long)]
+    pub in_flight: Option<u32>,
+    /// Open loop instead: messages per second per sender [with --experiment pbcast: 200].
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Joins, and as many leaves, while traffic flows (`--churn` alone means 2).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "2")]
+    pub churn: u32,
+    /// Partitions that come and heal while traffic flows (`--partition` alone means 1).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
+    pub partition: u32,
+    /// Longest partition in milliseconds (each lasts between half of it and all of it).
+    #[arg(long, default_value_t = 300)]
+    pub partition_ms: u64,
+    /// Pauses of one host while traffic flows (`--pause` alone means 1).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
+    pub pause: u32,
+    /// Longest pause in milliseconds (each lasts between half of it and all of it).
+    #[arg(long, default_value_t = 200)]
+    pub pause_ms: u64,
+    /// Receive buffer of a paused (or, with --experiment pbcast, sleeping) host, in datagrams
+    /// (overflow is dropped and counted).
+    #[arg(long, default_value_t = 64)]
+    pub rx_buffer: usize,
+    /// Window after the traffic starts in which faults and churn happen, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub fault_window_ms: u64,
+    /// Hosts that crash at random moments of the fault window (state lost for good).
+    #[arg(long, default_value_t = 0)]
+    pub crashes: u32,
+    /// The first crash is the sequencer's (host 0).
+    #[arg(long)]
+    pub crash_sequencer: bool,
+    /// Each further crash falls 500-900 ms after the one before: into the recovery from it.
+    #[arg(long)]
+    pub crash_in_recovery: bool,
+    /// Smallest group a reset may form (0: a majority of the view before the failure).
+    #[arg(long, default_value_t = 0)]
+    pub min_members: u32,
+    /// Self-healing, as `rmcast member` does by default: an expelled host joins the group again,
+    /// and a run passes only once every host not meant to leave or crash is back in one group.
+    #[arg(long)]
+    pub heal: bool,
+    /// The quality of service of every message (default: the strongest the engine serves):
+    /// unreliable, reliable, source-ordered, totally-ordered, k-resilient=K.
+    #[arg(long, value_parser = crate::member::parse_qos)]
+    pub qos: Option<rmcast_proto::Qos>,
+    /// Number of seeds to run (seeds 0..N).
+    #[arg(long, default_value_t = 20)]
+    pub seeds: u64,
+    /// Run this one seed only (replays a failure).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print datagrams per broadcast for r = 0..3, one message in flight and under load.
+    #[arg(long)]
+    pub message_counts: bool,
+    /// Run an experiment instead of a sweep: `rmp` measures the throughput of the ring and the
+    /// sequencer engines on a shared 10 Mbit/s medium, as Figures 5.1 and 5.2 of the RMP paper
+    /// do (takes --messages, --message-bytes, --in-flight, --latency, --bandwidth-mbps,
+    /// --seed, --threads and --plot); `pbcast` measures the throughput of the gossip and the
+    /// sequencer engines at the unperturbed members of a group whose perturbed members sleep
+    /// at random, as Figures 2 to 7 of "Throughput Stability of Reliable Multicast Protocols"
+    /// do (takes --members, --perturbed, --p, --history, --seconds, --rate, --loss,
+    /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot).
+    #[arg(long, value_enum)]
+    pub experiment: Option<Experiment>,
+    /// With --experiment pbcast: perturb rates, the probability that a perturbed member sleeps
+    /// in each 100 ms period, comma-separated [default: 0.1,0.2,...,0.9].
+    #[arg(long = "p", value_name = "P", value_delimiter = ',', num_args = 1)]
+    pub perturb_rates: Vec<f64>,
+    /// With --experiment pbcast: how many members are perturbed, comma-separated: a number, or
+    /// `n/4` for a quarter of the group [default: 1,n/4].
+    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = parse_perturbed)]
+    pub perturbed: Vec<Perturbed>,
+    /// With --experiment pbcast: history buffers of the sequencer runs, in messages,
+    /// comma-separated; each is one protocol of the tables [default: 128 (the Amoeba paper's)
+    /// and the engine's default, 4096].
+    #[arg(long, value_delimiter = ',', num_args = 1)]
+    pub history: Vec<usize>,
+    /// With --experiment pbcast: virtual seconds of sending in each run [default: 10].
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Failing seeds to print in detail.
+    #[arg(long, default_value_t = 10)]
+    pub show_failures: usize,
+    /// With --seed: also print what every host went through (views, failures found, resets,
+    /// expulsions, leaves, crashes) and each engine's state at the end.
+    #[arg(long, requires = "seed")]
+    pub trace: bool,
+    /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
+    /// and recoveries show as flat stretches), as SVG to this file (with --experiment rmp: the
+    /// two figures; with --experiment pbcast: the four).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+}

@@ -1,0 +1,42 @@
+//! Independent simulator runs spread over threads, shared by the experiments.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// `f` of every job, on `threads` threads; the results come back in job order. With a
+/// terminal on stderr, the runs done so far are counted there.
+pub fn run_parallel<J: Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    f: impl Fn(&J) -> R + Sync,
+) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let r = f(job);
+                results
+                    .lock()
+                    .expect("no panics hold this lock")
+                    .push((i, r));
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if tty {
+                    eprint!("\r{d}/{} runs", jobs.len());
+                    let _ = std::io::stderr().flush();
+                }
+            });
+        }
+    });
+    if tty {
+        eprintln!();
+    }
+    let mut results = results.into_inner().expect("no panics hold this lock");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
