@@ -98,6 +98,29 @@ impl SenderHistory {
     }
 
     /// The message `msg`, if held.
+    /// What holds between calls (checked in debug builds): the window starts at or below the
+    /// next number to deliver and holds at most its capacity; nothing below `next` is missing
+    /// or given up on any more; the gap scan never lags behind delivery; gaps lie in the window.
+    pub fn check_invariants(&self) {
+        debug_assert!(
+            self.base() <= self.next,
+            "window base {} beyond next {}",
+            self.base(),
+            self.next
+        );
+        debug_assert!(self.held_count() <= self.capacity);
+        debug_assert!(self.scanned >= self.next);
+        debug_assert!(self
+            .gaps
+            .first_key_value()
+            .is_none_or(|(m, _)| *m >= self.next));
+        debug_assert!(self
+            .gaps
+            .last_key_value()
+            .is_none_or(|(m, _)| *m < self.limit()));
+        debug_assert!(self.lost.first().is_none_or(|m| *m >= self.next));
+    }
+
     pub fn get(&self, msg: u64) -> Option<&Held> {
         self.buf.as_ref().and_then(|b| b.get(msg))
     }
@@ -125,6 +148,7 @@ impl SenderHistory {
                 self.gaps.remove(&msg);
                 self.known = self.known.max(msg + 1);
                 self.touched = round;
+                self.check_invariants();
                 Insert::Stored
             }
             Ok(false) => Insert::Duplicate,
@@ -153,6 +177,7 @@ impl SenderHistory {
         self.known = self.next;
         self.scanned = self.next;
         self.touched = round;
+        self.check_invariants();
         Some(msg)
     }
 
@@ -179,6 +204,7 @@ impl SenderHistory {
             }
         }
         self.scanned = self.scanned.max(to);
+        self.check_invariants();
     }
 
     /// Give up on `msg` (it is missing here).
@@ -192,6 +218,7 @@ impl SenderHistory {
     /// Delivery passed `msg`: forget what was kept for it.
     pub fn advance(&mut self) {
         self.move_next(self.next + 1);
+        self.check_invariants();
     }
 
     /// Delivery stands at `next` now: forget the gaps and losses below it.
@@ -237,6 +264,7 @@ impl SenderHistory {
         if self.buf.is_none() {
             self.base = self.base.max(self.next);
         }
+        self.check_invariants();
     }
 
     /// Garbage collection: drop delivered messages from the oldest up while they are below
@@ -282,6 +310,7 @@ impl SenderHistory {
             self.buf = None;
             self.base = new_base;
         }
+        self.check_invariants();
         (dropped, stable_n)
     }
 

@@ -164,6 +164,26 @@ impl OrderingQ {
         };
         self.slots.push_back(Slot { state, entry });
         self.advance_held();
+        self.check_invariants();
+    }
+
+    /// What holds between calls (checked in debug builds): slots are delivered in timestamp
+    /// order, never past one that is not held (`base <= deliver_next <= held_next <= end`),
+    /// every slot below `deliver_next` still kept is delivered and none at or above it is, and
+    /// each missing entry names a kept slot at or above `deliver_next`.
+    fn check_invariants(&self) {
+        debug_assert!(self.base <= self.deliver_next);
+        debug_assert!(self.deliver_next <= self.held_next);
+        debug_assert!(self.held_next <= self.end());
+        debug_assert!(self.missing.len() <= self.slots.len());
+        debug_assert!(self
+            .deliver_next
+            .checked_sub(1)
+            .and_then(|ts| self.get(ts))
+            .is_none_or(|s| s.state == SlotState::Delivered));
+        debug_assert!(self
+            .get(self.deliver_next)
+            .is_none_or(|s| s.state != SlotState::Delivered));
     }
 
     fn advance_held(&mut self) {
@@ -195,6 +215,7 @@ impl OrderingQ {
             }
         }
         self.advance_held();
+        self.check_invariants();
         Some(ts)
     }
 
@@ -229,10 +250,13 @@ impl OrderingQ {
     pub fn delivered(&mut self) {
         if let Some(i) = self.deliver_next.checked_sub(self.base) {
             if let Some(s) = self.slots.get_mut(i as usize) {
+                // Only a held slot is delivered, and only once.
+                debug_assert_eq!(s.state, SlotState::Received);
                 s.state = SlotState::Delivered;
                 self.deliver_next += 1;
             }
         }
+        self.check_invariants();
     }
 
     /// Forget delivered slots below `ts` (stable: everyone holds them).
@@ -241,6 +265,7 @@ impl OrderingQ {
             self.slots.pop_front();
             self.base += 1;
         }
+        self.check_invariants();
     }
 }
 

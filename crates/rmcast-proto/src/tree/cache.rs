@@ -92,6 +92,15 @@ impl DataCache {
             }
         }
         self.mem.push_back(data);
+        self.check_invariants();
+    }
+
+    /// What holds between calls (checked in debug builds): memory holds at most `cap` packets,
+    /// and nothing at or above the memory's first packet counts as gone.
+    fn check_invariants(&self) {
+        debug_assert!(self.mem.len() <= self.cap);
+        debug_assert!(self.floor <= self.mem_floor);
+        debug_assert!(self.store.is_some() || self.evicted == 0 || self.floor == self.mem_floor);
     }
 
     /// Packet `seq`, if still held.

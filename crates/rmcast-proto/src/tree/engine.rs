@@ -102,6 +102,19 @@ struct SenderPart {
     leaving: bool,
 }
 
+impl SenderPart {
+    /// What holds between calls (checked in debug builds), Fig. 6: the window's lower bound
+    /// never passes what was transmitted, nothing is transmitted before it is submitted, and a
+    /// message completes only once every child has it (below `swin_lb`) and was submitted.
+    fn check_invariants(&self) {
+        debug_assert!(self.swin_lb <= self.send_next);
+        debug_assert!(self.send_next <= self.next_seq);
+        debug_assert!(self.completed <= self.next_seq);
+        debug_assert!(self.completed <= self.swin_lb);
+        debug_assert!(self.eof.is_none_or(|total| self.send_next <= total));
+    }
+}
+
 /// The ACK-processor part of the Sender and of a DR.
 struct ApPart {
     children: BTreeMap<NodeId, Child>,
@@ -156,11 +169,14 @@ impl RecvWindow {
 
     /// Drop everything below `floor` (reported lost).
     fn skip_to(&mut self, floor: u64) {
+        let w = self.slots.len();
         while self.l < floor {
             self.slots.pop_front();
             self.slots.push_back(None);
             self.l += 1;
         }
+        // The window slides; it never grows or shrinks (its size is W_r of the ACKs' bit vector).
+        debug_assert_eq!(self.slots.len(), w);
     }
 }
 
@@ -518,6 +534,7 @@ impl Tree {
         let avail_win = (s.swin_lb + cfg.send_window_pkts as u64).saturating_sub(s.send_next);
         s.budget = avail_win.min(s.cong_win.get() as u64);
         s.next_send = now + cfg.t_send();
+        s.check_invariants();
         self.transmit_new(now);
     }
 
@@ -538,6 +555,7 @@ impl Tree {
             self.send_data(Destination::Group, seq, &data, false);
         }
         let Some(s) = self.snd.as_mut() else { return };
+        s.check_invariants();
         if let Some(total) = s.eof {
             if s.send_next == total && !s.eof_sent {
                 s.eof_sent = true;
