@@ -76,6 +76,17 @@ impl Membership {
 
     /// Take in an entry.
     pub fn merge(&mut self, id: NodeId, e: MemberEntry) -> Merged {
+        let before = self.get(id);
+        let merged = self.merge_entry(id, e);
+        // A join of the semilattice: the table stays bounded, and what it holds for `id`
+        // afterwards loses neither to what it held nor to what came in (unless refused).
+        debug_assert!(self.entries.len() <= self.capacity);
+        debug_assert!(before.is_none_or(|b| self.get(id).is_some_and(|now| !now.loses_to(b))));
+        debug_assert!(merged == Merged::Full || self.get(id).is_some_and(|now| !now.loses_to(e)));
+        merged
+    }
+
+    fn merge_entry(&mut self, id: NodeId, e: MemberEntry) -> Merged {
         let full = self.entries.len() >= self.capacity;
         match self.entries.get_mut(&id) {
             Some(cur) if cur.loses_to(e) => {

@@ -142,8 +142,21 @@ impl Flow {
     }
 
     fn on_send(&mut self, sseq: u64, now: Time, len: usize) {
+        debug_assert!(self.sent.back().is_none_or(|last| last.0 < sseq));
         self.in_flight += len;
         self.sent.push_back((sseq, now, len, false));
+        self.check_invariants();
+    }
+
+    /// What holds between calls (checked in debug builds): the bytes in flight are exactly
+    /// those of the own packets in transit, which are kept in the order they were sent.
+    fn check_invariants(&self) {
+        debug_assert_eq!(self.in_flight, self.sent.iter().map(|p| p.2).sum::<usize>());
+        debug_assert!(self
+            .sent
+            .iter()
+            .zip(self.sent.iter().skip(1))
+            .all(|(a, b)| a.0 < b.0));
     }
 
     /// The first ACK ordering own packet `sseq` arrived.
@@ -161,6 +174,7 @@ impl Flow {
                 self.rtt.on_sample(now.saturating_since(at));
             }
         }
+        self.check_invariants();
     }
 
     fn on_loss(&mut self) {
