@@ -37,7 +37,35 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
 }
 
 /// Help text of the `--qos` flags.
-pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, or k-resilient=K (held by K members besides the sender before delivery); the engine must serve it";
+pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, k-resilient=K (held by K members besides the sender before delivery), majority-resilient or totally-resilient; the engine must serve it [default: the strongest of unreliable, reliable, source-ordered and totally-ordered that the engine's guarantees declare, e.g. source-ordered for gossip]";
+
+/// The level of every message when no `--qos` is given: the strongest delivery order
+/// (unreliable < reliable < source-ordered < totally-ordered) the engine's declared
+/// [`rmcast_proto::Guarantees`] serve, read from the registry. The resilient levels are left
+/// to be asked for: they make every delivery wait for more holders (the ring's
+/// totally-resilient, for one, waits for every member).
+pub fn default_qos(engine: &str, r: u8) -> anyhow::Result<rmcast::Qos> {
+    let g = rmcast_proto::registry::EngineChoice::named(engine)
+        .with_context(|| format!("engine `{engine}`"))?
+        .resilience(r)
+        .guarantees();
+    Ok(rmcast_sim::scenario::strongest_qos(&g))
+}
+
+/// `--qos` as given, else [`default_qos`]; either way refused ([`check_qos`]) if the engine
+/// does not serve it.
+pub fn qos_or_default(
+    given: Option<rmcast::Qos>,
+    engine: &str,
+    r: u8,
+) -> anyhow::Result<rmcast::Qos> {
+    let qos = match given {
+        Some(q) => q,
+        None => default_qos(engine, r)?,
+    };
+    check_qos(engine, r, qos)?;
+    Ok(qos)
+}
 
 /// A `--qos` level (RMP's per-message quality of service), by its name.
 pub fn parse_qos(s: &str) -> Result<rmcast::Qos, String> {
@@ -104,8 +132,8 @@ pub struct GroupArgs {
     pub group: String,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
-    #[arg(long, default_value = "totally-ordered", value_parser = parse_qos, help = QOS_HELP)]
-    pub qos: rmcast::Qos,
+    #[arg(long, value_parser = parse_qos, help = QOS_HELP)]
+    pub qos: Option<rmcast::Qos>,
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub id: Option<u32>,
@@ -240,6 +268,12 @@ impl RecoveryArgs {
 }
 
 impl GroupArgs {
+    /// The level of every message: `--qos`, or the strongest the engine serves
+    /// ([`qos_or_default`]); an error says what the engine serves if it does not serve it.
+    pub fn qos(&self) -> anyhow::Result<rmcast::Qos> {
+        qos_or_default(self.qos, &self.engine, self.resilience)
+    }
+
     /// The node and group configuration these flags describe.
     pub fn configs(&self) -> anyhow::Result<(NodeConfig, GroupConfig)> {
         let node = NodeConfig {
@@ -258,9 +292,9 @@ impl GroupArgs {
         group.engine = EngineChoice::named(&self.engine)?
             .resilience(self.resilience)
             .recovery(self.recovery.policy());
-        // The group's own level is the flag's: an engine that does not serve the default
-        // (totally ordered) must still open a group.
-        group.qos = self.qos;
+        // The group's own level is the flag's (or the engine's strongest): an engine that does
+        // not serve the runtime's default (totally ordered) must still open a group.
+        group.qos = self.qos()?;
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
             (Some(a), _) => {
                 if !a.ip().is_multicast() {
@@ -288,7 +322,7 @@ impl GroupArgs {
         completion_events: bool,
         heal: Option<Duration>,
     ) -> anyhow::Result<(Node, rmcast::Group)> {
-        check_qos(&self.engine, self.resilience, self.qos)?;
+        self.qos()?;
         let (node_cfg, mut group_cfg) = self.configs()?;
         group_cfg.completion_events = completion_events;
         group_cfg.heal = heal;
@@ -456,7 +490,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     ));
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
-    let qos = args.group.qos;
+    let qos = args.group.qos()?;
     if manual_reset {
         say("manual reset: after a failure, type /reset to rebuild the group");
     }
@@ -914,6 +948,33 @@ mod tests {
             "\\x1b[2J\\x1b]0;pwned\\x07x\\x0d"
         );
         assert_eq!(escape_controls("a\u{9b}b"), "a\\u{9b}b");
+    }
+
+    #[test]
+    fn without_qos_every_engine_sends_at_the_strongest_order_it_serves() {
+        use rmcast::Qos;
+        for name in rmcast_proto::registry::names() {
+            let q = default_qos(name, 0).unwrap();
+            assert_eq!(qos_or_default(None, name, 0).unwrap(), q, "{name}");
+            // Nothing stronger up to total order is served.
+            let served = rmcast_proto::registry::EngineChoice::named(name)
+                .unwrap()
+                .guarantees()
+                .qos;
+            let stronger = Qos::levels(0)
+                .into_iter()
+                .skip_while(|&l| l != q)
+                .skip(1)
+                .take_while(|&l| l != Qos::KResilient(0));
+            for l in stronger {
+                assert!(!served.contains(l), "{name}: {l} is served, default {q}");
+            }
+        }
+        assert_eq!(default_qos("gossip", 0).unwrap(), Qos::SourceOrdered);
+        assert_eq!(default_qos("sequencer", 1).unwrap(), Qos::TotallyOrdered);
+        // Asked for, a level the engine does not serve is still refused, saying what it serves.
+        let e = qos_or_default(Some(Qos::TotallyOrdered), "gossip", 0).unwrap_err();
+        assert!(e.to_string().contains("it serves: unreliable, reliable, source-ordered"), "{e}");
     }
 
     #[test]
