@@ -5,15 +5,18 @@
 //! and `* expelled ...` lines, each situation told once. `/reset [N]` rebuilds the group after
 //! a failure (ResetGroup) and `/stats` prints the counters. End of input, SIGINT, SIGTERM or
 //! SIGHUP make the member leave the group cleanly and exit; a second signal exits at once.
-//! The exit status is non-zero when anything typed could not be sent.
+//! Lines are sent without waiting for each to complete (a bounded window of sends in flight, so
+//! that a pipe runs at the engine's pace); a failed one is reported with its line number, and
+//! end of input waits for those in flight before leaving. The exit status is non-zero when
+//! anything typed could not be sent.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::{
-    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
-    RecoveryPolicy,
+    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
+    PendingSend, Recovery, RecoveryPolicy,
 };
 use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, IsTerminal, Write};
@@ -378,6 +381,29 @@ pub struct MemberArgs {
     pub handler: Option<u8>,
 }
 
+/// Sends `rmcast member` keeps in flight at most: past this many, reading stdin waits for the
+/// oldest to complete (back-pressure; nothing is dropped). Large enough that the runtime's send
+/// queue and the engine's own buffers set the pace, not this window; what it holds per send is
+/// a completion handle (the lines themselves wait in those bounded buffers).
+const SEND_WINDOW: usize = 4096;
+
+/// How long end of input waits for the sends in flight to complete before leaving.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A send that failed for this one message (sent in recovery mode, say, or lost with a
+/// membership that ended: expelled or merged, and joining again): it does not end the session;
+/// the person sees why and may type it again.
+fn is_refusal(e: &rmcast::Error) -> bool {
+    matches!(
+        e,
+        rmcast::Error::Send(_)
+            | rmcast::Error::Failed { .. }
+            | rmcast::Error::MemberFailed { .. }
+            | rmcast::Error::Expelled { .. }
+            | rmcast::Error::Merged { .. }
+    )
+}
+
 /// How the stdin thread ended.
 enum InputEnd {
     /// End of input: leave.
@@ -528,7 +554,38 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     let max_message_bytes = args.max_message_bytes;
     let refused = Arc::new(AtomicU64::new(0));
     let refused_in = refused.clone();
+    let unconfirmed = Arc::new(AtomicU64::new(0));
+    let unconfirmed_in = unconfirmed.clone();
+    // Sends in flight: the stdin thread queues each line and reads on; this thread waits for
+    // the completions, oldest first, and reports the failures as the blocking send did. The
+    // bounded channel is the window.
+    let (window, in_window) = std::sync::mpsc::sync_channel::<(u64, PendingSend)>(SEND_WINDOW);
+    let (drained_tx, drained) = std::sync::mpsc::channel::<()>();
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let refused = refused.clone();
+        let in_flight = in_flight.clone();
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            for (line_no, pending) in in_window {
+                let r = pending.wait();
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+                match r {
+                    Ok(_) => {}
+                    Err(e) if is_refusal(&e) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("warning: line {line_no} not sent: {e}")
+                    }
+                    // The group closed (a signal's leave, an expulsion): said elsewhere.
+                    Err(rmcast::Error::Closed) => {}
+                    Err(e) => return Err(e).context("sending"),
+                }
+            }
+            let _ = drained_tx.send(());
+            Ok(())
+        })
+    };
     let input = std::thread::spawn(move || -> anyhow::Result<InputEnd> {
+        let mut fatal = None;
         let stdin = std::io::stdin();
         let mut stdin = stdin.lock();
         let mut buf = Vec::new();
@@ -596,30 +653,55 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => {}
             }
-            match sender.send_with(line.to_string(), qos) {
-                Ok(_) => {}
-                // One refused message (sent in recovery mode, say, or lost with a membership
-                // that ended: expelled or merged, and joining again) does not end the session;
-                // the person sees why and may type it again.
-                Err(
-                    e @ (rmcast::Error::Send(_)
-                    | rmcast::Error::MemberFailed { .. }
-                    | rmcast::Error::Expelled { .. }
-                    | rmcast::Error::Merged { .. }),
-                ) => {
+            // Queued in the order read, then on to the next line: the completion comes to the
+            // waiter thread. A full window waits here for the oldest send (back-pressure).
+            match sender.start_send_with(line.to_string(), qos) {
+                Ok(pending) => {
+                    in_flight.fetch_add(1, Ordering::Relaxed);
+                    if window.send((line_no, pending)).is_err() {
+                        // The waiter stopped on an error; it is reported below.
+                        break InputEnd::Eof;
+                    }
+                }
+                Err(e) if is_refusal(&e) => {
                     refused_in.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("warning: not sent: {e}")
+                    eprintln!("warning: line {line_no} not sent: {e}")
                 }
                 Err(rmcast::Error::Closed) => break InputEnd::Eof,
-                Err(e) => return Err(e).context("sending"),
+                Err(e) => {
+                    fatal = Some(anyhow::Error::new(e).context("sending"));
+                    break InputEnd::Eof;
+                }
+            }
+        };
+        // End of input: the lines in flight complete before the leave, or they could be lost
+        // with it; bounded, since a group in recovery may hold them long.
+        drop(window);
+        let waited = match drained.recv_timeout(DRAIN_TIMEOUT) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => waiter
+                .join()
+                .map_err(|_| anyhow::anyhow!("send completion thread panicked"))?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let n = in_flight.load(Ordering::Relaxed);
+                unconfirmed_in.store(n, Ordering::Relaxed);
+                eprintln!(
+                    "warning: {n} line(s) not confirmed within {} s; leaving anyway",
+                    DRAIN_TIMEOUT.as_secs()
+                );
+                Ok(())
             }
         };
         // Whatever happened, leave: that also ends the receive loop below (a leave that times
         // out still closes the group). After a signal the group may be closed already.
-        match sender.leave() {
-            Ok(()) | Err(rmcast::Error::Closed) => Ok(end),
+        let left = match sender.leave() {
+            Ok(()) | Err(rmcast::Error::Closed) => Ok(()),
             Err(e) => Err(e).context("leaving the group"),
+        };
+        if let Some(e) = fatal {
+            return Err(e);
         }
+        waited?;
+        left.map(|()| end)
     });
 
     let stdout = std::io::stdout();
@@ -780,8 +862,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         bail!("{why}; left the group");
     }
     let refused = refused.load(Ordering::Relaxed);
-    if refused > 0 {
-        bail!("{refused} line(s) were not sent");
+    let unconfirmed = unconfirmed.load(Ordering::Relaxed);
+    match (refused, unconfirmed) {
+        (0, 0) => {}
+        (r, 0) => bail!("{r} line(s) were not sent"),
+        (0, u) => bail!("{u} line(s) were not confirmed before leaving"),
+        (r, u) => bail!("{r} line(s) were not sent and {u} not confirmed before leaving"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -941,6 +1027,37 @@ mod tests {
     }
 
     #[test]
+    fn without_qos_every_engine_sends_at_the_strongest_order_it_serves() {
+        use rmcast::Qos;
+        for name in rmcast_proto::registry::names() {
+            let q = default_qos(name, 0).unwrap();
+            assert_eq!(qos_or_default(None, name, 0).unwrap(), q, "{name}");
+            // Nothing stronger up to total order is served.
+            let served = rmcast_proto::registry::EngineChoice::named(name)
+                .unwrap()
+                .guarantees()
+                .qos;
+            let stronger = Qos::levels(0)
+                .into_iter()
+                .skip_while(|&l| l != q)
+                .skip(1)
+                .take_while(|&l| l != Qos::KResilient(0));
+            for l in stronger {
+                assert!(!served.contains(l), "{name}: {l} is served, default {q}");
+            }
+        }
+        assert_eq!(default_qos("gossip", 0).unwrap(), Qos::SourceOrdered);
+        assert_eq!(default_qos("sequencer", 1).unwrap(), Qos::TotallyOrdered);
+        // Asked for, a level the engine does not serve is still refused, saying what it serves.
+        let e = qos_or_default(Some(Qos::TotallyOrdered), "gossip", 0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("it serves: unreliable, reliable, source-ordered"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn control_characters_are_escaped() {
         assert_eq!(escape_controls("plain text\tok"), "plain text\tok");
         assert_eq!(
@@ -974,7 +1091,11 @@ mod tests {
         assert_eq!(default_qos("sequencer", 1).unwrap(), Qos::TotallyOrdered);
         // Asked for, a level the engine does not serve is still refused, saying what it serves.
         let e = qos_or_default(Some(Qos::TotallyOrdered), "gossip", 0).unwrap_err();
-        assert!(e.to_string().contains("it serves: unreliable, reliable, source-ordered"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("it serves: unreliable, reliable, source-ordered"),
+            "{e}"
+        );
     }
 
     #[test]
