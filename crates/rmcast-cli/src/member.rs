@@ -1068,37 +1068,6 @@ mod tests {
     }
 
     #[test]
-    fn without_qos_every_engine_sends_at_the_strongest_order_it_serves() {
-        use rmcast::Qos;
-        for name in rmcast_proto::registry::names() {
-            let q = default_qos(name, 0).unwrap();
-            assert_eq!(qos_or_default(None, name, 0).unwrap(), q, "{name}");
-            // Nothing stronger up to total order is served.
-            let served = rmcast_proto::registry::EngineChoice::named(name)
-                .unwrap()
-                .guarantees()
-                .qos;
-            let stronger = Qos::levels(0)
-                .into_iter()
-                .skip_while(|&l| l != q)
-                .skip(1)
-                .take_while(|&l| l != Qos::KResilient(0));
-            for l in stronger {
-                assert!(!served.contains(l), "{name}: {l} is served, default {q}");
-            }
-        }
-        assert_eq!(default_qos("gossip", 0).unwrap(), Qos::SourceOrdered);
-        assert_eq!(default_qos("sequencer", 1).unwrap(), Qos::TotallyOrdered);
-        // Asked for, a level the engine does not serve is still refused, saying what it serves.
-        let e = qos_or_default(Some(Qos::TotallyOrdered), "gossip", 0).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("it serves: unreliable, reliable, source-ordered"),
-            "{e}"
-        );
-    }
-
-    #[test]
     fn lines_are_read_within_the_bound() {
         let mut input = std::io::Cursor::new(b"short\r\n0123456789\nend".to_vec());
         let mut buf = Vec::new();
