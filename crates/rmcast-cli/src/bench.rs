@@ -133,8 +133,8 @@ pub struct BenchArgs {
     pub engine: Vec<String>,
 
     /// rmcast: the quality of service of every message (see `rmcast member --help`)
-    /// [default: totally-ordered, or for an engine that does not serve it the strongest level
-    /// it serves (gossip: source-ordered)].
+    /// [default: the strongest delivery order each engine serves: totally-ordered, or for an
+    /// engine that does not serve it the strongest level below (gossip: source-ordered)].
     #[arg(long, value_parser = crate::member::parse_qos)]
     pub qos: Option<rmcast::Qos>,
 
@@ -226,26 +226,13 @@ fn parse_senders(s: &str) -> Result<Senders, String> {
     }
 }
 
-/// The level of every message of `engine`: `--qos` if given, else totally ordered, or the
-/// strongest of the unreliable to totally ordered levels the engine serves.
+/// The level of every message of `engine`: `--qos` if given, else the strongest delivery order
+/// the engine serves ([`crate::member::default_qos`]).
 fn qos_for(given: Option<rmcast::Qos>, engine: &str) -> Result<rmcast::Qos> {
-    use rmcast::Qos;
-    if let Some(q) = given {
-        return Ok(q);
+    match given {
+        Some(q) => Ok(q),
+        None => crate::member::default_qos(engine, 0),
     }
-    let served = rmcast_proto::registry::EngineChoice::named(engine)
-        .with_context(|| format!("engine `{engine}`"))?
-        .guarantees()
-        .qos;
-    Ok([
-        Qos::TotallyOrdered,
-        Qos::SourceOrdered,
-        Qos::Reliable,
-        Qos::Unreliable,
-    ]
-    .into_iter()
-    .find(|&q| served.contains(q))
-    .unwrap_or(Qos::TotallyOrdered))
 }
 
 /// When senders stop.

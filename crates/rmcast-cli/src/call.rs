@@ -16,6 +16,9 @@ use rmcast::{EngineChoice, GroupConfig, Node, NodeConfig, OpenMode};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+/// The engine of the groups `rmcast call` calls: RMP's, the one with multi-RPC.
+const ENGINE: &str = "ring";
+
 /// Arguments of `rmcast call`.
 #[derive(Args, Debug)]
 pub struct CallArgs {
@@ -31,8 +34,8 @@ pub struct CallArgs {
     /// Name no handler: wait only for the group's acknowledgement of delivery.
     #[arg(long)]
     pub no_handler: bool,
-    #[arg(long, default_value = "totally-ordered", value_parser = parse_qos, help = QOS_HELP)]
-    pub qos: rmcast::Qos,
+    #[arg(long, value_parser = parse_qos, help = QOS_HELP)]
+    pub qos: Option<rmcast::Qos>,
     /// How long to wait for the answer, in milliseconds.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: u64,
@@ -47,6 +50,7 @@ pub struct CallArgs {
 
 /// Run `rmcast call`.
 pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
+    let qos = crate::member::qos_or_default(a.qos, ENGINE, 0)?;
     let node = Node::new(NodeConfig {
         interface: a.net.interface,
         multicast_ttl: a.net.ttl,
@@ -54,8 +58,8 @@ pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
     })
     .context("starting the node")?;
     let mut cfg = GroupConfig::new(a.group.clone()).mode(OpenMode::Client);
-    cfg.engine = EngineChoice::named("ring")?;
-    cfg.qos = a.qos;
+    cfg.engine = EngineChoice::named(ENGINE)?;
+    cfg.qos = qos;
     cfg.keys = a.keys.keyring()?;
     let mut group = node
         .open_group(cfg)
@@ -65,7 +69,7 @@ pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
     let mut rtts = Vec::new();
     for _ in 0..a.repeat {
         let t = Instant::now();
-        match group.call(a.request.clone(), a.qos, handler, timeout) {
+        match group.call(a.request.clone(), qos, handler, timeout) {
             Ok(Some(r)) => {
                 rtts.push(t.elapsed());
                 println!(

@@ -146,6 +146,7 @@ pub fn defaults_file(member: &Command) -> String {
                 "unicast_peers" => "[\"127.0.0.1:40001\", \"127.0.0.1:40002\"]",
                 "port" => "40001",
                 "log" => "\"member.jsonl\"",
+                "qos" => "\"totally-ordered\"",
                 _ => "\"...\"",
             };
             format!("# {id} = {example}")

@@ -48,9 +48,11 @@ pub struct DemoArgs {
     pub size: u64,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
-    /// The quality of service of every message (see `rmcast member --help`).
-    #[arg(long, default_value = "totally-ordered", value_parser = crate::member::parse_qos)]
-    pub qos: rmcast::Qos,
+    /// The quality of service of every message (see `rmcast member --help`) [default: the
+    /// strongest delivery order the engine serves: totally-ordered, or for an engine that does
+    /// not serve it the strongest level below (gossip: source-ordered)].
+    #[arg(long, value_parser = crate::member::parse_qos)]
+    pub qos: Option<rmcast::Qos>,
     /// Resilience degree r of the sequencer, at most members - 1 [default: 0; 1 with
     /// --kill-sequencer].
     #[arg(long)]
@@ -95,7 +97,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .members
         .unwrap_or(if args.kill_sequencer { 4 } else { 3 });
     let resilience = args.resilience.unwrap_or(u8::from(args.kill_sequencer));
-    crate::member::check_qos(&args.engine, resilience, args.qos)?;
+    let qos = crate::member::qos_or_default(args.qos, &args.engine, resilience)?;
     if resilience as u32 >= members {
         bail!(
             "--resilience {resilience} needs at least {} members",
@@ -103,7 +105,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.kill_sequencer {
-        return crash::run(&args, members, resilience);
+        return crash::run(&args, members, resilience, qos);
     }
     println!(
         "rmcast demo: {members} member processes, {} messages of {} bytes each, {} engine (resilience {resilience})",
@@ -114,7 +116,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
-    let member = member_args(&args, members, resilience, worker_timeout, &dir);
+    let member = member_args(&args, members, resilience, qos, worker_timeout, &dir);
     let outcomes = spec.run(
         |index, cmd| {
             member.apply(index, cmd);
@@ -145,7 +147,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .expect("engine checked above")
         .resilience(resilience)
         .guarantees()
-        .at_qos(args.qos);
+        .at_qos(qos);
     let (_, report) = check_logs(&dir, &outcomes, &promised, &mut failures);
 
     print_table(&args, members, &outcomes, wall);
@@ -206,12 +208,13 @@ fn member_args(
     args: &DemoArgs,
     members: u32,
     resilience: u8,
+    qos: rmcast::Qos,
     worker_timeout: Duration,
     dir: &Path,
 ) -> MemberArgs {
     MemberArgs {
         engine: args.engine.clone(),
-        qos: args.qos,
+        qos,
         resilience,
         max_datagram_bytes: args.max_datagram_bytes,
         size: args.size,

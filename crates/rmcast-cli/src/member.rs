@@ -5,15 +5,18 @@
 //! and `* expelled ...` lines, each situation told once. `/reset [N]` rebuilds the group after
 //! a failure (ResetGroup) and `/stats` prints the counters. End of input, SIGINT, SIGTERM or
 //! SIGHUP make the member leave the group cleanly and exit; a second signal exits at once.
-//! The exit status is non-zero when anything typed could not be sent.
+//! Lines are sent without waiting for each to complete (a bounded window of sends in flight, so
+//! that a pipe runs at the engine's pace); a failed one is reported with its line number, and
+//! end of input waits for those in flight before leaving. The exit status is non-zero when
+//! anything typed could not be sent.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::{
-    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Recovery,
-    RecoveryPolicy,
+    EngineChoice, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
+    PendingSend, Recovery, RecoveryPolicy,
 };
 use rmcast_sim::log::LogWriter;
 use std::io::{BufRead, IsTerminal, Write};
@@ -37,7 +40,35 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
 }
 
 /// Help text of the `--qos` flags.
-pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, or k-resilient=K (held by K members besides the sender before delivery); the engine must serve it";
+pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, k-resilient=K (held by K members besides the sender before delivery), majority-resilient or totally-resilient; the engine must serve it [default: the strongest of unreliable, reliable, source-ordered and totally-ordered that the engine's guarantees declare, e.g. source-ordered for gossip]";
+
+/// The level of every message when no `--qos` is given: the strongest delivery order
+/// (unreliable < reliable < source-ordered < totally-ordered) the engine's declared
+/// [`rmcast_proto::Guarantees`] serve, read from the registry. The resilient levels are left
+/// to be asked for: they make every delivery wait for more holders (the ring's
+/// totally-resilient, for one, waits for every member).
+pub fn default_qos(engine: &str, r: u8) -> anyhow::Result<rmcast::Qos> {
+    let g = rmcast_proto::registry::EngineChoice::named(engine)
+        .with_context(|| format!("engine `{engine}`"))?
+        .resilience(r)
+        .guarantees();
+    Ok(rmcast_sim::scenario::strongest_qos(&g))
+}
+
+/// `--qos` as given, else [`default_qos`]; either way refused ([`check_qos`]) if the engine
+/// does not serve it.
+pub fn qos_or_default(
+    given: Option<rmcast::Qos>,
+    engine: &str,
+    r: u8,
+) -> anyhow::Result<rmcast::Qos> {
+    let qos = match given {
+        Some(q) => q,
+        None => default_qos(engine, r)?,
+    };
+    check_qos(engine, r, qos)?;
+    Ok(qos)
+}
 
 /// A `--qos` level (RMP's per-message quality of service), by its name.
 pub fn parse_qos(s: &str) -> Result<rmcast::Qos, String> {
@@ -104,8 +135,8 @@ pub struct GroupArgs {
     pub group: String,
     #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
-    #[arg(long, default_value = "totally-ordered", value_parser = parse_qos, help = QOS_HELP)]
-    pub qos: rmcast::Qos,
+    #[arg(long, value_parser = parse_qos, help = QOS_HELP)]
+    pub qos: Option<rmcast::Qos>,
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub id: Option<u32>,
@@ -240,6 +271,12 @@ impl RecoveryArgs {
 }
 
 impl GroupArgs {
+    /// The level of every message: `--qos`, or the strongest the engine serves
+    /// ([`qos_or_default`]); an error says what the engine serves if it does not serve it.
+    pub fn qos(&self) -> anyhow::Result<rmcast::Qos> {
+        qos_or_default(self.qos, &self.engine, self.resilience)
+    }
+
     /// The node and group configuration these flags describe.
     pub fn configs(&self) -> anyhow::Result<(NodeConfig, GroupConfig)> {
         let node = NodeConfig {
@@ -258,9 +295,9 @@ impl GroupArgs {
         group.engine = EngineChoice::named(&self.engine)?
             .resilience(self.resilience)
             .recovery(self.recovery.policy());
-        // The group's own level is the flag's: an engine that does not serve the default
-        // (totally ordered) must still open a group.
-        group.qos = self.qos;
+        // The group's own level is the flag's (or the engine's strongest): an engine that does
+        // not serve the runtime's default (totally ordered) must still open a group.
+        group.qos = self.qos()?;
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
             (Some(a), _) => {
                 if !a.ip().is_multicast() {
@@ -288,7 +325,7 @@ impl GroupArgs {
         completion_events: bool,
         heal: Option<Duration>,
     ) -> anyhow::Result<(Node, rmcast::Group)> {
-        check_qos(&self.engine, self.resilience, self.qos)?;
+        self.qos()?;
         let (node_cfg, mut group_cfg) = self.configs()?;
         group_cfg.completion_events = completion_events;
         group_cfg.heal = heal;
@@ -342,6 +379,29 @@ pub struct MemberArgs {
     /// holder left or crashed). Any member may also type `/lock N` and `/unlock N`.
     #[arg(long, value_name = "H", value_parser = clap::value_parser!(u8).range(0..6))]
     pub handler: Option<u8>,
+}
+
+/// Sends `rmcast member` keeps in flight at most: past this many, reading stdin waits for the
+/// oldest to complete (back-pressure; nothing is dropped). Large enough that the runtime's send
+/// queue and the engine's own buffers set the pace, not this window; what it holds per send is
+/// a completion handle (the lines themselves wait in those bounded buffers).
+const SEND_WINDOW: usize = 4096;
+
+/// How long end of input waits for the sends in flight to complete before leaving.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A send that failed for this one message (sent in recovery mode, say, or lost with a
+/// membership that ended: expelled or merged, and joining again): it does not end the session;
+/// the person sees why and may type it again.
+fn is_refusal(e: &rmcast::Error) -> bool {
+    matches!(
+        e,
+        rmcast::Error::Send(_)
+            | rmcast::Error::Failed { .. }
+            | rmcast::Error::MemberFailed { .. }
+            | rmcast::Error::Expelled { .. }
+            | rmcast::Error::Merged { .. }
+    )
 }
 
 /// How the stdin thread ended.
@@ -456,7 +516,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     ));
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
-    let qos = args.group.qos;
+    let qos = args.group.qos()?;
     if manual_reset {
         say("manual reset: after a failure, type /reset to rebuild the group");
     }
@@ -494,7 +554,38 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     let max_message_bytes = args.max_message_bytes;
     let refused = Arc::new(AtomicU64::new(0));
     let refused_in = refused.clone();
+    let unconfirmed = Arc::new(AtomicU64::new(0));
+    let unconfirmed_in = unconfirmed.clone();
+    // Sends in flight: the stdin thread queues each line and reads on; this thread waits for
+    // the completions, oldest first, and reports the failures as the blocking send did. The
+    // bounded channel is the window.
+    let (window, in_window) = std::sync::mpsc::sync_channel::<(u64, PendingSend)>(SEND_WINDOW);
+    let (drained_tx, drained) = std::sync::mpsc::channel::<()>();
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let refused = refused.clone();
+        let in_flight = in_flight.clone();
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            for (line_no, pending) in in_window {
+                let r = pending.wait();
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+                match r {
+                    Ok(_) => {}
+                    Err(e) if is_refusal(&e) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("warning: line {line_no} not sent: {e}")
+                    }
+                    // The group closed (a signal's leave, an expulsion): said elsewhere.
+                    Err(rmcast::Error::Closed) => {}
+                    Err(e) => return Err(e).context("sending"),
+                }
+            }
+            let _ = drained_tx.send(());
+            Ok(())
+        })
+    };
     let input = std::thread::spawn(move || -> anyhow::Result<InputEnd> {
+        let mut fatal = None;
         let stdin = std::io::stdin();
         let mut stdin = stdin.lock();
         let mut buf = Vec::new();
@@ -562,30 +653,55 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => {}
             }
-            match sender.send_with(line.to_string(), qos) {
-                Ok(_) => {}
-                // One refused message (sent in recovery mode, say, or lost with a membership
-                // that ended: expelled or merged, and joining again) does not end the session;
-                // the person sees why and may type it again.
-                Err(
-                    e @ (rmcast::Error::Send(_)
-                    | rmcast::Error::MemberFailed { .. }
-                    | rmcast::Error::Expelled { .. }
-                    | rmcast::Error::Merged { .. }),
-                ) => {
+            // Queued in the order read, then on to the next line: the completion comes to the
+            // waiter thread. A full window waits here for the oldest send (back-pressure).
+            match sender.start_send_with(line.to_string(), qos) {
+                Ok(pending) => {
+                    in_flight.fetch_add(1, Ordering::Relaxed);
+                    if window.send((line_no, pending)).is_err() {
+                        // The waiter stopped on an error; it is reported below.
+                        break InputEnd::Eof;
+                    }
+                }
+                Err(e) if is_refusal(&e) => {
                     refused_in.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("warning: not sent: {e}")
+                    eprintln!("warning: line {line_no} not sent: {e}")
                 }
                 Err(rmcast::Error::Closed) => break InputEnd::Eof,
-                Err(e) => return Err(e).context("sending"),
+                Err(e) => {
+                    fatal = Some(anyhow::Error::new(e).context("sending"));
+                    break InputEnd::Eof;
+                }
+            }
+        };
+        // End of input: the lines in flight complete before the leave, or they could be lost
+        // with it; bounded, since a group in recovery may hold them long.
+        drop(window);
+        let waited = match drained.recv_timeout(DRAIN_TIMEOUT) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => waiter
+                .join()
+                .map_err(|_| anyhow::anyhow!("send completion thread panicked"))?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let n = in_flight.load(Ordering::Relaxed);
+                unconfirmed_in.store(n, Ordering::Relaxed);
+                eprintln!(
+                    "warning: {n} line(s) not confirmed within {} s; leaving anyway",
+                    DRAIN_TIMEOUT.as_secs()
+                );
+                Ok(())
             }
         };
         // Whatever happened, leave: that also ends the receive loop below (a leave that times
         // out still closes the group). After a signal the group may be closed already.
-        match sender.leave() {
-            Ok(()) | Err(rmcast::Error::Closed) => Ok(end),
+        let left = match sender.leave() {
+            Ok(()) | Err(rmcast::Error::Closed) => Ok(()),
             Err(e) => Err(e).context("leaving the group"),
+        };
+        if let Some(e) = fatal {
+            return Err(e);
         }
+        waited?;
+        left.map(|()| end)
     });
 
     let stdout = std::io::stdout();
@@ -746,8 +862,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         bail!("{why}; left the group");
     }
     let refused = refused.load(Ordering::Relaxed);
-    if refused > 0 {
-        bail!("{refused} line(s) were not sent");
+    let unconfirmed = unconfirmed.load(Ordering::Relaxed);
+    match (refused, unconfirmed) {
+        (0, 0) => {}
+        (r, 0) => bail!("{r} line(s) were not sent"),
+        (0, u) => bail!("{u} line(s) were not confirmed before leaving"),
+        (r, u) => bail!("{r} line(s) were not sent and {u} not confirmed before leaving"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -904,6 +1024,37 @@ mod tests {
         assert_eq!(reset, "* reset: incarnation 1, removed 2");
         // After the reset a new failure is news.
         assert!(n.line(&failed).is_some());
+    }
+
+    #[test]
+    fn without_qos_every_engine_sends_at_the_strongest_order_it_serves() {
+        use rmcast::Qos;
+        for name in rmcast_proto::registry::names() {
+            let q = default_qos(name, 0).unwrap();
+            assert_eq!(qos_or_default(None, name, 0).unwrap(), q, "{name}");
+            // Nothing stronger up to total order is served.
+            let served = rmcast_proto::registry::EngineChoice::named(name)
+                .unwrap()
+                .guarantees()
+                .qos;
+            let stronger = Qos::levels(0)
+                .into_iter()
+                .skip_while(|&l| l != q)
+                .skip(1)
+                .take_while(|&l| l != Qos::KResilient(0));
+            for l in stronger {
+                assert!(!served.contains(l), "{name}: {l} is served, default {q}");
+            }
+        }
+        assert_eq!(default_qos("gossip", 0).unwrap(), Qos::SourceOrdered);
+        assert_eq!(default_qos("sequencer", 1).unwrap(), Qos::TotallyOrdered);
+        // Asked for, a level the engine does not serve is still refused, saying what it serves.
+        let e = qos_or_default(Some(Qos::TotallyOrdered), "gossip", 0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("it serves: unreliable, reliable, source-ordered"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -359,7 +359,7 @@ fn open_with_history(
             g.engine
         );
     }
-    crate::member::check_qos(&g.engine, g.resilience, g.qos)?;
+    g.qos()?;
     let (node_cfg, mut group_cfg) = g.configs()?;
     let settings = group_cfg.engine.settings;
     let base = rmcast_proto::sequencer::Config {
@@ -389,7 +389,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         None => args.group.open(args.log.is_some(), None)?,
         Some(h) => open_with_history(&args.group, args.log.is_some(), h as usize)?,
     };
-    let qos = args.group.qos;
+    let qos = args.group.qos()?;
     // Unreliable messages may be lost (that is the level): nobody waits for all of them, and
     // the end-of-run barrier goes reliably so that it is not lost with them.
     let best_effort = qos == rmcast::Qos::Unreliable;

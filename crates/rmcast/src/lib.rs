@@ -113,7 +113,7 @@ pub use config::{
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use net::path_datagram_bytes;
-pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters};
+pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
 /// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
 pub use rmcast_proto::registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,

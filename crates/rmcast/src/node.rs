@@ -277,6 +277,37 @@ fn random_id() -> NodeId {
     NodeId(((v >> 32) as u32 ^ v as u32).max(1))
 }
 
+/// A message queued by [`GroupSender::start_send_with`] whose completion is still to come: what
+/// [`GroupSender::send_with`] would have returned. Wait for it, or await it (any executor).
+/// Dropping it does not cancel the message.
+#[derive(Debug)]
+pub struct PendingSend {
+    done: oneshot::Receiver<Result<u64, Error>>,
+}
+
+impl PendingSend {
+    /// Block until the message completes: its message number, or why it failed
+    /// ([`Error::Closed`] once the group is closed).
+    pub fn wait(self) -> Result<u64, Error> {
+        block_on(self.done, None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?
+    }
+}
+
+impl std::future::Future for PendingSend {
+    type Output = Result<u64, Error>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.done)
+            .poll(cx)
+            .map(|r| r.map_err(|_| Error::Closed)?)
+    }
+}
+
 /// Wakes the I/O thread when the last handle of a group goes, so that it notices the closed send
 /// queue and leaves the group. A field declared after the send queue's sender, so it runs after
 /// that sender is dropped.
@@ -373,6 +404,32 @@ impl GroupSender {
         self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
         self.inner.node.wake();
         rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// [`GroupSender::send_with`] in two halves: queue the message now, blocking only while
+    /// the send queue is full, and return a [`PendingSend`] that tells later how it completed.
+    /// Messages queued one after the other from one thread keep their order, so a caller may
+    /// keep several in flight (a bounded number of handles) without waiting for each, and
+    /// still see every failure. Fails at once as `send_with` does: a `qos` the engine does not
+    /// serve, recovery mode, a closed group.
+    pub fn start_send_with(
+        &self,
+        payload: impl Into<Bytes>,
+        qos: Qos,
+    ) -> Result<PendingSend, Error> {
+        self.check_qos(qos)?;
+        self.inner.shared.member_failed()?;
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Send {
+            payload: payload.into(),
+            qos,
+            done: Some(tx),
+        };
+        block_on(self.inner.ops.send(op), None)
+            .expect("no deadline")
+            .map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        Ok(PendingSend { done: rx })
     }
 
     /// Queue a message without blocking and without waiting for it to complete. On

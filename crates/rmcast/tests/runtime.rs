@@ -160,6 +160,36 @@ fn async_send_and_receive() {
 }
 
 #[test]
+fn sends_started_in_a_row_are_sent_in_order_and_each_tells_its_completion() {
+    let n = node(403);
+    let mut g = n
+        .open_group(cfg(&unique_name("started"), &toy(), OpenMode::Create))
+        .unwrap();
+    // Queued one after the other without waiting: all in flight at once.
+    let pending: Vec<_> = (0..50)
+        .map(|k| g.start_send_with(format!("m{k}"), g.qos()).unwrap())
+        .collect();
+    let mut seen = Seen::default();
+    recv_until(&mut g, &mut seen, Duration::from_secs(10), |s| {
+        s.deliveries.len() == 50
+    });
+    let numbers: Vec<u64> = pending.into_iter().map(|p| p.wait().unwrap()).collect();
+    for (k, d) in seen.deliveries.iter().enumerate() {
+        assert_eq!(d.payload, format!("m{k}").as_bytes());
+        assert_eq!(d.msg, numbers[k], "message {k}'s completion names it");
+    }
+    // Awaited as well; and on a closed group, refused.
+    let p = g.start_send_with("last", g.qos()).unwrap();
+    let msg = run(p).unwrap();
+    assert!(msg > numbers[49]);
+    g.leave().unwrap();
+    let after = g
+        .start_send_with("after", g.qos())
+        .and_then(rmcast::PendingSend::wait);
+    assert!(matches!(after, Err(Error::Closed)), "{after:?}");
+}
+
+#[test]
 fn dropped_member_leaves_in_the_background() {
     let name = unique_name("drop");
     let n1 = node(501);

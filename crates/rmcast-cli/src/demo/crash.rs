@@ -300,8 +300,13 @@ fn coordinator_role(engine: &str) -> &'static str {
     }
 }
 
-/// Run `rmcast demo --kill-sequencer`.
-pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<ExitCode> {
+/// Run `rmcast demo --kill-sequencer`, every message at `qos`.
+pub fn run(
+    args: &DemoArgs,
+    members: u32,
+    resilience: u8,
+    qos: rmcast::Qos,
+) -> anyhow::Result<ExitCode> {
     if members < 3 {
         anyhow::bail!(
             "--kill-sequencer needs at least 3 members: the survivors must be a majority of the group"
@@ -313,7 +318,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
         .resilience(resilience)
         .recovery(args.recovery.policy())
         .guarantees()
-        .at_qos(args.qos);
+        .at_qos(qos);
     let role = coordinator_role(&args.engine);
     if !promised.crash_recovery {
         anyhow::bail!(
@@ -325,7 +330,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
         anyhow::bail!(
             "--kill-sequencer needs a completed message to survive one crash: --resilience 1 or more (sequencer), or --qos k-resilient=1 or stronger (ring); with {} at {} a completed message may be held by the killed {role} alone",
             args.engine,
-            args.qos
+            qos
         );
     }
     let policy = args.recovery.policy();
@@ -352,7 +357,7 @@ pub fn run(args: &DemoArgs, members: u32, resilience: u8) -> anyhow::Result<Exit
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
-    let member = member_args(args, members, resilience, worker_timeout, &dir);
+    let member = member_args(args, members, resilience, qos, worker_timeout, &dir);
     let mut director = Director {
         members: members as usize,
         role,
