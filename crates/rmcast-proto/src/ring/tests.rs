@@ -920,3 +920,43 @@ fn a_ring_of_two_goes_on_alone_when_either_member_leaves() {
         }
     }
 }
+
+/// The survivor of a ring of two whose peer is gone (crashed, or cut off: every datagram to
+/// and from it is lost) cannot reform under the default majority rule; asked to leave, it has
+/// nobody to order or hear its leave, and leaves at once instead of waiting out the driver's
+/// leave timeout. A member of a ring of three with one gone still leaves through the others.
+#[test]
+fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
+    for gone in [0usize, 1] {
+        let stay = 1 - gone;
+        let mut net = Net::new(2);
+        net.drop = Some(Box::new(move |from, to, _, _| from == gone || to == gone));
+        net.run_for(Duration::from_secs(6));
+        assert!(
+            net.nodes[stay].info().recovering,
+            "{}",
+            net.nodes[stay].describe()
+        );
+        net.nodes[stay].leave(net.now);
+        net.drain(stay);
+        assert!(
+            matches!(net.events[stay].last(), Some(Event::Left)),
+            "{:?}",
+            net.events[stay]
+        );
+        assert_eq!(net.nodes[stay].poll_timeout(), None);
+    }
+    let mut net = Net::new(3);
+    net.drop = Some(Box::new(|from, to, _, _| from == 2 || to == 2));
+    net.run_for(Duration::from_secs(6));
+    net.nodes[1].leave(net.now);
+    net.drain(1);
+    assert!(!net.events[1].iter().any(|e| matches!(e, Event::Left)));
+    net.run_for(Duration::from_secs(3));
+    assert!(net.events[1].iter().any(|e| matches!(e, Event::Left)));
+    let v = net.events[0].iter().rev().find_map(|e| match e {
+        Event::View(v) => Some(v.members.clone()),
+        _ => None,
+    });
+    assert_eq!(v, Some(vec![NodeId(0)]));
+}
