@@ -11,7 +11,7 @@
 #
 # Measured on a 2-core host under a load average of about 13 (other builds), release build:
 # 20 of 20 for each engine, started 1.5 s apart and in the same instant, with and without the
-# survivor-alone change (CHAT=1 DWELL=3: 10 of 10 each; DWELL=15: 5 of 5 each).
+# survivor-alone change; before it also CHAT=1 DWELL=3 (10 of 10 each) and DWELL=15 (5 of 5 each).
 set -u
 runs=${1:-20}
 gap=${2:-1.5}
