@@ -1906,6 +1906,12 @@ impl Engine for Ring {
         if self.leave_alone() {
             return;
         }
+        if self.alone_in_recovery() {
+            // Nobody is left to order the leave or to hear it: done.
+            self.left = true;
+            self.events.push_back(Event::Left);
+            return;
+        }
         self.lcr_at = Some(now);
         self.token_work(now);
     }

@@ -117,6 +117,29 @@ pub(super) struct RecoveryState {
 }
 
 impl Ring {
+    /// Whether this member is in recovery with nobody to reform the ring with: every other
+    /// member of its ring is the one found failed, and nobody has answered (no vote for our
+    /// reformation, no New List of another's holds us). The survivor of a ring of two whose
+    /// peer crashed, waiting for a majority (or for a manual reset): asked to leave, it has
+    /// nobody to tell, so it leaves at once rather than wait out the driver's leave timeout.
+    pub(super) fn alone_in_recovery(&self) -> bool {
+        if !self.recovering() {
+            return false;
+        }
+        let mut others = self.ring.iter().filter(|&&m| m != self.me);
+        match &self.rec.current {
+            // A failure reported for a manual reset: the detector found one of the others.
+            None => others.count() <= 1,
+            Some(r) => {
+                r.new_list.is_none()
+                    && r.poll
+                        .as_ref()
+                        .is_none_or(|p| p.votes.keys().all(|&m| m == self.me))
+                    && r.suspect.is_some_and(|s| others.all(|&m| m == s))
+            }
+        }
+    }
+
     /// The initiator's and the members' round length.
     fn round(&self) -> Duration {
         ROUND.max(self.flow.rtt.base_rto())

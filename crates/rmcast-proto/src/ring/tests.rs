@@ -833,3 +833,130 @@ fn a_forged_short_non_member_payload_is_counted_not_a_panic() {
         .collect();
     assert_eq!(got, vec![(NodeId(50), false)]);
 }
+
+/// A ring of two loses a member by its leave, the token site or the other (the two-person chat
+/// on the Ring): the other installs a view of itself alone, orders (its own token site), never
+/// takes the leave for a failure, and sends and delivers afterwards; the leaver's leave
+/// completes. Each run loses one datagram after the leave (the List Change Request, the token
+/// pass, the New List, a goodbye...), or two in a row.
+#[test]
+fn a_ring_of_two_goes_on_alone_when_either_member_leaves() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    for site_leaves in [true, false] {
+        for (first, count) in (0..16u64).map(|k| (k, 1)).chain((0..16u64).map(|k| (k, 2))) {
+            let mut net = Net::new(2);
+            net.send(1, 3, Qos::TotallyOrdered);
+            net.run_for(Duration::from_millis(500));
+            // A quiescent ring keeps the token at one site.
+            let site = (0..2)
+                .find(|&i| net.nodes[i].describe().contains("token(holding=true"))
+                .expect("a quiescent ring has a token site");
+            let leaver = if site_leaves { site } else { 1 - site };
+            let stay = 1 - leaver;
+            let seen = Rc::new(Cell::new(0u64));
+            let s = seen.clone();
+            net.drop = Some(Box::new(move |_, _, _, _| {
+                let n = s.get();
+                s.set(n + 1);
+                n >= first && n < first + count
+            }));
+            net.nodes[leaver].leave(net.now);
+            net.run_for(Duration::from_millis(3000));
+            let case = format!(
+                "{} leaves, datagrams {first}..{} after the leave lost",
+                if site_leaves {
+                    "the token site"
+                } else {
+                    "the other"
+                },
+                first + count
+            );
+            assert!(
+                net.events[leaver].iter().any(|e| matches!(e, Event::Left)),
+                "{case}: the leaver did not leave: {}",
+                net.nodes[leaver].describe()
+            );
+            let me = net.nodes[stay].node_id();
+            assert!(
+                !net.events[stay]
+                    .iter()
+                    .any(|e| matches!(e, Event::Recovery(_))),
+                "{case}: {:?}",
+                net.events[stay]
+            );
+            let v = net.events[stay]
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Event::View(v) => Some(v.clone()),
+                    _ => None,
+                })
+                .expect("a view");
+            assert_eq!(v.members, [me], "{case}");
+            assert_eq!(v.left, Some(net.nodes[leaver].node_id()), "{case}");
+            let info = net.nodes[stay].info();
+            assert!(!info.recovering, "{case}");
+            // It orders alone now.
+            let before = net.delivered_msgs(stay, stay).len();
+            let sent = net.send(stay, 2, Qos::TotallyOrdered);
+            net.run_for(Duration::from_millis(500));
+            let got = net.delivered_msgs(stay, stay);
+            assert_eq!(
+                got[before..],
+                sent[..],
+                "{case}: {}",
+                net.nodes[stay].describe()
+            );
+            assert_eq!(net.nodes[stay].info().coordinator, Some(me), "{case}");
+            net.run_for(Duration::from_millis(3000));
+            assert!(
+                !net.events[stay]
+                    .iter()
+                    .any(|e| matches!(e, Event::Recovery(_))),
+                "{case}: {:?}",
+                net.events[stay]
+            );
+        }
+    }
+}
+
+/// The survivor of a ring of two whose peer is gone (crashed, or cut off: every datagram to
+/// and from it is lost) cannot reform under the default majority rule; asked to leave, it has
+/// nobody to order or hear its leave, and leaves at once instead of waiting out the driver's
+/// leave timeout. A member of a ring of three with one gone still leaves through the others.
+#[test]
+fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
+    for gone in [0usize, 1] {
+        let stay = 1 - gone;
+        let mut net = Net::new(2);
+        net.drop = Some(Box::new(move |from, to, _, _| from == gone || to == gone));
+        net.run_for(Duration::from_secs(6));
+        assert!(
+            net.nodes[stay].info().recovering,
+            "{}",
+            net.nodes[stay].describe()
+        );
+        net.nodes[stay].leave(net.now);
+        net.drain(stay);
+        assert!(
+            matches!(net.events[stay].last(), Some(Event::Left)),
+            "{:?}",
+            net.events[stay]
+        );
+        assert_eq!(net.nodes[stay].poll_timeout(), None);
+    }
+    let mut net = Net::new(3);
+    net.drop = Some(Box::new(|from, to, _, _| from == 2 || to == 2));
+    net.run_for(Duration::from_secs(6));
+    net.nodes[1].leave(net.now);
+    net.drain(1);
+    assert!(!net.events[1].iter().any(|e| matches!(e, Event::Left)));
+    net.run_for(Duration::from_secs(3));
+    assert!(net.events[1].iter().any(|e| matches!(e, Event::Left)));
+    let v = net.events[0].iter().rev().find_map(|e| match e {
+        Event::View(v) => Some(v.members.clone()),
+        _ => None,
+    });
+    assert_eq!(v, Some(vec![NodeId(0)]));
+}

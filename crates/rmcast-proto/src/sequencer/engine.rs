@@ -613,6 +613,14 @@ impl Sequencer {
             Phase::Member if !self.leave_requested => {
                 self.leave_requested = true;
                 self.leave_deadline = Some(now);
+                if self.alone_in_recovery() {
+                    // Nobody is left to order the leave or to hear it: done.
+                    self.phase = Phase::Left;
+                    self.ord = None;
+                    self.refresh_detector();
+                    self.events.push_back(Event::Left);
+                    return;
+                }
                 self.pump();
             }
             _ => {}

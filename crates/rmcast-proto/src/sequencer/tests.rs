@@ -1095,3 +1095,111 @@ fn the_last_sequencer_stays_until_the_leavers_have_their_leaves() {
     let v = last_view(&net.events[s]).unwrap();
     assert_eq!((v.members.len(), v.left), (0, Some(coordinator)));
 }
+
+/// A group of two whose sequencer leaves (the two-person chat): the other member installs a
+/// view of itself alone as sequencer, never takes the leave for a failure, and sends and
+/// delivers afterwards; the leaver's leave completes. Each run loses one datagram sent after the
+/// leave (the leave's broadcast, the farewell, a sync, an answer...), or two in a row, so
+/// that every message of the handover is lost once; with r = 0 and r = 1, under the default
+/// majority rule.
+#[test]
+fn the_sequencer_of_two_leaves_and_the_other_goes_on_alone() {
+    for r in [0u8, 1] {
+        for (first, count) in (0..24u64).map(|k| (k, 1)).chain((0..24u64).map(|k| (k, 2))) {
+            let mut net = Net::new(2, cfg(r));
+            net.nodes[1]
+                .submit(net.now, Bytes::from_static(b"before"), Qos::default())
+                .unwrap();
+            net.run(Duration::from_millis(200));
+            let base = net.count;
+            net.drop = Box::new(move |n| n >= base + first && n < base + first + count);
+            net.nodes[0].leave(net.now);
+            net.run(Duration::from_millis(3000));
+            let case = format!(
+                "r {r}, datagrams {first}..{} after the leave lost",
+                first + count
+            );
+            assert!(
+                net.events[0].iter().any(|e| matches!(e, Event::Left)),
+                "{case}: the sequencer did not leave: {}",
+                net.nodes[0].describe()
+            );
+            let k = kinds(&net.events[1]);
+            assert!(
+                !k.contains(&"failed") && !k.contains(&"reset-failed"),
+                "{case}: {k:?}"
+            );
+            let v = last_view(&net.events[1]).expect("a view");
+            assert_eq!(v.members, [NodeId(2)], "{case}");
+            assert_eq!(v.coordinator, NodeId(2), "{case}");
+            assert_eq!(v.left, Some(NodeId(1)), "{case}");
+            let info = net.nodes[1].info();
+            assert!(!info.recovering, "{case}");
+            // It orders alone now: what it sends is delivered and completes.
+            net.nodes[1]
+                .submit(net.now, Bytes::from_static(b"alone"), Qos::default())
+                .unwrap();
+            net.run(Duration::from_millis(100));
+            let d = net.deliveries(1);
+            assert_eq!(
+                d.iter().map(|d| &d.3[..]).collect::<Vec<_>>(),
+                [&b"before"[..], b"alone"],
+                "{case}"
+            );
+            assert_eq!(
+                net.events[1]
+                    .iter()
+                    .filter(|e| matches!(e, Event::SendComplete { .. }))
+                    .count(),
+                2,
+                "{case}"
+            );
+            // Long after: still alone, still no failure.
+            net.run(Duration::from_millis(3000));
+            let k = kinds(&net.events[1]);
+            assert!(!k.contains(&"failed"), "{case}: {k:?}");
+        }
+    }
+}
+
+/// The survivor of a group of two whose peer crashed (kill -9) waits in recovery mode under
+/// the default majority rule (it may be the minority side of a partition); asked to leave, it
+/// has nobody to order or hear its leave, and leaves at once instead of waiting out the
+/// driver's leave timeout. With the peer alive and voting, a leave in recovery still waits for
+/// the reset.
+#[test]
+fn the_survivor_of_two_waiting_in_recovery_leaves_at_once() {
+    for sequencer_crashes in [false, true] {
+        let mut net = Net::new(2, cfg(0));
+        let (gone, stay) = if sequencer_crashes { (0, 1) } else { (1, 0) };
+        net.down[gone] = true;
+        net.run(Duration::from_secs(3));
+        let k = kinds(&net.events[stay]);
+        assert!(
+            k.contains(&"failed") && k.contains(&"reset-failed"),
+            "{k:?}"
+        );
+        assert!(net.nodes[stay].info().recovering);
+        net.nodes[stay].leave(net.now);
+        while let Some(e) = net.nodes[stay].poll_event() {
+            net.events[stay].push(e);
+        }
+        assert_eq!(
+            kinds(&net.events[stay]).last(),
+            Some(&"left"),
+            "sequencer crashed: {sequencer_crashes}"
+        );
+        assert_eq!(net.nodes[stay].poll_timeout(), None);
+    }
+    // Three members, one crashed: the two others reset together, and a leave asked for during
+    // the recovery waits for it (it is ordered in the new group).
+    let mut net = Net::new(3, cfg(0));
+    net.down[2] = true;
+    net.run(Duration::from_millis(1500));
+    assert!(net.nodes[1].info().recovering || kinds(&net.events[1]).contains(&"reset"));
+    net.nodes[1].leave(net.now);
+    net.run(Duration::from_secs(3));
+    let k = kinds(&net.events[1]);
+    assert!(k.contains(&"reset") && k.last() == Some(&"left"), "{k:?}");
+    assert_eq!(last_view(&net.events[0]).unwrap().members, [NodeId(1)]);
+}

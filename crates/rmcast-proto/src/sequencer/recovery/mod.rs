@@ -377,6 +377,28 @@ impl Sequencer {
             .push_back(Event::Recovery(Recovery::Failed { suspect }));
     }
 
+    /// Whether this member is in recovery mode with nobody to rebuild the group with: every
+    /// other member of the newest view it holds is the suspect, and no member has answered this
+    /// attempt (no reset by another member has our vote, no vote came to ours). The survivor of
+    /// a group of two whose peer crashed, waiting under the majority rule (or for a manual
+    /// reset): asked to leave, it has nobody to tell, so it leaves at once rather than wait
+    /// out the driver's leave timeout for a confirmation that cannot come.
+    pub(super) fn alone_in_recovery(&self) -> bool {
+        let Some(r) = self.rec.mode.as_ref() else {
+            return false;
+        };
+        let unanswered = match &r.role {
+            Role::Idle => true,
+            Role::Coordinator(c) => c.voters.is_empty() && c.target.is_none(),
+            Role::Participant { .. } => false,
+        };
+        unanswered
+            && self
+                .known_members()
+                .iter()
+                .all(|&m| m == self.me || m == r.suspect)
+    }
+
     /// ResetGroup: become a coordinator unless a coordinator already has our vote.
     pub(super) fn reset_group(&mut self, min_members: usize) -> Result<(), SendError> {
         if self.phase != Phase::Member {
