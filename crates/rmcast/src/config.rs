@@ -109,7 +109,11 @@ pub struct GroupConfig {
     pub qos: Qos,
     /// How long a join waits to be admitted.
     pub join_timeout: Duration,
-    /// How long [`crate::GroupSender::leave`] waits for the leave to complete.
+    /// How long [`crate::GroupSender::leave`] waits for the leave to complete (default 10 s).
+    /// Own messages still outstanding get the first half before the engine's leave starts; the
+    /// rest must cover the Sequencer's `leave_linger_ms` (5 s), the longest a departing
+    /// sequencer may wait for farewells, so that a slow but sound handover is not reported as
+    /// a failed leave.
     pub leave_timeout: Duration,
     /// Events (deliveries, views) queued for the application. When the queue is full the
     /// runtime stops taking events from the engine, which then pushes back on senders.
@@ -163,7 +167,7 @@ impl GroupConfig {
             max_datagram_bytes: None,
             qos: Qos::TotallyOrdered,
             join_timeout: DEFAULT_JOIN_TIMEOUT,
-            leave_timeout: Duration::from_secs(5),
+            leave_timeout: Duration::from_secs(10),
             event_queue_capacity: 4096,
             send_queue_capacity: 1024,
             completion_events: false,
