@@ -54,6 +54,11 @@ enum Command {
     /// (RMP's multi-RPC; `rmcast member --engine ring --handler 0` answers).
     Call(call::CallArgs),
     /// Ask a group a question by multicast transaction and print each reply (the `txn` engine).
+    ///
+    /// Exit status: 0 when every transaction committed and the replies --wait asks for came;
+    /// 1 when a transaction failed (committed nowhere) or did not end; 3 when every one
+    /// committed but replies asked for are missing (the servers that committed and did not
+    /// reply within --reply-timeout-ms are named on standard error).
     Txn(txn::AskArgs),
     /// Answer the group's transactions with a command's output (`rmcast txn` asks).
     TxnServe(txn::ServeArgs),

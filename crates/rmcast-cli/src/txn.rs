@@ -181,10 +181,15 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
     let verbose = !(a.quiet && a.repeat > 1);
     let mut latencies = Vec::new();
     let mut failed = 0u64;
+    let mut unanswered = 0u64;
     for _ in 0..a.repeat {
         match one(&mut g, &payload, a.wait, &opts, verbose)? {
-            Some(l) => latencies.push(l),
-            None => failed += 1,
+            Outcome::Answered(l) => latencies.push(l),
+            Outcome::Unanswered(l) => {
+                latencies.push(l);
+                unanswered += 1;
+            }
+            Outcome::Failed => failed += 1,
         }
     }
     if a.repeat > 1 {
@@ -193,8 +198,9 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
         if let (Some(first), Some(last)) = (latencies.first(), latencies.last()) {
             let mean = latencies.iter().map(|d| ms(*d)).sum::<f64>() / latencies.len() as f64;
             println!(
-                "{} transactions, {failed} failed: latency mean {mean:.3} ms, p50 {:.3} ms, \
-                 p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
+                "{} transactions, {failed} failed, {unanswered} without the replies waited \
+                 for: latency mean {mean:.3} ms, p50 {:.3} ms, p99 {:.3} ms, min {:.3} ms, \
+                 max {:.3} ms",
                 a.repeat,
                 ms(latencies[latencies.len() / 2]),
                 ms(latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]),
@@ -214,20 +220,39 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
     }
     let _ = g.close();
     Ok(if failed > 0 {
-        ExitCode::from(1)
+        ExitCode::from(EXIT_FAILED)
+    } else if unanswered > 0 {
+        ExitCode::from(EXIT_UNANSWERED)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// One transaction, replies printed as they come; its latency, or `None` if it failed.
+/// Exit status of `rmcast txn` when a transaction failed (committed nowhere) or did not end.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status of `rmcast txn` when every transaction committed but some lacked the replies
+/// `--wait` asked for (the servers that committed and did not answer are named): the request
+/// was applied, so asking again is not the same as asking once.
+pub const EXIT_UNANSWERED: u8 = 3;
+
+/// What one transaction of `rmcast txn` came to.
+enum Outcome {
+    /// Committed, and the replies `--wait` asks for came: the latency.
+    Answered(Duration),
+    /// Committed, but replies asked for are missing (said on standard error): the latency.
+    Unanswered(Duration),
+    /// Failed, or neither committed nor failed in time (said on standard error).
+    Failed,
+}
+
+/// One transaction, replies printed as they come.
 fn one(
     g: &mut TxnGroup,
     payload: &[u8],
     wait: WaitFor,
     opts: &TxnOptions,
     verbose: bool,
-) -> Result<Option<Duration>> {
+) -> Result<Outcome> {
     let start = Instant::now();
     let txn = g.send(payload.to_vec())?;
     let mut set: Option<Vec<NodeId>> = None;
@@ -250,14 +275,14 @@ fn one(
         if done || now >= deadline {
             let Some(s) = set.filter(|_| committed.is_some()) else {
                 eprintln!("error: transaction {txn} neither committed nor failed in time");
-                return Ok(None);
+                return Ok(Outcome::Failed);
             };
+            let missing: Vec<NodeId> = s
+                .iter()
+                .copied()
+                .filter(|m| !repliers.contains(m))
+                .collect();
             if verbose {
-                let missing: Vec<NodeId> = s
-                    .iter()
-                    .copied()
-                    .filter(|m| !repliers.contains(m))
-                    .collect();
                 let _ = writeln!(
                     out,
                     "committed at {} server(s) {} in {:.1} ms; {} repl{}{}",
@@ -273,7 +298,21 @@ fn one(
                     }
                 );
             }
-            return Ok(Some(now - start));
+            if done {
+                return Ok(Outcome::Answered(now - start));
+            }
+            // The wait ran out short of what `--wait` asks for: say who committed the
+            // request and did not answer (always, even with --quiet).
+            eprintln!(
+                "error: transaction {txn} committed at {} server(s) {}, but {} of them did not \
+                 reply within {} ms: {}",
+                s.len(),
+                IdList(&s),
+                missing.len(),
+                opts.reply_timeout.as_millis(),
+                IdList(&missing)
+            );
+            return Ok(Outcome::Unanswered(now - start));
         }
         match g.next_event(deadline - now)? {
             Some(TxnEvent::Opened { txn: t, set: s }) if t == txn => set = Some(s),
@@ -288,7 +327,7 @@ fn one(
             Some(TxnEvent::Committed { txn: t }) if t == txn => committed = Some(Instant::now()),
             Some(TxnEvent::Failed { txn: t, error }) if t == txn => {
                 eprintln!("error: transaction failed: {error}");
-                return Ok(None);
+                return Ok(Outcome::Failed);
             }
             Some(TxnEvent::Reply {
                 txn: t,
@@ -373,6 +412,11 @@ fn run_command(cmd: &str, input: &[u8]) -> Result<Vec<u8>> {
     let input = input.to_vec();
     // On a thread: a command that writes before it reads must not deadlock with us.
     let writer = std::thread::spawn(move || {
+        // A command that exits without reading its input (`echo`) closes the pipe, and a
+        // write after that raises SIGPIPE, which `main` leaves at its default: it killed the
+        // whole server whenever the command won the race (a busy CPU). Blocked on this thread
+        // only, the write fails with EPIPE instead.
+        let _sigpipe = SigpipeBlocked::new();
         let _ = stdin.write_all(&input);
     });
     let mut out = Vec::new();
@@ -385,6 +429,50 @@ fn run_command(cmd: &str, input: &[u8]) -> Result<Vec<u8>> {
     let _ = writer.join();
     let _ = child.wait();
     Ok(out)
+}
+
+/// SIGPIPE blocked on the calling thread while this lives. A SIGPIPE raised meanwhile (a
+/// write to a pipe whose reader is gone) stays pending on the thread, and is taken off before
+/// the mask is restored, so that it never reaches the process.
+struct SigpipeBlocked {
+    old: libc::sigset_t,
+}
+
+impl SigpipeBlocked {
+    fn new() -> SigpipeBlocked {
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset before any use;
+        // pthread_sigmask changes this thread's mask only.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            SigpipeBlocked { old }
+        }
+    }
+}
+
+impl Drop for SigpipeBlocked {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`; sigtimedwait with a zero timeout only takes a pending SIGPIPE
+        // (it does not wait), and the mask restored is the one `new` saved.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut pending: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            libc::sigpending(&mut pending);
+            if libc::sigismember(&pending, libc::SIGPIPE) == 1 {
+                let zero = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
 }
 
 /// The drops column of /proc/net/udp for the sockets bound to local `port`.

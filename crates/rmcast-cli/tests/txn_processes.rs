@@ -207,6 +207,64 @@ fn servers_answer_a_transaction_each_by_name() {
     drop(servers);
 }
 
+/// A server that commits the request but answers too late: `rmcast txn` prints the reply it
+/// got, exits with status 3 and names the server that did not reply; waiting for the first
+/// reply only, the same transaction is a success.
+#[test]
+fn a_server_that_does_not_reply_in_time_is_named_and_the_exit_status_says_so() {
+    let g = group("silent");
+    let _quick = Server::start(&g, 31, "tr a-z A-Z");
+    let mut slow = Server::start(&g, 32, "sleep 1; echo late");
+    let t = Duration::from_secs(30);
+    // A long open (it ends as soon as both answered), and the reply timeout given.
+    let ask = |id: &str, wait: &str, reply_ms: &str| {
+        rmcast(
+            &[
+                "txn",
+                "--group",
+                &g,
+                "--id",
+                id,
+                "--min",
+                "2",
+                "--max",
+                "2",
+                "--timeout-ms",
+                "5000",
+                "--reply-timeout-ms",
+                reply_ms,
+                "--wait",
+                wait,
+                "question",
+            ],
+            t,
+        )
+    };
+    let out = ask("30", "all", "200");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("committed at 2 server(s) [31, 32]"),
+        "{stdout}"
+    );
+    // The quick one may be late too on a loaded machine; the slow one is named in any case.
+    let named = stderr
+        .lines()
+        .find(|l| l.contains("did not reply within 200 ms: ["))
+        .unwrap_or_else(|| panic!("nobody named: {stderr}"));
+    assert!(
+        named.contains("committed at 2 server(s) [31, 32]") && named.ends_with("32]"),
+        "{named}"
+    );
+    // The slow server did get the request (and answers once its command ends).
+    slow.wait_for("request 0 from 30", t);
+    let out = ask("33", "first", "5000");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("31: QUESTION"), "{stdout}");
+    slow.wait_for("request 0 from 33", t);
+}
+
 #[test]
 fn wrong_arguments_say_what_is_wrong() {
     let t = Duration::from_secs(20);

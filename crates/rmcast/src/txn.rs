@@ -181,7 +181,8 @@ pub enum TxnEvent {
         /// The receiver.
         receiver: NodeId,
     },
-    /// Every receiver of the set delivered the message (deliver-to released and confirmed).
+    /// Every receiver of the set delivered the message (deliver-to released, and confirmed by
+    /// each receiver once its application took the request).
     Committed {
         /// The transaction.
         txn: u64,

@@ -152,6 +152,11 @@ struct Inbound {
     /// The deliver-to point received.
     deliver_to: u32,
     delivered: bool,
+    /// The application took the delivery ([`Engine::poll_event`] returned it): only then is
+    /// delivery confirmed to the source, so that a committed transaction means that every
+    /// receiver's application has the request, not only its engine (a starved or busy
+    /// application takes it late; the source waits for it, asking, as for a lost report).
+    taken: bool,
     /// Last datagram of this transaction from its source.
     heard_at: Time,
     /// Asks sent since the source went silent.
@@ -194,6 +199,8 @@ pub struct Txn {
     /// Largest set answered lately: the set size named in FIRST.
     set_estimate: usize,
     left: bool,
+    /// The latest time an input brought (for what [`Engine::poll_event`] sends: it has none).
+    now: Time,
     counters: Counters,
     extra: Extra,
 }
@@ -250,6 +257,7 @@ impl Txn {
             view_id: VIEW_ID,
             set_estimate: cfg.max_receivers.min(8),
             left: false,
+            now: p.now,
             counters: Counters::default(),
             extra: Extra::default(),
             cfg,
@@ -1034,7 +1042,7 @@ impl Txn {
         if i.status_gap {
             flags |= pk::STATUS_GAP;
         }
-        if i.delivered {
+        if i.delivered && i.taken {
             flags |= pk::STATUS_DELIVERED;
         }
         if i.accepted == Some(true) {
@@ -1096,7 +1104,7 @@ impl Txn {
                 // Make room by closing the longest-idle context that is done: delivered, its
                 // replies all acknowledged (its source only waits for more replies).
                 let done = (self.inbound.iter())
-                    .filter(|(_, i)| i.delivered && i.reply.buf.is_empty())
+                    .filter(|(_, i)| i.delivered && i.taken && i.reply.buf.is_empty())
                     .min_by_key(|(_, i)| i.heard_at)
                     .map(|(&k, _)| k);
                 if let Some(old) = done {
@@ -1125,6 +1133,7 @@ impl Txn {
                     answer_retry_at: None,
                     deliver_to: 0,
                     delivered: false,
+                    taken: false,
                     heard_at: now,
                     queries: 0,
                     gap_reported_at: None,
@@ -1184,7 +1193,7 @@ impl Txn {
         if sreq || complete || report_gap {
             self.want_status(now, k, report_gap);
         }
-        self.try_deliver(now, k);
+        self.try_deliver(k);
     }
 
     /// A release named the set (`set`, 4 bytes per id): keep it (to answer queries), and if
@@ -1208,7 +1217,7 @@ impl Txn {
         }
     }
 
-    fn try_deliver(&mut self, now: Time, k: (NodeId, Key)) {
+    fn try_deliver(&mut self, k: (NodeId, Key)) {
         let Some(i) = self.inbound.get_mut(&k) else {
             return;
         };
@@ -1230,8 +1239,33 @@ impl Txn {
             view: VIEW_ID,
             payload,
         }));
-        // Confirm at once: the source completes the send on it.
+        // Confirmed once the application takes it (`handed_over`); until then the reports
+        // say "held, not delivered", and the source keeps asking.
+    }
+
+    /// The application took the delivery of `sender`'s transaction `msg`: confirm it to the
+    /// source at once (the source completes the send on it).
+    fn handed_over(&mut self, sender: NodeId, msg: u64) {
+        let lo = (sender, Key { epoch: 0, txn: msg });
+        let hi = (
+            sender,
+            Key {
+                epoch: u32::MAX,
+                txn: msg,
+            },
+        );
+        let Some(k) = (self.inbound.range(lo..=hi))
+            .find(|(k, i)| k.1.txn == msg && i.delivered && !i.taken)
+            .map(|(&k, _)| k)
+        else {
+            return;
+        };
+        if let Some(i) = self.inbound.get_mut(&k) {
+            i.taken = true;
+        }
+        let now = self.now;
         self.want_status(now, k, false);
+        self.flush_inbound(now, k);
     }
 
     fn discard(&mut self, k: (NodeId, Key), outcome: u8) {
@@ -1262,7 +1296,7 @@ impl Txn {
         if c.flags & pk::CNTL_DELIVER_TO != 0 {
             i.deliver_to = i.deliver_to.max(c.deliver_to);
             self.learn_set(k, set);
-            self.try_deliver(now, k);
+            self.try_deliver(k);
         }
         if c.flags & pk::CNTL_CLOSE != 0 {
             // X_MRclose closes both directions; what was not delivered never will be here.
@@ -1291,18 +1325,10 @@ impl Txn {
         }
         i.accepted = Some(true);
         i.answer_retry_at = None;
-        self.try_deliver(now, k);
+        self.try_deliver(k);
     }
 
-    fn on_resolve(
-        &mut self,
-        now: Time,
-        source: NodeId,
-        key: Key,
-        outcome: u8,
-        deliver_to: u32,
-        set: &[u8],
-    ) {
+    fn on_resolve(&mut self, source: NodeId, key: Key, outcome: u8, deliver_to: u32, set: &[u8]) {
         let k = (source, key);
         let Some(i) = self.inbound.get_mut(&k) else {
             return;
@@ -1314,7 +1340,7 @@ impl Txn {
         // make it ask again at once.)
         i.deliver_to = i.deliver_to.max(deliver_to);
         self.learn_set(k, set);
-        self.try_deliver(now, k);
+        self.try_deliver(k);
     }
 
     fn on_query(&mut self, asker: NodeId, source: NodeId, key: Key) {
@@ -1498,6 +1524,7 @@ impl Txn {
     }
 
     fn dispatch(&mut self, now: Time, h: &Header, body: &[u8]) -> Result<(), wire::WireError> {
+        self.now = self.now.max(now);
         let from = h.sender;
         match h.ptype {
             pk::FIRST => {
@@ -1558,7 +1585,7 @@ impl Txn {
             }
             pk::RESOLVE => {
                 let (source, key, o, d, set) = pk::decode_resolve(body)?;
-                self.on_resolve(now, source, key, o, d, set);
+                self.on_resolve(source, key, o, d, set);
             }
             t => return Err(wire::WireError::BadType(t)),
         }
@@ -1590,6 +1617,7 @@ impl Engine for Txn {
         if self.left {
             return;
         }
+        self.now = self.now.max(now);
         let txns: Vec<u64> = self.forwards.keys().copied().collect();
         for txn in txns {
             self.forward_timeout(now, txn);
@@ -1621,6 +1649,7 @@ impl Engine for Txn {
         if payload.len() > self.cfg.max_message_bytes {
             return Err(SendError::TooLarge);
         }
+        self.now = self.now.max(now);
         if !self.can_submit() {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
@@ -1679,6 +1708,7 @@ impl Engine for Txn {
         if payload.len() > self.cfg.max_reply_bytes {
             return Err(SendError::TooLarge);
         }
+        self.now = self.now.max(now);
         let Some((&k, i)) = self
             .inbound
             .iter_mut()
@@ -1773,7 +1803,13 @@ impl Engine for Txn {
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let ev = self.events.pop_front()?;
+        if let Event::Deliver(d) = &ev {
+            if d.sender != self.me {
+                self.handed_over(d.sender, d.msg);
+            }
+        }
+        Some(ev)
     }
 
     fn poll_timeout(&self) -> Option<Time> {

@@ -15,7 +15,9 @@
 //! [`Config::open_timeout`], at most [`Config::max_receivers`]; with fewer than
 //! [`Config::min_receivers`] the transaction fails. A completed send
 //! ([`crate::Event::SendComplete`]) means committed: released, and delivered by every receiver of
-//! the set; a failed one is reported by [`crate::Event::Loss`] at the source (the message is
+//! the set, to its application (a receiver confirms delivery once its application took the
+//! [`crate::Event::Deliver`] from [`crate::Engine::poll_event`], so that a busy application holds
+//! the commit back rather than missing the request); a failed one is reported by [`crate::Event::Loss`] at the source (the message is
 //! delivered nowhere), and [`crate::Engine::take_failure`] says why, naming the receivers (the
 //! runtime fails a blocking send with it). Receivers answer on their response channel
 //! ([`crate::Engine::reply`], X_MRreply); answers arrive at the source as
@@ -35,7 +37,7 @@
 //! byte expected and the last byte it will accept (the flow/error control request), BURST and
 //! RATE (the rate control request). Once every receiver of the set reports the whole message,
 //! the source sends **deliver-to** the end of the message (and delivers its own copy), repeated
-//! until every receiver confirms delivery. A receiver of the set silent for
+//! until every receiver confirms delivery (its application took the message). A receiver of the set silent for
 //! [`Config::receiver_timeout`] while asked is dropped (named, see [`Config::announce_sets`]);
 //! below `min` the transaction is aborted. The channels stay open [`Config::reply_linger`]
 //! after the commit for replies, then X_MRclose closes both directions. A receiver that holds a

@@ -38,6 +38,8 @@ struct Net {
     /// (time, from, to, ptype) of every copy sent.
     sent: Vec<(Time, usize, usize, u8)>,
     latency: Duration,
+    /// Nodes whose application is busy: their engines run, but nobody takes their events.
+    paused: Vec<bool>,
 }
 
 fn cfg() -> Config {
@@ -60,6 +62,7 @@ impl Net {
             drop: None,
             sent: Vec::new(),
             latency: MS,
+            paused: vec![false; n],
         };
         for i in 0..n {
             let settings = EngineSettings::default();
@@ -103,8 +106,14 @@ impl Net {
             };
             out.push((t.destination, buf.clone()));
         }
-        while let Some(ev) = e.poll_event() {
-            self.events[i].push((now, ev));
+        if !self.paused[i] {
+            while let Some(ev) = e.poll_event() {
+                self.events[i].push((now, ev));
+            }
+            // What taking the events made the engine send goes out in the same step.
+            while let Some(t) = e.poll_transmit(now, &mut buf) {
+                out.push((t.destination, buf.clone()));
+            }
         }
         for (dest, data) in out {
             let targets: Vec<usize> = match dest {
@@ -169,6 +178,12 @@ impl Net {
             }
         }
         self.now = self.now.max(until);
+    }
+
+    /// Node `i`'s application takes its events again (and at once those held meanwhile).
+    fn resume(&mut self, i: usize) {
+        self.paused[i] = false;
+        self.flush(i);
     }
 
     fn run_for(&mut self, d: Duration) {
@@ -282,6 +297,60 @@ fn a_transaction_commits_everywhere_and_replies_come_back_named() {
             .reply(now, NodeId(0), m, Bytes::from_static(b"late")),
         Err(SendError::NotMember)
     );
+}
+
+/// A receiver whose application is busy (it takes no event for a second, as a starved
+/// `txn-serve`) holds the message in its engine: the source does not call the transaction
+/// committed until that application has the request, however many reports are lost meanwhile.
+/// The answer that application sends 1.5 s after the commit, its first copies lost, still
+/// reaches the source on the response channel.
+#[test]
+fn a_transaction_commits_only_once_every_receivers_application_has_it() {
+    let mut net = Net::new(
+        4,
+        Config {
+            max_receivers: 3,
+            reply_linger: Duration::from_secs(3),
+            ..cfg()
+        },
+    );
+    let mut x = 777u64;
+    let mut replies_lost = 0;
+    net.drop = Some(Box::new(move |c| {
+        if c.from == 2 && c.ptype == pk::REPLY && replies_lost < 3 {
+            replies_lost += 1;
+            return true;
+        }
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % 100 < 20
+    }));
+    net.paused[2] = true;
+    let m = net.submit(0, b"what is the time?");
+    net.run_for(Duration::from_secs(1));
+    assert!(net.delivered(1, 0, m) && net.delivered(3, 0, m));
+    assert!(!net.delivered(2, 0, m));
+    assert!(
+        !net.completed(0, m),
+        "committed before node 2's application had the request"
+    );
+    assert_eq!(net.node(0).set_of(m).unwrap().len(), 3, "nobody dropped");
+    net.resume(2);
+    assert!(net.delivered(2, 0, m));
+    net.run_for(Duration::from_millis(500));
+    assert!(net.completed(0, m));
+    net.run_for(Duration::from_millis(1000));
+    for i in 1..4 {
+        net.reply(i, 0, m, format!("{i}: noon").as_bytes());
+    }
+    net.run_for(Duration::from_secs(1));
+    let mut r = net.replies(0);
+    r.sort();
+    let want: Vec<(NodeId, u64, Bytes)> = (1..4)
+        .map(|i| (NodeId(i), m, Bytes::from(format!("{i}: noon"))))
+        .collect();
+    assert_eq!(r, want);
 }
 
 #[test]
