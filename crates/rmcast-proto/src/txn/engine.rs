@@ -107,6 +107,18 @@ struct Forward {
     dropped: Vec<NodeId>,
 }
 
+impl Forward {
+    /// What holds between calls (checked in debug builds), go-back-N on the forward channel:
+    /// the next byte to send never passes the highest sent, which never passes the message's
+    /// end, and no response context has received more than the message holds.
+    fn check_invariants(&self) {
+        debug_assert_eq!(self.payload.len() as u64, u64::from(self.total));
+        debug_assert!(self.send_next <= self.sent_high);
+        debug_assert!(self.sent_high <= self.total);
+        debug_assert!(self.set.values().all(|r| r.next <= self.total));
+    }
+}
+
 /// A committed transaction whose response channels stay open for replies.
 #[derive(Debug)]
 struct Lingering {
@@ -129,6 +141,15 @@ struct ReplyOut {
     /// Use-backoff: the next packet goes no earlier than this.
     backoff_at: Option<Time>,
     goback_at: Time,
+}
+
+impl ReplyOut {
+    /// What holds between calls (checked in debug builds): the next offset to send lies
+    /// between the acknowledged edge and the end of what is buffered.
+    fn check_invariants(&self) {
+        debug_assert!(self.base <= self.sent);
+        debug_assert!(u64::from(self.sent - self.base) <= self.buf.len() as u64);
+    }
 }
 
 /// A transaction of another source as this receiver sees it: the receive context and its
@@ -425,6 +446,7 @@ impl Txn {
         if f.send_next < n as u32 {
             f.send_next = n as u32;
         }
+        f.check_invariants();
         let mut b = self.header(pk::FIRST);
         pk::encode_first(
             &mut b,
@@ -939,6 +961,7 @@ impl Txn {
                 self.counters.retransmissions += 1;
             }
             f.sent_high = f.sent_high.max(f.send_next);
+            f.check_invariants();
             // The flow/error control request rides on the last segment of a burst.
             let last = f.send_next >= f.total.min(window);
             let flags = if last { pk::DATA_SREQ } else { 0 };
@@ -1181,6 +1204,9 @@ impl Txn {
             i.buf.extend_from_slice(&data[skip..skip + take]);
             i.next += take as u32;
             took = take;
+            // Bytes are kept in order until delivered, and never beyond the message's end.
+            debug_assert_eq!(i.buf.len(), i.next as usize);
+            debug_assert!(i.next <= i.total);
         }
         self.held_bytes += took;
         let complete = i.next >= i.total && took > 0;
@@ -1383,6 +1409,7 @@ impl Txn {
             let flags = 0;
             let offset = r.sent;
             r.sent += len;
+            r.check_invariants();
             if r.rto_at.is_none() {
                 r.rto_at = Some(now + rto);
             }
@@ -1426,6 +1453,7 @@ impl Txn {
             r.sent = next;
             r.goback_at = now + rto;
         }
+        r.check_invariants();
         self.pump_reply(now, k);
     }
 
