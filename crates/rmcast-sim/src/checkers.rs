@@ -42,9 +42,7 @@
 //! quiet. Where `senders == Creator` the workload sends from the creator (host 0) only.
 
 use crate::record::{HostRecord, Record};
-use rmcast_proto::{
-    DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery, View,
-};
+use rmcast_proto::{DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery, View};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 

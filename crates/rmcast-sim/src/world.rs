@@ -112,10 +112,7 @@ enum HostState {
     /// roles and no healing).
     Running(Box<Formation>),
     /// Processing nothing until `until`; arrivals go to the bounded pause buffer.
-    Paused {
-        engine: Box<Formation>,
-        until: Time,
-    },
+    Paused { engine: Box<Formation>, until: Time },
     /// Left the group ([`Event::Left`] seen); the engine is dropped.
     Left,
     /// Crashed; the engine is dropped.

@@ -123,7 +123,10 @@ fn check(name: &str, seed: u64) -> Option<String> {
             s.push_str(&format!("\n  one_group: {x}"));
         }
     }
-    Some(format!("{name} {s}\n  replay: {}", replay_command(name, seed)))
+    Some(format!(
+        "{name} {s}\n  replay: {}",
+        replay_command(name, seed)
+    ))
 }
 
 /// Ring seeds of the normal run that stall in the ring engine, not in formation (found by this
@@ -139,14 +142,21 @@ fn sweep(name: &str, seeds: std::ops::Range<u64>) {
 
 fn sweep_except(name: &str, seeds: std::ops::Range<u64>, skip: &[u64]) {
     let n = seeds.end - seeds.start;
-    let failures: Vec<String> = (seeds.filter(|s| !skip.contains(s)))
-        .filter_map(|seed| check(name, seed))
+    let failures: Vec<(u64, String)> = (seeds.filter(|s| !skip.contains(s)))
+        .filter_map(|seed| check(name, seed).map(|f| (seed, f)))
         .collect();
+    let failed: Vec<u64> = failures.iter().map(|f| f.0).collect();
+    let failures: Vec<String> = failures.into_iter().map(|f| f.1).collect();
     assert!(
         failures.is_empty(),
-        "{} of {n} seeds failed; the first:\n{}",
+        "{} of {n} seeds failed ({failed:?}); the first:\n{}",
         failures.len(),
-        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -181,7 +191,10 @@ fn the_sweep_exercises_concurrent_starts_and_merges() {
         // A host's incarnation in a group that merged into another is kept apart.
         merged += usize::from(!rec.merged_away.is_empty());
     }
-    assert!(together >= 10, "{together} of 60 seeds start every host together");
+    assert!(
+        together >= 10,
+        "{together} of 60 seeds start every host together"
+    );
     assert!(merged >= 5, "{merged} of 60 seeds merged two groups");
 }
 

@@ -445,7 +445,8 @@ impl Formation {
             .map(|p| usize::from(p.1))
             .min();
         let Some(path) = smallest else { return };
-        let overhead = usize::from(self.cfg.path_bytes).saturating_sub(self.cfg.engine_datagram_bytes);
+        let overhead =
+            usize::from(self.cfg.path_bytes).saturating_sub(self.cfg.engine_datagram_bytes);
         let want = path.saturating_sub(overhead);
         if want >= self.datagram_bytes {
             return;
@@ -557,11 +558,11 @@ impl Formation {
                 self.fit_datagrams();
             }
             Event::Recovery(Recovery::Merging { .. }) => self.left_view(),
-            Event::Recovery(Recovery::Expelled { incarnation }) => {
-                if self.cfg.heal.is_some() && !self.leaving {
-                    let incarnation = *incarnation;
-                    self.rejoin(self.now, Rejoin::Expelled { incarnation });
-                }
+            Event::Recovery(Recovery::Expelled { incarnation })
+                if self.cfg.heal.is_some() && !self.leaving =>
+            {
+                let incarnation = *incarnation;
+                self.rejoin(self.now, Rejoin::Expelled { incarnation });
             }
             _ => {}
         }
@@ -571,10 +572,11 @@ impl Formation {
     fn deadlines(&mut self, now: Time) {
         if self.rejoin_by.is_some_and(|t| now >= t) {
             self.rejoin_by = None;
-            if !self.leaving && !self.engine.info().members.contains(&self.cfg.me) {
-                if self.engine.start_alone(now).is_ok() {
-                    self.notice(Notice::StartedAlone);
-                }
+            if !self.leaving
+                && !self.engine.info().members.contains(&self.cfg.me)
+                && self.engine.start_alone(now).is_ok()
+            {
+                self.notice(Notice::StartedAlone);
             }
         }
         let Stage::Joining {

@@ -51,8 +51,9 @@ impl Net {
         for _ in 0..ms {
             self.now = self.now + Duration::from_millis(1);
             let now = self.now;
-            let (due, later): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut self.wire).into_iter().partition(|w| w.0 <= now);
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.wire)
+                .into_iter()
+                .partition(|w| w.0 <= now);
             self.wire = later;
             for (_, to, from, d) in due {
                 self.nodes[to].handle_datagram(now, from, &d);
@@ -87,7 +88,10 @@ impl Net {
     }
 
     fn members(&self, i: usize) -> Vec<NodeId> {
-        self.views[i].as_ref().map(|v| v.members.clone()).unwrap_or_default()
+        self.views[i]
+            .as_ref()
+            .map(|v| v.members.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -107,7 +111,10 @@ fn nodes_started_together_form_one_group_created_by_the_lowest_id() {
     }
     assert!(net.notices[0].contains(&Notice::Created));
     for i in 1..4 {
-        assert!(!net.notices[i].contains(&Notice::Created), "node {i} created too");
+        assert!(
+            !net.notices[i].contains(&Notice::Created),
+            "node {i} created too"
+        );
         assert!(net.notices[i].contains(&Notice::Admitted));
     }
 }
