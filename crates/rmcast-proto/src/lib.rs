@@ -8,6 +8,7 @@
 
 pub mod common;
 pub mod engine;
+pub mod formation;
 pub mod gossip;
 pub mod guarantees;
 pub mod registry;
@@ -24,6 +25,7 @@ pub use engine::{
     Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
     NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
 };
+pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
 pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,

@@ -40,6 +40,8 @@ pub enum EngineKind {
     Tree = 4,
     /// Multidriver transactions over XTP (Dempsey, Fenton and Weaver).
     Txn = 5,
+    /// Group formation's HELLOs ([`crate::formation::hello`]), which no engine sees.
+    Formation = 6,
     /// Engines built only for tests (the `toy` engine of the `testing` feature).
     Test = 255,
 }
@@ -53,6 +55,7 @@ impl EngineKind {
             3 => EngineKind::Gossip,
             4 => EngineKind::Tree,
             5 => EngineKind::Txn,
+            6 => EngineKind::Formation,
             255 => EngineKind::Test,
             _ => return None,
         })

@@ -42,7 +42,7 @@
 //! quiet. Where `senders == Creator` the workload sends from the creator (host 0) only.
 
 use crate::record::{HostRecord, Record};
-use rmcast_proto::{DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery};
+use rmcast_proto::{DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery, View};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -648,6 +648,45 @@ pub fn resilience(rec: &Record) -> Verdict {
                     }
                 }
             }
+        }
+    }
+    f.verdict()
+}
+
+/// Group formation's liveness (not among [`CHECKERS`]; a formation sweep calls it): once
+/// faults heal, every host that ends running and was never meant to leave or crash (its
+/// current record: not crashed, no leave asked, not expelled) ends in one view, the same at
+/// each, which names exactly these hosts.
+pub fn one_group(rec: &Record) -> Verdict {
+    let mut f = Found::default();
+    // Host i's current record is rec.hosts[i]; earlier incarnations follow.
+    let current: Vec<&HostRecord> = (rec.hosts.iter().enumerate())
+        .take_while(|(i, h)| h.id.0 as usize == *i)
+        .map(|(_, h)| h)
+        .filter(|h| h.started_at.is_some() && h.crashed_at.is_none())
+        .filter(|h| h.leave_requested_at.is_none() && !h.expelled())
+        .collect();
+    let ids: BTreeSet<NodeId> = current.iter().map(|h| h.id).collect();
+    let mut first: Option<(NodeId, &View)> = None;
+    for h in &current {
+        let Some(v) = h.last_view() else {
+            f.push(format!("host {} ends in no view", h.id));
+            continue;
+        };
+        let members: BTreeSet<NodeId> = v.members.iter().copied().collect();
+        if members != ids {
+            f.push(format!(
+                "host {} ends in view {} of {:?}, not of every correct host {:?}",
+                h.id, v.id, v.members, ids
+            ));
+        }
+        match first {
+            None => first = Some((h.id, v)),
+            Some((by, w)) if (w.id, &w.members) != (v.id, &v.members) => f.push(format!(
+                "host {} ends in view {} of {:?}, host {by} in view {} of {:?}",
+                h.id, v.id, v.members, w.id, w.members
+            )),
+            Some(_) => {}
         }
     }
     f.verdict()

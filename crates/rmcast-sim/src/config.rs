@@ -417,8 +417,23 @@ pub struct SimConfig {
     /// Self-healing, as `rmcast member` runs by default: a host the group went on without
     /// ([`rmcast_proto::Recovery::Expelled`]) joins it again as a new member
     /// ([`rmcast_proto::Engine::rejoin`]), and the run ends only once every host that was never
-    /// meant to leave or crash is back in one group. Off: an expelled host stays out.
+    /// meant to leave or crash is back in one group. Off: an expelled host stays out. With
+    /// [`SimConfig::join_or_create`], group formation heals as the runtime does
+    /// ([`rmcast_proto::formation`]): the coordinator announces its group every
+    /// [`SimConfig::heal_interval`], a smaller group of the same name merges into a larger one,
+    /// and a rejoin nobody admits starts a group of one.
     pub heal: bool,
+    /// Every host opens with join-or-create, as `rmcast member` does
+    /// ([`rmcast_proto::Entry::JoinOrCreate`]: it looks for the group and creates it if
+    /// nobody admits it and no lower id looks too), instead of host 0 creating and the others
+    /// joining; hosts also run the HELLO address exchange. Off: the roles are fixed.
+    pub join_or_create: bool,
+    /// How long a join waits to be admitted before a join-or-create host creates the group;
+    /// how long a rejoin waits before it starts a group of one.
+    pub join_timeout: Duration,
+    /// With [`SimConfig::heal`]: how often the member that coordinates a group announces it
+    /// (a smaller group of the same name that hears it merges into it).
+    pub heal_interval: Duration,
     /// Take a snapshot of every running host's engine counters this often, from the workload
     /// start until the last fault healed ([`crate::record::HostRecord::counter_samples`]):
     /// what a figure per time window needs. `None`: no snapshots.
@@ -439,6 +454,9 @@ impl Default for SimConfig {
             churn: Vec::new(),
             limits: Limits::default(),
             heal: false,
+            join_or_create: false,
+            join_timeout: Duration::from_secs(1),
+            heal_interval: Duration::from_millis(200),
             sample_counters: None,
         }
     }

@@ -229,6 +229,11 @@ pub struct Record {
     pub workload_errors: Vec<String>,
     /// Network counts.
     pub net: NetStats,
+    /// Incarnations of hosts in a group that merged into another ([`crate::SimConfig::heal`]):
+    /// another group's history, with view ids and order positions of its own, kept apart from
+    /// [`Record::hosts`] so that the checkers, which judge one group's history, do not mix the
+    /// two.
+    pub merged_away: Vec<HostRecord>,
 }
 
 impl Default for Record {
@@ -246,6 +251,7 @@ impl Default for Record {
             livelock: None,
             workload_errors: Vec::new(),
             net: NetStats::default(),
+            merged_away: Vec::new(),
         }
     }
 }

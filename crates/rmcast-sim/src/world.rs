@@ -24,8 +24,8 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{
-    DeliveryPromise, Destination, Engine, Event, Guarantees, NodeId, Recovery, Role, SendError,
-    Senders, Time,
+    DeliveryPromise, Destination, Engine, Entry, Event, Formation, FormationConfig, Guarantees,
+    NodeId, Notice, Recovery, Rejoin, Role, SendError, Senders, Time,
 };
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -108,13 +108,11 @@ impl Ord for Scheduled {
 enum HostState {
     /// Not started yet (a scheduled joiner) or never.
     NotStarted,
-    /// Processing inputs.
-    Running(Box<dyn Engine>),
+    /// Processing inputs: the engine inside group formation (which is transparent with fixed
+    /// roles and no healing).
+    Running(Box<Formation>),
     /// Processing nothing until `until`; arrivals go to the bounded pause buffer.
-    Paused {
-        engine: Box<dyn Engine>,
-        until: Time,
-    },
+    Paused { engine: Box<Formation>, until: Time },
     /// Left the group ([`Event::Left`] seen); the engine is dropped.
     Left,
     /// Crashed; the engine is dropped.
@@ -169,7 +167,9 @@ impl Host {
 
     fn engine(&self) -> Option<&dyn Engine> {
         match &self.state {
-            HostState::Running(e) | HostState::Paused { engine: e, .. } => Some(e.as_ref()),
+            HostState::Running(e) | HostState::Paused { engine: e, .. } => {
+                Some(e.as_ref() as &dyn Engine)
+            }
             _ => None,
         }
     }
@@ -228,6 +228,9 @@ pub(crate) struct World<'a> {
     /// Records of hosts that were expelled and joined again ([`SimConfig::heal`]): each
     /// incarnation of a host keeps its own record.
     past: Vec<HostRecord>,
+    /// Records of hosts' incarnations in a group that merged into another
+    /// ([`Record::merged_away`]).
+    merged_away: Vec<HostRecord>,
     /// Per host, its areas from its own outwards (with a topology).
     area_chains: Vec<Vec<usize>>,
 }
@@ -316,6 +319,7 @@ impl<'a> World<'a> {
             stop: false,
             quiesced: false,
             past: Vec::new(),
+            merged_away: Vec::new(),
             area_chains: (0..n)
                 .map(|i| {
                     (cfg.net.topology.as_ref())
@@ -472,14 +476,32 @@ impl<'a> World<'a> {
                 if matches!(self.hosts[host].state, HostState::NotStarted) {
                     let id = NodeId(host as u32);
                     let cfg = self.cfg;
-                    let engine = cfg.engine.build(
-                        role,
-                        cfg.group,
-                        id,
-                        MAX_DATAGRAM_BYTES,
+                    let entry = match role {
+                        Role::Client => Entry::Client,
+                        _ if cfg.join_or_create => Entry::JoinOrCreate,
+                        Role::Create => Entry::Create,
+                        Role::Join => Entry::Join { give_up: false },
+                    };
+                    // Formation heals with join-or-create only, and only hosts never meant to
+                    // leave or crash (a host that is to leave stays out once expelled). With
+                    // fixed roles, an expelled host joins again as before ([`World::rejoin`]),
+                    // and the group's traffic is the engines' alone.
+                    let heal = cfg.heal && cfg.join_or_create && self.hosts[host].meant_to_stay;
+                    let engine = Box::new(Formation::new(
+                        FormationConfig {
+                            group: cfg.group,
+                            me: id,
+                            engine: cfg.engine.clone(),
+                            entry,
+                            join_timeout: cfg.join_timeout,
+                            heal: heal.then_some(cfg.heal_interval),
+                            engine_datagram_bytes: MAX_DATAGRAM_BYTES,
+                            path_bytes: MAX_DATAGRAM_BYTES as u16,
+                            seed: engine_seed(cfg.seed, id),
+                            address_exchange: cfg.join_or_create,
+                        },
                         now,
-                        engine_seed(cfg.seed, id),
-                    );
+                    ));
                     let h = &mut self.hosts[host];
                     h.rec.guarantees = Some(engine.guarantees().at_qos(self.cfg.workload.qos));
                     h.state = HostState::Running(engine);
@@ -785,6 +807,21 @@ impl<'a> World<'a> {
             }
             self.evs = evs;
         }
+        // What formation did: a rejoin begins a new record of the host.
+        let mut rejoined = None;
+        if let HostState::Running(engine) = &mut self.hosts[host].state {
+            while let Some(n) = engine.poll_notice() {
+                if let Notice::Rejoined(why) = n {
+                    rejoined = Some(why);
+                }
+            }
+        }
+        if let Some(why) = rejoined {
+            self.rejoined(host, why);
+            if left {
+                return self.flush(host);
+            }
+        }
         if left && self.rejoin(host) {
             return self.flush(host);
         }
@@ -819,13 +856,12 @@ impl<'a> World<'a> {
         }
     }
 
-    /// With [`SimConfig::heal`], a host that was expelled although it was never meant to leave
-    /// joins the group again as a new member, as `rmcast member` does: its old incarnation's
-    /// record is kept apart and a new one begins. Returns whether it did.
+    /// With [`SimConfig::heal`] and fixed roles, a host that was expelled although it was never
+    /// meant to leave joins the group again as a new member. Returns whether it did.
     fn rejoin(&mut self, host: usize) -> bool {
         let now = self.now;
         let h = &mut self.hosts[host];
-        if !self.cfg.heal || !h.meant_to_stay || !h.rec.expelled() {
+        if !self.cfg.heal || self.cfg.join_or_create || !h.meant_to_stay || !h.rec.expelled() {
             return false;
         }
         let HostState::Running(engine) = &mut h.state else {
@@ -833,6 +869,26 @@ impl<'a> World<'a> {
         };
         if engine.rejoin(now, None).is_err() {
             return false;
+        }
+        self.rejoined(host, Rejoin::Expelled { incarnation: 0 });
+        true
+    }
+
+    /// With [`SimConfig::heal`], formation made a host that was expelled (although it was never
+    /// meant to leave) or whose group found a larger one join again as a new member, as
+    /// `rmcast member` does: its old incarnation's record is kept apart and a new one begins.
+    fn rejoined(&mut self, host: usize, why: Rejoin) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        // What it delivered in the group it left no longer counts towards quiescence (an
+        // expulsion already took it off).
+        if h.planned_survivor {
+            h.planned_survivor = false;
+            for k in &h.delivered {
+                if let Some(t) = self.tracks.get_mut(k) {
+                    t.survivor_deliveries -= 1;
+                }
+            }
         }
         let fresh = HostRecord {
             id: h.rec.id,
@@ -845,8 +901,14 @@ impl<'a> World<'a> {
         };
         let mut old = std::mem::replace(&mut h.rec, fresh);
         old.counters = old.counters_at_workload_start.clone();
-        old.final_state = format!("expelled; joined again at {} ns", now.0);
-        self.past.push(old);
+        old.final_state = match why {
+            Rejoin::Expelled { .. } => format!("expelled; joined again at {} ns", now.0),
+            Rejoin::Merge { into } => format!("merged into the group of {into} at {} ns", now.0),
+        };
+        match why {
+            Rejoin::Expelled { .. } => self.past.push(old),
+            Rejoin::Merge { .. } => self.merged_away.push(old),
+        }
         h.planned_survivor = true;
         h.delivered.clear();
         h.first_view = None;
@@ -862,7 +924,6 @@ impl<'a> World<'a> {
             s.retry_pending = false;
             s.stopped = false;
         }
-        true
     }
 
     /// Records one engine event; returns whether the host is out of the group ([`Event::Left`] or
@@ -1364,6 +1425,7 @@ impl<'a> World<'a> {
             livelock: self.livelock,
             workload_errors: self.workload_errors,
             net: self.net,
+            merged_away: self.merged_away,
         }
     }
 }

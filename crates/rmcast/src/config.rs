@@ -64,8 +64,8 @@ pub enum OpenMode {
     Join,
     /// Try to join for [`GroupConfig::join_timeout`], then create the group if nobody answered.
     /// Nodes that look for the group at the same time announce themselves while they wait, and
-    /// only the lowest id among them creates it; the others join that one (see the `hello`
-    /// module), so that members started together form one group.
+    /// only the lowest id among them creates it; the others join that one (see
+    /// `rmcast_proto::formation`), so that members started together form one group.
     JoinOrCreate,
     /// Talk to the group from outside it, without joining (RMP's multi-RPC): requests only
     /// ([`crate::GroupSender::request`], [`crate::Group::call`]), acknowledged and answered by

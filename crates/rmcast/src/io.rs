@@ -11,17 +11,15 @@
 use crate::batch::RecvBatch;
 use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
-use crate::hello::{self, Hello};
 use crate::net;
 use crate::queue::{Batched, TryNext};
 use crate::shared::{
     AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
 };
+use rmcast_proto::formation::{hello, Entry, Formation, FormationConfig, Notice, Rejoin};
 use rmcast_proto::secure::{GroupCipher, Rejection, Sealer};
-use rmcast_proto::{
-    wire, ConfigError, Destination, Engine, EngineChoice, Event, NodeId, Recovery, Role, SendError,
-    Time,
-};
+use rmcast_proto::wire::{self, EngineKind};
+use rmcast_proto::{ConfigError, Destination, Engine, Event, NodeId, Recovery, SendError, Time};
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -144,7 +142,7 @@ struct Net {
     sock: mio::net::UdpSocket,
     local: SocketAddr,
     /// Unicast address of each peer, learnt from the source of its datagrams (HELLOs
-    /// included, see [`crate::hello`]).
+    /// included, see [`rmcast_proto::formation`]).
     peers: HashMap<NodeId, SocketAddr>,
     /// The socket's multicast TTL ([`NodeConfig::multicast_ttl`]).
     ttl: u32,
@@ -342,14 +340,6 @@ impl Net {
     }
 }
 
-/// Where a group stands.
-enum Phase {
-    /// Waiting to be admitted; `deadline` is when the join gives up (or turns into a create).
-    Joining { deadline: Time, mode: OpenMode },
-    /// A member.
-    Member,
-}
-
 /// A leave in progress.
 struct Leaving {
     /// When the engine's leave starts even if own messages are still outstanding.
@@ -363,23 +353,14 @@ struct Leaving {
 /// Where the answer to a leave goes.
 type LeaveReply = oneshot::Sender<Result<(), Error>>;
 
-/// One group membership, owned by the I/O thread.
+/// One group membership, owned by the I/O thread: the group's engine inside its formation
+/// ([`rmcast_proto::formation`]), its sockets and destinations, and the application's queues
+/// and waiting callers.
 struct GroupState {
     key: u64,
     name: String,
     gid: u32,
-    cfg_engine: EngineChoice,
-    max_datagram_bytes: usize,
-    /// The largest datagram this member's path takes, sealing included (what its HELLOs say).
-    path_bytes: u16,
-    /// What sealing adds to an engine's datagram (0 in a group without a key).
-    seal_overhead: usize,
-    /// The path sizes other nodes' HELLOs gave (at most [`hello::MAX_LOOKERS`]): the group's
-    /// datagrams are as large as its smallest member's path takes.
-    paths: Vec<(NodeId, u16)>,
     leave_timeout: Duration,
-    /// How long a join waits for an answer ([`crate::GroupConfig::join_timeout`]); a rejoin too.
-    join_timeout: Duration,
     /// Pass the engine's completions on as events ([`crate::GroupConfig::completion_events`]).
     completion_events: bool,
     /// Opened from outside the group ([`OpenMode::Client`]): acknowledgements always reach
@@ -387,8 +368,8 @@ struct GroupState {
     client: bool,
     /// A secure group's keys and replay windows ([`crate::GroupConfig::keys`]).
     cipher: Option<GroupCipher>,
-    engine: Box<dyn Engine>,
-    phase: Phase,
+    /// The engine, inside group formation: joins, creates, HELLOs, merges and rejoins.
+    engine: Formation,
     /// The multicast socket and whether it may still hold unread datagrams.
     mcast: Option<mio::net::UdpSocket>,
     mcast_pending: bool,
@@ -407,54 +388,10 @@ struct GroupState {
     outstanding: u64,
     open_reply: Option<std_mpsc::SyncSender<Result<bool, Error>>>,
     leaving: Option<Leaving>,
-    /// Members of the last view (for the address exchange).
-    members: Vec<NodeId>,
-    /// A view was installed since the address exchange last looked.
-    view_changed: bool,
-    /// When the next HELLO ask may go, while one is wanted.
-    next_hello: Option<Time>,
-    /// HELLO asks sent for the current view.
-    hello_tries: u32,
-    /// Start of the current answer window and answers sent in it.
-    answer_window: (Time, u32),
-    /// Concurrent start (see [`crate::hello`]): other nodes looking for this group while this
-    /// one waits to be admitted, with when each was last heard.
-    lookers: Vec<(NodeId, Time)>,
-    /// When the next HELLO looking goes, while this node looks for the group.
-    next_looking: Option<Time>,
-    /// Self-healing: the announcement interval ([`crate::GroupConfig::heal`]).
-    heal: Option<Duration>,
-    /// Who coordinates the last view (a HELLO group from anyone else outside the view is
-    /// another group of this name).
-    coordinator: Option<NodeId>,
-    /// When this member, coordinating, next announces the group.
-    next_beacon: Option<Time>,
-    /// A rejoin to run at the end of the turn (the engine was expelled, or a larger group was
-    /// heard).
-    rejoin_due: Option<Rejoin>,
-    /// When this member last joined again (merges are spaced out).
-    last_rejoin: Option<Time>,
-    /// A coordinator outside the view whose larger group was heard, and when first: a merge
-    /// waits for a second announcement an interval later, by when a view that was only behind
-    /// (the announcer is a member this member has not seen join yet) has caught up.
-    foreign: Option<(NodeId, Time)>,
-    /// A rejoin not admitted by then creates a group of one instead (which heals into the
-    /// others later): the group it aimed at may have merged away or lost its sequencer, and a
-    /// member must not wait for ever.
-    rejoin_by: Option<Time>,
     /// Finished: removed at the end of the turn.
     done: bool,
     /// The leave's answer, sent once the group's last datagrams are out.
     final_reply: Option<(LeaveReply, Result<(), Error>)>,
-}
-
-/// Why a member joins its group again ([`crate::GroupConfig::heal`]).
-#[derive(Copy, Clone, Debug)]
-enum Rejoin {
-    /// The group was reset without this member.
-    Expelled { incarnation: u32 },
-    /// A larger group of the same name, coordinated by `into`, was heard.
-    Merge { into: NodeId },
 }
 
 impl GroupState {
@@ -474,6 +411,7 @@ impl GroupState {
             return;
         }
         debug!(group = %self.name, "leave requested");
+        self.engine.prepare_leave();
         self.leaving = Some(Leaving {
             // Give own messages half the time to complete, so that a leave right after a
             // burst of sends does not cut them off.
@@ -482,114 +420,6 @@ impl GroupState {
             started: false,
             reply,
         });
-    }
-
-    /// A HELLO looking from `id` (concurrent start): remembered while this node looks itself,
-    /// at most [`hello::MAX_LOOKERS`] of them (the stalest is forgotten first).
-    /// A HELLO group of `from`, whose group has `members` members: merge into it if it is
-    /// another group of this name and the larger one (see [`crate::hello`]).
-    fn on_group_hello(&mut self, from: NodeId, members: u16, now: Time) {
-        let Some(every) = self.heal else { return };
-        if self.members.contains(&from) {
-            self.foreign = None;
-            return;
-        }
-        if self.done
-            || self.leaving.is_some()
-            || self.rejoin_due.is_some()
-            || !matches!(self.phase, Phase::Member)
-        {
-            return;
-        }
-        let Some(coordinator) = self.coordinator else {
-            return; // joining again already
-        };
-        let (theirs, ours) = (members as usize, self.members.len());
-        if theirs < ours || (theirs == ours && from >= coordinator) {
-            return; // the other group merges into this one
-        }
-        // One merge at a time: a group that is still forming does not pull members to and fro.
-        if self.last_rejoin.is_some_and(|t| now < t + 3 * every) {
-            return;
-        }
-        // Heard twice, an interval apart, and still not in the view: another group indeed.
-        match self.foreign {
-            Some((id, first)) if id == from && now >= first + every / 2 => {}
-            Some((id, _)) if id == from => return,
-            _ => {
-                self.foreign = Some((from, now));
-                return;
-            }
-        }
-        self.foreign = None;
-        info!(group = %self.name, into = %from, theirs, ours, "a larger group of this name: merging");
-        self.rejoin_due = Some(Rejoin::Merge { into: from });
-    }
-
-    /// A HELLO of `id` said its path takes datagrams of `bytes`.
-    fn note_path(&mut self, id: NodeId, bytes: u16) {
-        match self.paths.iter_mut().find(|p| p.0 == id) {
-            Some(p) => p.1 = bytes,
-            None => {
-                if self.paths.len() >= hello::MAX_LOOKERS {
-                    // Keep the members' sizes; forget somebody else's.
-                    let members = &self.members;
-                    match self.paths.iter().position(|p| !members.contains(&p.0)) {
-                        Some(k) => {
-                            self.paths.swap_remove(k);
-                        }
-                        None => return,
-                    }
-                }
-                self.paths.push((id, bytes));
-            }
-        }
-        self.fit_datagrams();
-    }
-
-    /// Write datagrams no larger than the smallest path among the members of the view.
-    fn fit_datagrams(&mut self) {
-        let smallest = self
-            .paths
-            .iter()
-            .filter(|p| self.members.contains(&p.0))
-            .map(|p| usize::from(p.1))
-            .min();
-        let Some(path) = smallest else { return };
-        let want = path.saturating_sub(self.seal_overhead);
-        if want >= self.max_datagram_bytes {
-            return;
-        }
-        if self.engine.limit_datagram_bytes(want) {
-            info!(group = %self.name, bytes = want, "a member's path takes smaller datagrams: \
-                  the group's datagrams are now this size");
-            self.max_datagram_bytes = want;
-        }
-    }
-
-    fn note_looker(&mut self, id: NodeId, now: Time) {
-        if !matches!(self.phase, Phase::Joining { .. }) {
-            return;
-        }
-        if let Some(l) = self.lookers.iter_mut().find(|l| l.0 == id) {
-            l.1 = now;
-            return;
-        }
-        if self.lookers.len() >= hello::MAX_LOOKERS {
-            if let Some(i) = (0..self.lookers.len()).min_by_key(|i| self.lookers[*i].1) {
-                self.lookers.swap_remove(i);
-            }
-        }
-        self.lookers.push((id, now));
-    }
-
-    /// The lowest id among the lookers heard in the last [`hello::LOOKER_FRESH`].
-    fn lowest_looker(&self, now: Time) -> Option<NodeId> {
-        self.lookers
-            .iter()
-            .filter(|l| now.saturating_since(l.1) < hello::LOOKER_FRESH)
-            .map(|l| l.0)
-            .min()
     }
 
     /// Close the group at the end of the turn. The leave's answer waits until then
@@ -608,29 +438,6 @@ impl GroupState {
         self.done = true;
     }
 
-    /// Join the group again as a new member (self-healing). Sends that had not completed fail
-    /// with why (for a merge once [`Recovery::Merging`] reaches the queue, behind whatever the
-    /// old group still delivers), queued ones wait for the new membership.
-    fn rejoin(&mut self, now: Time, why: Rejoin) {
-        let into = match why {
-            Rejoin::Expelled { .. } => None,
-            Rejoin::Merge { into } => Some(into),
-        };
-        if let Err(e) = self.engine.rejoin(now, into) {
-            debug!(group = %self.name, error = %e, "the engine cannot join again");
-            if let Rejoin::Expelled { incarnation } = why {
-                self.expelled(incarnation);
-            }
-            return;
-        }
-        info!(group = %self.name, ?why, "joining the group again");
-        if let Rejoin::Expelled { incarnation } = why {
-            self.left_group(|| Error::Expelled { incarnation });
-        }
-        self.last_rejoin = Some(now);
-        self.rejoin_by = Some(now + self.join_timeout);
-    }
-
     /// This member is out of the group it was in (and joins again): completions waiting fail
     /// with `error`.
     fn left_group(&mut self, error: impl Fn() -> Error) {
@@ -638,9 +445,6 @@ impl GroupState {
             let _ = d.send(Err(error()));
         }
         self.outstanding = 0;
-        self.members.clear();
-        self.coordinator = None;
-        self.next_beacon = None;
         self.shared.set_recovering(None);
     }
 
@@ -795,17 +599,11 @@ impl IoLoop {
             }
         };
         for g in &self.groups {
+            // The engine's timers and formation's (joins, HELLOs, rejoins).
             consider(g.engine.poll_timeout());
-            if let Phase::Joining { deadline, .. } = g.phase {
-                consider(Some(deadline));
-            }
             if let Some(l) = &g.leaving {
                 consider(Some(if l.started { l.deadline } else { l.start_by }));
             }
-            consider(g.next_hello);
-            consider(g.next_looking);
-            consider(g.next_beacon);
-            consider(g.rejoin_by);
         }
         // Exact: the precise timer wakes the loop at it (epoll alone sleeps in whole
         // milliseconds, rounded up so as not to spin).
@@ -841,7 +639,7 @@ impl IoLoop {
                     reply,
                 } => {
                     let r = match self.groups.iter_mut().find(|g| g.key == key && !g.done) {
-                        Some(g) if matches!(g.phase, Phase::Member) => {
+                        Some(g) if !g.engine.joining() => {
                             info!(group = %g.name, min_members, "reset requested");
                             g.engine.reset(now, min_members).map_err(Error::Send)
                         }
@@ -909,57 +707,49 @@ impl IoLoop {
             (_, Some(m)) => vec![SocketAddr::V4(m)],
             (_, None) => Vec::new(),
         };
-        let role = match cfg.mode {
-            OpenMode::Create => Role::Create,
-            OpenMode::Join | OpenMode::JoinOrCreate => Role::Join,
-            OpenMode::Client => Role::Client,
+        let entry = match cfg.mode {
+            OpenMode::Create => Entry::Create,
+            OpenMode::Join => Entry::Join { give_up: true },
+            OpenMode::JoinOrCreate => Entry::JoinOrCreate,
+            OpenMode::Client => Entry::Client,
         };
         // Without multicast here, the members that have it send this one unicast copies.
         let choice = cfg
             .engine
             .clone()
             .unicast_only(matches!(cfg.addr, GroupAddr::Unicast(_)));
-        let engine = choice.build(
-            role,
-            gid,
-            self.shared.id,
-            cfg.engine_datagram_bytes(),
+        let engine = Formation::new(
+            FormationConfig {
+                group: gid,
+                me: self.shared.id,
+                engine: choice,
+                entry,
+                join_timeout: cfg.join_timeout,
+                heal: cfg.heal,
+                engine_datagram_bytes: cfg.engine_datagram_bytes(),
+                path_bytes: u16::try_from(cfg.datagram_bytes()).unwrap_or(u16::MAX),
+                seed: os_seed(),
+                address_exchange: true,
+            },
             now,
-            os_seed(),
         );
-        let (phase, open_reply) = match cfg.mode {
-            OpenMode::Create | OpenMode::Client => {
-                let _ = reply.send(Ok(true));
-                (Phase::Member, None)
-            }
-            mode => (
-                Phase::Joining {
-                    deadline: now + cfg.join_timeout,
-                    mode,
-                },
-                Some(reply),
-            ),
+        let open_reply = if engine.joining() {
+            Some(reply)
+        } else {
+            let _ = reply.send(Ok(true));
+            None
         };
-        // A joiner's first HELLO ask goes out at once (see `duplicate_id`).
-        let next_hello = matches!(phase, Phase::Joining { .. }).then_some(now);
         info!(group = %cfg.name, gid, mode = ?cfg.mode, engine = cfg.engine.name(),
               dests = ?group_dests, "group opened");
         self.groups.push(GroupState {
             key,
             name: cfg.name.clone(),
             gid,
-            cfg_engine: choice,
-            max_datagram_bytes: cfg.engine_datagram_bytes(),
-            path_bytes: u16::try_from(cfg.datagram_bytes()).unwrap_or(u16::MAX),
-            seal_overhead: cfg.datagram_bytes() - cfg.engine_datagram_bytes(),
-            paths: Vec::new(),
             leave_timeout: cfg.leave_timeout,
-            join_timeout: cfg.join_timeout,
             completion_events: cfg.completion_events,
             client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
             engine,
-            phase,
             mcast,
             mcast_pending: false,
             multicast: !matches!(cfg.addr, GroupAddr::Unicast(_)),
@@ -972,20 +762,6 @@ impl IoLoop {
             outstanding: 0,
             open_reply,
             leaving: None,
-            members: Vec::new(),
-            view_changed: false,
-            next_hello,
-            hello_tries: 0,
-            answer_window: (now, 0),
-            lookers: Vec::new(),
-            next_looking: (cfg.mode == OpenMode::JoinOrCreate).then_some(now),
-            heal: cfg.heal,
-            coordinator: None,
-            next_beacon: None,
-            rejoin_due: None,
-            last_rejoin: None,
-            foreign: None,
-            rejoin_by: None,
             done: false,
             final_reply: None,
         });
@@ -1112,32 +888,14 @@ impl IoLoop {
         }
         if header.sender == self.shared.id {
             // Another node uses our id (our own datagrams come from `local`).
-            let hello = wire::decode(data)
-                .ok()
-                .as_ref()
-                .and_then(hello::parse)
-                .map(|h| h.map(|p| p.hello));
-            self.duplicate_id(Some(i), from, hello, now);
+            let ask = hello::decode(data).is_ok_and(|r| r.hello == hello::Hello::Ask);
+            self.duplicate_id(i, from, ask, now);
             return;
         }
         self.net.learn(self.shared.id, header.sender, from);
-        if header.ptype == hello::PTYPE {
-            if let Some(h) = wire::decode(data).ok().as_ref().and_then(hello::parse) {
-                // The runtime's own: no engine sees it.
-                AtomicNodeCounters::add(&counters.hellos_received, 1);
-                if let Some(p) = h {
-                    self.groups[i].note_path(header.sender, p.datagram_bytes);
-                }
-                match h.map(|p| p.hello) {
-                    Some(Hello::Ask) => self.answer_hello(i, from, now),
-                    Some(Hello::Looking) => self.groups[i].note_looker(header.sender, now),
-                    Some(Hello::Group { members }) => {
-                        self.groups[i].on_group_hello(header.sender, members, now)
-                    }
-                    _ => {}
-                }
-                return;
-            }
+        if header.engine == EngineKind::Formation {
+            // Formation's own: it takes them out before the engine sees anything.
+            AtomicNodeCounters::add(&counters.hellos_received, 1);
         }
         g.engine
             .handle_datagram_with_ttl(now, header.sender, data, ttl);
@@ -1161,13 +919,6 @@ impl IoLoop {
             }
             progress |= self.transmit(i, now, false);
             progress |= drain_events(&mut self.groups[i], &self.shared);
-            if let Some(why) = self.groups[i].rejoin_due.take() {
-                self.groups[i].rejoin(now, why);
-                progress = true;
-            }
-            self.ask_hello(i, now);
-            self.announce_looking(i, now);
-            self.announce_group(i, now);
             if !progress {
                 return;
             }
@@ -1199,6 +950,9 @@ impl IoLoop {
             // Several datagrams for one destination (`segment_size`) go one by one; UDP GSO
             // (`UDP_SEGMENT`) could send the whole buffer in one system call here.
             for d in t.datagrams(&self.tx_buf) {
+                if hello::is_hello(d) {
+                    AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
+                }
                 let Some(d) = seal(
                     g.cipher.as_ref(),
                     &mut self.sealer,
@@ -1227,80 +981,13 @@ impl IoLoop {
         n > 0
     }
 
-    /// Address exchange (see [`crate::hello`]): while the last view of group `i` names a
-    /// member whose address is unknown, ask the group, at most [`hello::TRIES`] times per view.
-    fn ask_hello(&mut self, i: usize, now: Time) {
-        let me = self.shared.id;
+    /// A datagram of group `i` carrying our own node id from another address: two nodes share
+    /// an id. A node still joining gives up ([`Error::DuplicateId`]); a member keeps its place,
+    /// answers a HELLO ask (`ask`; which is how a joiner finds out) to the address it came
+    /// from, and drops the datagram.
+    fn duplicate_id(&mut self, i: usize, from: SocketAddr, ask: bool, now: Time) {
         let g = &mut self.groups[i];
-        if g.done {
-            return;
-        }
-        if std::mem::take(&mut g.view_changed) {
-            g.hello_tries = 0;
-            g.next_hello = Some(now);
-        }
-        let Some(at) = g.next_hello else {
-            return;
-        };
-        if now < at {
-            return;
-        }
-        let unknown = g
-            .members
-            .iter()
-            .filter(|m| **m != me && !self.net.peers.contains_key(m))
-            .count();
-        // A joiner asks too: the answers reveal a member that already has its id.
-        let joining = matches!(g.phase, Phase::Joining { .. });
-        if (unknown == 0 && !joining) || g.hello_tries >= hello::TRIES {
-            g.next_hello = None;
-            return;
-        }
-        trace!(group = %g.name, unknown, try_ = g.hello_tries, "HELLO ask");
-        g.hello_tries += 1;
-        g.next_hello = Some(now + hello::INTERVAL);
-        self.send_hello(i, Hello::Ask, None);
-    }
-
-    /// Send a HELLO of group `i` to the whole group (`to` None) or to `to`, sealed like every
-    /// datagram of a secure group (or its members would not hear it).
-    fn send_hello(&mut self, i: usize, h: Hello, to: Option<SocketAddr>) {
-        let g = &self.groups[i];
-        let buf = hello::encode(g.gid, self.shared.id, h, g.path_bytes);
-        let c = &self.shared.counters;
-        let Some(buf) = seal(
-            g.cipher.as_ref(),
-            &mut self.sealer,
-            &buf,
-            &mut self.seal_buf,
-            c,
-        ) else {
-            return;
-        };
-        AtomicNodeCounters::add(&c.hellos_sent, 1);
-        match to {
-            Some(to) => self.net.send(buf, to),
-            None => {
-                for d in &g.group_dests {
-                    self.net.send(buf, *d);
-                }
-            }
-        }
-    }
-
-    /// A datagram of group `target` carrying our own node id from another address: two nodes
-    /// share an id. A node still joining gives up ([`Error::DuplicateId`]); a member keeps its
-    /// place, answers a HELLO ask (which is how a joiner finds out) and drops the datagram.
-    fn duplicate_id(
-        &mut self,
-        target: Option<usize>,
-        from: SocketAddr,
-        hello: Option<Option<Hello>>,
-        now: Time,
-    ) {
-        let Some(i) = target else { return };
-        let g = &mut self.groups[i];
-        if matches!(g.phase, Phase::Joining { .. }) {
+        if g.engine.joining() {
             warn!(group = %g.name, id = %self.shared.id, %from, "node id in use: not joining");
             if let Some(r) = g.open_reply.take() {
                 let _ = r.send(Err(Error::DuplicateId {
@@ -1309,121 +996,30 @@ impl IoLoop {
                 }));
             }
             g.done = true;
-        } else if hello == Some(Some(Hello::Ask)) {
+        } else if ask {
             warn!(group = %g.name, id = %self.shared.id, %from, "another node asks with our id");
-            self.answer_hello(i, from, now);
+            let Some(answer) = g.engine.answer_duplicate(now) else {
+                return;
+            };
+            let c = &self.shared.counters;
+            let sealed = seal(
+                g.cipher.as_ref(),
+                &mut self.sealer,
+                &answer,
+                &mut self.seal_buf,
+                c,
+            );
+            if let Some(d) = sealed {
+                AtomicNodeCounters::add(&c.hellos_sent, 1);
+                self.net.send(d, from);
+            }
         }
-    }
-
-    /// Concurrent start (see [`crate::hello`]): while group `i` waits to be admitted in
-    /// join-or-create mode, tell the group every [`hello::INTERVAL`] that this node is looking.
-    fn announce_looking(&mut self, i: usize, now: Time) {
-        let g = &mut self.groups[i];
-        let Some(at) = g.next_looking else {
-            return;
-        };
-        if g.done || !matches!(g.phase, Phase::Joining { .. }) {
-            g.next_looking = None;
-            return;
-        }
-        if now < at {
-            return;
-        }
-        g.next_looking = Some(now + hello::INTERVAL);
-        self.send_hello(i, Hello::Looking, None);
-    }
-
-    /// Self-healing: the member that coordinates group `i` announces it every interval.
-    fn announce_group(&mut self, i: usize, now: Time) {
-        let me = self.shared.id;
-        let g = &mut self.groups[i];
-        let coordinating = g.heal.is_some()
-            && !g.done
-            && g.leaving.is_none()
-            && matches!(g.phase, Phase::Member)
-            && g.coordinator == Some(me);
-        let Some(every) = g.heal.filter(|_| coordinating) else {
-            g.next_beacon = None;
-            return;
-        };
-        if g.next_beacon.is_some_and(|t| now < t) {
-            return;
-        }
-        g.next_beacon = Some(now + every);
-        let members = u16::try_from(g.members.len()).unwrap_or(u16::MAX);
-        self.send_hello(i, Hello::Group { members }, None);
-    }
-
-    /// Answer a HELLO ask for group `i` from `from`, within the answer bound.
-    fn answer_hello(&mut self, i: usize, from: SocketAddr, now: Time) {
-        let g = &mut self.groups[i];
-        let (start, n) = &mut g.answer_window;
-        if now >= *start + hello::INTERVAL {
-            *start = now;
-            *n = 0;
-        }
-        if *n >= hello::MAX_ANSWERS {
-            return;
-        }
-        *n += 1;
-        self.send_hello(i, Hello::Answer, Some(from));
     }
 
     fn check_deadlines(&mut self, i: usize, now: Time) {
-        let me = self.shared.id;
         let g = &mut self.groups[i];
         if g.done {
             return;
-        }
-        if g.rejoin_by.is_some_and(|t| now >= t) {
-            g.rejoin_by = None;
-            if g.leaving.is_none() && !g.engine.info().members.contains(&me) {
-                info!(group = %g.name, "nobody admitted the rejoin: creating a group of one \
-                      (it merges with the others once it hears them)");
-                if let Err(e) = g.engine.start_alone(now) {
-                    debug!(group = %g.name, error = %e, "the engine cannot start alone");
-                }
-            }
-        }
-        if let Phase::Joining { deadline, mode } = g.phase {
-            if now >= deadline {
-                let deferred_to = g.lowest_looker(now).filter(|l| *l < me);
-                match mode {
-                    OpenMode::JoinOrCreate if deferred_to.is_some() => {
-                        // Another node looking at the same time has the lower id: it creates,
-                        // this one keeps joining (and looks again, should that one be gone).
-                        info!(group = %g.name, creator = ?deferred_to,
-                              "nobody answered the join; a lower id creates the group");
-                        g.phase = Phase::Joining {
-                            deadline: now + hello::LOOKER_FRESH,
-                            mode,
-                        };
-                    }
-                    OpenMode::JoinOrCreate => {
-                        info!(group = %g.name, "nobody answered the join: creating the group");
-                        g.engine = g.cfg_engine.build(
-                            Role::Create,
-                            g.gid,
-                            me,
-                            g.max_datagram_bytes,
-                            now,
-                            os_seed(),
-                        );
-                        g.phase = Phase::Member;
-                        if let Some(r) = g.open_reply.take() {
-                            let _ = r.send(Ok(true));
-                        }
-                    }
-                    _ => {
-                        info!(group = %g.name, "join timed out");
-                        if let Some(r) = g.open_reply.take() {
-                            let _ = r.send(Err(Error::JoinTimeout));
-                        }
-                        g.done = true;
-                    }
-                }
-                return;
-            }
         }
         if let Some(l) = &g.leaving {
             if now >= l.deadline {
@@ -1491,7 +1087,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     progress = true;
                     continue;
                 }
-                if matches!(g.phase, Phase::Joining { .. }) || !g.engine.can_submit() {
+                if g.engine.joining() || !g.engine.can_submit() {
                     g.held = Some(Op::Send { payload, qos, done });
                     break;
                 }
@@ -1535,7 +1131,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     progress = true;
                     continue;
                 }
-                if matches!(g.phase, Phase::Joining { .. }) {
+                if g.engine.joining() {
                     g.held = Some(Op::Reply {
                         to,
                         request,
@@ -1566,7 +1162,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                     progress = true;
                     continue;
                 }
-                if matches!(g.phase, Phase::Joining { .. }) {
+                if g.engine.joining() {
                     g.held = Some(Op::Call { call, done });
                     break;
                 }
@@ -1669,7 +1265,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 // Own messages that failed (a transaction nobody committed): they never
                 // complete, so whoever waits for them is told why now, not never.
                 // Field by field: the permit borrows the event queue.
-                own_loss(&mut *g.engine, &mut g.completions, &mut g.outstanding, &l);
+                own_loss(&mut g.engine, &mut g.completions, &mut g.outstanding, &l);
                 if let Some(p) = permit {
                     p.send(Event::Loss(l));
                 }
@@ -1684,16 +1280,7 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                 }
             }
             Event::View(v) => {
-                if matches!(g.phase, Phase::Joining { .. }) && v.members.contains(&shared.id) {
-                    g.phase = Phase::Member;
-                    if let Some(r) = g.open_reply.take() {
-                        let _ = r.send(Ok(false));
-                    }
-                }
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
-                g.members.clone_from(&v.members);
-                g.coordinator = Some(v.coordinator);
-                g.view_changed = true;
                 if let Some(p) = permit {
                     p.send(Event::View(v));
                 }
@@ -1756,25 +1343,74 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
             }
         }
     }
-    if g.view_changed {
-        // The view's members bound the datagram size (a smaller member may have joined).
-        g.fit_datagrams();
-    }
     if let Some(into) = merged {
         // Everything of the old group is through: what did not complete there never will.
         g.left_group(|| Error::Merged { into });
     }
-    if let Some(incarnation) = expelled {
-        if g.heal.is_some() && g.leaving.is_none() {
-            g.rejoin_due = Some(Rejoin::Expelled { incarnation });
-        } else {
-            g.expelled(incarnation);
-        }
+    // Formation rejoins after an expulsion as the event passes, if it heals.
+    let rejoined = drain_notices(g);
+    if let Some(incarnation) = expelled.filter(|_| !rejoined && !g.done) {
+        g.expelled(incarnation);
     }
     if left {
         g.finish(Ok(()));
     }
     progress
+}
+
+/// Act on what formation did or found; returns whether the engine joins again after an
+/// expulsion.
+fn drain_notices(g: &mut GroupState) -> bool {
+    let mut rejoined = false;
+    // Bounded: formation keeps at most `MAX_NOTICES`.
+    while let Some(n) = g.engine.poll_notice() {
+        match n {
+            Notice::Admitted => {
+                if let Some(r) = g.open_reply.take() {
+                    let _ = r.send(Ok(false));
+                }
+            }
+            Notice::Created => {
+                info!(group = %g.name, "nobody answered the join: creating the group");
+                if let Some(r) = g.open_reply.take() {
+                    let _ = r.send(Ok(true));
+                }
+            }
+            Notice::Deferred { to } => {
+                info!(group = %g.name, creator = %to,
+                      "nobody answered the join; a lower id creates the group");
+            }
+            Notice::JoinTimedOut => {
+                info!(group = %g.name, "join timed out");
+                if let Some(r) = g.open_reply.take() {
+                    let _ = r.send(Err(Error::JoinTimeout));
+                }
+                g.done = true;
+            }
+            Notice::Rejoined(why) => {
+                info!(group = %g.name, ?why, "joining the group again");
+                // Sends that had not completed fail with why (for a merge once
+                // `Recovery::Merging` reaches the queue, behind what the old group delivers);
+                // queued ones wait for the new membership.
+                if let Rejoin::Expelled { incarnation } = why {
+                    g.left_group(|| Error::Expelled { incarnation });
+                    rejoined = true;
+                }
+            }
+            Notice::RejoinRefused(why) => {
+                debug!(group = %g.name, ?why, "the engine cannot join again");
+            }
+            Notice::StartedAlone => {
+                info!(group = %g.name, "nobody admitted the rejoin: creating a group of one \
+                      (it merges with the others once it hears them)");
+            }
+            Notice::DatagramsLimited { bytes } => {
+                info!(group = %g.name, bytes, "a member's path takes smaller datagrams: \
+                      the group's datagrams are now this size");
+            }
+        }
+    }
+    rejoined
 }
 
 /// `plain` as it goes on the wire: sealed into `buf` for a secure group (`cipher`), as it is

@@ -52,8 +52,8 @@
 //! unicast socket; peers learn each other's unicast address from the source of the datagrams
 //! they receive, and an engine's point-to-point datagrams go there (to the whole group while the
 //! address is still unknown). So that members know each other before the engine needs it, a
-//! view that names members of unknown address starts a small HELLO exchange (see the
-//! `hello` module: an ask to the group, unicast answers). An engine's `Destination::Scoped`
+//! view that names members of unknown address starts a small HELLO exchange (see
+//! [`rmcast_proto::formation`]: an ask to the group, unicast answers). An engine's `Destination::Scoped`
 //! multicast goes out with its TTL (never above [`NodeConfig::multicast_ttl`]). [`GroupAddr::Unicast`] replaces multicast by a unicast fan-out to
 //! a list of addresses, for networks without multicast. By default everything stays on this
 //! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]); set the interface to an
@@ -61,7 +61,7 @@
 //!
 //! **Concurrent start.** Nodes that open a group with [`OpenMode::JoinOrCreate`] at the same time
 //! announce themselves while they wait to be admitted (a HELLO *looking*), and only the lowest
-//! id heard creates the group; the others join it (see the `hello` module).
+//! id heard creates the group; the others join it (see [`rmcast_proto::formation`], which the I/O thread drives).
 //!
 //! **Secure groups.** A group without a key trusts its network: anyone who can reach its
 //! address can send into it. With [`GroupConfig::keys`] every datagram is sealed with
@@ -93,7 +93,6 @@ mod batch;
 mod block;
 mod config;
 mod error;
-mod hello;
 mod io;
 mod keyfile;
 mod net;
