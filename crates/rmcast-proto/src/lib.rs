@@ -24,7 +24,7 @@ pub use engine::{
     Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
     NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
 };
-pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };

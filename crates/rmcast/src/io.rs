@@ -557,7 +557,7 @@ impl GroupState {
             .min();
         let Some(path) = smallest else { return };
         let want = path.saturating_sub(self.seal_overhead);
-        if want >= self.max_datagram_bytes {
+        if want >= self.max_datagram_bytes || !self.engine.guarantees().capabilities.datagram_limit {
             return;
         }
         if self.engine.limit_datagram_bytes(want) {
@@ -616,7 +616,12 @@ impl GroupState {
             Rejoin::Expelled { .. } => None,
             Rejoin::Merge { into } => Some(into),
         };
-        if let Err(e) = self.engine.rejoin(now, into) {
+        let rejoined = if self.engine.guarantees().capabilities.rejoin {
+            self.engine.rejoin(now, into)
+        } else {
+            Err(SendError::Unsupported)
+        };
+        if let Err(e) = rejoined {
             debug!(group = %self.name, error = %e, "the engine cannot join again");
             if let Rejoin::Expelled { incarnation } = why {
                 self.expelled(incarnation);
@@ -1380,7 +1385,9 @@ impl IoLoop {
             if g.leaving.is_none() && !g.engine.info().members.contains(&me) {
                 info!(group = %g.name, "nobody admitted the rejoin: creating a group of one \
                       (it merges with the others once it hears them)");
-                if let Err(e) = g.engine.start_alone(now) {
+                if !g.engine.guarantees().capabilities.rejoin {
+                    debug!(group = %g.name, "the engine cannot start alone");
+                } else if let Err(e) = g.engine.start_alone(now) {
                     debug!(group = %g.name, error = %e, "the engine cannot start alone");
                 }
             }
