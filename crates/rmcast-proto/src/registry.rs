@@ -421,7 +421,11 @@ mod tests {
                 assert_eq!(r, unsupported, "{name}");
             }
             if !c.replies {
-                assert_eq!(e.reply(now, NodeId(2), 0, Bytes::new()), unsupported, "{name}");
+                assert_eq!(
+                    e.reply(now, NodeId(2), 0, Bytes::new()),
+                    unsupported,
+                    "{name}"
+                );
             }
             if !c.reset {
                 assert_eq!(e.reset(now, 1), unsupported, "{name}");

@@ -557,7 +557,8 @@ impl GroupState {
             .min();
         let Some(path) = smallest else { return };
         let want = path.saturating_sub(self.seal_overhead);
-        if want >= self.max_datagram_bytes || !self.engine.guarantees().capabilities.datagram_limit {
+        if want >= self.max_datagram_bytes || !self.engine.guarantees().capabilities.datagram_limit
+        {
             return;
         }
         if self.engine.limit_datagram_bytes(want) {

@@ -5,6 +5,7 @@ use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
 use super::reform::RecoveryState;
 use super::RingFactory;
+use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::{
     packet_size, CongestionWindow, Deadlines, DetectorParams, FailureDetector, GapTracker,
     LossCache, ReplayWindow, RttEstimator, SplitMix64,
@@ -15,7 +16,6 @@ use crate::engine::{
 };
 use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, EngineSettings, RecoveryPolicy, Role};
-use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::wire::{self, EngineKind, Header, Packet};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};

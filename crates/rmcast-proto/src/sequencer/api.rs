@@ -5,17 +5,23 @@ use super::engine::Phase;
 use super::packet::ptype;
 use super::Sequencer;
 use crate::common::shell::{self, Gate, Shelled};
-use crate::wire::{EngineKind, Header, Packet};
 use crate::engine::{
     Counters, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time, Transmit,
 };
 use crate::guarantees::Guarantees;
+use crate::wire::{EngineKind, Header, Packet};
 use bytes::Bytes;
 
 impl Shelled for Sequencer {
     const KIND: EngineKind = EngineKind::Sequencer;
     fn gate(&mut self) -> Gate<'_> {
-        Gate::new(self.cfg.group, self.me, self.phase == Phase::Left, Some(self.incarnation), &mut self.counters)
+        Gate::new(
+            self.cfg.group,
+            self.me,
+            self.phase == Phase::Left,
+            Some(self.incarnation),
+            &mut self.counters,
+        )
     }
     fn clock(&mut self, now: Time) {
         self.now = self.now.max(now);

@@ -1335,7 +1335,10 @@ impl Engine for Tree {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        debug_assert!(self.queued() <= MAX_OUT, "the out queues hold at most MAX_OUT");
+        debug_assert!(
+            self.queued() <= MAX_OUT,
+            "the out queues hold at most MAX_OUT"
+        );
         let (to, data) = self.urgent.pop_front().or_else(|| self.out.pop_front())?;
         *buf = data;
         shell::count_sent(&mut self.counters, buf.len());
@@ -1374,7 +1377,12 @@ impl Engine for Tree {
             coordinator: origin,
             buffered_msgs: self.ap.as_ref().map_or(0, |a| a.cache.in_memory()),
             buffer_capacity_msgs: self.cfg.cache_size_pkts,
-            ..shell::info(self.me, Vec::new(), self.guarantees(), self.max_datagram_bytes)
+            ..shell::info(
+                self.me,
+                Vec::new(),
+                self.guarantees(),
+                self.max_datagram_bytes,
+            )
         }
     }
 

@@ -1847,9 +1847,7 @@ impl Engine for Txn {
     }
 
     fn can_submit(&self) -> bool {
-        !self.left
-            && self.forwards.len() < self.cfg.max_open_txns
-            && !self.events.is_full()
+        !self.left && self.forwards.len() < self.cfg.max_open_txns && !self.events.is_full()
     }
 
     fn describe(&self) -> String {
