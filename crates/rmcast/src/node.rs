@@ -614,7 +614,6 @@ impl GroupSender {
     /// [`Recovery::Expelled`] if another member formed the group without this one. Engines
     /// without crash recovery refuse with [`Error::Send`]`(`[`rmcast_proto::SendError::Unsupported`]`)`.
     pub fn reset(&self, min_members: usize) -> Result<(), Error> {
-        self.check_capability(|c| c.reset)?;
         let (tx, rx) = std_mpsc::sync_channel(1);
         self.inner.node.command(Command::Reset {
             key: self.inner.key,
