@@ -714,8 +714,12 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     };
     let handler = args.handler;
     if let Some(h) = handler {
-        if args.group.engine != "ring" {
-            bail!("--handler needs --engine ring (handler locks are RMP's)");
+        let locks = EngineChoice::named(&args.group.engine)?
+            .guarantees()
+            .capabilities
+            .locks;
+        if !locks {
+            bail!("--handler needs an engine with locks, --engine ring (handler locks are RMP's)");
         }
         group
             .lock(u16::from(h))

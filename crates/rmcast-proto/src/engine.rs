@@ -537,18 +537,40 @@ pub struct GroupInfo {
 /// Counters every engine keeps (Aeron's system counters are the model). Read them through
 /// [`Engine::counters`]; engines only ever add to them. Counters of one engine only are
 /// [`Engine::engine_counters`].
+///
+/// The receive-side counters are kept by the shell every engine runs in
+/// ([`crate::common::shell::receive`]), so they mean the same in every engine: each datagram
+/// handed to [`Engine::handle_datagram`] is counted in exactly one of `datagrams_received`,
+/// `malformed_dropped` (header), `foreign_dropped` (header), `own_dropped` and `late_dropped`;
+/// a datagram the engine took and then found malformed or out of place is counted again, in
+/// `malformed_dropped` or `foreign_dropped`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Datagrams handed to the driver.
+    /// Datagrams handed to the driver (by `poll_transmit`).
     pub datagrams_sent: u64,
     /// Bytes in those datagrams.
     pub bytes_sent: u64,
-    /// Datagrams received and accepted for processing.
+    /// Datagrams that passed the shell's filter and were handed to the protocol: of this
+    /// engine kind, group and incarnation (or of a packet type the engine takes from any
+    /// incarnation), not this member's own, while the engine runs.
     pub datagrams_received: u64,
-    /// Datagrams dropped because they did not decode.
+    /// Datagrams whose header did not decode (the shell), plus datagrams taken whose body the
+    /// engine could not decode or whose packet type it does not know.
     pub malformed_dropped: u64,
-    /// Datagrams for another group, incarnation or engine, dropped.
+    /// Datagrams of another engine kind, group or incarnation, dropped by the shell; plus
+    /// datagrams taken that the engine found addressed to another role or epoch (a non-member's
+    /// answer at a member, a reply of an old transaction epoch).
     pub foreign_dropped: u64,
+    /// This member's own datagrams, looped back by the network (multicast loopback), dropped
+    /// by the shell. Not an anomaly: a multicast sender usually hears itself.
+    pub own_dropped: u64,
+    /// Datagrams that arrived after the engine stopped (it left the group, or was left out of
+    /// it), dropped by the shell.
+    pub late_dropped: u64,
+    /// Datagrams the engine could not queue for the driver because its bounded out queue was
+    /// full (the driver did not drain it): not sent, and repaired by the protocol as a
+    /// datagram the network lost. First transmissions of data wait for room instead.
+    pub out_refused: u64,
     /// Data messages (or fragments) received that were already held.
     pub duplicates: u64,
     /// Retransmission requests (NACKs) sent.
@@ -581,8 +603,14 @@ pub struct Counters {
 /// A protocol engine driven by a simulator or a runtime.
 ///
 /// Every method has to be cheap and must never block: the driver calls them from one thread
-/// for all the groups of a node. What an engine cannot do, it refuses politely (the defaults
-/// answer [`SendError::Unsupported`]), so that the contract can grow for all five engines.
+/// for all the groups of a node. What an engine can do beyond multicast to its group it
+/// declares ([`Guarantees::capabilities`]); drivers read the declaration instead of calling to
+/// find out, and the methods of what it cannot do keep their defaults, which refuse politely
+/// ([`SendError::Unsupported`], or `false`).
+///
+/// Engines run in one shell ([`crate::common::shell`]): `handle_datagram` hands the datagram
+/// to [`crate::common::shell::receive`], which decodes the header once, filters and counts the
+/// same way for every engine, and gives the engine the decoded packet.
 pub trait Engine {
     /// Process one received datagram. Malformed or foreign datagrams are counted and dropped.
     fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]);

@@ -120,6 +120,48 @@ impl QosLevels {
     }
 }
 
+/// What an engine can be asked beyond multicast to its group, declared once: the runtime and
+/// the CLI check the declaration before they call ([`crate::Engine`]'s methods for what an
+/// engine cannot do answer [`crate::SendError::Unsupported`], or `false`, and are never called
+/// where the declaration says no).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Capabilities {
+    /// Locks ordered with the messages ([`crate::Engine::lock`]; RMP section 4.3).
+    pub locks: bool,
+    /// Requests from outside the group ([`crate::Engine::request`], [`crate::Role::Client`]).
+    pub requests: bool,
+    /// Handing a request on to another member ([`crate::Engine::forward`]).
+    pub forwarding: bool,
+    /// Answers on a response channel ([`crate::Engine::reply`]); the same as
+    /// [`Guarantees::replies`].
+    pub replies: bool,
+    /// Rebuilding the group after a failure ([`crate::Engine::reset`]); the same as
+    /// [`Guarantees::crash_recovery`].
+    pub reset: bool,
+    /// Joining again, and falling back to a group of one ([`crate::Engine::rejoin`],
+    /// [`crate::Engine::start_alone`]): what self-healing needs.
+    pub rejoin: bool,
+    /// Using the IP time-to-live a datagram arrived with
+    /// ([`crate::Engine::handle_datagram_with_ttl`]); drivers that cannot read it need not.
+    pub ttl_input: bool,
+    /// Writing smaller datagrams when asked ([`crate::Engine::limit_datagram_bytes`]).
+    pub datagram_limit: bool,
+}
+
+impl Capabilities {
+    /// Nothing beyond multicast to the group.
+    pub const NONE: Capabilities = Capabilities {
+        locks: false,
+        requests: false,
+        forwarding: false,
+        replies: false,
+        reset: false,
+        rejoin: false,
+        ttl_input: false,
+        datagram_limit: false,
+    };
+}
+
 /// What an engine promises, as configured (see the module docs for who reads it).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Guarantees {
@@ -146,6 +188,8 @@ pub struct Guarantees {
     pub crash_recovery: bool,
     /// Whether the engine answers messages on a response channel ([`crate::Engine::reply`]).
     pub replies: bool,
+    /// What the engine can be asked beyond multicast to its group.
+    pub capabilities: Capabilities,
 }
 
 impl Guarantees {
@@ -162,6 +206,7 @@ impl Guarantees {
             senders: Senders::Any,
             crash_recovery: false,
             replies: false,
+            capabilities: Capabilities::NONE,
         }
     }
 

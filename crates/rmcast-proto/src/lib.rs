@@ -26,7 +26,7 @@ pub use engine::{
     NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
 };
 pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
-pub use guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{
     ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
 };

@@ -383,6 +383,62 @@ impl PartialEq for EngineChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Qos, SendError};
+    use bytes::Bytes;
+
+    /// What an engine declares it cannot do, it refuses: the runtime and the CLI trust the
+    /// declaration and never find out by calling.
+    #[test]
+    fn every_engine_refuses_what_it_does_not_declare() {
+        let unsupported = Err(SendError::Unsupported);
+        let refused = Err::<u64, _>(SendError::Unsupported);
+        for f in engines() {
+            let g = f.guarantees(&EngineSettings::default());
+            let c = g.capabilities;
+            assert_eq!(c.replies, g.replies, "{}", f.name());
+            assert_eq!(c.reset, g.crash_recovery, "{}", f.name());
+            let settings = EngineSettings::default();
+            let mut e = f.build(&EngineParams {
+                role: Role::Create,
+                group: 7,
+                me: NodeId(1),
+                max_datagram_bytes: 1400,
+                now: Time::ZERO,
+                seed: 1,
+                settings: &settings,
+            });
+            let now = Time::ZERO;
+            let name = f.name();
+            if !c.locks {
+                assert_eq!(e.lock(now, 1, true), unsupported, "{name}");
+            }
+            if !c.requests {
+                let r = e.request(now, Bytes::new(), Qos::Reliable, None);
+                assert_eq!(r, refused, "{name}");
+            }
+            if !c.forwarding {
+                let r = e.forward(now, NodeId(2), NodeId(3), 0, Bytes::new());
+                assert_eq!(r, unsupported, "{name}");
+            }
+            if !c.replies {
+                assert_eq!(
+                    e.reply(now, NodeId(2), 0, Bytes::new()),
+                    unsupported,
+                    "{name}"
+                );
+            }
+            if !c.reset {
+                assert_eq!(e.reset(now, 1), unsupported, "{name}");
+            }
+            if !c.rejoin {
+                assert_eq!(e.rejoin(now, None), unsupported, "{name}");
+                assert_eq!(e.start_alone(now), unsupported, "{name}");
+            }
+            if !c.datagram_limit {
+                assert!(!e.limit_datagram_bytes(600), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn registry_finds_its_engines() {

@@ -12,6 +12,7 @@
 //! multicasts the repair. The creator admits joiners (JOIN → VIEW) and removes leavers. A
 //! joiner delivers each sender's messages from the first number that sender's STATUS told it.
 
+use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::{decode_view, encode_view, GapTracker};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
@@ -19,7 +20,7 @@ use crate::engine::{
 };
 use crate::guarantees::Guarantees;
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
-use crate::wire::{self, EngineKind, Header, Reader};
+use crate::wire::{self, EngineKind, Header, Packet, Reader};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -35,6 +36,8 @@ const LEAVE: u8 = 6;
 const WINDOW: usize = 256;
 /// Events held for the driver at most before delivery pauses.
 const MAX_EVENTS: usize = 1024;
+/// Datagrams queued for the driver at most.
+const MAX_OUT: usize = 4096;
 const STATUS_EVERY: Duration = Duration::from_millis(20);
 
 /// The toy's registry entry (listed only with the `testing` feature).
@@ -83,8 +86,8 @@ pub struct Toy {
     next_own: u64,
     /// Own messages multicast so far (the rest of `sent` is still to go).
     multicast: u64,
-    out: VecDeque<(Destination, Vec<u8>)>,
-    events: VecDeque<Event>,
+    out: OutQueue,
+    events: EventQueue,
     status_at: Time,
     joined: bool,
     leaving: bool,
@@ -111,8 +114,8 @@ impl Toy {
             sent: VecDeque::new(),
             next_own: 0,
             multicast: 0,
-            out: VecDeque::new(),
-            events: VecDeque::new(),
+            out: OutQueue::new(MAX_OUT),
+            events: EventQueue::new(MAX_EVENTS),
             status_at: p.now,
             joined: false,
             leaving: false,
@@ -196,7 +199,7 @@ impl Toy {
             return;
         };
         let Some(next) = p.next.as_mut() else { return };
-        while self.events.len() < MAX_EVENTS {
+        while self.events.room() {
             let Some(payload) = p.early.remove(next) else {
                 break;
             };
@@ -279,19 +282,14 @@ impl Toy {
     }
 }
 
-impl Engine for Toy {
-    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
-        let Ok(pkt) = wire::decode(datagram) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
+impl Shelled for Toy {
+    const KIND: EngineKind = EngineKind::Test;
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(self.group, self.me, self.left, Some(0), &mut self.counters)
+    }
+
+    fn on_packet(&mut self, _: Time, _: NodeId, pkt: Packet<'_>, _: &[u8], _: Option<u8>) {
         let h = pkt.header;
-        if h.engine != EngineKind::Test || h.group != self.group || h.sender == self.me {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        self.counters.datagrams_received += 1;
-        let _ = (now, from);
         let mut r = Reader::new(pkt.body);
         match h.ptype {
             JOIN | LEAVE if self.coordinator && self.joined => {
@@ -346,6 +344,12 @@ impl Engine for Toy {
             }
             _ => self.counters.malformed_dropped += 1,
         }
+    }
+}
+
+impl Engine for Toy {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_timeout(&mut self, now: Time) {
@@ -432,17 +436,12 @@ impl Engine for Toy {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let (to, data) = self.out.pop_front()?;
-        *buf = data;
-        self.counters.datagrams_sent += 1;
-        self.counters.bytes_sent += buf.len() as u64;
-        Some(Transmit::single(to))
+        shell::transmit(&mut self.out, &mut self.counters, buf)
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let full = self.events.len() >= MAX_EVENTS;
-        let e = self.events.pop_front();
-        if full {
+        let (e, resume) = self.events.pop();
+        if resume {
             // Delivery paused on a full queue; there is room again.
             let ids: Vec<NodeId> = self.peers.keys().copied().collect();
             ids.into_iter().for_each(|id| self.deliver(id));
@@ -451,7 +450,7 @@ impl Engine for Toy {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        (!self.left).then_some(self.status_at)
+        shell::deadline(self.left, || Some(self.status_at))
     }
 
     fn node_id(&self) -> NodeId {
@@ -464,17 +463,16 @@ impl Engine for Toy {
 
     fn info(&self) -> GroupInfo {
         GroupInfo {
-            me: self.me,
             view: self.view.id,
-            members: self.view.members.clone(),
-            rank: self.view.members.iter().position(|m| *m == self.me),
             coordinator: self.joined.then_some(self.view.coordinator),
-            recovering: false,
-            incarnation: 0,
-            guarantees: self.guarantees(),
             buffered_msgs: self.sent.len(),
             buffer_capacity_msgs: WINDOW,
-            max_datagram_bytes: self.max_datagram_bytes,
+            ..shell::info(
+                self.me,
+                self.view.members.clone(),
+                self.guarantees(),
+                self.max_datagram_bytes,
+            )
         }
     }
 
@@ -483,6 +481,6 @@ impl Engine for Toy {
     }
 
     fn can_submit(&self) -> bool {
-        self.sent.len() < WINDOW && self.events.len() < MAX_EVENTS
+        self.sent.len() < WINDOW && !self.events.is_full() && self.out.has_room()
     }
 }

@@ -257,10 +257,11 @@ impl GroupConfig {
         at_least_one("event_queue_capacity", self.event_queue_capacity)?;
         at_least_one("send_queue_capacity", self.send_queue_capacity)?;
         self.engine.validate(self.engine_datagram_bytes())?;
-        if self.mode == OpenMode::Client && self.engine.name() != "ring" {
+        if self.mode == OpenMode::Client && !self.engine.guarantees().capabilities.requests {
             return Err(ConfigError::Invalid {
                 field: "mode",
-                reason: "client (outside the group) needs the ring engine",
+                reason: "client (outside the group) needs an engine with non-member senders \
+                         (the ring)",
             });
         }
         if !self.engine.guarantees().qos.contains(self.qos) {

@@ -639,6 +639,9 @@ impl IoLoop {
                     reply,
                 } => {
                     let r = match self.groups.iter_mut().find(|g| g.key == key && !g.done) {
+                        Some(g) if !g.engine.guarantees().capabilities.reset => {
+                            Err(Error::Send(SendError::Unsupported))
+                        }
                         Some(g) if !g.engine.joining() => {
                             info!(group = %g.name, min_members, "reset requested");
                             g.engine.reset(now, min_members).map_err(Error::Send)

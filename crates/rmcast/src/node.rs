@@ -13,7 +13,7 @@ pub use crate::shared::NodeCounters;
 use crate::shared::{Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
 use crate::{io, net};
 use bytes::Bytes;
-use rmcast_proto::{Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
+use rmcast_proto::{Capabilities, Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
 #[allow(unused_imports)] // Named in the docs.
 use rmcast_proto::{Event, Recovery};
 use std::net::SocketAddrV4;
@@ -499,6 +499,7 @@ impl GroupSender {
     /// without a response channel ([`Guarantees::replies`]) refuse with
     /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
     pub fn reply(&self, to: NodeId, request: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
+        self.check_capability(|c| c.replies)?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Reply {
             to,
@@ -529,6 +530,7 @@ impl GroupSender {
         qos: Qos,
         handler: Option<u8>,
     ) -> Result<u64, Error> {
+        self.check_capability(|c| c.requests)?;
         self.check_qos(qos)?;
         self.call_engine(EngineCall::Request {
             payload: payload.into(),
@@ -543,6 +545,7 @@ impl GroupSender {
     /// was free, its holder otherwise. One lock request at a time: this call waits for the
     /// previous one to be ordered.
     pub fn lock(&self, lock: u16) -> Result<(), Error> {
+        self.check_capability(|c| c.locks)?;
         self.call_engine(EngineCall::Lock {
             lock,
             acquire: true,
@@ -561,6 +564,7 @@ impl GroupSender {
         request: u64,
         payload: impl Into<Bytes>,
     ) -> Result<(), Error> {
+        self.check_capability(|c| c.forwarding)?;
         self.call_engine(EngineCall::Forward {
             to,
             sender,
@@ -572,6 +576,7 @@ impl GroupSender {
 
     /// Release lock `lock` (see [`GroupSender::lock`]).
     pub fn unlock(&self, lock: u16) -> Result<(), Error> {
+        self.check_capability(|c| c.locks)?;
         self.call_engine(EngineCall::Lock {
             lock,
             acquire: false,
@@ -588,6 +593,16 @@ impl GroupSender {
         block_on(rx, None)
             .expect("no deadline")
             .map_err(|_| Error::Closed)?
+    }
+
+    /// Refuse a call the engine does not declare it can answer ([`Capabilities`]), before it
+    /// reaches the engine.
+    fn check_capability(&self, has: impl FnOnce(&Capabilities) -> bool) -> Result<(), Error> {
+        if has(&self.inner.guarantees.capabilities) {
+            Ok(())
+        } else {
+            Err(Error::Send(SendError::Unsupported))
+        }
     }
 
     /// Refuse a quality of service the engine does not serve, before it reaches the engine.

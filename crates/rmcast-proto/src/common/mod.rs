@@ -1,6 +1,6 @@
 //! What engines share: the history buffer, group naming, payload digests, RTT estimation,
 //! window flow control, failure detection, fragmentation and bounded reassembly, gap (NACK)
-//! tracking, the view codec, the engines' seeded RNG and the earliest of named deadlines.
+//! tracking, the view codec, the shell every engine runs in (header filter, bounded queues), the engines' seeded RNG and the earliest of named deadlines.
 
 pub mod failure;
 pub mod fragment;
@@ -10,6 +10,7 @@ pub mod history;
 pub mod replay;
 pub mod rng;
 pub mod rtt;
+pub mod shell;
 pub mod timers;
 pub mod view;
 pub mod window;

@@ -448,7 +448,7 @@ impl Formation {
         let overhead =
             usize::from(self.cfg.path_bytes).saturating_sub(self.cfg.engine_datagram_bytes);
         let want = path.saturating_sub(overhead);
-        if want >= self.datagram_bytes {
+        if want >= self.datagram_bytes || !self.engine.guarantees().capabilities.datagram_limit {
             return;
         }
         if self.engine.limit_datagram_bytes(want) {
@@ -521,7 +521,7 @@ impl Formation {
             Rejoin::Expelled { .. } => None,
             Rejoin::Merge { into } => Some(into),
         };
-        if self.engine.rejoin(now, into).is_err() {
+        if !self.engine.guarantees().capabilities.rejoin || self.engine.rejoin(now, into).is_err() {
             self.notice(Notice::RejoinRefused(why));
             return;
         }
@@ -574,6 +574,7 @@ impl Formation {
             self.rejoin_by = None;
             if !self.leaving
                 && !self.engine.info().members.contains(&self.cfg.me)
+                && self.engine.guarantees().capabilities.rejoin
                 && self.engine.start_alone(now).is_ok()
             {
                 self.notice(Notice::StartedAlone);

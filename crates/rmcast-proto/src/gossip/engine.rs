@@ -8,6 +8,7 @@ use super::packet::{
     self, Digest, KnowledgeRow, Members, SenderSummary, Solicitation, Welcome, WireEntry,
 };
 use super::{Config, GossipFactory};
+use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::Deadlines;
 use crate::common::SplitMix64;
 use crate::engine::{
@@ -16,11 +17,15 @@ use crate::engine::{
 };
 use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, Role};
-use crate::wire::{self, EngineKind, Header, WriteExt};
+use crate::wire::{self, EngineKind, Header, Packet, WriteExt};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::time::Duration;
+
+/// Datagrams queued for the driver at most: a round's gossip, answers and repairs fit many
+/// times over.
+const MAX_OUT: usize = 8192;
 
 /// What this member knows of another member.
 #[derive(Clone, Debug)]
@@ -83,8 +88,8 @@ pub struct Gossip {
     rng: SplitMix64,
     counters: Counters,
     stats: Stats,
-    out: VecDeque<(Destination, Vec<u8>)>,
-    events: VecDeque<Event>,
+    out: OutQueue,
+    events: EventQueue,
     /// Welcomed (or the creator).
     member: bool,
     /// While joining: when the join request goes out again.
@@ -121,6 +126,7 @@ impl Gossip {
         let mut g = Gossip {
             table: Membership::new(cfg.max_members),
             budget: cfg.max_retransmissions_per_round,
+            events: EventQueue::new(cfg.max_events),
             cfg,
             group: p.group,
             me: p.me,
@@ -128,8 +134,7 @@ impl Gossip {
             rng: SplitMix64::new(p.seed),
             counters: Counters::default(),
             stats: Stats::default(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
+            out: OutQueue::new(MAX_OUT),
             member: false,
             join_at: None,
             leaving: None,
@@ -503,11 +508,10 @@ impl Gossip {
     /// Deliver what `origin`'s history allows, in FIFO order; report what was given up on.
     fn deliver(&mut self, origin: NodeId) {
         let view = self.view_id;
-        let max_events = self.cfg.max_events;
         let Some(s) = self.streams.get_mut(&origin) else {
             return;
         };
-        while self.events.len() < max_events {
+        while self.events.room() {
             if let Some(count) = s.lost_run() {
                 s.skip(count);
                 self.stats.lost_msgs = self.stats.lost_msgs.saturating_add(count);
@@ -951,21 +955,14 @@ impl Gossip {
     }
 }
 
-impl Engine for Gossip {
-    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
-        let Ok(pkt) = wire::decode(datagram) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
+impl Shelled for Gossip {
+    const KIND: EngineKind = EngineKind::Gossip;
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(self.group, self.me, self.left, Some(0), &mut self.counters)
+    }
+
+    fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, _: &[u8], _: Option<u8>) {
         let h = pkt.header;
-        if h.engine != EngineKind::Gossip || h.group != self.group || h.sender == self.me {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        if self.left {
-            return;
-        }
-        self.counters.datagrams_received += 1;
         if let Some(p) = self.peers.get_mut(&h.sender) {
             p.news_at = p.news_at.max(now);
         }
@@ -989,6 +986,12 @@ impl Engine for Gossip {
             packet::LEAVE => self.on_leave(now, from, pkt.body),
             _ => self.counters.malformed_dropped += 1,
         }
+    }
+}
+
+impl Engine for Gossip {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_timeout(&mut self, now: Time) {
@@ -1066,17 +1069,12 @@ impl Engine for Gossip {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let (to, data) = self.out.pop_front()?;
-        *buf = data;
-        self.counters.datagrams_sent += 1;
-        self.counters.bytes_sent += buf.len() as u64;
-        Some(Transmit::single(to))
+        shell::transmit(&mut self.out, &mut self.counters, buf)
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let full = self.events.len() >= self.cfg.max_events;
-        let e = self.events.pop_front();
-        if full && self.member {
+        let (e, resume) = self.events.pop();
+        if resume && self.member {
             // Delivery paused on a full queue; there is room again.
             self.deliver_all();
         }
@@ -1084,10 +1082,7 @@ impl Engine for Gossip {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        if self.left {
-            return None;
-        }
-        self.timers().earliest()
+        shell::deadline(self.left, || self.timers().earliest())
     }
 
     fn node_id(&self) -> NodeId {
@@ -1100,17 +1095,16 @@ impl Engine for Gossip {
 
     fn info(&self) -> GroupInfo {
         GroupInfo {
-            me: self.me,
             view: self.view_id,
-            members: self.view_members.clone(),
-            rank: self.view_members.iter().position(|m| *m == self.me),
             coordinator: self.view_members.first().copied(),
-            recovering: false,
-            incarnation: 0,
-            guarantees: self.guarantees(),
             buffered_msgs: self.streams.values().map(SenderHistory::held_count).sum(),
             buffer_capacity_msgs: self.cfg.buffer_msgs,
-            max_datagram_bytes: self.max_datagram_bytes,
+            ..shell::info(
+                self.me,
+                self.view_members.clone(),
+                self.guarantees(),
+                self.max_datagram_bytes,
+            )
         }
     }
 
@@ -1151,7 +1145,8 @@ impl Engine for Gossip {
         self.member
             && self.leaving.is_none()
             && !self.left
-            && self.events.len() < self.cfg.max_events
+            && !self.events.is_full()
+            && self.out.has_room()
             && self
                 .streams
                 .get(&self.me)

@@ -71,7 +71,7 @@ mod tests;
 pub use engine::Gossip;
 
 use crate::engine::Engine;
-use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings};
 use std::time::Duration;
 
@@ -214,6 +214,7 @@ impl GossipFactory {
             senders: Senders::Any,
             crash_recovery: false,
             replies: false,
+            capabilities: Capabilities::NONE,
         }
     }
 }

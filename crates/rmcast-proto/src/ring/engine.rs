@@ -5,6 +5,7 @@ use super::order::{DataList, Entry, OrderingQ};
 use super::packet::{self, Ack, AckBody, Nack, NewList};
 use super::reform::RecoveryState;
 use super::RingFactory;
+use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::{
     packet_size, CongestionWindow, Deadlines, DetectorParams, FailureDetector, GapTracker,
     LossCache, ReplayWindow, RttEstimator, SplitMix64,
@@ -15,7 +16,7 @@ use crate::engine::{
 };
 use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, EngineSettings, RecoveryPolicy, Role};
-use crate::wire::{self, EngineKind, Header};
+use crate::wire::{self, EngineKind, Header, Packet};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
@@ -24,6 +25,8 @@ use std::time::Duration;
 pub(super) const WINDOW: u64 = 1024;
 /// Events held for the driver at most before delivery pauses.
 const MAX_EVENTS: usize = 1024;
+/// Datagrams queued for the driver at most (a token visit's repairs and data fit many times).
+const MAX_OUT: usize = 8192;
 /// Slots ordered but not stable at most: the token site orders no more beyond it.
 const MAX_UNSTABLE: u64 = 4096;
 /// A member with this many slots not yet delivered does not accept the token (so that a slow
@@ -209,8 +212,8 @@ pub struct Ring {
     pub(super) me: NodeId,
     pub(super) max_datagram_bytes: usize,
     pub(super) counters: Counters,
-    pub(super) out: VecDeque<(Destination, Vec<u8>)>,
-    pub(super) events: VecDeque<Event>,
+    pub(super) out: OutQueue,
+    pub(super) events: EventQueue,
     /// A member (installed a view).
     pub(super) member: bool,
     pub(super) leaving: bool,
@@ -317,8 +320,8 @@ impl Ring {
             me: p.me,
             max_datagram_bytes: p.max_datagram_bytes,
             counters: Counters::default(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
+            out: OutQueue::new(MAX_OUT),
+            events: EventQueue::new(MAX_EVENTS),
             member: false,
             leaving: false,
             removed: false,
@@ -842,7 +845,7 @@ impl Ring {
             // ring went on without (paused through a reformation) must never show as a view.
             return;
         }
-        while !self.left && self.events.len() < MAX_EVENTS {
+        while !self.left && self.events.room() {
             let Some((ts, entry)) = self.q.deliverable() else {
                 break;
             };
@@ -1002,7 +1005,7 @@ impl Ring {
 
     /// Delivers the source-ordered packets of `origin` whose predecessors are all delivered.
     fn source_chain(&mut self, origin: NodeId) {
-        while self.events.len() < MAX_EVENTS {
+        while self.events.room() {
             let next = self.sources.get(&origin).map_or(0, |c| c.next);
             let Some(p) = self.pending_src.remove(&(origin, next)) else {
                 break;
@@ -1027,7 +1030,7 @@ impl Ring {
             self.counters.duplicates += 1;
             return;
         }
-        if self.events.len() >= MAX_EVENTS {
+        if !self.events.room() {
             self.unreliable_dropped += 1;
             return;
         }
@@ -1615,21 +1618,16 @@ impl Ring {
     }
 }
 
-impl Engine for Ring {
-    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
-        let Ok(pkt) = wire::decode(datagram) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
+impl Shelled for Ring {
+    const KIND: EngineKind = EngineKind::Ring;
+    /// The ring numbers reformations and views in the header's incarnation field (no
+    /// incarnation filter); members of one ring tell reformations apart by the bodies.
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(self.group, self.me, self.left, None, &mut self.counters)
+    }
+
+    fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, datagram: &[u8], _: Option<u8>) {
         let h = pkt.header;
-        if h.engine != EngineKind::Ring || h.group != self.group || h.sender == self.me {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        if self.left {
-            return;
-        }
-        self.counters.datagrams_received += 1;
         if self.client.is_some() {
             // A non-member hears only its acknowledgements and replies.
             if matches!(h.ptype, packet::NM_ACK | packet::NM_REPLY) {
@@ -1701,6 +1699,12 @@ impl Engine for Ring {
             }
             _ => self.counters.malformed_dropped += 1,
         }
+    }
+}
+
+impl Engine for Ring {
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_timeout(&mut self, now: Time) {
@@ -1929,15 +1933,14 @@ impl Engine for Ring {
             }
         }
         *buf = data;
-        self.counters.datagrams_sent += 1;
-        self.counters.bytes_sent += buf.len() as u64;
+        shell::count_sent(&mut self.counters, buf.len());
+        self.counters.out_refused = self.out.refused();
         Some(Transmit::single(to))
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let full = self.events.len() >= MAX_EVENTS;
-        let e = self.events.pop_front();
-        if full {
+        let (e, resume) = self.events.pop();
+        if resume {
             // Delivery paused on a full queue; there is room again.
             self.deliver();
         }
@@ -1945,10 +1948,7 @@ impl Engine for Ring {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        if self.left {
-            return None;
-        }
-        self.timers().earliest()
+        shell::deadline(self.left, || self.timers().earliest())
     }
 
     fn node_id(&self) -> NodeId {
@@ -1961,17 +1961,19 @@ impl Engine for Ring {
 
     fn info(&self) -> GroupInfo {
         GroupInfo {
-            me: self.me,
             view: self.view_id,
-            members: self.ring.clone(),
             rank: self.idx(self.me),
             coordinator: self.member.then_some(self.last_site),
             recovering: self.recovering(),
             incarnation: self.rec.bound as u32,
-            guarantees: self.guarantees(),
             buffered_msgs: self.q.len() + self.data.len(),
             buffer_capacity_msgs: MAX_UNSTABLE as usize,
-            max_datagram_bytes: self.max_datagram_bytes,
+            ..shell::info(
+                self.me,
+                self.ring.clone(),
+                self.guarantees(),
+                self.max_datagram_bytes,
+            )
         }
     }
 
@@ -2024,7 +2026,8 @@ impl Engine for Ring {
         }
         !self.recovering()
             && self.own_next - self.own_stable < WINDOW
-            && self.events.len() < MAX_EVENTS
+            && !self.events.is_full()
+            && self.out.has_room()
             && self.flow.in_flight < self.flow.window.get()
     }
 

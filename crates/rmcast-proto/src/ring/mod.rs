@@ -63,7 +63,7 @@ mod tests;
 pub use engine::Ring;
 
 use crate::engine::Engine;
-use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings};
 
 /// The ring's registry entry.
@@ -82,6 +82,16 @@ impl RingFactory {
             senders: Senders::Any,
             crash_recovery: true,
             replies: true,
+            capabilities: Capabilities {
+                locks: true,
+                requests: true,
+                forwarding: true,
+                replies: true,
+                reset: true,
+                rejoin: true,
+                ttl_input: false,
+                datagram_limit: false,
+            },
         }
     }
 }

@@ -1,16 +1,47 @@
 //! The [`Engine`] contract of the sequencer: every method delegates to an inherent method, so
 //! that the trait's shape can change without touching the protocol.
 
+use super::engine::Phase;
+use super::packet::ptype;
 use super::Sequencer;
+use crate::common::shell::{self, Gate, Shelled};
 use crate::engine::{
     Counters, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time, Transmit,
 };
 use crate::guarantees::Guarantees;
+use crate::wire::{EngineKind, Header, Packet};
 use bytes::Bytes;
+
+impl Shelled for Sequencer {
+    const KIND: EngineKind = EngineKind::Sequencer;
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(
+            self.cfg.group,
+            self.me,
+            self.phase == Phase::Left,
+            Some(self.incarnation),
+            &mut self.counters,
+        )
+    }
+    fn clock(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+    /// BC_RESULT names the incarnation it founds in its body: it reaches members of older
+    /// ones (how a member left behind learns of the new group).
+    fn across_incarnations(&self, ptype: u8) -> bool {
+        ptype == ptype::RESULT
+    }
+    fn other_incarnation(&mut self, header: &Header) -> bool {
+        self.accept_incarnation(header)
+    }
+    fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, datagram: &[u8], _: Option<u8>) {
+        self.on_packet(now, pkt, datagram)
+    }
+}
 
 impl Engine for Sequencer {
     fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
-        self.on_datagram(now, from, datagram)
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_timeout(&mut self, now: Time) {

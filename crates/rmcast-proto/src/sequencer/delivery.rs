@@ -173,7 +173,7 @@ impl Sequencer {
     pub(super) fn deliver(&mut self) {
         while self.phase == Phase::Member
             && self.hist.next_deliver < self.hist.accepted_next
-            && self.events.len() < self.cfg.max_pending_events
+            && self.events.room()
         {
             let seq = self.hist.next_deliver;
             let Some(e) = self.hist.buffer.get(seq) else {

@@ -14,11 +14,11 @@ use super::sender::Sender;
 use super::succession::Succession;
 use super::transmit::Retransmissions;
 use super::Config;
+use crate::common::shell::{self, EventQueue};
 use crate::common::{Deadlines, Reassembly};
 use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, SendError, Time, View};
-use crate::wire::{EngineKind, Header};
+use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Where a member stands in the group.
@@ -70,7 +70,7 @@ pub struct Sequencer {
     pub(super) retrans: Retransmissions,
     /// Failure detection and crash recovery (see `recovery`).
     pub(super) rec: RecoveryState,
-    pub(super) events: VecDeque<Event>,
+    pub(super) events: EventQueue,
     /// A submit happened since the last [`Sequencer::pump`]: submits only queue, and the next
     /// poll pumps once for all of them, so that a burst of sends is ordered, delivered and
     /// accounted in one pass instead of one pass per message.
@@ -130,7 +130,7 @@ impl Sequencer {
             succession: Succession::default(),
             retrans: Retransmissions::default(),
             rec: RecoveryState::new(&cfg, now),
-            events: VecDeque::new(),
+            events: EventQueue::new(cfg.max_pending_events),
             pump_due: false,
             counters: Counters::default(),
             syncs_sent: 0,
@@ -187,7 +187,7 @@ impl Sequencer {
         fresh.request_gaps_stale = self.request_gaps_stale;
         fresh.requests_oversized = self.requests_oversized;
         // The old events first; a new group's first view after them.
-        let mut events = std::mem::take(&mut self.events);
+        let mut events = std::mem::replace(&mut self.events, EventQueue::new(1));
         events.append(&mut fresh.events);
         fresh.events = events;
         *self = fresh;
@@ -334,7 +334,7 @@ impl Sequencer {
     /// Whether a datagram of another incarnation is taken anyway: a joiner follows the newest
     /// incarnation it hears of, and joins are welcome from any. Other ones are dropped; a newer
     /// one makes us ask what happened, an older one's sender may be told (see `recovery`).
-    fn accept_incarnation(&mut self, header: &Header) -> bool {
+    pub(super) fn accept_incarnation(&mut self, header: &Header) -> bool {
         let newer = header.incarnation > self.incarnation;
         match self.phase {
             Phase::Joining if newer => {
@@ -354,29 +354,22 @@ impl Sequencer {
         }
     }
 
-    /// A datagram arrived: decode, filter by group and incarnation, dispatch, pump.
-    pub(super) fn on_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
-        self.now = self.now.max(now);
-        if self.phase == Phase::Left {
-            return;
-        }
+    /// A datagram the shell took (of this group, and of this incarnation or one
+    /// [`Sequencer::accept_incarnation`] takes, or a BC_RESULT): decode the body, dispatch,
+    /// pump.
+    pub(super) fn on_packet(&mut self, now: Time, pkt: wire::Packet<'_>, datagram: &[u8]) {
         // One copy per datagram; every payload in it is a slice of this buffer (no per-message
         // allocation).
         let data = Bytes::copy_from_slice(datagram);
-        let (header, body) = match packet::decode(&data) {
-            Ok(p) => p,
+        let header = pkt.header;
+        let body = match packet::decode_body(header.ptype, &data[shell::body_range(&pkt, datagram)])
+        {
+            Ok(b) => b,
             Err(_) => {
                 self.counters.malformed_dropped += 1;
                 return;
             }
         };
-        if header.group != self.cfg.group {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        if header.sender == self.me {
-            return; // our own multicast, looped back
-        }
         let from = header.sender;
         if let Body::Result {
             incarnation,
@@ -387,17 +380,15 @@ impl Sequencer {
         } = body
         {
             // A result names its incarnation itself: it reaches members of older ones.
-            self.counters.datagrams_received += 1;
             self.rec.detector.heard(from, now);
             self.on_result(from, incarnation, seq, stable, settled, view);
             self.pump();
             return;
         }
-        if header.incarnation != self.incarnation && !self.accept_incarnation(&header) {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        self.counters.datagrams_received += 1;
+        debug_assert!(
+            header.incarnation == self.incarnation || header.ptype == ptype::JOIN_REQ,
+            "of another incarnation, the shell hands over only what accept_incarnation takes"
+        );
         self.rec.detector.heard(from, now);
         if from == self.sequencer_hint {
             self.rec.heard_sequencer = true;
@@ -631,8 +622,8 @@ impl Sequencer {
         if self.pump_due {
             self.pump();
         }
-        let e = self.events.pop_front();
-        if self.events.is_empty() && self.hist.next_deliver < self.hist.accepted_next {
+        let (e, resume) = self.events.pop();
+        if resume && self.hist.next_deliver < self.hist.accepted_next {
             // Delivery paused on a full event queue; the application has made room.
             self.pump();
         }

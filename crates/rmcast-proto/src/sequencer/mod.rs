@@ -75,7 +75,7 @@ pub use config::Config;
 pub use engine::Sequencer;
 pub use factory::SequencerFactory;
 
-use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 
 /// What a sequencer group with resilience degree `resilience` promises: total order, virtual
 /// synchrony, all-or-nothing delivery that survives `resilience` crashes, crash recovery; under
@@ -94,6 +94,12 @@ pub fn guarantees(resilience: u8, majority: bool) -> Guarantees {
         senders: Senders::Any,
         crash_recovery: true,
         replies: false,
+        capabilities: Capabilities {
+            reset: true,
+            rejoin: true,
+            datagram_limit: true,
+            ..Capabilities::NONE
+        },
     }
 }
 

@@ -1,6 +1,7 @@
 //! The RMTP state machine: one [`Tree`] is the Sender, a Receiver or a designated receiver
 //! (DR, a Receiver and an ACK processor at once), as in Fig. 3 of the paper.
 
+use crate::common::shell::{self, EventQueue, Gate, Shelled};
 use crate::common::{CongestionWindow, Deadlines, RttEstimator};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, Loss, NodeId, Qos, SendError, Time,
@@ -222,7 +223,7 @@ pub struct Tree {
     /// Everything else (repairs, ACKs, control), sent before `out`: a repair queued behind a
     /// window of new data would arrive after the receiver asked again, and be sent twice.
     urgent: VecDeque<(Destination, Vec<u8>)>,
-    events: VecDeque<Event>,
+    events: EventQueue,
     left: bool,
     /// The session keeps the whole stream (a store behind every cache).
     stored: bool,
@@ -336,7 +337,7 @@ impl Tree {
             rcv,
             out: VecDeque::new(),
             urgent: VecDeque::new(),
-            events: VecDeque::new(),
+            events: EventQueue::new(MAX_EVENTS),
             left: false,
             stored,
             now,
@@ -403,6 +404,7 @@ impl Tree {
 
     fn send(&mut self, to: Destination, p: &Packet<'_>) {
         if self.queued() >= MAX_OUT {
+            self.counters.out_refused += 1;
             return;
         }
         let mut buf = Vec::with_capacity(HEADER_LEN + 16);
@@ -428,6 +430,7 @@ impl Tree {
     /// DATA `seq`: a first transmission unless `repair`.
     fn send_data(&mut self, to: Destination, seq: u64, payload: &Bytes, repair: bool) {
         if self.queued() >= MAX_OUT {
+            self.counters.out_refused += 1;
             return;
         }
         let origin = self.origin();
@@ -865,7 +868,7 @@ impl Tree {
     fn deliver(&mut self, now: Time) {
         let Some(r) = self.rcv.as_mut() else { return };
         let sender = r.origin.unwrap_or_default();
-        while self.events.len() < MAX_EVENTS {
+        while self.events.room() {
             let Some(Some(_)) = r.win.slots.front() else {
                 break;
             };
@@ -1058,23 +1061,9 @@ impl Tree {
 
     // ---------------------------------------------------------------- input
 
-    fn input(&mut self, now: Time, datagram: &[u8], ttl: Option<u8>) {
+    fn input(&mut self, now: Time, pkt: wire::Packet<'_>, ttl: Option<u8>) {
         self.now = self.now.max(now);
-        let Ok(pkt) = wire::decode(datagram) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
         let h = pkt.header;
-        if h.engine != EngineKind::Tree || h.group != self.group || h.incarnation != 0 {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        if h.sender == self.me {
-            return;
-        }
-        if self.left {
-            return;
-        }
         // DATA and DATA_EOF carry the session's origin before the common body.
         let (origin, body) = match h.ptype {
             packet::DATA | packet::DATA_EOF => {
@@ -1093,7 +1082,6 @@ impl Tree {
                 return;
             }
         };
-        self.counters.datagrams_received += 1;
         match p {
             Packet::Data { seq, payload } if seq < u64::MAX / 2 => {
                 self.on_data(now, origin, seq, payload)
@@ -1196,19 +1184,40 @@ impl Tree {
     }
 }
 
+impl Shelled for Tree {
+    const KIND: EngineKind = EngineKind::Tree;
+    fn clock(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(self.group, self.me, self.left, Some(0), &mut self.counters)
+    }
+
+    fn on_packet(
+        &mut self,
+        now: Time,
+        _: NodeId,
+        pkt: wire::Packet<'_>,
+        _: &[u8],
+        ttl: Option<u8>,
+    ) {
+        self.input(now, pkt, ttl);
+    }
+}
+
 impl Engine for Tree {
-    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
-        self.input(now, datagram, None);
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_datagram_with_ttl(
         &mut self,
         now: Time,
-        _from: NodeId,
+        from: NodeId,
         datagram: &[u8],
         ttl: Option<u8>,
     ) {
-        self.input(now, datagram, ttl);
+        shell::receive(self, now, from, datagram, ttl)
     }
 
     fn handle_timeout(&mut self, now: Time) {
@@ -1344,16 +1353,19 @@ impl Engine for Tree {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        debug_assert!(
+            self.queued() <= MAX_OUT,
+            "the out queues hold at most MAX_OUT"
+        );
         let (to, data) = self.urgent.pop_front().or_else(|| self.out.pop_front())?;
         *buf = data;
-        self.counters.datagrams_sent += 1;
-        self.counters.bytes_sent += buf.len() as u64;
+        shell::count_sent(&mut self.counters, buf.len());
         Some(Transmit::single(to))
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop_front();
-        if e.is_some() && self.events.len() + 1 == MAX_EVENTS {
+        let (e, resume) = self.events.pop();
+        if resume {
             // Delivery paused on a full queue; there is room again.
             self.resume_delivery();
         }
@@ -1361,31 +1373,7 @@ impl Engine for Tree {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        if self.left {
-            return None;
-        }
-        let mut d = Deadlines::new();
-        if self.sender_wants_tick() {
-            d.at("T_send", self.snd.as_ref().map(|s| s.next_send));
-        }
-        if let Some(ap) = &self.ap {
-            d.at("T_retx", ap.next_retx);
-            d.at("T_dally", ap.dally_until);
-        }
-        if self.advertising() {
-            d.at("T_sap", self.ap.as_ref().map(|a| a.next_sap));
-        }
-        if self.receiver_active() && self.ack_news() {
-            let r = self.rcv.as_ref().expect("receiver_active");
-            let ack = match (r.txnow, r.last_txnow) {
-                (true, Some(t)) => r.next_ack.min(t + self.t_ack() / 2),
-                (true, None) => Time::ZERO,
-                _ => r.next_ack,
-            };
-            d.at("T_ack", Some(ack));
-            d.at("T_rtt", Some(r.next_rtt));
-        }
-        d.earliest()
+        shell::deadline(self.left, || self.deadlines())
     }
 
     fn node_id(&self) -> NodeId {
@@ -1403,17 +1391,16 @@ impl Engine for Tree {
             _ => None,
         };
         GroupInfo {
-            me: self.me,
             view: u64::from(origin.is_some()),
-            members: Vec::new(),
-            rank: None,
             coordinator: origin,
-            recovering: false,
-            incarnation: 0,
-            guarantees: self.guarantees(),
             buffered_msgs: self.ap.as_ref().map_or(0, |a| a.cache.in_memory()),
             buffer_capacity_msgs: self.cfg.cache_size_pkts,
-            max_datagram_bytes: self.max_datagram_bytes,
+            ..shell::info(
+                self.me,
+                Vec::new(),
+                self.guarantees(),
+                self.max_datagram_bytes,
+            )
         }
     }
 
@@ -1471,7 +1458,7 @@ impl Engine for Tree {
                     && !s.leaving
                     && s.next_seq < s.swin_lb + self.cfg.send_window_pkts as u64
                     && ap.cache.can_push(s.swin_lb)
-                    && self.events.len() < MAX_EVENTS
+                    && !self.events.is_full()
             }
             _ => false,
         }
@@ -1511,6 +1498,32 @@ impl Engine for Tree {
 }
 
 impl Tree {
+    /// The earliest of the timers that run.
+    fn deadlines(&self) -> Option<Time> {
+        let mut d = Deadlines::new();
+        if self.sender_wants_tick() {
+            d.at("T_send", self.snd.as_ref().map(|s| s.next_send));
+        }
+        if let Some(ap) = &self.ap {
+            d.at("T_retx", ap.next_retx);
+            d.at("T_dally", ap.dally_until);
+        }
+        if self.advertising() {
+            d.at("T_sap", self.ap.as_ref().map(|a| a.next_sap));
+        }
+        if self.receiver_active() && self.ack_news() {
+            let r = self.rcv.as_ref().expect("receiver_active");
+            let ack = match (r.txnow, r.last_txnow) {
+                (true, Some(t)) => r.next_ack.min(t + self.t_ack() / 2),
+                (true, None) => Time::ZERO,
+                _ => r.next_ack,
+            };
+            d.at("T_ack", Some(ack));
+            d.at("T_rtt", Some(r.next_rtt));
+        }
+        d.earliest()
+    }
+
     fn resume_delivery(&mut self) {
         if self.rcv.is_some() {
             self.deliver(self.now);

@@ -42,7 +42,7 @@ pub use config::{CongestionResponse, TreeConfig};
 pub use engine::{Entity, Tree};
 
 use crate::engine::{Engine, NodeId};
-use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings, Role};
 use std::sync::Arc;
 
@@ -66,6 +66,10 @@ pub fn guarantees(stored: bool) -> Guarantees {
         senders: Senders::Creator,
         crash_recovery: false,
         replies: false,
+        capabilities: Capabilities {
+            ttl_input: true,
+            ..Capabilities::NONE
+        },
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::packet::{self as pk, Key};
 use super::Config;
+use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::{Deadlines, RttEstimator, SplitMix64};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, IdList, Loss, NodeId, Qos, Reply,
@@ -11,7 +12,7 @@ use crate::engine::{
 };
 use crate::guarantees::Guarantees;
 use crate::registry::EngineParams;
-use crate::wire::{self, EngineKind, Header};
+use crate::wire::{self, EngineKind, Header, Packet};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -209,8 +210,8 @@ pub struct Txn {
     /// Outcome, deliver-to point and (released) set of transactions this member knows.
     outcomes: BTreeMap<(NodeId, Key), (u8, u32, Vec<NodeId>)>,
     outcome_order: VecDeque<(NodeId, Key)>,
-    out: VecDeque<(Destination, Vec<u8>)>,
-    events: VecDeque<Event>,
+    out: OutQueue,
+    events: EventQueue,
     /// Why own transactions failed, for [`Engine::take_failure`] (at most [`MAX_FAILURES`]).
     failures: VecDeque<(u64, String)>,
     /// Round-robin cursor over forwards for data segments.
@@ -271,8 +272,8 @@ impl Txn {
             held_bytes: 0,
             outcomes: BTreeMap::new(),
             outcome_order: VecDeque::new(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
+            out: OutQueue::new(MAX_OUT),
+            events: EventQueue::ungated(cfg.max_events),
             failures: VecDeque::new(),
             cursor: 0,
             view_id: VIEW_ID,
@@ -337,11 +338,9 @@ impl Txn {
     }
 
     fn push_out(&mut self, to: Destination, b: Vec<u8>) {
-        if self.out.len() >= MAX_OUT {
+        if !self.out.push_back((to, b)) {
             self.extra.out_dropped += 1;
-            return;
         }
-        self.out.push_back((to, b));
     }
 
     fn record_outcome(&mut self, source: NodeId, key: Key, outcome: u8, deliver_to: u32) {
@@ -766,7 +765,7 @@ impl Txn {
             self.counters.foreign_dropped += 1;
             return;
         }
-        let full = self.events.len() >= self.cfg.max_events;
+        let full = self.events.is_full();
         let max_reply = self.cfg.max_reply_bytes;
         let set = if let Some(f) = self.forwards.get_mut(&s.key.txn) {
             &mut f.set
@@ -1621,24 +1620,22 @@ impl Txn {
     }
 }
 
+impl Shelled for Txn {
+    const KIND: EngineKind = EngineKind::Txn;
+    fn gate(&mut self) -> Gate<'_> {
+        Gate::new(self.group, self.me, self.left, Some(0), &mut self.counters)
+    }
+
+    fn on_packet(&mut self, now: Time, _: NodeId, p: Packet<'_>, _: &[u8], _: Option<u8>) {
+        if self.dispatch(now, &p.header, p.body).is_err() {
+            self.counters.malformed_dropped += 1;
+        }
+    }
+}
+
 impl Engine for Txn {
-    fn handle_datagram(&mut self, now: Time, _from: NodeId, datagram: &[u8]) {
-        if self.left {
-            return;
-        }
-        let Ok(p) = wire::decode(datagram) else {
-            self.counters.malformed_dropped += 1;
-            return;
-        };
-        let h = p.header;
-        if h.engine != EngineKind::Txn || h.group != self.group || h.sender == self.me {
-            self.counters.foreign_dropped += 1;
-            return;
-        }
-        self.counters.datagrams_received += 1;
-        if self.dispatch(now, &h, p.body).is_err() {
-            self.counters.malformed_dropped += 1;
-        }
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: &[u8]) {
+        shell::receive(self, now, from, datagram, None)
     }
 
     fn handle_timeout(&mut self, now: Time) {
@@ -1825,8 +1822,8 @@ impl Engine for Txn {
             }
         };
         *buf = data;
-        self.counters.datagrams_sent += 1;
-        self.counters.bytes_sent += buf.len() as u64;
+        shell::count_sent(&mut self.counters, buf.len());
+        self.counters.out_refused = self.out.refused();
         Some(Transmit::single(to))
     }
 
@@ -1914,9 +1911,7 @@ impl Engine for Txn {
     }
 
     fn can_submit(&self) -> bool {
-        !self.left
-            && self.forwards.len() < self.cfg.max_open_txns
-            && self.events.len() < self.cfg.max_events
+        !self.left && self.forwards.len() < self.cfg.max_open_txns && !self.events.is_full()
     }
 
     fn describe(&self) -> String {

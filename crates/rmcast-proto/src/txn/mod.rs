@@ -60,7 +60,7 @@ mod tests;
 pub use engine::Txn;
 
 use crate::engine::Engine;
-use crate::guarantees::{DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings};
 use std::time::Duration;
 
@@ -321,6 +321,10 @@ impl TxnFactory {
             senders: Senders::Any,
             crash_recovery: false,
             replies: true,
+            capabilities: Capabilities {
+                replies: true,
+                ..Capabilities::NONE
+            },
         }
     }
 }

@@ -36,6 +36,7 @@ pub fn guarantees() -> Guarantees {
     g.order = Order::Total;
     g.qos.totally_ordered = true;
     g.replies = true;
+    g.capabilities.replies = true;
     g
 }
 
