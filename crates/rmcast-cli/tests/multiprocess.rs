@@ -774,7 +774,7 @@ fn sigint_sigterm_and_sighup_leave_the_group_cleanly() {
 }
 
 #[test]
-fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
+fn a_stuck_survivor_says_so_once_and_leaves_at_once_when_asked() {
     let dir = scratch("stuck");
     let group = dir.file_name().unwrap().to_string_lossy().into_owned();
     let log = |i: u32| dir.join(format!("member-{i}.jsonl"));
@@ -808,12 +808,11 @@ fn a_stuck_survivor_says_so_once_and_a_second_sigint_quits_at_once() {
         hint.contains("/reset 1") && hint.contains("--min-members 1"),
         "{hint}"
     );
-    // The leave cannot complete in recovery mode; the second signal does not wait for it.
-    signal(&a.child, "INT");
-    std::thread::sleep(Duration::from_millis(300));
+    // Nobody is left to reset with: the leave does not wait out its timeout (before, it took
+    // the 5 s leave timeout and a second signal to quit), it ends at once and cleanly.
     signal(&a.child, "INT");
     let status = exit_within(&mut a, Duration::from_secs(2));
-    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
