@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod keys;
 mod member;
+mod names;
 mod plot;
 mod receive;
 mod send;

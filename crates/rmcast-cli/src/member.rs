@@ -12,6 +12,7 @@
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
+use crate::names::{id_list, parse_group_name};
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::{
@@ -94,14 +95,6 @@ pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
         },
         names.join(", ")
     )
-}
-
-/// A group name: anything but empty (or blank).
-pub fn parse_group_name(name: &str) -> Result<String, String> {
-    if name.trim().is_empty() {
-        return Err("a group name must not be empty".into());
-    }
-    Ok(name.to_string())
 }
 
 /// Refuse unicast peers this host cannot send to from `interface` (a loopback interface reaches
@@ -477,17 +470,6 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 /// another process's line on a shared terminal.
 pub fn say(line: &str) {
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-}
-
-/// A list of node ids for people: `1, 2, 3`, or `nobody`.
-pub fn id_list(ids: &[NodeId]) -> String {
-    if ids.is_empty() {
-        return "nobody".to_string();
-    }
-    ids.iter()
-        .map(|m| m.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Run `rmcast member`.

@@ -78,7 +78,7 @@ impl Stats {
             self.engine,
             i.me,
             i.view,
-            crate::member::id_list(&i.members),
+            crate::names::id_list(&i.members),
             i.coordinator
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "none".into()),
@@ -228,7 +228,7 @@ fn write_atomically(path: &Path, p: &Published) -> std::io::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct StatArgs {
     /// The group whose members on this host to show.
-    #[arg(long, value_parser = crate::member::parse_group_name)]
+    #[arg(long, value_parser = crate::names::parse_group_name)]
     pub group: String,
     /// Print once and exit (default: refresh every second until interrupted).
     #[arg(long)]

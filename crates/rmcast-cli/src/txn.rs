@@ -12,7 +12,8 @@
 //! `txn --repeat N` runs N transactions one after the other and prints their latencies
 //! (transaction round trip: send to the last reply waited for).
 
-use crate::member::{parse_group_name, NetArgs};
+use crate::member::NetArgs;
+use crate::names::parse_group_name;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rmcast::txn::{TxnEvent, TxnGroup, TxnOptions};

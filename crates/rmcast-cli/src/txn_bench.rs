@@ -140,7 +140,7 @@ pub enum Tables {
 #[derive(Args, Debug)]
 pub struct BenchWorkerArgs {
     /// The shared (multicast) group; this worker's own group is named after it and its index.
-    #[arg(long, value_parser = crate::member::parse_group_name)]
+    #[arg(long, value_parser = crate::names::parse_group_name)]
     pub group: String,
     /// This worker's index, 1-based.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_RECEIVERS as i64))]

@@ -6,8 +6,6 @@
 //! checks, ends a run by the rule the delivery promise implies, and the runtime refuses a
 //! per-message [`Qos`] the engine does not serve before it reaches the engine.
 
-use crate::engine::Qos;
-
 /// The order in which members deliver messages.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Order {
@@ -250,6 +248,115 @@ impl Guarantees {
     /// Whether every member that stays must deliver every message.
     pub fn all_or_nothing(&self) -> bool {
         self.delivery == DeliveryPromise::AllOrNothing
+    }
+}
+
+/// Per-message quality of service (RMP section 2.3). Engines that order everything the same way
+/// (the sequencer) deliver at least what is asked and say so in their docs.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Qos {
+    /// Best effort: may be lost.
+    Unreliable,
+    /// Delivered once to every member, no order promised.
+    Reliable,
+    /// FIFO per sender.
+    SourceOrdered,
+    /// Same total order at every member.
+    #[default]
+    TotallyOrdered,
+    /// Totally ordered and held by `k` members other than the sender before it is delivered.
+    KResilient(u8),
+    /// Totally ordered and held by a majority of the largest view it may belong to before it
+    /// is delivered (RMP's majority resilient, agreed delivery across partitions).
+    MajorityResilient,
+    /// Totally ordered and held by every member before it is delivered (RMP's totally
+    /// resilient, safe delivery).
+    TotallyResilient,
+}
+
+impl Qos {
+    /// Every level in increasing strength, with `k` for [`Qos::KResilient`].
+    pub fn levels(k: u8) -> [Qos; 7] {
+        [
+            Qos::Unreliable,
+            Qos::Reliable,
+            Qos::SourceOrdered,
+            Qos::TotallyOrdered,
+            Qos::KResilient(k),
+            Qos::MajorityResilient,
+            Qos::TotallyResilient,
+        ]
+    }
+
+    /// Whether the level orders messages totally (and so views with them).
+    pub fn is_total(self) -> bool {
+        !matches!(self, Qos::Unreliable | Qos::Reliable | Qos::SourceOrdered)
+    }
+}
+
+impl std::fmt::Display for Qos {
+    /// The level's name as the CLI's `--qos` takes it (`k-resilient=K` for `KResilient(K)`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Qos::Unreliable => f.write_str("unreliable"),
+            Qos::Reliable => f.write_str("reliable"),
+            Qos::SourceOrdered => f.write_str("source-ordered"),
+            Qos::TotallyOrdered => f.write_str("totally-ordered"),
+            Qos::KResilient(k) => write!(f, "k-resilient={k}"),
+            Qos::MajorityResilient => f.write_str("majority-resilient"),
+            Qos::TotallyResilient => f.write_str("totally-resilient"),
+        }
+    }
+}
+
+impl std::str::FromStr for Qos {
+    type Err = String;
+
+    /// A level by the name [`Qos`]'s `Display` gives it.
+    fn from_str(s: &str) -> Result<Qos, String> {
+        Ok(match s {
+            "unreliable" => Qos::Unreliable,
+            "reliable" => Qos::Reliable,
+            "source-ordered" => Qos::SourceOrdered,
+            "totally-ordered" => Qos::TotallyOrdered,
+            "majority-resilient" => Qos::MajorityResilient,
+            "totally-resilient" => Qos::TotallyResilient,
+            _ => match s.strip_prefix("k-resilient=").map(str::parse::<u8>) {
+                Some(Ok(k)) => Qos::KResilient(k),
+                _ => {
+                    return Err(format!(
+                        "unknown quality of service `{s}` (unreliable, reliable, source-ordered, \
+                         totally-ordered, k-resilient=K with K from 0 to 255, majority-resilient, \
+                         totally-resilient)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod qos_tests {
+    use super::Qos;
+
+    #[test]
+    fn qos_names_read_back() {
+        for q in [
+            Qos::Unreliable,
+            Qos::Reliable,
+            Qos::SourceOrdered,
+            Qos::TotallyOrdered,
+            Qos::KResilient(0),
+            Qos::KResilient(255),
+            Qos::MajorityResilient,
+            Qos::TotallyResilient,
+        ] {
+            assert_eq!(q.to_string().parse::<Qos>(), Ok(q));
+        }
+        for bad in ["", "safe", "k-resilient=", "k-resilient=256", "Reliable"] {
+            let e = bad.parse::<Qos>().unwrap_err();
+            assert!(e.contains("unknown quality of service"), "{e}");
+        }
     }
 }
 
