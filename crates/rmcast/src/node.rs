@@ -369,21 +369,7 @@ impl GroupSender {
     /// engine does not serve ([`GroupSender::guarantees`]) fails at once with
     /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
     pub fn send_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
-        self.check_qos(qos)?;
-        self.inner.shared.member_failed()?;
-        let (tx, rx) = oneshot::channel();
-        let op = Op::Send {
-            payload: payload.into(),
-            qos,
-            done: Some(tx),
-        };
-        block_on(self.inner.ops.send(op), None)
-            .expect("no deadline")
-            .map_err(|_| Error::Closed)?;
-        self.inner.node.wake();
-        block_on(rx, None)
-            .expect("no deadline")
-            .map_err(|_| Error::Closed)?
+        self.start_send_with(payload, qos)?.wait()
     }
 
     /// Async [`GroupSender::send`]: any executor will do.
