@@ -12,8 +12,10 @@
 //! - **Outcomes named**: every transaction of a source that did not crash completed or failed;
 //!   a failed one names why: its set had fewer than `min` receivers when the open was decided,
 //!   or receivers were dropped by name; whoever is named or missing from a set had crashed (or
-//!   was asleep, for runs with pauses longer than the receiver timeout).
+//!   was asleep, for runs with pauses longer than the receiver timeout, or was cut off from
+//!   the source by a partition: [`check_transactions_apart`]).
 
+use crate::config::Partition;
 use crate::record::Record;
 use rmcast_proto::{Event, NodeId, Time};
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +49,17 @@ struct Set {
 /// Checks the rules above on `rec`, a run of the `txn` engine with `announce_sets` on and
 /// X_MRopen's `min` = `min_receivers`. Returns the outcomes, or the violations found.
 pub fn check_transactions(rec: &Record, min_receivers: usize) -> Result<TxnOutcomes, Vec<String>> {
+    check_transactions_apart(rec, min_receivers, &[])
+}
+
+/// [`check_transactions`] on a run with `partitions`: a receiver on the other side of one of
+/// them from a transaction's source may be missing from its set or dropped from it (the open
+/// and the receiver timeout cannot tell it from a crash).
+pub fn check_transactions_apart(
+    rec: &Record,
+    min_receivers: usize,
+    partitions: &[Partition],
+) -> Result<TxnOutcomes, Vec<String>> {
     let mut bad = Vec::new();
     let mut out = TxnOutcomes {
         submitted: rec.submissions.len(),
@@ -179,7 +192,13 @@ pub fn check_transactions(rec: &Record, min_receivers: usize) -> Result<TxnOutco
                     bad.push(format!("{}#{} failed without naming its set", k.0, k.1));
                     continue;
                 };
-                let excused = |r: &NodeId| crashed.contains(r) || asleep.contains(r);
+                let apart = |r: &NodeId| {
+                    partitions.iter().any(|p| {
+                        (p.a.contains(r) && p.b.contains(&s.sender))
+                            || (p.b.contains(r) && p.a.contains(&s.sender))
+                    })
+                };
+                let excused = |r: &NodeId| crashed.contains(r) || asleep.contains(r) || apart(r);
                 if set.opened.len() < min_receivers {
                     out.failed_open += 1;
                     // Whoever did not answer must have been unable to.

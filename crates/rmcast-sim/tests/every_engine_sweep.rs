@@ -1,0 +1,415 @@
+//! Every engine through one simulator gauntlet: each seed draws its own faults (loss up to 30%,
+//! duplication, reordering, partitions that heal, pauses, joins and leaves, crashes) and the run
+//! is held to every checker the engine's declaration selects at the QoS used. The per-engine
+//! sweeps next to this file probe each engine's own corners at fixed fault levels; this one
+//! spreads every engine over the same space of faults, many seeds deep.
+//!
+//! Crashes stay within what an engine declares: the Sequencer and the Ring rebuild the group
+//! (up to the resilience degree of the run; the Ring at K-resilient levels), Gossip and Txn
+//! members only see the crashed member fall silent (no crash recovery is declared, so crashes
+//! of ordinary members only), and the Tree's single sender never crashes.
+//!
+//! CI runs 100 seeds per engine (less the known failures named in [`KNOWN_FAILURES`]). The
+//! long sweeps, 10,000 seeds each:
+//! `cargo test --release -p rmcast-sim --test every_engine_sweep -- --ignored`
+//! (or one engine: `... --ignored ring_10000_seeds`). A failing seed prints the command that
+//! replays it: `EVERY_ENGINE=ring EVERY_SEED=17 cargo test -p rmcast-sim --test
+//! every_engine_sweep replay -- --ignored --nocapture`.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rmcast_proto::txn::{Config as TxnConfig, TxnFactory};
+use rmcast_proto::{EngineChoice, NodeId, Qos};
+use rmcast_sim::checkers;
+use rmcast_sim::txn_check::check_transactions_apart;
+use rmcast_sim::{RunSummary, Scenario, SimConfig};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Random stream for a seed's scenario, kept apart from the run's RNG and its schedules.
+const STREAM: u64 = 0xe7e2_e461_5eed_0a11;
+
+/// X_MRopen's `min` in the Txn runs.
+const TXN_MIN: usize = 1;
+
+/// The engines, by their registry names.
+const ENGINES: [&str; 5] = ["sequencer", "ring", "gossip", "tree", "txn"];
+
+/// The scenario of `seed` for engine `name`, and the QoS it sends at.
+fn scenario(name: &str, seed: u64) -> Scenario {
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ STREAM);
+    let members: u32 = r.gen_range(3..=7);
+    // Half the seeds lossy, a tenth of them at 20-30%.
+    let loss = match r.gen_range(0..10) {
+        0..=4 => 0.0,
+        5..=8 => r.gen_range(0.0..0.1),
+        _ => r.gen_range(0.2..0.3),
+    };
+    let base = Scenario {
+        members,
+        loss,
+        dup: if r.gen_bool(0.5) {
+            r.gen_range(0.0..0.05)
+        } else {
+            0.0
+        },
+        reorder_ms: if r.gen_bool(0.5) {
+            r.gen_range(0.0..3.0)
+        } else {
+            0.0
+        },
+        partitions: u32::from(r.gen_bool(0.25)),
+        partition_ms: r.gen_range(200..=2500),
+        pauses: u32::from(r.gen_bool(0.3)),
+        pause_ms: r.gen_range(100..=1500),
+        churn: if r.gen_bool(0.3) {
+            r.gen_range(1..members.min(3))
+        } else {
+            0
+        },
+        senders: r.gen_range(1..=members),
+        in_flight: r.gen_range(1..=8),
+        messages: r.gen_range(10..=40),
+        fault_window_ms: 1000,
+        heal: true,
+        ..Scenario::default()
+    };
+    // A crash beside a partition or leaves can take the group below the majority a reset
+    // needs; it then waits by its declared policy, which is no failure. Runs with crashes keep
+    // a majority: no partition, no leaves, and at least 2c + 2 members for c crashes (a paused
+    // member may be taken for failed as well).
+    let crash_safe = |sc: Scenario| -> Scenario {
+        if sc.crashes == 0 {
+            return sc;
+        }
+        Scenario {
+            partitions: 0,
+            churn: 0,
+            members: sc.members.max(2 * sc.crashes + 2),
+            ..sc
+        }
+    };
+    let sc = match name {
+        "sequencer" => {
+            let resilience: u8 = r.gen_range(0..=2);
+            let crashes = r.gen_range(0..=u32::from(resilience)).min(members / 2);
+            Scenario {
+                engine: EngineChoice::sequencer(resilience),
+                crashes,
+                crash_sequencer: crashes > 0 && r.gen_bool(0.5),
+                crash_in_recovery: crashes > 1 && r.gen_bool(0.5),
+                ..base
+            }
+        }
+        "ring" => {
+            let qos = *[
+                Qos::TotallyOrdered,
+                Qos::KResilient(1),
+                Qos::KResilient(2),
+                Qos::MajorityResilient,
+            ]
+            .get(r.gen_range(0..4))
+            .expect("in range");
+            let crashes = match qos {
+                Qos::KResilient(k) => r.gen_range(0..=u32::from(k)).min((members - 1) / 2),
+                Qos::MajorityResilient => r.gen_range(0..=1),
+                _ => 0,
+            };
+            Scenario {
+                engine: EngineChoice::named("ring").expect("registered"),
+                qos: Some(qos),
+                crashes,
+                crash_sequencer: crashes > 0 && r.gen_bool(0.5),
+                ..base
+            }
+        }
+        "gossip" => {
+            let crashes = r.gen_range(0..=1);
+            Scenario {
+                engine: EngineChoice::named("gossip").expect("registered"),
+                crashes,
+                // An idle gossip group stops its rounds and notices a crash only once it
+                // wakes (as the engine documents): runs with a crash stream past it.
+                rate: (crashes > 0).then_some(40.0),
+                messages: if crashes > 0 { 100 } else { base.messages },
+                ..base
+            }
+        }
+        // One sender, the group's creator; receivers join and leave and lose packets, the
+        // sender stays.
+        "tree" => Scenario {
+            engine: EngineChoice::named("tree").expect("registered"),
+            senders: 1,
+            partitions: 0,
+            ..base
+        },
+        "txn" => {
+            let crashes = r.gen_range(0..=1);
+            let members = members.max(2 * crashes + 2);
+            Scenario {
+                // Every other member asked into every transaction's set, one enough. A member
+                // cut off by a partition or a pause through the open, or silent past the
+                // receiver timeout, is left out of the set (X_MRopen's rule); the sets are
+                // announced and the run held to the transaction rules
+                // ([`rmcast_sim::txn_check`]), which follow them.
+                engine: EngineChoice::custom(Arc::new(TxnFactory::with_config(TxnConfig {
+                    min_receivers: TXN_MIN,
+                    max_receivers: members as usize - 1,
+                    announce_sets: true,
+                    ..TxnConfig::default()
+                }))),
+                members,
+                senders: base.senders.min(members),
+                crashes,
+                churn: 0,
+                ..base
+            }
+        }
+        other => panic!("no engine {other}"),
+    };
+    crash_safe(sc)
+}
+
+/// The simulator configuration of `seed` for engine `name`.
+fn config(name: &str, seed: u64) -> SimConfig {
+    let sc = scenario(name, seed);
+    if let Err(e) = sc.validate() {
+        panic!("{name} seed {seed}: invalid scenario: {e}");
+    }
+    let mut cfg = sc.config(seed);
+    if name == "tree" {
+        // The Tree serves its creator as the one sender, who stays.
+        cfg.workload.senders = vec![NodeId(0)];
+        cfg.churn.retain(|c| c.node != NodeId(0));
+    }
+    cfg
+}
+
+/// The command that replays `seed` of `name`.
+fn replay_command(name: &str, seed: u64) -> String {
+    format!(
+        "EVERY_ENGINE={name} EVERY_SEED={seed} cargo test -p rmcast-sim \
+         --test every_engine_sweep replay -- --ignored --nocapture"
+    )
+}
+
+/// `None` if `seed` of `name` passes, else what failed and how to replay it.
+fn check(name: &str, seed: u64) -> Option<String> {
+    let cfg = config(name, seed);
+    let failed = if name == "txn" {
+        txn_violations(&cfg)
+    } else {
+        let run = RunSummary::run_caught(&cfg);
+        (!run.passed()).then(|| run.summary())
+    };
+    failed.map(|what| format!("{name} {what}\n  replay: {}", replay_command(name, seed)))
+}
+
+/// The Txn rules on a run with announced sets: integrity, no livelock, and the transaction
+/// rules (nobody delivers before the release or outside the set, every receiver of a
+/// released transaction's set that stays delivers it, every transaction completes or fails
+/// naming who was missing).
+fn txn_violations(cfg: &SimConfig) -> Option<String> {
+    let mut cfg = cfg.clone();
+    // Announced sets keep views apart, so the run never counts as quiescent: it ends at the
+    // deadline; a short one suffices (every timer of the engine is below 10 s).
+    cfg.limits.quiescence_timeout = Duration::from_secs(10);
+    let rec =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rmcast_sim::simulate(&cfg)))
+        {
+            Ok(rec) => rec,
+            Err(_) => return Some(format!("seed {}: panicked", cfg.seed)),
+        };
+    let mut bad = Vec::new();
+    if let Err(v) = checkers::integrity(&rec) {
+        bad.push(format!("integrity: {}", v[0]));
+    }
+    if let Some(l) = &rec.livelock {
+        bad.push(format!("livelock: {l}"));
+    }
+    if let Err(v) = check_transactions_apart(&rec, TXN_MIN, &cfg.faults.partitions) {
+        bad.extend(v.into_iter().take(5).map(|x| format!("transactions: {x}")));
+    }
+    (!bad.is_empty()).then(|| format!("seed {}: {}", cfg.seed, bad.join("\n  ")))
+}
+
+/// Seeds of the CI sweeps that fail in the engine, found by this sweep and not fixed yet; the
+/// CI sweeps skip them by name and `known_failures` replays them (it fails until they are
+/// fixed). Ring 97: host 0 (the creator), asked to leave amid a partition and a pause, never
+/// leaves. Tree 1, 24, 65, 67, 69: the session never falls quiet (at the end the sender still
+/// waits for the ACK of the last packet, which every receiver holds).
+const KNOWN_FAILURES: &[(&str, u64)] = &[
+    ("ring", 97),
+    ("tree", 1),
+    ("tree", 24),
+    ("tree", 65),
+    ("tree", 67),
+    ("tree", 69),
+];
+
+/// The CI sweep of `name`: seeds `0..100`, less its known failures.
+fn ci_sweep(name: &str) {
+    let seeds = (0..100).filter(|s| !KNOWN_FAILURES.contains(&(name, *s)));
+    sweep_seeds(name, seeds.collect());
+}
+
+/// Runs `seeds` of `name` on every core; panics naming the failing seeds, the first failures
+/// and their replay commands.
+fn sweep(name: &str, seeds: std::ops::Range<u64>) {
+    sweep_seeds(name, seeds.collect())
+}
+
+/// [`sweep`] over a list of seeds.
+fn sweep_seeds(name: &str, seeds: Vec<u64>) {
+    let n = seeds.len();
+    let next = AtomicUsize::new(0);
+    let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                if let Some(what) = check(name, seed) {
+                    failures
+                        .lock()
+                        .expect("no panic holds it")
+                        .push((seed, what));
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().expect("no panic holds it");
+    failures.sort_by_key(|(s, _)| *s);
+    let failed: Vec<u64> = failures.iter().map(|(s, _)| *s).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {n} {name} seeds failed ({failed:?}); the first:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(3)
+            .map(|(_, w)| w.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    println!(
+        "{name}: {n} seeds passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The seeds draw the faults the module promises, for every engine (a sweep over a space
+/// that silently lost its crashes or its heavy loss would pass and prove less).
+#[test]
+fn the_seeds_cover_every_fault() {
+    for name in ENGINES {
+        let scs: Vec<Scenario> = (0..200).map(|s| scenario(name, s)).collect();
+        let count = |f: &dyn Fn(&Scenario) -> bool| scs.iter().filter(|s| f(s)).count();
+        assert!(count(&|s| s.loss >= 0.2) >= 5, "{name}: heavy loss");
+        assert!(count(&|s| s.dup > 0.0) >= 50, "{name}: duplication");
+        assert!(count(&|s| s.reorder_ms > 0.0) >= 50, "{name}: reordering");
+        assert!(count(&|s| s.pauses > 0) >= 30, "{name}: pauses");
+        if name != "tree" {
+            assert!(count(&|s| s.partitions > 0) >= 20, "{name}: partitions");
+            assert!(count(&|s| s.crashes > 0) >= 20, "{name}: crashes");
+        }
+        if name != "txn" {
+            assert!(count(&|s| s.churn > 0) >= 30, "{name}: churn");
+        }
+        for (seed, sc) in scs.iter().enumerate() {
+            assert!(
+                sc.validate().is_ok(),
+                "{name} seed {seed}: {:?}",
+                sc.validate()
+            );
+        }
+    }
+}
+
+#[test]
+fn sequencer_100_seeds() {
+    ci_sweep("sequencer");
+}
+
+#[test]
+fn ring_100_seeds() {
+    ci_sweep("ring");
+}
+
+#[test]
+fn gossip_100_seeds() {
+    ci_sweep("gossip");
+}
+
+#[test]
+fn tree_100_seeds() {
+    ci_sweep("tree");
+}
+
+#[test]
+fn txn_100_seeds() {
+    ci_sweep("txn");
+}
+
+#[test]
+#[ignore]
+fn sequencer_10000_seeds() {
+    sweep("sequencer", 0..10_000);
+}
+
+#[test]
+#[ignore]
+fn ring_10000_seeds() {
+    sweep("ring", 0..10_000);
+}
+
+#[test]
+#[ignore]
+fn gossip_10000_seeds() {
+    sweep("gossip", 0..10_000);
+}
+
+#[test]
+#[ignore]
+fn tree_10000_seeds() {
+    sweep("tree", 0..10_000);
+}
+
+#[test]
+#[ignore]
+fn txn_10000_seeds() {
+    sweep("txn", 0..10_000);
+}
+
+/// The known failures, replayed: fails until the engines are fixed.
+#[test]
+#[ignore]
+fn known_failures() {
+    for (name, seed) in KNOWN_FAILURES {
+        sweep_seeds(name, vec![*seed]);
+    }
+}
+
+/// Replays one seed, printing what every checker said: `EVERY_ENGINE=ring EVERY_SEED=17 cargo
+/// test -p rmcast-sim --test every_engine_sweep replay -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn replay() {
+    let name = std::env::var("EVERY_ENGINE").unwrap_or_else(|_| "sequencer".into());
+    let seed: u64 = std::env::var("EVERY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    println!("{:#?}", scenario(&name, seed));
+    if name == "txn" {
+        let bad = txn_violations(&config(&name, seed));
+        assert!(bad.is_none(), "{}", bad.unwrap_or_default());
+        return;
+    }
+    let rep = rmcast_sim::run(&config(&name, seed));
+    println!("{}", rep.summary());
+    assert!(rep.passed(), "{}", replay_command(&name, seed));
+}
