@@ -15,6 +15,8 @@ pub mod registry;
 pub mod ring;
 pub mod secure;
 pub mod sequencer;
+#[cfg(any(test, feature = "testing"))]
+pub mod testnet;
 #[cfg(feature = "testing")]
 pub mod toy;
 pub mod tree;

@@ -42,7 +42,9 @@
 //! quiet. Where `senders == Creator` the workload sends from the creator (host 0) only.
 
 use crate::record::{HostRecord, Record};
-use rmcast_proto::{DeliveryPromise, Event, Guarantees, IdList, NodeId, Order, Recovery, View};
+use rmcast_proto::{
+    DeliveryPromise, Digest, Event, Guarantees, IdList, NodeId, Order, Recovery, View,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
@@ -150,6 +152,15 @@ fn ms(t: rmcast_proto::Time) -> String {
     format!("{:.3}ms", t.0 as f64 / 1e6)
 }
 
+/// A virtual time in a report: "at 1.234ms".
+struct At(rmcast_proto::Time);
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at {}", ms(self.0))
+    }
+}
+
 /// Messages delivered by each of `hosts`, as sets.
 fn delivered_sets<'a>(hosts: impl Iterator<Item = &'a HostRecord>) -> Vec<HashSet<Key>> {
     hosts
@@ -192,7 +203,8 @@ pub fn integrity(rec: &Record) -> Verdict {
         }
     }
     for h in &rec.hosts {
-        let mut seen = HashSet::new();
+        let at = h.deliveries().map(|(t, d)| ((d.sender, d.msg), At(t)));
+        check_once("host", h.id.0, at, |_, what| f.push(what));
         let mut completed = HashSet::new();
         for e in &h.events {
             match &e.event {
@@ -228,14 +240,6 @@ pub fn integrity(rec: &Record) -> Verdict {
                                 ));
                             }
                         }
-                    }
-                    if !seen.insert(k) {
-                        f.push(format!(
-                            "host {} delivered {} twice (again at {})",
-                            h.id,
-                            key_str(&k),
-                            ms(e.at)
-                        ));
                     }
                 }
                 Event::SendComplete { msg } => {
@@ -485,21 +489,10 @@ pub fn fifo(rec: &Record) -> Verdict {
     }
     for h in &hosts {
         let v0 = h.first_view().unwrap_or(u64::MAX);
-        let mut got: BTreeMap<NodeId, (u64, BTreeSet<u64>)> = BTreeMap::new();
-        for (_, d) in h.deliveries() {
-            let Some(&c) = counter_of.get(&(d.sender, d.msg)) else {
-                continue; // integrity reports it
-            };
-            let (last, set) = got.entry(d.sender).or_insert((0, BTreeSet::new()));
-            if !set.is_empty() && c <= *last {
-                f.push(format!(
-                    "host {} delivered message {c} of sender {} after its message {}",
-                    h.id, d.sender, *last
-                ));
-            }
-            *last = (*last).max(c);
-            set.insert(c);
-        }
+        // Deliveries of messages never submitted are integrity's to report.
+        let ranks = (h.deliveries())
+            .filter_map(|(_, d)| Some((d.sender, *counter_of.get(&(d.sender, d.msg))?)));
+        let got = check_fifo("host", h.id.0, ranks, |_, what| f.push(what));
         for (sender, (max_c, set)) in got.iter().filter(|_| holes_count) {
             let Some(all) = delivered_in.get(sender) else {
                 continue;
@@ -520,64 +513,96 @@ pub fn fifo(rec: &Record) -> Verdict {
 
 /// Virtual synchrony: a view id names the same membership everywhere; each host's views
 /// increase; a delivery carries the view installed at the host; and two hosts that both install
-/// view `v` and then view `v'` deliver the same messages in between.
+/// view `v` and then view `v'` deliver the same messages in between ([`check_views`]).
 pub fn virtual_synchrony(rec: &Record) -> Verdict {
     let mut f = Found::default();
-    let mut views: BTreeMap<u64, (Vec<NodeId>, NodeId, NodeId)> = BTreeMap::new();
-    // (view, next view) -> what each host delivered in between.
-    type Segments = BTreeMap<(u64, u64), Vec<(NodeId, BTreeSet<Key>)>>;
+    let traces: Vec<Trace<'_>> = rec.trusted_hosts().map(trace).collect();
+    check_views("host", &traces, true, |_, what| f.push(what));
+    f.verdict()
+}
+
+/// What the rules shared with [`crate::log::verify_logs_for`] read of one host (or member, in
+/// a log): its id and its events in order.
+pub(crate) type Trace<'a> = (u32, Vec<&'a Event<Digest>>);
+
+fn trace(h: &HostRecord) -> Trace<'_> {
+    (h.id.0, h.events.iter().map(|e| &e.event).collect())
+}
+
+/// The view rules, shared by [`virtual_synchrony`] and [`crate::log::verify_logs_for`] (`who`
+/// names a trace's owner in the reports): a view id names one membership and coordinator
+/// everywhere (rule `view-agreement`) and each trace's views increase (`order`); with `vs`
+/// (virtual synchrony) also a delivery carries the view last installed before it, and none
+/// comes before the first (`view-field`), and two traces that both go from view `v` to view
+/// `v'` deliver the same messages in between (`virtual-synchrony`).
+pub(crate) fn check_views(
+    who: &str,
+    traces: &[Trace<'_>],
+    vs: bool,
+    mut push: impl FnMut(&'static str, String),
+) {
+    let mut views: BTreeMap<u64, (&[NodeId], NodeId, u32)> = BTreeMap::new();
+    // (view, next view) -> what each trace delivered in between.
+    type Segments = BTreeMap<(u64, u64), Vec<(u32, BTreeSet<Key>)>>;
     let mut segments = Segments::new();
-    for h in rec.trusted_hosts() {
+    for (id, events) in traces {
         let mut current: Option<u64> = None;
         let mut between: BTreeSet<Key> = BTreeSet::new();
-        for e in &h.events {
-            match &e.event {
+        for e in events {
+            match e {
                 Event::View(v) => {
                     let (members, coord, at) =
-                        views
+                        *views
                             .entry(v.id)
-                            .or_insert((v.members.clone(), v.coordinator, h.id));
-                    if *members != v.members || *coord != v.coordinator {
-                        f.push(format!(
-                            "view {} is {} (coordinator {}) at host {} but {} (coordinator \
-                             {}) at host {}",
-                            v.id,
-                            IdList(members),
-                            coord,
-                            at,
-                            IdList(&v.members),
-                            v.coordinator,
-                            h.id
-                        ));
+                            .or_insert((v.members.as_slice(), v.coordinator, *id));
+                    if members != v.members.as_slice() || coord != v.coordinator {
+                        push(
+                            "view-agreement",
+                            format!(
+                                "view {} is {} (coordinator {}) at {who} {} but {} (coordinator \
+                                 {}) at {who} {}",
+                                v.id,
+                                IdList(members),
+                                coord,
+                                at,
+                                IdList(&v.members),
+                                v.coordinator,
+                                id
+                            ),
+                        );
                     }
                     if let Some(c) = current {
                         if v.id <= c {
-                            f.push(format!(
-                                "host {} installed view {} after view {c}",
-                                h.id, v.id
-                            ));
+                            push(
+                                "order",
+                                format!("{who} {id} installed view {} after view {c}", v.id),
+                            );
                         }
                         segments
                             .entry((c, v.id))
                             .or_default()
-                            .push((h.id, std::mem::take(&mut between)));
+                            .push((*id, std::mem::take(&mut between)));
                     }
                     current = Some(v.id);
                     between.clear();
                 }
-                Event::Deliver(d) => {
+                Event::Deliver(d) if vs => {
                     match current {
-                        None => f.push(format!(
-                            "host {} delivered {} before installing any view",
-                            h.id,
-                            key_str(&(d.sender, d.msg))
-                        )),
-                        Some(c) if c != d.view => f.push(format!(
-                            "host {} delivered {} tagged view {} while in view {c}",
-                            h.id,
-                            key_str(&(d.sender, d.msg)),
-                            d.view
-                        )),
+                        None => push(
+                            "view-field",
+                            format!(
+                                "{who} {id} delivered {} before installing any view",
+                                key_str(&(d.sender, d.msg))
+                            ),
+                        ),
+                        Some(c) if c != d.view => push(
+                            "view-field",
+                            format!(
+                                "{who} {id} delivered {} tagged view {} while in view {c}",
+                                key_str(&(d.sender, d.msg)),
+                                d.view
+                            ),
+                        ),
                         _ => {}
                     }
                     between.insert((d.sender, d.msg));
@@ -586,21 +611,74 @@ pub fn virtual_synchrony(rec: &Record) -> Verdict {
             }
         }
     }
-    for ((v, next), list) in &segments {
+    for ((v, next), list) in segments.iter().filter(|_| vs) {
         let (h0, s0) = &list[0];
         for (h, s) in &list[1..] {
             if s != s0 {
                 let only0: Vec<String> = s0.difference(s).take(5).map(key_str).collect();
                 let only1: Vec<String> = s.difference(s0).take(5).map(key_str).collect();
-                f.push(format!(
-                    "hosts {h0} and {h} both went from view {v} to view {next} but delivered \
-                     different messages in between (only at {h0}: {only0:?}, only at {h}: \
-                     {only1:?})"
-                ));
+                push(
+                    "virtual-synchrony",
+                    format!(
+                        "{who}s {h0} and {h} both went from view {v} to view {next} but \
+                         delivered different messages in between (only at {h0}: {only0:?}, \
+                         only at {h}: {only1:?})"
+                    ),
+                );
             }
         }
     }
-    f.verdict()
+}
+
+/// FIFO order within one trace, shared by [`fifo`] and [`crate::log::verify_logs_for`]: each
+/// sender's messages come in increasing `rank` (the submission counter, or the message number
+/// in a log; rule `fifo`). Returns, per sender, the highest rank delivered and every rank.
+pub(crate) fn check_fifo(
+    who: &str,
+    id: u32,
+    deliveries: impl Iterator<Item = (NodeId, u64)>,
+    mut push: impl FnMut(&'static str, String),
+) -> BTreeMap<NodeId, (u64, BTreeSet<u64>)> {
+    let mut got: BTreeMap<NodeId, (u64, BTreeSet<u64>)> = BTreeMap::new();
+    for (sender, c) in deliveries {
+        let (last, set) = got.entry(sender).or_insert((0, BTreeSet::new()));
+        if !set.is_empty() && c <= *last {
+            push(
+                "fifo",
+                format!(
+                    "{who} {id} delivered message {c} of sender {sender} after its message {}",
+                    *last
+                ),
+            );
+        }
+        *last = (*last).max(c);
+        set.insert(c);
+    }
+    got
+}
+
+/// At most once, shared by [`integrity`] and [`crate::log::verify_logs_for`]: a trace
+/// delivers no message twice (rule `duplicate`); `at` says where each delivery is.
+pub(crate) fn check_once<L: fmt::Display>(
+    who: &str,
+    id: u32,
+    deliveries: impl Iterator<Item = (Key, L)>,
+    mut push: impl FnMut(&'static str, String),
+) {
+    let mut seen: HashMap<Key, L> = HashMap::new();
+    for (k, at) in deliveries {
+        if let Some(first) = seen.get(&k) {
+            push(
+                "duplicate",
+                format!(
+                    "{who} {id} delivered {} twice ({first}, again {at})",
+                    key_str(&k)
+                ),
+            );
+        } else {
+            seen.insert(k, at);
+        }
+    }
 }
 
 /// Resilience: a message whose send completed survives any r failures (crashes, expulsions):

@@ -37,7 +37,7 @@
 //! A member killed with SIGKILL leaves a log that ends wherever its last write ended, perhaps
 //! in the middle of a line: [`parse_log`] drops such an unterminated last line.
 
-use crate::checkers::{check_seqs, SeqList};
+use crate::checkers::{check_fifo, check_once, check_seqs, check_views, SeqList, Trace};
 use rmcast_proto::{
     Delivery, DeliveryPromise, Digest, Event, Guarantees, IdList, LockChange, Loss, NodeId, Order,
     Recovery, Reply, View,
@@ -807,7 +807,6 @@ pub fn verify_logs_for(
         g.delivery != DeliveryPromise::BestEffort && (g.crash_recovery || g.resilience > 0);
     let mut v = Violations(Vec::new());
     let mut members: Vec<Member> = Vec::with_capacity(logs.len());
-    let mut view_members: HashMap<u64, (&[NodeId], u32)> = HashMap::new();
     let mut seen_ids: HashMap<u32, usize> = HashMap::new();
     let mut resets: HashMap<u32, (Vec<NodeId>, u32)> = HashMap::new();
 
@@ -830,8 +829,6 @@ pub fn verify_logs_for(
         };
         let mut current_view: Option<u64> = None;
         let mut in_view: BTreeSet<u64> = BTreeSet::new();
-        let mut own_msgs: HashMap<(u32, u64), u64> = HashMap::new();
-        let mut last_of_sender: HashMap<u32, u64> = HashMap::new();
         for rec in log {
             if rec.member != id {
                 v.push(
@@ -844,64 +841,13 @@ pub fn verify_logs_for(
             }
             match &rec.event {
                 Event::View(view) => {
-                    let ms = view.members.as_slice();
-                    match view_members.get(&view.id) {
-                        Some((other, who)) if *other != ms => v.push(
-                            "view-agreement",
-                            format!(
-                                "view {} is {} at member {who} but {} at member {id}",
-                                view.id,
-                                IdList(other),
-                                IdList(ms)
-                            ),
-                        ),
-                        Some(_) => {}
-                        None => {
-                            view_members.insert(view.id, (ms, id));
-                        }
-                    }
                     if let Some(cv) = current_view {
-                        if view.id <= cv {
-                            v.push(
-                                "order",
-                                format!("member {id} installed view {} after view {cv}", view.id),
-                            );
-                        }
                         m.closed_views.insert(cv, std::mem::take(&mut in_view));
                     }
                     current_view = Some(view.id);
                 }
                 Event::Deliver(d) => {
                     let (seq, sender, msg) = (d.seq, d.sender.0, d.msg);
-                    if let Some(prev) = own_msgs.insert((sender, msg), seq) {
-                        v.push(
-                            "duplicate",
-                            format!(
-                                "member {id} delivered message {sender}/{msg} twice (seq {prev} and {seq})"
-                            ),
-                        );
-                    }
-                    if fifo {
-                        if let Some(last) = last_of_sender.insert(sender, msg) {
-                            if msg <= last {
-                                v.push(
-                                    "fifo",
-                                    format!("member {id} delivered message {sender}/{msg} after {sender}/{last}"),
-                                );
-                            }
-                        }
-                    }
-                    if let Some(cv) = current_view.filter(|_| g.virtual_synchrony) {
-                        if d.view != cv {
-                            v.push(
-                                "view-field",
-                                format!(
-                                    "member {id} delivered seq {seq} in view {} while in view {cv}",
-                                    d.view
-                                ),
-                            );
-                        }
-                    }
                     in_view.insert(seq);
                     m.delivered.insert((sender, msg), (seq, d.view));
                     m.delivs.push((
@@ -951,15 +897,33 @@ pub fn verify_logs_for(
                         }
                     }
                 }
-                Event::Recovery(_)
-                | Event::Loss(_)
-                | Event::Reply(_)
-                | Event::Lock(_)
-                | Event::Forwarded(_)
-                | Event::Left => {}
+                _ => {}
             }
         }
         members.push(m);
+    }
+
+    // The simulator's rules, run by the same code: views (and virtual synchrony where
+    // declared), at most once, FIFO without total order.
+    let traces: Vec<Trace<'_>> = (members.iter().zip(logs))
+        .map(|(m, log)| (m.id, log.iter().map(|r| &r.event).collect()))
+        .collect();
+    check_views("member", &traces, g.virtual_synchrony, |rule, what| {
+        v.push(rule, what)
+    });
+    for (id, events) in &traces {
+        let delivs = || {
+            events.iter().filter_map(|e| match e {
+                Event::Deliver(d) => Some(d),
+                _ => None,
+            })
+        };
+        let seqs = delivs().map(|d| ((d.sender, d.msg), format!("seq {}", d.seq)));
+        check_once("member", *id, seqs, |rule, what| v.push(rule, what));
+        if fifo {
+            let msgs = delivs().map(|d| (d.sender, d.msg));
+            check_fifo("member", *id, msgs, |rule, what| v.push(rule, what));
+        }
     }
 
     // A completed send reached every member that saw its view end.
@@ -1018,57 +982,41 @@ pub fn verify_logs_for(
         .collect::<BTreeSet<_>>()
         .len();
 
-    // Members present for the same span delivered the same seqs there; members that saw a
-    // view end delivered the same messages in it.
+    // Members present for the same span of the total order delivered the same seqs there.
     let mut pairs_compared = 0;
     for a in 0..members.len() {
         for b in a + 1..members.len() {
             let (ma, mb) = (&members[a], &members[b]);
-            if total && all_or_nothing {
-                if let (Some(fa), Some(fb)) = (ma.delivs.first(), mb.delivs.first()) {
-                    let lo = fa.0.max(fb.0);
-                    let hi = ma.delivs.last().unwrap().0.min(mb.delivs.last().unwrap().0);
-                    if lo <= hi {
-                        pairs_compared += 1;
-                        let span = |m: &Member| -> BTreeSet<u64> {
-                            m.delivs
-                                .iter()
-                                .map(|d| d.0)
-                                .filter(|s| (lo..=hi).contains(s))
-                                .collect()
-                        };
-                        let (sa, sb) = (span(ma), span(mb));
-                        let only_a: Vec<u64> = sa.difference(&sb).copied().take(5).collect();
-                        let only_b: Vec<u64> = sb.difference(&sa).copied().take(5).collect();
-                        if !only_a.is_empty() || !only_b.is_empty() {
-                            v.push(
-                                "agreement",
-                                format!(
-                                    "in seqs {lo}..={hi}, member {} alone delivered {only_a:?} and member {} alone delivered {only_b:?} (first 5 each)",
-                                    ma.id, mb.id
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            if !g.virtual_synchrony {
+            if !(total && all_or_nothing) {
                 continue;
             }
-            for (view, set_a) in &ma.closed_views {
-                if let Some(set_b) = mb.closed_views.get(view) {
-                    if set_a != set_b {
-                        let only_a: Vec<u64> = set_a.difference(set_b).copied().take(5).collect();
-                        let only_b: Vec<u64> = set_b.difference(set_a).copied().take(5).collect();
-                        v.push(
-                            "virtual-synchrony",
-                            format!(
-                                "in view {view}, member {} alone delivered {only_a:?} and member {} alone delivered {only_b:?} (first 5 each)",
-                                ma.id, mb.id
-                            ),
-                        );
-                    }
-                }
+            let (Some(fa), Some(fb)) = (ma.delivs.first(), mb.delivs.first()) else {
+                continue;
+            };
+            let lo = fa.0.max(fb.0);
+            let hi = ma.delivs.last().unwrap().0.min(mb.delivs.last().unwrap().0);
+            if lo > hi {
+                continue;
+            }
+            pairs_compared += 1;
+            let span = |m: &Member| -> BTreeSet<u64> {
+                m.delivs
+                    .iter()
+                    .map(|d| d.0)
+                    .filter(|s| (lo..=hi).contains(s))
+                    .collect()
+            };
+            let (sa, sb) = (span(ma), span(mb));
+            let only_a: Vec<u64> = sa.difference(&sb).copied().take(5).collect();
+            let only_b: Vec<u64> = sb.difference(&sa).copied().take(5).collect();
+            if !only_a.is_empty() || !only_b.is_empty() {
+                v.push(
+                    "agreement",
+                    format!(
+                        "in seqs {lo}..={hi}, member {} alone delivered {only_a:?} and member {} alone delivered {only_b:?} (first 5 each)",
+                        ma.id, mb.id
+                    ),
+                );
             }
         }
     }
@@ -1076,11 +1024,17 @@ pub fn verify_logs_for(
     if !v.0.is_empty() {
         return Err(v.0);
     }
+    let views: BTreeSet<u64> = (traces.iter().flat_map(|(_, events)| events))
+        .filter_map(|e| match e {
+            Event::View(view) => Some(view.id),
+            _ => None,
+        })
+        .collect();
     Ok(VerifyReport {
         members: members.len(),
         deliveries,
         messages,
-        views: view_members.len(),
+        views: views.len(),
         per_member: members.iter().map(|m| (m.id, m.delivs.len())).collect(),
         pairs_compared,
         completions,

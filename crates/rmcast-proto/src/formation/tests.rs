@@ -3,15 +3,33 @@
 
 use super::*;
 use crate::engine::View;
+use crate::testnet::Observer;
 
-/// Nodes, and datagrams in flight: (due, to, from, bytes).
-struct Net {
-    nodes: Vec<Formation>,
-    wire: Vec<(Time, usize, NodeId, Vec<u8>)>,
+/// The last view and the notices of each node: the network's [`Observer`].
+#[derive(Default)]
+struct Formed {
     views: Vec<Option<View>>,
     notices: Vec<Vec<Notice>>,
-    now: Time,
 }
+
+impl Observer<Formation> for Formed {
+    fn polled(&mut self, i: usize, node: &mut Formation, events: &[Event]) {
+        self.views.resize(self.views.len().max(i + 1), None);
+        self.notices
+            .resize(self.notices.len().max(i + 1), Vec::new());
+        for e in events {
+            if let Event::View(v) = e {
+                self.views[i] = Some(v.clone());
+            }
+        }
+        while let Some(x) = node.poll_notice() {
+            self.notices[i].push(x);
+        }
+    }
+}
+
+/// A network with 1 ms links and a clock that ticks every millisecond.
+type Net = crate::testnet::Net<Formation, Formed>;
 
 fn cfg(me: u32, entry: Entry, heal: Option<Duration>) -> FormationConfig {
     FormationConfig {
@@ -30,65 +48,26 @@ fn cfg(me: u32, entry: Entry, heal: Option<Duration>) -> FormationConfig {
 
 impl Net {
     fn new() -> Net {
-        Net {
-            nodes: Vec::new(),
-            wire: Vec::new(),
-            views: Vec::new(),
-            notices: Vec::new(),
-            now: Time::ZERO,
-        }
+        let mut net = Net::with(Formed::default());
+        net.tick = Some(Duration::from_millis(1));
+        net.latency = Duration::from_millis(1);
+        net
     }
 
-    fn add(&mut self, c: FormationConfig) {
-        self.nodes.push(Formation::new(c, self.now));
-        self.views.push(None);
-        self.notices.push(Vec::new());
+    fn start(&mut self, c: FormationConfig) {
+        let i = self.add(Box::new(Formation::new(c, self.now)));
+        self.poll(i);
     }
 
     /// Run for `ms` milliseconds; `cut(a, b)` drops datagrams between nodes a and b.
-    fn run(&mut self, ms: u64, cut: impl Fn(usize, usize) -> bool) {
-        let mut buf = Vec::new();
-        for _ in 0..ms {
-            self.now = self.now + Duration::from_millis(1);
-            let now = self.now;
-            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.wire)
-                .into_iter()
-                .partition(|w| w.0 <= now);
-            self.wire = later;
-            for (_, to, from, d) in due {
-                self.nodes[to].handle_datagram(now, from, &d);
-            }
-            let count = self.nodes.len();
-            for i in 0..count {
-                let n = &mut self.nodes[i];
-                if n.poll_timeout().is_some_and(|t| t <= now) {
-                    n.handle_timeout(now);
-                }
-                while let Some(t) = n.poll_transmit(now, &mut buf) {
-                    let to: Vec<usize> = match t.destination {
-                        Destination::Peer(p) => vec![p.0 as usize],
-                        _ => (0..count).filter(|j| *j != i).collect(),
-                    };
-                    for j in to.into_iter().filter(|j| !cut(i, *j)) {
-                        let at = now + Duration::from_millis(1);
-                        self.wire.push((at, j, NodeId(i as u32), buf.clone()));
-                    }
-                }
-                let n = &mut self.nodes[i];
-                while let Some(ev) = n.poll_event() {
-                    if let Event::View(v) = ev {
-                        self.views[i] = Some(v);
-                    }
-                }
-                while let Some(x) = self.nodes[i].poll_notice() {
-                    self.notices[i].push(x);
-                }
-            }
-        }
+    fn run(&mut self, ms: u64, cut: impl Fn(usize, usize) -> bool + 'static) {
+        self.drop = Some(Box::new(move |c| cut(c.from, c.to)));
+        self.run_for(Duration::from_millis(ms));
+        self.drop = None;
     }
 
     fn members(&self, i: usize) -> Vec<NodeId> {
-        self.views[i]
+        self.x.views[i]
             .as_ref()
             .map(|v| v.members.clone())
             .unwrap_or_default()
@@ -100,22 +79,22 @@ fn nodes_started_together_form_one_group_created_by_the_lowest_id() {
     let mut net = Net::new();
     // A node's id is its index in the net.
     for me in 0..4 {
-        net.add(cfg(me, Entry::JoinOrCreate, None));
+        net.start(cfg(me, Entry::JoinOrCreate, None));
     }
     net.run(3000, |_, _| false);
     let all: Vec<NodeId> = (0..4).map(NodeId).collect();
     for i in 0..4 {
         let mut m = net.members(i);
         m.sort();
-        assert_eq!(m, all, "node {i}: {:?}", net.notices[i]);
+        assert_eq!(m, all, "node {i}: {:?}", net.x.notices[i]);
     }
-    assert!(net.notices[0].contains(&Notice::Created));
+    assert!(net.x.notices[0].contains(&Notice::Created));
     for i in 1..4 {
         assert!(
-            !net.notices[i].contains(&Notice::Created),
+            !net.x.notices[i].contains(&Notice::Created),
             "node {i} created too"
         );
-        assert!(net.notices[i].contains(&Notice::Admitted));
+        assert!(net.x.notices[i].contains(&Notice::Admitted));
     }
 }
 
@@ -129,20 +108,20 @@ fn groups_created_apart_merge_into_one() {
         } else {
             Entry::Join { give_up: false }
         };
-        net.add(cfg(me, entry, heal));
+        net.start(cfg(me, entry, heal));
     }
     // Two groups: {0, 1, 2} and {3, 4}, apart for two seconds.
     let side = |i: usize| i < 3;
-    net.run(2000, |a, b| side(a) != side(b));
-    assert_eq!(net.members(4).len(), 2, "{:?}", net.views[4]);
-    assert_eq!(net.members(0).len(), 3, "{:?}", net.views[0]);
+    net.run(2000, move |a, b| side(a) != side(b));
+    assert_eq!(net.members(4).len(), 2, "{:?}", net.x.views[4]);
+    assert_eq!(net.members(0).len(), 3, "{:?}", net.x.views[0]);
     net.run(5000, |_, _| false);
     for i in 0..5 {
-        assert_eq!(net.members(i).len(), 5, "node {i}: {:?}", net.notices[i]);
+        assert_eq!(net.members(i).len(), 5, "node {i}: {:?}", net.x.notices[i]);
     }
     // The smaller side moved.
-    assert!(net.notices[3].contains(&Notice::Rejoined(Rejoin::Merge { into: NodeId(0) })));
-    assert!(!net.notices[1]
+    assert!(net.x.notices[3].contains(&Notice::Rejoined(Rejoin::Merge { into: NodeId(0) })));
+    assert!(!net.x.notices[1]
         .iter()
         .any(|n| matches!(n, Notice::Rejoined(_))));
 }
@@ -150,23 +129,23 @@ fn groups_created_apart_merge_into_one() {
 #[test]
 fn a_smaller_path_limits_the_group_s_datagrams() {
     let mut net = Net::new();
-    net.add(cfg(0, Entry::Create, None));
+    net.start(cfg(0, Entry::Create, None));
     let mut small = cfg(1, Entry::Join { give_up: false }, None);
     small.path_bytes = 600;
     small.engine_datagram_bytes = 600;
-    net.add(small);
+    net.start(small);
     net.run(1000, |_, _| false);
     assert_eq!(net.members(0).len(), 2);
-    assert!(net.notices[0].contains(&Notice::DatagramsLimited { bytes: 600 }));
+    assert!(net.x.notices[0].contains(&Notice::DatagramsLimited { bytes: 600 }));
     assert_eq!(net.nodes[0].info().max_datagram_bytes, 600);
 }
 
 #[test]
 fn a_join_nobody_answers_times_out() {
     let mut net = Net::new();
-    net.add(cfg(0, Entry::Join { give_up: true }, None));
+    net.start(cfg(0, Entry::Join { give_up: true }, None));
     net.run(1000, |_, _| false);
-    assert_eq!(net.notices[0], vec![Notice::JoinTimedOut]);
+    assert_eq!(net.x.notices[0], vec![Notice::JoinTimedOut]);
     assert!(net.nodes[0].joining() || net.members(0).is_empty());
 }
 

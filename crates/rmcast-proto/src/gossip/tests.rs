@@ -5,21 +5,12 @@
 //! spreads and settles, a silent member leaves the view, and malformed datagrams are counted.
 
 use super::{packet, Config, GossipFactory};
-use crate::engine::{Destination, Engine, Event, Loss, NodeId, Qos, SendError, Time};
+use crate::engine::{Engine, Event, Loss, NodeId, Qos, SendError};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
-use crate::wire::{self, EngineKind, Header};
+use crate::testnet::{Copy, Observer};
+use crate::wire::{EngineKind, Header};
 use bytes::Bytes;
 use std::time::Duration;
-
-/// One datagram copy on its way, as a drop rule sees it.
-struct Copy<'a> {
-    from: usize,
-    to: usize,
-    ptype: u8,
-    /// Sent to the group (the first phase of a message) rather than to one member.
-    multicast: bool,
-    body: &'a [u8],
-}
 
 impl Copy<'_> {
     /// `(origin, message number)` of a data packet.
@@ -31,18 +22,19 @@ impl Copy<'_> {
     }
 }
 
-type DropRule = Box<dyn FnMut(&Copy<'_>) -> bool>;
-
-struct Net {
-    nodes: Vec<Option<Box<dyn Engine>>>,
-    events: Vec<Vec<Event>>,
-    now: Time,
-    datagrams: u64,
-    drop: Option<DropRule>,
-    factory: GossipFactory,
-    /// Largest buffer any member reported (info().buffered_msgs) after any step.
+/// The largest buffer any member reported (info().buffered_msgs) whenever it was polled.
+#[derive(Default)]
+struct MaxBuffered {
     max_buffered: usize,
 }
+
+impl Observer<dyn Engine> for MaxBuffered {
+    fn polled(&mut self, _: usize, node: &mut (dyn Engine + 'static), _: &[Event]) {
+        self.max_buffered = self.max_buffered.max(node.info().buffered_msgs);
+    }
+}
+
+type Net = crate::testnet::Net<dyn Engine, MaxBuffered>;
 
 fn cfg() -> Config {
     Config {
@@ -54,117 +46,39 @@ fn cfg() -> Config {
 }
 
 impl Net {
+    /// Member 0 creates the group, the others join through whoever answers (ids are indices).
     fn new(n: u32, cfg: Config) -> Net {
-        let mut net = Net {
-            nodes: Vec::new(),
-            events: Vec::new(),
-            now: Time::ZERO,
-            datagrams: 0,
-            drop: None,
-            factory: GossipFactory::with_config(cfg),
-            max_buffered: 0,
-        };
-        net.add(Role::Create);
+        let mut net = Net::with(MaxBuffered::default());
+        let factory = GossipFactory::with_config(cfg);
+        net.start(&factory, Role::Create);
         for _ in 1..n {
-            net.add(Role::Join);
+            net.start(&factory, Role::Join);
             net.run_for(Duration::from_millis(100));
         }
         net.run_for(Duration::from_millis(300));
         net
     }
 
-    fn add(&mut self, role: Role) -> usize {
+    fn start(&mut self, factory: &GossipFactory, role: Role) -> usize {
         let i = self.nodes.len();
-        let settings = EngineSettings::default();
-        let mut e = self.factory.build(&EngineParams {
+        let mut e = factory.build(&EngineParams {
             role,
             group: 7,
             me: NodeId(i as u32),
             max_datagram_bytes: 1400,
             now: self.now,
             seed: 1000 + i as u64,
-            settings: &settings,
+            settings: &EngineSettings::default(),
         });
         e.handle_timeout(self.now);
-        self.nodes.push(Some(e));
-        self.events.push(Vec::new());
-        self.drain(i);
+        self.add(e);
+        self.poll(i);
         i
     }
 
     fn node(&mut self, i: usize) -> &mut Box<dyn Engine> {
-        self.nodes[i].as_mut().expect("running")
-    }
-
-    /// Moves every datagram at once (drop rule permitting) and fires timers, for `d`.
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            let mut moved = false;
-            for i in 0..self.nodes.len() {
-                let mut buf = Vec::new();
-                while let Some(t) = self.nodes[i]
-                    .as_mut()
-                    .and_then(|n| n.poll_transmit(self.now, &mut buf))
-                {
-                    moved = true;
-                    self.datagrams += 1;
-                    let pkt = wire::decode(&buf).expect("engines send valid datagrams");
-                    for j in 0..self.nodes.len() {
-                        let (hit, multicast) = match t.destination {
-                            Destination::Peer(p) => (p.0 as usize == j, false),
-                            _ => (j != i, true),
-                        };
-                        let copy = Copy {
-                            from: i,
-                            to: j,
-                            ptype: pkt.header.ptype,
-                            multicast,
-                            body: pkt.body,
-                        };
-                        if !hit || self.drop.as_mut().is_some_and(|d| d(&copy)) {
-                            continue;
-                        }
-                        if let Some(n) = self.nodes[j].as_mut() {
-                            n.handle_datagram(self.now, NodeId(i as u32), &buf);
-                            self.drain(j);
-                        }
-                    }
-                }
-                self.drain(i);
-            }
-            if moved {
-                continue;
-            }
-            let next = self
-                .nodes
-                .iter()
-                .flatten()
-                .filter_map(|n| n.poll_timeout())
-                .min();
-            match next {
-                Some(t) if t <= end => {
-                    self.now = self.now.max(t);
-                    for n in self.nodes.iter_mut().flatten() {
-                        if n.poll_timeout().is_some_and(|x| x <= self.now) {
-                            n.handle_timeout(self.now);
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.now = self.now.max(end);
-    }
-
-    fn drain(&mut self, i: usize) {
-        let Some(n) = self.nodes[i].as_mut() else {
-            return;
-        };
-        self.max_buffered = self.max_buffered.max(n.info().buffered_msgs);
-        while let Some(e) = n.poll_event() {
-            self.events[i].push(e);
-        }
+        assert!(!self.down[i], "running");
+        &mut self.nodes[i]
     }
 
     fn send(&mut self, from: usize, k: u64) -> Vec<u64> {
@@ -175,7 +89,7 @@ impl Net {
                     .node(from)
                     .submit(now, Bytes::from(vec![c as u8; 16]), Qos::SourceOrdered)
                     .unwrap();
-                self.drain(from);
+                self.poll(from);
                 m
             })
             .collect()
@@ -201,8 +115,7 @@ impl Net {
     }
 
     fn counter(&self, i: usize, name: &str) -> u64 {
-        let n = self.nodes[i].as_ref().unwrap();
-        (n.engine_counters().into_iter())
+        (self.nodes[i].engine_counters().into_iter())
             .find(|c| c.0 == name)
             .map(|c| c.1)
             .unwrap()
@@ -219,10 +132,7 @@ impl Net {
 
     /// Every member idle: no timer, and nothing more is sent.
     fn quiet(&self) -> bool {
-        self.nodes
-            .iter()
-            .flatten()
-            .all(|n| n.poll_timeout().is_none())
+        (self.nodes.iter().zip(&self.down)).all(|(n, down)| *down || n.poll_timeout().is_none())
     }
 }
 
@@ -237,11 +147,7 @@ fn members_join_through_any_member_and_agree_on_the_view() {
     }
     // With nothing to do, every member stops gossiping: the network goes quiet.
     net.run_for(Duration::from_secs(3));
-    assert!(
-        net.quiet(),
-        "{:?}",
-        net.nodes[0].as_ref().unwrap().describe()
-    );
+    assert!(net.quiet(), "{:?}", net.nodes[0].describe());
     let before = net.datagrams;
     net.run_for(Duration::from_secs(5));
     assert_eq!(net.datagrams, before);
@@ -265,7 +171,7 @@ fn a_multicast_lost_in_the_first_phase_is_recovered_by_gossip() {
     assert_eq!(net.delivered(3, 1), sent, "recovered by gossip");
     assert!(net.counter(3, "solicited_msgs") >= 5);
     let retrans: u64 = (0..4)
-        .map(|i| net.nodes[i].as_ref().unwrap().counters().retransmissions)
+        .map(|i| net.nodes[i].counters().retransmissions)
         .sum();
     assert!(retrans >= 5, "{retrans}");
     assert!(net.losses(3).is_empty());
@@ -306,10 +212,10 @@ fn garbage_collection_keeps_buffers_bounded_stability_first_then_age() {
         net.send(1, 20);
         net.run_for(Duration::from_millis(400));
     }
-    assert!(net.max_buffered <= cap, "{} > {cap}", net.max_buffered);
+    assert!(net.x.max_buffered <= cap, "{} > {cap}", net.x.max_buffered);
     net.run_for(Duration::from_millis(500));
     for i in 0..3 {
-        assert_eq!(net.nodes[i].as_ref().unwrap().info().buffered_msgs, 0);
+        assert_eq!(net.nodes[i].info().buffered_msgs, 0);
         assert_eq!(net.delivered(i, 1).len(), 200);
     }
     assert!(net.counter(1, "gc_by_stability") > 150);
@@ -319,11 +225,11 @@ fn garbage_collection_keeps_buffers_bounded_stability_first_then_age() {
     net.send(1, 20);
     let age_before = net.counter(1, "gc_by_age");
     net.run_for(c.round * (c.gc_rounds - 2));
-    assert_eq!(net.nodes[1].as_ref().unwrap().info().buffered_msgs, 20);
+    assert_eq!(net.nodes[1].info().buffered_msgs, 20);
     net.run_for(c.round * 4);
-    assert_eq!(net.nodes[1].as_ref().unwrap().info().buffered_msgs, 0);
+    assert_eq!(net.nodes[1].info().buffered_msgs, 0);
     assert_eq!(net.counter(1, "gc_by_age") - age_before, 20);
-    assert!(net.max_buffered <= cap);
+    assert!(net.x.max_buffered <= cap);
 }
 
 #[test]
@@ -391,7 +297,7 @@ fn a_member_far_behind_its_buffer_gives_up_the_oldest_at_once() {
         {
             next += 1;
         }
-        net.drain(1);
+        net.poll(1);
         net.run_for(Duration::from_millis(10));
     }
     assert_eq!(next, n, "every message was sent (after back-pressure)");
@@ -439,11 +345,11 @@ fn sends_push_back_on_a_full_own_buffer_and_complete_later() {
                 break;
             }
         }
-        net.drain(0);
+        net.poll(0);
         assert!(n <= cap);
     }
     assert_eq!(n, cap);
-    assert!(!net.nodes[0].as_ref().unwrap().can_submit());
+    assert!(!net.nodes[0].can_submit());
     let now = net.now;
     assert_eq!(
         net.node(0).submit(now, Bytes::new(), Qos::TotallyOrdered),
@@ -451,7 +357,7 @@ fn sends_push_back_on_a_full_own_buffer_and_complete_later() {
     );
     // Collected by age: every send completes and the buffer has room again.
     net.run_for(c.round * (c.gc_rounds + 3));
-    assert!(net.nodes[0].as_ref().unwrap().can_submit());
+    assert!(net.nodes[0].can_submit());
     let done = (net.events[0].iter())
         .filter(|e| matches!(e, Event::SendComplete { .. }))
         .count();
@@ -482,7 +388,7 @@ fn leaves_and_silent_members_leave_the_view_and_a_refuted_suspicion_heals() {
     }
     // Member 3 crashes: it is dropped after the silence timeout (the others keep gossiping
     // while they have not all heard from it).
-    net.nodes[3] = None;
+    net.down[3] = true;
     net.send(0, 1);
     net.run_for(Duration::from_secs(3));
     for i in 0..3 {
@@ -553,7 +459,7 @@ fn malformed_datagrams_are_counted_and_dropped() {
         .encode(&mut b);
         b
     };
-    let before = net.nodes[0].as_ref().unwrap().counters().malformed_dropped;
+    let before = net.nodes[0].counters().malformed_dropped;
     let mut bad: Vec<Vec<u8>> = vec![vec![], vec![0x52, 0x4d, 1]];
     for ptype in [
         packet::DATA,
@@ -573,7 +479,7 @@ fn malformed_datagrams_are_counted_and_dropped() {
         let now = net.now;
         net.node(0).handle_datagram(now, NodeId(1), d);
     }
-    let after = net.nodes[0].as_ref().unwrap().counters().malformed_dropped;
+    let after = net.nodes[0].counters().malformed_dropped;
     assert_eq!(after - before, bad.len() as u64);
     // Random bodies of every type: never a panic; whatever does not decode is counted.
     let mut x = 0x1234_5678_9abc_def0u64;
@@ -587,7 +493,7 @@ fn malformed_datagrams_are_counted_and_dropped() {
         }
         let now = net.now;
         net.node(0).handle_datagram(now, NodeId(1), &d);
-        net.drain(0);
+        net.poll(0);
     }
     // The group still works.
     let sent = net.send(0, 3);

@@ -5,134 +5,65 @@
 
 use super::packet;
 use super::RingFactory;
-use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
+use crate::engine::{Engine, Event, NodeId, Qos, SendError, Time};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
+use crate::testnet::{Copy, DropRule, Observer};
 use crate::wire;
 use bytes::Bytes;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-/// Whether to drop a datagram: (from, to, packet type, body).
-type DropRule = Box<dyn FnMut(usize, usize, u8, &[u8]) -> bool>;
-
-struct Net {
-    nodes: Vec<Box<dyn Engine>>,
-    events: Vec<Vec<Event>>,
-    now: Time,
-    datagrams: u64,
-    drop: Option<DropRule>,
+/// Who held which data packet, for each delivery: the network's [`Observer`].
+#[derive(Default)]
+struct Holders {
     /// Members that received each data packet `(origin, sseq)` (the origin included).
     held: HashMap<(NodeId, u64), BTreeSet<usize>>,
     /// Every delivery: (member, sender, msg, members other than the sender holding it then).
     deliveries: Vec<(usize, NodeId, u64, usize)>,
 }
 
-impl Net {
-    fn new(n: u32) -> Net {
-        let settings = EngineSettings::default();
-        let build = |i: u32, role| {
-            RingFactory.build(&EngineParams {
-                role,
-                group: 7,
-                me: NodeId(i),
-                max_datagram_bytes: 1400,
-                now: Time::ZERO,
-                seed: i as u64,
-                settings: &settings,
-            })
-        };
-        let mut net = Net {
-            nodes: vec![build(0, Role::Create)],
-            events: vec![vec![]],
-            now: Time::ZERO,
-            datagrams: 0,
-            drop: None,
-            held: HashMap::new(),
-            deliveries: Vec::new(),
-        };
-        for i in 1..n {
-            net.nodes.push(build(i, Role::Join));
-            net.events.push(vec![]);
-            net.nodes[i as usize].handle_timeout(net.now);
-            net.run_for(Duration::from_millis(200));
-        }
-        net
-    }
-
-    /// Moves every datagram at once (no loss) and fires timers, for `d`.
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            let mut moved = false;
-            for i in 0..self.nodes.len() {
-                let mut buf = Vec::new();
-                while let Some(t) = self.nodes[i].poll_transmit(self.now, &mut buf) {
-                    moved = true;
-                    self.datagrams += 1;
-                    let from = self.nodes[i].node_id();
-                    for j in 0..self.nodes.len() {
-                        let to = self.nodes[j].node_id();
-                        let hit = match t.destination {
-                            Destination::Peer(p) => p == to,
-                            _ => j != i,
-                        };
-                        if !hit || self.dropped(i, j, &buf) {
-                            continue;
-                        }
-                        self.nodes[j].handle_datagram(self.now, from, &buf);
-                        self.drain(j);
-                    }
-                }
-                self.drain(i);
-            }
-            if moved {
-                continue;
-            }
-            let next = self.nodes.iter().filter_map(|n| n.poll_timeout()).min();
-            match next {
-                Some(t) if t <= end => {
-                    self.now = self.now.max(t);
-                    for n in &mut self.nodes {
-                        if n.poll_timeout().is_some_and(|x| x <= self.now) {
-                            n.handle_timeout(self.now);
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.now = self.now.max(end);
-    }
-
-    /// Applies the drop rule, and notes who received which data packet.
-    fn dropped(&mut self, from: usize, to: usize, buf: &[u8]) -> bool {
-        let pkt = wire::decode(buf).expect("engines send valid datagrams");
-        let (ptype, body) = (pkt.header.ptype, pkt.body);
-        if self.drop.as_mut().is_some_and(|d| d(from, to, ptype, body)) {
-            return true;
-        }
-        if ptype == packet::DATA {
-            let run = packet::decode_data(body).expect("engines send valid data");
+impl Observer<dyn Engine> for Holders {
+    fn arrived(&mut self, c: &Copy<'_>) {
+        if c.ptype == packet::DATA {
+            let run = packet::decode_data(c.body).expect("engines send valid data");
             for sseq in run.first..run.first + run.msgs.len() as u64 {
-                self.held.entry((run.origin, sseq)).or_default().insert(to);
+                self.held
+                    .entry((run.origin, sseq))
+                    .or_default()
+                    .insert(c.to);
             }
         }
-        false
     }
 
-    /// Takes member `i`'s events, noting for each delivery how many others held the message.
-    fn drain(&mut self, i: usize) {
-        while let Some(e) = self.nodes[i].poll_event() {
-            if let Event::Deliver(d) = &e {
+    fn polled(&mut self, i: usize, _: &mut (dyn Engine + 'static), events: &[Event]) {
+        for e in events {
+            if let Event::Deliver(d) = e {
                 let origin = d.sender.0 as usize;
-                let others = self
-                    .held
-                    .get(&(d.sender, d.msg))
+                let others = (self.held.get(&(d.sender, d.msg)))
                     .map_or(0, |h| h.iter().filter(|&&m| m != origin).count());
                 self.deliveries.push((i, d.sender, d.msg, others));
             }
-            self.events[i].push(e);
         }
+    }
+}
+
+type Net = crate::testnet::Net<dyn Engine, Holders>;
+
+/// A drop rule on (from, to, packet type, body).
+fn rule(mut f: impl FnMut(usize, usize, u8, &[u8]) -> bool + 'static) -> Option<DropRule> {
+    Some(Box::new(move |c| f(c.from, c.to, c.ptype, c.body)))
+}
+
+impl Net {
+    /// Node 0 creates the ring; the others join one by one (ids are indices).
+    fn new(n: u32) -> Net {
+        let mut net = Net::with(Holders::default());
+        net.add(build(Role::Create, 0, Time::ZERO));
+        for i in 1..n {
+            add(&mut net, Role::Join, i);
+            net.run_for(Duration::from_millis(200));
+        }
+        net
     }
 
     /// `from` sends `n` messages at `qos`.
@@ -143,8 +74,8 @@ impl Net {
                     .submit(self.now, Bytes::from(vec![k as u8; 8]), qos)
                     .unwrap();
                 let me = self.nodes[from].node_id();
-                self.held.entry((me, msg)).or_default().insert(from);
-                self.drain(from);
+                self.x.held.entry((me, msg)).or_default().insert(from);
+                self.poll(from);
                 msg
             })
             .collect()
@@ -173,19 +104,9 @@ impl Net {
 /// never comes. Node 0's ring would win the joiner otherwise (it answers first here).
 #[test]
 fn a_merging_joiner_is_admitted_by_the_ring_it_names_only() {
-    let settings = EngineSettings::default();
     let mut net = Net::new(1);
     for i in [1, 2] {
-        net.nodes.push(RingFactory.build(&EngineParams {
-            role: Role::Create,
-            group: 7,
-            me: NodeId(i),
-            max_datagram_bytes: 1400,
-            now: net.now,
-            seed: u64::from(i),
-            settings: &settings,
-        }));
-        net.events.push(vec![]);
+        net.add(build(Role::Create, i, net.now));
     }
     net.run_for(Duration::from_millis(300));
     net.nodes[2].rejoin(net.now, Some(NodeId(1))).unwrap();
@@ -244,7 +165,7 @@ fn three_members_one_order_then_quiescent() {
 fn levels_below_total_order_are_delivered_on_receipt_ordered_ones_after_the_ack() {
     let mut net = Net::new(4);
     // No ACK reaches member 2: it can order nothing.
-    net.drop = Some(Box::new(|_, to, ptype, _| to == 2 && ptype == packet::ACK));
+    net.drop = rule(|_, to, ptype, _| to == 2 && ptype == packet::ACK);
     let rel = net.send(1, 3, Qos::Reliable);
     let src = net.send(1, 3, Qos::SourceOrdered);
     let tot = net.send(3, 3, Qos::TotallyOrdered);
@@ -279,11 +200,11 @@ fn levels_below_total_order_are_delivered_on_receipt_ordered_ones_after_the_ack(
 fn unreliable_messages_are_delivered_at_most_once_and_never_repaired() {
     let mut net = Net::new(3);
     // Member 2 misses every unreliable packet; member 1 gets each twice (duplicated).
-    net.drop = Some(Box::new(|_, to, ptype, body| {
+    net.drop = rule(|_, to, ptype, body| {
         to == 2
             && ptype == packet::DATA
             && packet::decode_data(body).unwrap().msgs[0].0 == Qos::Unreliable
-    }));
+    });
     let sent = net.send(0, 5, Qos::Unreliable);
     assert!(sent.iter().all(|m| m & packet::UNRELIABLE_BIT != 0));
     let done = (net.events[0].iter())
@@ -312,15 +233,16 @@ fn least_holders_at_delivery(qos: Qos, n: u64) -> usize {
     let sender = (site + 1) % 5;
     let starved = [(site + 2) % 5, (site + 3) % 5];
     let mut first_copy: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
-    net.drop = Some(Box::new(move |_, to, ptype, body| {
+    net.drop = rule(move |_, to, ptype, body| {
         starved.contains(&to) && ptype == packet::DATA && first_copy.insert((to, body.to_vec()))
-    }));
+    });
     let sent = net.send(sender, n, qos);
     net.run_for(Duration::from_secs(2));
     for i in 0..5 {
         assert_eq!(net.delivered_msgs(i, sender), sent, "{qos}: member {i}");
     }
-    net.deliveries
+    net.x
+        .deliveries
         .iter()
         .filter(|d| d.1 == NodeId(sender as u32) && d.0 != sender)
         .map(|d| d.3)
@@ -386,9 +308,7 @@ fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back()
     let start = counter(&net, sender, "window_bytes");
     let rto = counter(&net, sender, "rto_us");
     // Nothing the sender sends reaches anyone: its timer expires, again and again.
-    net.drop = Some(Box::new(move |from, _, ptype, _| {
-        from == sender && ptype == packet::DATA
-    }));
+    net.drop = rule(move |from, _, ptype, _| from == sender && ptype == packet::DATA);
     net.send(sender, 4, Qos::TotallyOrdered);
     net.run_for(Duration::from_millis(500));
     let halved = counter(&net, sender, "window_halved");
@@ -430,20 +350,22 @@ fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back()
 
 /// Adds a ring engine of `role` with id `id` to `net` (a joiner asks in at once).
 fn add(net: &mut Net, role: Role, id: u32) -> usize {
-    let settings = EngineSettings::default();
-    let mut e = RingFactory.build(&EngineParams {
+    let mut e = build(role, id, net.now);
+    e.handle_timeout(net.now);
+    net.add(e)
+}
+
+/// A ring engine of `role` with id `id`.
+fn build(role: Role, id: u32, now: Time) -> Box<dyn Engine> {
+    RingFactory.build(&EngineParams {
         role,
         group: 7,
         me: NodeId(id),
         max_datagram_bytes: 1400,
-        now: net.now,
+        now,
         seed: u64::from(id),
-        settings: &settings,
-    });
-    e.handle_timeout(net.now);
-    net.nodes.push(e);
-    net.events.push(vec![]);
-    net.nodes.len() - 1
+        settings: &EngineSettings::default(),
+    })
 }
 
 fn locks_seen(net: &Net, i: usize) -> Vec<(u16, Option<NodeId>, Option<NodeId>)> {
@@ -499,12 +421,12 @@ fn non_member_requests_are_delivered_once_in_one_order_acknowledged_and_answered
     add(&mut net, Role::Client, 50);
     // A quarter of every datagram is lost, whatever its kind.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    net.drop = Some(Box::new(move |_, _, _, _| {
+    net.drop = rule(move |_, _, _, _| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         x.is_multiple_of(4)
-    }));
+    });
     let n = 20u64;
     let mut asked = Vec::new();
     for k in 0..n {
@@ -604,12 +526,12 @@ fn non_member_requests_survive_a_member_crash_at_every_seed() {
         net.run_for(Duration::from_millis(300));
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let c = crashed.clone();
-        net.drop = Some(Box::new(move |from, to, _, _| {
+        net.drop = rule(move |from, to, _, _| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             c.get().is_some_and(|k| k == from || k == to) || x % 10 == 0
-        }));
+        });
         let victim = 1 + (seed % 3) as usize; // the handler (1) or another member
         let levels = [
             Qos::TotallyOrdered,
@@ -727,9 +649,8 @@ fn a_handler_hands_requests_to_another_member_which_answers_the_sender() {
     add(&mut net, Role::Client, 50);
     // The first hand-over of each request is lost.
     let mut seen = BTreeSet::new();
-    net.drop = Some(Box::new(move |_, _, ptype, body| {
-        ptype == packet::FORWARD && seen.insert(body.to_vec())
-    }));
+    net.drop =
+        rule(move |_, _, ptype, body| ptype == packet::FORWARD && seen.insert(body.to_vec()));
     let n = 5u64;
     for k in 0..n {
         net.nodes[3]
@@ -797,9 +718,8 @@ fn a_forged_short_non_member_payload_is_counted_not_a_panic() {
     add(&mut net, Role::Client, 50);
     // Member 1 (not the token site, which orders the packet) never hears the non-member
     // itself, nor any repair.
-    net.drop = Some(Box::new(|_, to, ptype, _| {
-        to == 1 && (ptype == packet::NM_DATA || ptype == packet::DATA)
-    }));
+    net.drop =
+        rule(|_, to, ptype, _| to == 1 && (ptype == packet::NM_DATA || ptype == packet::DATA));
     net.nodes[3]
         .request(
             net.now,
@@ -823,7 +743,7 @@ fn a_forged_short_non_member_payload_is_counted_not_a_panic() {
     packet::encode_data(&mut forged, NodeId(50), 0, short.iter().copied());
     let before = net.nodes[1].counters().malformed_dropped;
     net.nodes[1].handle_datagram(net.now, NodeId(0), &forged);
-    net.drain(1);
+    net.poll(1);
     assert_eq!(net.nodes[1].counters().malformed_dropped, before + 1);
     let got: Vec<(NodeId, bool)> = (net.events[1].iter())
         .filter_map(|e| match e {
@@ -856,11 +776,11 @@ fn a_ring_of_two_goes_on_alone_when_either_member_leaves() {
             let stay = 1 - leaver;
             let seen = Rc::new(Cell::new(0u64));
             let s = seen.clone();
-            net.drop = Some(Box::new(move |_, _, _, _| {
+            net.drop = rule(move |_, _, _, _| {
                 let n = s.get();
                 s.set(n + 1);
                 n >= first && n < first + count
-            }));
+            });
             net.nodes[leaver].leave(net.now);
             net.run_for(Duration::from_millis(3000));
             let case = format!(
@@ -930,7 +850,7 @@ fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
     for gone in [0usize, 1] {
         let stay = 1 - gone;
         let mut net = Net::new(2);
-        net.drop = Some(Box::new(move |from, to, _, _| from == gone || to == gone));
+        net.drop = rule(move |from, to, _, _| from == gone || to == gone);
         net.run_for(Duration::from_secs(6));
         assert!(
             net.nodes[stay].info().recovering,
@@ -938,7 +858,7 @@ fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
             net.nodes[stay].describe()
         );
         net.nodes[stay].leave(net.now);
-        net.drain(stay);
+        net.poll(stay);
         assert!(
             matches!(net.events[stay].last(), Some(Event::Left)),
             "{:?}",
@@ -947,10 +867,10 @@ fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
         assert_eq!(net.nodes[stay].poll_timeout(), None);
     }
     let mut net = Net::new(3);
-    net.drop = Some(Box::new(|from, to, _, _| from == 2 || to == 2));
+    net.drop = rule(|from, to, _, _| from == 2 || to == 2);
     net.run_for(Duration::from_secs(6));
     net.nodes[1].leave(net.now);
-    net.drain(1);
+    net.poll(1);
     assert!(!net.events[1].iter().any(|e| matches!(e, Event::Left)));
     net.run_for(Duration::from_secs(3));
     assert!(net.events[1].iter().any(|e| matches!(e, Event::Left)));

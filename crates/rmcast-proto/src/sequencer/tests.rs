@@ -3,131 +3,33 @@
 
 use super::packet::{self, ptype};
 use super::{Config, Sequencer};
-use crate::engine::{Destination, Engine, Event, NodeId, Qos, Recovery, SendError, Time};
+use crate::engine::{Engine, Event, NodeId, Qos, Recovery, SendError, Time};
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::time::Duration;
 
-struct Net {
-    nodes: Vec<Sequencer>,
-    now: Time,
-    queue: VecDeque<(usize, Option<usize>, Vec<u8>)>,
-    events: Vec<Vec<Event>>,
-    sent_types: Vec<u8>,
-    /// Drop the n-th datagram (counted from 0) when `drop(n)` says so.
-    drop: Box<dyn FnMut(u64) -> bool>,
-    count: u64,
-    /// Crashed nodes: they neither send nor receive nor fire timers.
-    down: Vec<bool>,
-    /// Crash node `.0` instead of letting it send its first datagram of type `.1`.
-    crash_on_send: Option<(usize, u8)>,
-    /// Datagrams of node `.0` of type `.1` are lost until `.2`.
-    lose: Option<(usize, u8, Time)>,
-}
+type Net = crate::testnet::Net<Sequencer>;
 
 impl Net {
+    /// Node 1 creates the group, the others join; a clock that ticks every millisecond.
     fn new(n: usize, cfg: Config) -> Net {
-        let mut nodes = vec![Sequencer::create(cfg.clone(), NodeId(1), Time::ZERO)];
+        let mut net = Net::with(());
+        net.tick = Some(Duration::from_millis(1));
+        net.add(Box::new(Sequencer::create(
+            cfg.clone(),
+            NodeId(1),
+            Time::ZERO,
+        )));
         for i in 1..n {
-            nodes.push(Sequencer::join(
-                cfg.clone(),
-                NodeId(i as u32 + 1),
-                Time::ZERO,
-            ));
+            let id = NodeId(i as u32 + 1);
+            net.add(Box::new(Sequencer::join(cfg.clone(), id, Time::ZERO)));
         }
-        let mut net = Net {
-            events: vec![Vec::new(); n],
-            nodes,
-            now: Time::ZERO,
-            queue: VecDeque::new(),
-            sent_types: Vec::new(),
-            drop: Box::new(|_| false),
-            count: 0,
-            down: vec![false; n],
-            crash_on_send: None,
-            lose: None,
-        };
-        net.run(Duration::from_millis(500));
+        net.run_for(Duration::from_millis(500));
         net
     }
 
-    fn is_down(&self, i: usize) -> bool {
-        self.down.get(i).copied().unwrap_or(false)
-    }
-
-    fn idx(&self, id: NodeId) -> usize {
-        self.nodes.iter().position(|n| n.node_id() == id).unwrap()
-    }
-
-    fn flush(&mut self) {
-        let mut buf = Vec::new();
-        for _ in 0..10_000 {
-            for i in 0..self.nodes.len() {
-                if self.is_down(i) {
-                    continue;
-                }
-                for _ in 0..100_000 {
-                    let Some(dest) = self.nodes[i]
-                        .poll_transmit(self.now, &mut buf)
-                        .map(|t| t.destination)
-                    else {
-                        break;
-                    };
-                    let to = match dest {
-                        Destination::Group | Destination::Scoped { .. } => None,
-                        Destination::Peer(id) => Some(self.idx(id)),
-                    };
-                    if self.crash_on_send == Some((i, buf[4])) {
-                        self.crash_on_send = None;
-                        self.down[i] = true;
-                        break;
-                    }
-                    self.sent_types.push(buf[4]);
-                    self.queue.push_back((i, to, buf.clone()));
-                }
-                while let Some(e) = self.nodes[i].poll_event() {
-                    self.events[i].push(e);
-                }
-            }
-            let Some((from, to, d)) = self.queue.pop_front() else {
-                return;
-            };
-            let n = self.count;
-            self.count += 1;
-            if (self.drop)(n)
-                || self
-                    .lose
-                    .is_some_and(|(i, t, until)| i == from && d[4] == t && self.now < until)
-            {
-                continue;
-            }
-            let from_id = self.nodes[from].node_id();
-            for j in 0..self.nodes.len() {
-                if j != from && !self.is_down(j) && to.is_none_or(|t| t == j) {
-                    self.nodes[j].handle_datagram(self.now, from_id, &d);
-                }
-            }
-        }
-        panic!("network did not quiesce");
-    }
-
-    /// Advance virtual time in 1 ms steps, firing timers and delivering datagrams.
-    fn run(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.now < end {
-            self.flush();
-            self.now = self.now + Duration::from_millis(1);
-            let now = self.now;
-            for (i, n) in self.nodes.iter_mut().enumerate() {
-                if self.down.get(i).copied().unwrap_or(false) {
-                    continue;
-                }
-                if n.poll_timeout().is_some_and(|t| t <= now) {
-                    n.handle_timeout(now);
-                }
-            }
-        }
-        self.flush();
+    /// Packet types of the datagrams sent (since the log was last cleared).
+    fn sent_types(&self) -> Vec<u8> {
+        self.sent.iter().map(|s| s.ptype).collect()
     }
 
     fn deliveries(&self, i: usize) -> Vec<(u64, NodeId, u64, Bytes)> {
@@ -176,7 +78,7 @@ fn members_join_and_agree_on_total_order() {
                 .unwrap();
         }
     }
-    net.run(Duration::from_millis(200));
+    net.run_for(Duration::from_millis(200));
     let d0 = net.deliveries(0);
     assert_eq!(d0.len(), 60);
     for i in 1..3 {
@@ -203,14 +105,14 @@ fn members_join_and_agree_on_total_order() {
 #[test]
 fn pb_costs_two_datagrams_per_broadcast() {
     let mut net = Net::new(4, cfg_paper(0));
-    net.sent_types.clear();
+    net.sent.clear();
     for k in 0..10 {
         net.nodes[2]
             .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
             .unwrap();
         net.flush();
     }
-    assert_eq!(net.sent_types.len(), 20, "{:?}", net.sent_types);
+    assert_eq!(net.sent_types().len(), 20, "{:?}", net.sent_types());
     assert!(net.deliveries(3).len() == 10);
 }
 
@@ -218,7 +120,7 @@ fn pb_costs_two_datagrams_per_broadcast() {
 fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
     for r in 1..=3u8 {
         let mut net = Net::new(5, cfg_paper(r));
-        net.sent_types.clear();
+        net.sent.clear();
         for k in 0..10 {
             net.nodes[4]
                 .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
@@ -226,14 +128,14 @@ fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
             net.flush();
         }
         assert_eq!(
-            net.sent_types.len(),
+            net.sent_types().len(),
             10 * (3 + r as usize),
             "r={r}: {:?}",
-            net.sent_types
+            net.sent_types()
         );
         assert_eq!(net.deliveries(1).len(), 10);
         assert_eq!(
-            net.sent_types
+            net.sent_types()
                 .iter()
                 .filter(|t| **t == ptype::STATUS)
                 .count(),
@@ -248,7 +150,7 @@ fn resilience_costs_three_plus_r_and_completes_after_r_acks() {
 #[test]
 fn majority_policy_completes_once_a_majority_holds_the_message() {
     let mut net = Net::new(5, cfg(0));
-    net.sent_types.clear();
+    net.sent.clear();
     for k in 0..10 {
         net.nodes[4]
             .submit(net.now, Bytes::from(vec![k; 10]), Qos::default())
@@ -257,11 +159,11 @@ fn majority_policy_completes_once_a_majority_holds_the_message() {
     }
     assert_eq!(net.deliveries(1).len(), 10);
     let statuses = net
-        .sent_types
+        .sent_types()
         .iter()
         .filter(|t| **t == ptype::STATUS)
         .count();
-    assert_eq!(statuses, 10 * 2, "{:?}", net.sent_types);
+    assert_eq!(statuses, 10 * 2, "{:?}", net.sent_types());
     let completes = net.events[4]
         .iter()
         .filter(|e| matches!(e, Event::SendComplete { .. }))
@@ -300,21 +202,21 @@ fn no_send_completes_on_a_minority_side() {
 fn large_messages_use_bb_and_are_reassembled() {
     let mut net = Net::new(3, cfg(0));
     let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
-    net.sent_types.clear();
+    net.sent.clear();
     let id = net.nodes[1]
         .submit(net.now, Bytes::from(big.clone()), Qos::default())
         .unwrap();
-    net.run(Duration::from_millis(100));
+    net.run_for(Duration::from_millis(100));
     for i in 0..3 {
         let d = net.deliveries(i);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].3.as_ref(), &big[..]);
         assert_eq!(d[0].2, id);
     }
-    assert!(net.sent_types.contains(&ptype::BCAST_REQ_BB));
-    assert!(!net.sent_types.contains(&ptype::BCAST_REQ_PB));
+    assert!(net.sent_types().contains(&ptype::BCAST_REQ_BB));
+    assert!(!net.sent_types().contains(&ptype::BCAST_REQ_PB));
     // Lossless: nobody, the sender included, had to ask for anything again.
-    assert!(!net.sent_types.contains(&ptype::RETRANS));
+    assert!(!net.sent_types().contains(&ptype::RETRANS));
     assert_eq!(net.nodes[1].counters().retransmissions, 0);
 }
 
@@ -322,7 +224,7 @@ fn large_messages_use_bb_and_are_reassembled() {
 fn losses_are_repaired() {
     let mut net = Net::new(4, cfg(1));
     // Drop every 5th datagram from now on.
-    net.drop = Box::new(|n| n % 5 == 3);
+    net.drop = Some(Box::new(|c| c.index % 5 == 3));
     for k in 0..200u32 {
         let i = (k % 4) as usize;
         net.nodes[i]
@@ -333,10 +235,10 @@ fn losses_are_repaired() {
             )
             .unwrap();
         if k % 7 == 0 {
-            net.run(Duration::from_millis(1));
+            net.run_for(Duration::from_millis(1));
         }
     }
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     let d0 = net.deliveries(0);
     assert_eq!(d0.len(), 200);
     for i in 1..4 {
@@ -362,7 +264,7 @@ fn full_window_pushes_back_and_nothing_is_lost() {
     }
     assert_eq!((accepted, refused), (4, 6));
     assert!(!net.nodes[1].can_submit());
-    net.run(Duration::from_millis(50));
+    net.run_for(Duration::from_millis(50));
     assert!(net.nodes[1].can_submit());
     assert_eq!(net.deliveries(0).len(), 4);
 }
@@ -383,7 +285,7 @@ fn the_window_in_bytes_pushes_back_large_messages_only() {
     }
     assert_eq!(accepted, 3);
     assert!(!net.nodes[1].can_submit());
-    net.run(Duration::from_millis(50));
+    net.run_for(Duration::from_millis(50));
     assert_eq!(net.deliveries(0).len(), 3);
     let small = (0..100u8)
         .filter(|k| {
@@ -410,10 +312,10 @@ fn history_full_blocks_until_members_report() {
             )
             .is_err()
         {
-            net.run(Duration::from_millis(5));
+            net.run_for(Duration::from_millis(5));
         }
     }
-    net.run(Duration::from_millis(500));
+    net.run_for(Duration::from_millis(500));
     assert_eq!(net.deliveries(2).len(), 200);
     let syncs = net.nodes[0].engine_counters();
     assert!(syncs.iter().any(|&(name, n)| name == "syncs_sent" && n > 0));
@@ -435,13 +337,13 @@ fn history_bytes_run(bytes_budget: usize) -> (usize, usize) {
             .submit(net.now, Bytes::from(p.clone()), Qos::default())
             .is_err()
         {
-            net.run(Duration::from_millis(5));
+            net.run_for(Duration::from_millis(5));
             most = most.max(net.nodes[0].hist.payload_bytes);
         }
         net.flush();
         most = most.max(net.nodes[0].hist.payload_bytes);
     }
-    net.run(Duration::from_millis(500));
+    net.run_for(Duration::from_millis(500));
     (net.deliveries(2).len(), most)
 }
 
@@ -470,7 +372,7 @@ fn leave_is_ordered_and_sequencer_hands_over() {
     }
     // The sequencer (node 1) leaves; node 2 takes over.
     net.nodes[0].leave(net.now);
-    net.run(Duration::from_millis(300));
+    net.run_for(Duration::from_millis(300));
     assert!(net.events[0].iter().any(|e| matches!(e, Event::Left)));
     let info = net.nodes[1].info();
     assert_eq!(info.members, vec![NodeId(2), NodeId(3)]);
@@ -480,12 +382,12 @@ fn leave_is_ordered_and_sequencer_hands_over() {
             .submit(net.now, Bytes::from(vec![100 + k]), Qos::default())
             .unwrap();
     }
-    net.run(Duration::from_millis(300));
+    net.run_for(Duration::from_millis(300));
     assert_eq!(net.deliveries(1), net.deliveries(2));
     assert_eq!(net.deliveries(1).len(), 10);
     // Node 3 leaves: it receives its own leave, then Left.
     net.nodes[2].leave(net.now);
-    net.run(Duration::from_millis(300));
+    net.run_for(Duration::from_millis(300));
     let last_view = net.events[2].iter().rev().find_map(|e| match e {
         Event::View(v) => Some(v.clone()),
         _ => None,
@@ -503,16 +405,15 @@ fn joiner_receives_exactly_what_follows_its_join() {
             .submit(net.now, Bytes::from(vec![k]), Qos::default())
             .unwrap();
     }
-    net.run(Duration::from_millis(50));
-    net.nodes.push(Sequencer::join(cfg(0), NodeId(9), net.now));
-    net.events.push(Vec::new());
-    net.run(Duration::from_millis(300));
+    net.run_for(Duration::from_millis(50));
+    net.add(Box::new(Sequencer::join(cfg(0), NodeId(9), net.now)));
+    net.run_for(Duration::from_millis(300));
     for k in 0..5u8 {
         net.nodes[1]
             .submit(net.now, Bytes::from(vec![50 + k]), Qos::default())
             .unwrap();
     }
-    net.run(Duration::from_millis(100));
+    net.run_for(Duration::from_millis(100));
     let joined = net.deliveries(2);
     assert_eq!(joined.len(), 5);
     assert!(joined.iter().all(|d| d.3[0] >= 50));
@@ -526,21 +427,19 @@ fn joiner_receives_exactly_what_follows_its_join() {
 fn a_merging_joiner_is_admitted_by_the_group_it_names_only() {
     let mut net = Net::new(1, cfg(0));
     for id in [2, 3] {
-        net.nodes
-            .push(Sequencer::create(cfg(0), NodeId(id), net.now));
-        net.events.push(Vec::new());
+        net.add(Box::new(Sequencer::create(cfg(0), NodeId(id), net.now)));
     }
-    net.run(Duration::from_millis(50));
+    net.run_for(Duration::from_millis(50));
     // Node 1 answers first on this network: without the name it would win the joiner.
     net.nodes[2].rejoin(net.now, Some(NodeId(2))).unwrap();
-    net.run(Duration::from_millis(500));
+    net.run_for(Duration::from_millis(500));
     assert_eq!(net.nodes[0].info().members, vec![NodeId(1)]);
     assert_eq!(net.nodes[1].info().members, vec![NodeId(2), NodeId(3)]);
     assert_eq!(net.nodes[2].info().members, vec![NodeId(2), NodeId(3)]);
     // Untargeted, the first group to answer admits it (and the other keeps a ghost): the case
     // the name exists for.
     net.nodes[2].rejoin(net.now, None).unwrap();
-    net.run(Duration::from_millis(500));
+    net.run_for(Duration::from_millis(500));
     assert!(net.nodes[0].info().members.contains(&NodeId(3)));
 }
 
@@ -577,12 +476,12 @@ fn everyone_leaves_at_once() {
                 .unwrap();
         }
         if lossy {
-            net.drop = Box::new(|n| n % 4 == 1);
+            net.drop = Some(Box::new(|c| c.index % 4 == 1));
         }
         for i in [2, 0, 1] {
             net.nodes[i].leave(net.now);
         }
-        net.run(Duration::from_secs(12));
+        net.run_for(Duration::from_secs(12));
         for i in 0..3 {
             assert!(
                 matches!(net.events[i].last(), Some(Event::Left)),
@@ -657,7 +556,7 @@ fn sequencer_crash_is_detected_and_the_group_resets() {
     for i in 0..20u32 {
         let sender = 1 + (i as usize % 3);
         let _ = net.nodes[sender].submit(net.now, Bytes::from(vec![i as u8; 10]), Qos::default());
-        net.run(Duration::from_millis(1));
+        net.run_for(Duration::from_millis(1));
     }
     // Crash the sequencer (node 1) with requests still in flight.
     for i in 0..6u32 {
@@ -668,7 +567,7 @@ fn sequencer_crash_is_detected_and_the_group_resets() {
         );
     }
     net.down[0] = true;
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     for i in 1..4 {
         let k = kinds(&net.events[i]);
         assert!(k.contains(&"failed"), "node {i}: {k:?}");
@@ -704,7 +603,7 @@ fn sequencer_crash_is_detected_and_the_group_resets() {
     // The group works again.
     let m = net.nodes[1].submit(net.now, Bytes::from_static(b"after"), Qos::default());
     assert!(m.is_ok());
-    net.run(Duration::from_millis(200));
+    net.run_for(Duration::from_millis(200));
     for i in 1..4 {
         assert!(net.deliveries(i).iter().any(|d| &d.3[..] == b"after"));
     }
@@ -716,7 +615,7 @@ fn member_crash_is_detected_by_the_sequencer() {
     let mut net = Net::new(4, cfg(0));
     net.down[3] = true;
     let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"x"), Qos::default());
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     for i in 0..3 {
         let k = kinds(&net.events[i]);
         assert!(k.contains(&"reset"), "node {i}: {k:?}");
@@ -737,7 +636,7 @@ fn manual_reset_and_min_members() {
     c.auto_reset = false;
     let mut net = Net::new(3, c);
     net.down[0] = true;
-    net.run(Duration::from_secs(2));
+    net.run_for(Duration::from_secs(2));
     for i in 1..3 {
         let k = kinds(&net.events[i]);
         assert!(k.contains(&"failed") && !k.contains(&"reset"), "{k:?}");
@@ -749,13 +648,13 @@ fn manual_reset_and_min_members() {
     }
     // Asking for all three members cannot succeed: the reset fails and keeps waiting.
     net.nodes[1].reset(net.now, 3).unwrap();
-    net.run(Duration::from_secs(2));
+    net.run_for(Duration::from_secs(2));
     assert!(kinds(&net.events[1]).contains(&"reset-failed"));
     assert!(!kinds(&net.events[1]).contains(&"reset"));
     // Two will do.
     net.nodes[2].reset(net.now, 2).unwrap();
     net.nodes[1].reset(net.now, 2).unwrap();
-    net.run(Duration::from_secs(2));
+    net.run_for(Duration::from_secs(2));
     for i in 1..3 {
         assert!(
             kinds(&net.events[i]).contains(&"reset"),
@@ -766,7 +665,7 @@ fn manual_reset_and_min_members() {
     assert!(net.nodes[2]
         .submit(net.now, Bytes::from_static(b"yes"), Qos::default())
         .is_ok());
-    net.run(Duration::from_millis(200));
+    net.run_for(Duration::from_millis(200));
     assert!(net.deliveries(1).iter().any(|d| &d.3[..] == b"yes"));
 }
 
@@ -776,12 +675,12 @@ fn manual_reset_and_min_members() {
 fn a_member_that_comes_back_is_expelled() {
     let mut net = Net::new(4, cfg(0));
     net.down[3] = true;
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     assert!(kinds(&net.events[0]).contains(&"reset"));
     net.down[3] = false;
     let before = net.deliveries(1).len();
     let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"new"), Qos::default());
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     assert!(
         kinds(&net.events[3]).contains(&"expelled"),
         "{:?}",
@@ -805,15 +704,15 @@ fn an_expelled_member_rejoins_and_its_stream_goes_on() {
     let first = net.nodes[3]
         .submit(net.now, Bytes::from_static(b"before"), Qos::default())
         .unwrap();
-    net.run(Duration::from_millis(100));
+    net.run_for(Duration::from_millis(100));
     net.down[3] = true;
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     net.down[3] = false;
     let _ = net.nodes[1].submit(net.now, Bytes::from_static(b"new"), Qos::default());
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     assert!(kinds(&net.events[3]).contains(&"expelled"));
     net.nodes[3].rejoin(net.now, None).unwrap();
-    net.run(Duration::from_secs(2));
+    net.run_for(Duration::from_secs(2));
     assert_eq!(last_view(&net.events[0]).unwrap().members.len(), 4);
     assert_eq!(net.nodes[3].info().members.len(), 4);
     let again = net.nodes[3]
@@ -823,7 +722,7 @@ fn an_expelled_member_rejoins_and_its_stream_goes_on() {
         again > first,
         "message numbers go on: {again} after {first}"
     );
-    net.run(Duration::from_secs(1));
+    net.run_for(Duration::from_secs(1));
     for i in 0..4 {
         assert!(
             net.deliveries(i)
@@ -846,13 +745,13 @@ fn coordinator_crash_during_recovery_restarts_it() {
     for i in 0..10u8 {
         let sender = 1 + i as usize % 4;
         let _ = net.nodes[sender].submit(net.now, Bytes::from(vec![i; 8]), Qos::default());
-        net.run(Duration::from_millis(1));
+        net.run_for(Duration::from_millis(1));
     }
     // Node 2 has the lowest id among equals: it will coordinate, and crash instead of sending
     // the result.
     net.crash_on_send = Some((1, ptype::RESULT));
     net.down[0] = true;
-    net.run(Duration::from_secs(5));
+    net.run_for(Duration::from_secs(5));
     assert!(net.down[1], "the coordinator never got to send its result");
     for i in 2..5 {
         let k = kinds(&net.events[i]);
@@ -951,7 +850,7 @@ fn far_ahead_requests_are_refused_and_counted() {
             .submit(net.now, Bytes::from(vec![i as u8]), Qos::default())
             .unwrap();
     }
-    net.run(Duration::from_millis(500));
+    net.run_for(Duration::from_millis(500));
     assert_eq!(net.deliveries(1).len(), 3);
 }
 
@@ -966,15 +865,15 @@ fn a_lost_request_is_asked_for_at_once() {
     c.min_request_timeout_ms = 1000;
     c.max_retrans_timeout_ms = 1000;
     let mut net = Net::new(3, c);
-    net.sent_types.clear();
-    let lost = net.count;
-    net.drop = Box::new(move |n| n == lost);
+    net.sent.clear();
+    let lost = net.datagrams;
+    net.drop = Some(Box::new(move |c| c.index == lost));
     net.nodes[1]
         .submit(net.now, Bytes::from_static(b"first"), Qos::default())
         .unwrap();
     net.flush();
     assert_eq!(
-        net.sent_types,
+        net.sent_types(),
         vec![ptype::BCAST_REQ_PB],
         "the lost request"
     );
@@ -982,11 +881,11 @@ fn a_lost_request_is_asked_for_at_once() {
     net.nodes[1]
         .submit(net.now, Bytes::from_static(b"second"), Qos::default())
         .unwrap();
-    net.run(Duration::from_millis(20));
+    net.run_for(Duration::from_millis(20));
     assert!(
-        net.sent_types.contains(&ptype::REQ_GAP),
+        net.sent_types().contains(&ptype::REQ_GAP),
         "{:?}",
-        net.sent_types
+        net.sent_types()
     );
     for i in 0..3 {
         let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
@@ -996,11 +895,11 @@ fn a_lost_request_is_asked_for_at_once() {
     assert_eq!(engine_counter(&net.nodes[1], "request_gaps_filled"), 1);
     // Only the missing request was repeated: no go-back-N.
     let requests = net
-        .sent_types
+        .sent_types()
         .iter()
         .filter(|t| **t == ptype::BCAST_REQ_PB)
         .count();
-    assert_eq!(requests, 3, "{:?}", net.sent_types);
+    assert_eq!(requests, 3, "{:?}", net.sent_types());
 }
 
 /// Three requests in a row lost on their way to the sequencer, nothing after them: the
@@ -1015,9 +914,9 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
     c.min_request_timeout_ms = 50;
     c.max_retrans_timeout_ms = 50;
     let mut net = Net::new(3, c);
-    net.sent_types.clear();
-    let lost = net.count;
-    net.drop = Box::new(move |n| (lost..lost + 3).contains(&n));
+    net.sent.clear();
+    let lost = net.datagrams;
+    net.drop = Some(Box::new(move |c| (lost..lost + 3).contains(&c.index)));
     for p in [&b"one"[..], b"two", b"three"] {
         net.nodes[1]
             .submit(net.now, Bytes::from_static(p), Qos::default())
@@ -1025,11 +924,11 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
         net.flush();
     }
     assert_eq!(
-        net.sent_types,
+        net.sent_types(),
         vec![ptype::BCAST_REQ_PB; 3],
         "the lost requests"
     );
-    net.run(Duration::from_millis(80));
+    net.run_for(Duration::from_millis(80));
     for i in 0..3 {
         let got: Vec<Bytes> = net.deliveries(i).into_iter().map(|d| d.3).collect();
         assert_eq!(got, vec![&b"one"[..], b"two", b"three"], "node {i}");
@@ -1038,11 +937,11 @@ fn a_lost_run_of_requests_is_recovered_with_one_timeout() {
     assert_eq!(engine_counter(&net.nodes[0], "request_gaps_asked"), 1);
     // First and last after the timeout, then the middle one the sequencer asked for.
     let requests = net
-        .sent_types
+        .sent_types()
         .iter()
         .filter(|t| **t == ptype::BCAST_REQ_PB)
         .count();
-    assert_eq!(requests, 6, "{:?}", net.sent_types);
+    assert_eq!(requests, 6, "{:?}", net.sent_types());
 }
 
 /// An ask for a gap that the sender has since seen ordered is stale (the request was queued
@@ -1071,16 +970,22 @@ fn a_stale_gap_ask_is_ignored() {
 fn the_last_sequencer_stays_until_the_leavers_have_their_leaves() {
     let mut net = Net::new(4, cfg(1));
     net.down[0] = true;
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     let coordinator = last_view(&net.events[1]).unwrap().coordinator;
-    let s = net.idx(coordinator);
+    let s = (net.nodes.iter())
+        .position(|n| n.node_id() == coordinator)
+        .unwrap();
     for i in (1..4).filter(|&i| i != s) {
         net.nodes[i].leave(net.now);
     }
-    net.lose = Some((s, ptype::ORDERED, net.now + Duration::from_millis(20)));
-    net.run(Duration::from_millis(2));
+    // Its ordered data is lost for 20 ms.
+    let until = net.now + Duration::from_millis(20);
+    net.drop = Some(Box::new(move |c| {
+        c.from == s && c.ptype == ptype::ORDERED && c.at < until
+    }));
+    net.run_for(Duration::from_millis(2));
     net.nodes[s].leave(net.now);
-    net.run(Duration::from_secs(10));
+    net.run_for(Duration::from_secs(10));
     assert_views_agree(&net);
     for i in 1..4 {
         let k = kinds(&net.events[i]);
@@ -1110,11 +1015,13 @@ fn the_sequencer_of_two_leaves_and_the_other_goes_on_alone() {
             net.nodes[1]
                 .submit(net.now, Bytes::from_static(b"before"), Qos::default())
                 .unwrap();
-            net.run(Duration::from_millis(200));
-            let base = net.count;
-            net.drop = Box::new(move |n| n >= base + first && n < base + first + count);
+            net.run_for(Duration::from_millis(200));
+            let base = net.datagrams;
+            net.drop = Some(Box::new(move |c| {
+                c.index >= base + first && c.index < base + first + count
+            }));
             net.nodes[0].leave(net.now);
-            net.run(Duration::from_millis(3000));
+            net.run_for(Duration::from_millis(3000));
             let case = format!(
                 "r {r}, datagrams {first}..{} after the leave lost",
                 first + count
@@ -1139,7 +1046,7 @@ fn the_sequencer_of_two_leaves_and_the_other_goes_on_alone() {
             net.nodes[1]
                 .submit(net.now, Bytes::from_static(b"alone"), Qos::default())
                 .unwrap();
-            net.run(Duration::from_millis(100));
+            net.run_for(Duration::from_millis(100));
             let d = net.deliveries(1);
             assert_eq!(
                 d.iter().map(|d| &d.3[..]).collect::<Vec<_>>(),
@@ -1155,7 +1062,7 @@ fn the_sequencer_of_two_leaves_and_the_other_goes_on_alone() {
                 "{case}"
             );
             // Long after: still alone, still no failure.
-            net.run(Duration::from_millis(3000));
+            net.run_for(Duration::from_millis(3000));
             let k = kinds(&net.events[1]);
             assert!(!k.contains(&"failed"), "{case}: {k:?}");
         }
@@ -1173,7 +1080,7 @@ fn the_survivor_of_two_waiting_in_recovery_leaves_at_once() {
         let mut net = Net::new(2, cfg(0));
         let (gone, stay) = if sequencer_crashes { (0, 1) } else { (1, 0) };
         net.down[gone] = true;
-        net.run(Duration::from_secs(3));
+        net.run_for(Duration::from_secs(3));
         let k = kinds(&net.events[stay]);
         assert!(
             k.contains(&"failed") && k.contains(&"reset-failed"),
@@ -1195,10 +1102,10 @@ fn the_survivor_of_two_waiting_in_recovery_leaves_at_once() {
     // the recovery waits for it (it is ordered in the new group).
     let mut net = Net::new(3, cfg(0));
     net.down[2] = true;
-    net.run(Duration::from_millis(1500));
+    net.run_for(Duration::from_millis(1500));
     assert!(net.nodes[1].info().recovering || kinds(&net.events[1]).contains(&"reset"));
     net.nodes[1].leave(net.now);
-    net.run(Duration::from_secs(3));
+    net.run_for(Duration::from_secs(3));
     let k = kinds(&net.events[1]);
     assert!(k.contains(&"reset") && k.last() == Some(&"left"), "{k:?}");
     assert_eq!(last_view(&net.events[0]).unwrap().members, [NodeId(1)]);

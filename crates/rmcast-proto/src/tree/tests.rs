@@ -4,29 +4,30 @@
 use super::*;
 use crate::engine::{Destination, Event, Qos, SendError, Time};
 use crate::registry::{EngineParams, EngineSettings, Role};
+use crate::testnet::Observer;
 use bytes::Bytes;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 
-/// A datagram on its way: (arrival ns, order, to, from, bytes, TTL), earliest first.
-type Flight = std::cmp::Reverse<(u64, u64, usize, usize, Vec<u8>, Option<u8>)>;
-
-struct Net {
-    engines: Vec<Option<Tree>>,
-    /// hops[a][b]: routers between a and b.
-    hops: Vec<Vec<u8>>,
-    loss: f64,
-    rng: u64,
-    now: Time,
-    queue: BinaryHeap<Flight>,
-    order: u64,
-    delivered: Vec<Vec<Bytes>>,
-    events: Vec<Vec<Event>>,
+/// How the hosts are made, and the payloads each delivered: the network's [`Observer`].
+struct Hosts {
     cfg: TreeConfig,
     stored: bool,
+    delivered: Vec<Vec<Bytes>>,
 }
+
+impl Observer<Tree> for Hosts {
+    fn polled(&mut self, i: usize, _: &mut Tree, events: &[Event]) {
+        for e in events {
+            if let Event::Deliver(d) = e {
+                self.delivered[i].push(d.payload.clone());
+            }
+        }
+    }
+}
+
+type Net = crate::testnet::Net<Tree, Hosts>;
 
 fn fast() -> TreeConfig {
     TreeConfig {
@@ -47,26 +48,32 @@ fn fast() -> TreeConfig {
 }
 
 impl Net {
+    /// Host 0 (the sender) started; the others are started with [`Net::start`], in order. A
+    /// datagram takes 1 ms per link on the way (`hops` routers), and `loss` of them are lost.
     fn new(cfg: TreeConfig, hops: Vec<Vec<u8>>, loss: f64, stored: bool) -> Net {
         let n = hops.len();
-        let mut net = Net {
-            engines: (0..n).map(|_| None).collect(),
-            hops,
-            loss,
-            rng: 0x1234_5678,
-            now: Time::ZERO,
-            queue: BinaryHeap::new(),
-            order: 0,
-            delivered: vec![Vec::new(); n],
-            events: vec![Vec::new(); n],
+        let mut net = Net::with(Hosts {
             cfg,
             stored,
-        };
+            delivered: vec![Vec::new(); n],
+        });
+        net.latency = Duration::from_millis(1);
+        net.hops = Some(hops);
+        if loss > 0.0 {
+            let mut rng = 0x1234_5678u64;
+            net.drop = Some(Box::new(move |_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                ((rng >> 11) as f64 / (1u64 << 53) as f64) < loss
+            }));
+        }
         net.start(0);
         net
     }
 
     fn start(&mut self, i: usize) {
+        assert_eq!(i, self.nodes.len(), "hosts start in order");
         let settings = EngineSettings::default();
         let p = EngineParams {
             role: if i == 0 { Role::Create } else { Role::Join },
@@ -77,119 +84,22 @@ impl Net {
             seed: i as u64,
             settings: &settings,
         };
-        let store: Option<Box<dyn DataStore>> =
-            self.stored.then(|| Box::new(MemStore::default()) as _);
-        self.engines[i] = Some(Tree::new(&p, self.cfg.clone(), store, self.stored));
-        self.flush(i);
+        let stored = self.x.stored;
+        let store: Option<Box<dyn DataStore>> = stored.then(|| Box::new(MemStore::default()) as _);
+        self.add(Box::new(Tree::new(&p, self.x.cfg.clone(), store, stored)));
+        self.poll(i);
     }
 
-    fn rand(&mut self) -> f64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn put(&mut self, from: usize, to: usize, data: &[u8], ttl0: u8) {
-        let hops = self.hops[from][to];
-        if hops >= ttl0 || self.engines[to].is_none() {
-            return;
-        }
-        if self.loss > 0.0 && self.rand() < self.loss {
-            return;
-        }
-        self.order += 1;
-        let at = self.now.0 + MS * (1 + hops as u64);
-        self.queue.push(std::cmp::Reverse((
-            at,
-            self.order,
-            to,
-            from,
-            data.to_vec(),
-            Some(ttl0 - hops),
-        )));
-    }
-
-    fn flush(&mut self, i: usize) {
-        let now = self.now;
-        let mut buf = Vec::new();
-        loop {
-            let Some(e) = self.engines[i].as_mut() else {
-                return;
-            };
-            let Some(t) = e.poll_transmit(now, &mut buf) else {
-                break;
-            };
-            let data = buf.clone();
-            match t.destination {
-                Destination::Group => {
-                    for to in 0..self.engines.len() {
-                        if to != i {
-                            self.put(i, to, &data, 64);
-                        }
-                    }
-                }
-                Destination::Scoped { ttl } => {
-                    for to in 0..self.engines.len() {
-                        if to != i {
-                            self.put(i, to, &data, ttl);
-                        }
-                    }
-                }
-                Destination::Peer(p) => self.put(i, p.0 as usize, &data, 64),
-            }
-        }
-        let e = self.engines[i].as_mut().expect("running");
-        while let Some(ev) = e.poll_event() {
-            if let Event::Deliver(d) = &ev {
-                self.delivered[i].push(d.payload.clone());
-            }
-            self.events[i].push(ev);
-        }
-    }
-
+    /// Runs until `end`, `sender` working on host 0 at every instant.
     fn step_until(&mut self, end: Time, mut sender: impl FnMut(&mut Tree, Time)) {
-        while self.now < end {
-            // Next instant: a datagram or a timer.
-            let timer = (0..self.engines.len())
-                .filter_map(|i| Some((self.engines[i].as_ref()?.poll_timeout()?, i)))
-                .min();
-            let dgram = self.queue.peek().map(|r| r.0 .0);
-            let next = match (timer, dgram) {
-                (Some((t, _)), Some(d)) => t.0.min(d),
-                (Some((t, _)), None) => t.0,
-                (None, Some(d)) => d,
-                (None, None) => end.0,
-            }
-            .max(self.now.0)
-            .min(end.0);
-            self.now = Time(next);
-            if let Some(s) = self.engines[0].as_mut() {
-                sender(s, self.now);
-            }
-            self.flush(0);
-            while self.queue.peek().is_some_and(|r| r.0 .0 <= next) {
-                let std::cmp::Reverse((_, _, to, from, data, ttl)) =
-                    self.queue.pop().expect("peeked");
-                if let Some(e) = self.engines[to].as_mut() {
-                    e.handle_datagram_with_ttl(self.now, NodeId(from as u32), &data, ttl);
-                    self.flush(to);
-                }
-            }
-            for i in 0..self.engines.len() {
-                let due = self.engines[i]
-                    .as_ref()
-                    .and_then(|e| e.poll_timeout())
-                    .is_some_and(|t| t <= self.now);
-                if due {
-                    self.engines[i]
-                        .as_mut()
-                        .expect("running")
-                        .handle_timeout(self.now);
-                    self.flush(i);
-                }
-            }
+        if self.now >= end {
+            return;
         }
+        self.run_until_with(end, |net| {
+            if !net.down[0] {
+                sender(&mut net.nodes[0], net.now);
+            }
+        });
     }
 }
 
@@ -225,8 +135,8 @@ fn flat(n: usize, hops: u8) -> Vec<Vec<u8>> {
 fn expect_all(net: &Net, n: u64, hosts: impl IntoIterator<Item = usize>) {
     let want: Vec<Bytes> = (0..n).map(payload).collect();
     for i in hosts {
-        assert_eq!(net.delivered[i].len(), n as usize, "host {i}");
-        assert!(net.delivered[i] == want, "host {i} delivered other bytes");
+        assert_eq!(net.x.delivered[i].len(), n as usize, "host {i}");
+        assert!(net.x.delivered[i] == want, "host {i} delivered other bytes");
     }
 }
 
@@ -245,7 +155,7 @@ fn every_receiver_gets_every_packet_in_order_without_loss() {
     }
     net.step_until(Time(2_000 * MS), feed(200, false));
     expect_all(&net, 200, 0..4);
-    let s = net.engines[0].as_ref().unwrap();
+    let s = &net.nodes[0];
     assert_eq!(s.counters().retransmissions, 0);
     // Every send completed once the receivers acknowledged it.
     let done = net.events[0]
@@ -269,7 +179,7 @@ fn losses_are_repaired_and_memory_stays_within_the_cache() {
     });
     expect_all(&net, 300, 0..5);
     assert!(most <= 64, "cache held {most} packets in memory");
-    let s = net.engines[0].as_ref().unwrap();
+    let s = &net.nodes[0];
     assert!(s.counters().retransmissions > 0);
     assert!(counter(s, "slow_starts") >= 1);
 }
@@ -290,9 +200,9 @@ fn a_late_joiner_catches_up_from_the_cache_with_ack_txnow() {
         }
     }
     expect_all(&net, 400, 0..3);
-    let late = net.engines[2].as_ref().unwrap();
+    let late = &net.nodes[2];
     assert!(counter(late, "txnow_sent") >= 1);
-    let s = net.engines[0].as_ref().unwrap();
+    let s = &net.nodes[0];
     assert!(counter(s, "txnow_received") >= 1);
     assert!(
         counter(s, "cache_spilled") > 0,
@@ -321,8 +231,8 @@ fn without_a_store_a_late_joiner_is_told_what_is_gone() {
         })
         .sum();
     assert!(lost > 0);
-    assert_eq!(lost + net.delivered[2].len() as u64, 300);
-    let g = net.engines[2].as_ref().unwrap().guarantees();
+    assert_eq!(lost + net.x.delivered[2].len() as u64, 300);
+    let g = net.nodes[2].guarantees();
     assert_eq!(g.delivery, crate::DeliveryPromise::Probabilistic);
     expect_all(&net, 300, 0..2);
 }
@@ -361,7 +271,7 @@ fn receivers_choose_the_nearest_dr_and_drs_repair_their_area() {
     }
     net.step_until(Time(15_000 * MS), feed(300, true));
     expect_all(&net, 300, 0..6);
-    let ap = |i: usize| counter(net.engines[i].as_ref().unwrap(), "ap");
+    let ap = |i: usize| counter(&net.nodes[i], "ap");
     assert_eq!((ap(1), ap(4)), (0, 0), "DRs report to the sender");
     assert_eq!(
         (ap(2), ap(3), ap(5)),
@@ -369,14 +279,14 @@ fn receivers_choose_the_nearest_dr_and_drs_repair_their_area() {
         "receivers report to their DR"
     );
     for dr in [1, 4] {
-        let e = net.engines[dr].as_ref().unwrap();
+        let e = &net.nodes[dr];
         assert!(e.counters().retransmissions > 0, "DR {dr} repaired");
         assert_eq!(e.entity(), Entity::Designated);
         assert_eq!(counter(e, "level"), 1);
     }
     let scoped: u64 = [1, 4]
         .iter()
-        .map(|&i| counter(net.engines[i].as_ref().unwrap(), "retx_scoped"))
+        .map(|&i| counter(&net.nodes[i], "retx_scoped"))
         .sum();
     assert!(scoped > 0, "repairs to many went to the DR's area only");
 }
@@ -396,7 +306,7 @@ fn a_dr_behind_a_dr_is_a_second_level() {
     }
     net.step_until(Time(10_000 * MS), feed(200, true));
     expect_all(&net, 200, 0..4);
-    let c = |i: usize, n: &str| counter(net.engines[i].as_ref().unwrap(), n);
+    let c = |i: usize, n: &str| counter(&net.nodes[i], n);
     assert_eq!((c(1, "ap"), c(2, "ap"), c(3, "ap")), (0, 1, 2));
     assert_eq!((c(1, "level"), c(2, "level")), (1, 2));
 }
@@ -413,7 +323,7 @@ fn the_sender_ends_after_t_dally_and_receivers_stop_acking() {
         "sender dallied then ended"
     );
     for i in 1..3 {
-        let r = net.engines[i].as_ref().unwrap();
+        let r = &net.nodes[i];
         assert_eq!(r.poll_timeout(), None, "receiver {i} is quiet");
     }
 }
@@ -426,8 +336,8 @@ fn reset_closes_every_receiver() {
     let mut f = feed(1000, false);
     net.step_until(Time(300 * MS), &mut f);
     let now = net.now;
-    net.engines[0].as_mut().unwrap().abort(now);
-    net.flush(0);
+    net.nodes[0].abort(now);
+    net.poll(0);
     net.step_until(Time(400 * MS), |_, _| {});
     for i in 0..3 {
         assert!(net.events[i].contains(&Event::Left), "host {i}");
@@ -437,7 +347,7 @@ fn reset_closes_every_receiver() {
 #[test]
 fn a_full_window_pushes_back() {
     let mut net = Net::new(fast(), flat(2, 1), 0.0, true);
-    let s = net.engines[0].as_mut().unwrap();
+    let s = &mut net.nodes[0];
     let mut ok = 0;
     while s.submit(Time::ZERO, payload(ok), Qos::Reliable).is_ok() {
         ok += 1;
@@ -456,7 +366,7 @@ fn a_full_window_pushes_back() {
         s.submit(Time::ZERO, payload(0), Qos::TotallyOrdered),
         Err(SendError::Unsupported)
     );
-    let r = net.engines[1].as_mut();
+    let r = net.nodes.get(1);
     assert!(r.is_none());
 }
 
@@ -464,7 +374,7 @@ fn a_full_window_pushes_back() {
 fn malformed_datagrams_are_counted_never_a_panic() {
     let mut net = Net::new(fast(), flat(2, 1), 0.0, true);
     net.start(1);
-    let r = net.engines[1].as_mut().unwrap();
+    let r = &mut net.nodes[1];
     let mut x = 99u64;
     for len in 0..200 {
         let mut d: Vec<u8> = (0..len)
@@ -518,24 +428,24 @@ fn leaving_receivers_are_forgotten_at_once_not_after_their_silence() {
     // Receiver 3 hears part of the stream and leaves halfway (left early); 1 and 2 finish.
     let mut f = feed(300, false);
     net.step_until(Time(50 * MS), &mut f);
-    let r3 = net.engines[3].take();
+    net.down[3] = true;
     net.step_until(Time(100 * MS), &mut f);
-    net.engines[3] = r3;
-    net.engines[3].as_mut().unwrap().leave(net.now);
-    net.flush(3);
+    net.down[3] = false;
+    net.nodes[3].leave(net.now);
+    net.poll(3);
     let mut t = 100;
-    while net.delivered[1..3].iter().any(|d| d.len() < 300) && t < 5_000 {
+    while net.x.delivered[1..3].iter().any(|d| d.len() < 300) && t < 5_000 {
         t += 5;
         net.step_until(Time(t * MS), &mut f);
     }
     expect_all(&net, 300, 0..3);
     for i in 1..3 {
-        net.engines[i].as_mut().unwrap().leave(net.now);
-        net.flush(i);
+        net.nodes[i].leave(net.now);
+        net.poll(i);
     }
     // Well within child_silence_ms (300 ms): only ACK_FIN can have told the sender.
     net.step_until(Time((t + 10) * MS), &mut f);
-    let s = net.engines[0].as_ref().unwrap();
+    let s = &net.nodes[0];
     assert_eq!(counter(s, "children"), 0);
     assert_eq!(counter(s, "children_done"), 2);
     assert_eq!(counter(s, "children_left"), 1);
@@ -550,7 +460,7 @@ fn a_repair_goes_out_before_new_data_already_queued() {
         ..fast()
     };
     let mut net = Net::new(cfg, flat(2, 1), 0.0, true);
-    let s = net.engines[0].as_mut().unwrap();
+    let s = &mut net.nodes[0];
     for i in 0..64 {
         s.submit(Time::ZERO, payload(i), Qos::SourceOrdered)
             .unwrap();

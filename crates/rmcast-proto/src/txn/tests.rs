@@ -10,37 +10,13 @@ use super::packet::{self as pk};
 use super::{Config, Txn, TxnFactory};
 use crate::engine::{Destination, Engine, Event, NodeId, Qos, SendError, Time};
 use crate::registry::{EngineParams, EngineSettings, Role};
-use crate::wire;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// A datagram copy as a drop rule sees it.
-struct Copy<'a> {
-    from: usize,
-    to: usize,
-    ptype: u8,
-    body: &'a [u8],
-}
-
-type DropRule = Box<dyn FnMut(&Copy<'_>) -> bool>;
-
-struct Net {
-    nodes: Vec<Option<Txn>>,
-    events: Vec<Vec<(Time, Event)>>,
-    now: Time,
-    /// (arrival, order) -> (to, from, bytes)
-    flight: BTreeMap<(Time, u64), (usize, usize, Vec<u8>)>,
-    order: u64,
-    drop: Option<DropRule>,
-    /// (time, from, to, ptype) of every copy sent.
-    sent: Vec<(Time, usize, usize, u8)>,
-    latency: Duration,
-    /// Nodes whose application is busy: their engines run, but nobody takes their events.
-    paused: Vec<bool>,
-}
+type Net = crate::testnet::Net<Txn>;
 
 fn cfg() -> Config {
     Config {
@@ -52,20 +28,11 @@ fn cfg() -> Config {
 }
 
 impl Net {
+    /// Node 0 and `n - 1` others (ids are indices), 1 ms apart.
     fn new(n: usize, cfg: Config) -> Net {
-        let mut net = Net {
-            nodes: Vec::new(),
-            events: Vec::new(),
-            now: Time::ZERO,
-            flight: BTreeMap::new(),
-            order: 0,
-            drop: None,
-            sent: Vec::new(),
-            latency: MS,
-            paused: vec![false; n],
-        };
+        let mut net = Net::with(());
+        net.latency = MS;
         for i in 0..n {
-            let settings = EngineSettings::default();
             let p = EngineParams {
                 role: if i == 0 { Role::Create } else { Role::Join },
                 group: 7,
@@ -73,122 +40,29 @@ impl Net {
                 max_datagram_bytes: 1472,
                 now: Time::ZERO,
                 seed: 1000 + i as u64,
-                settings: &settings,
+                settings: &EngineSettings::default(),
             };
-            net.nodes.push(Some(Txn::new(cfg.clone(), &p)));
-            net.events.push(Vec::new());
+            net.add(Box::new(Txn::new(cfg.clone(), &p)));
         }
         for i in 0..n {
-            net.flush(i);
+            net.poll(i);
         }
         net
     }
 
     fn node(&mut self, i: usize) -> &mut Txn {
-        self.nodes[i].as_mut().expect("alive")
+        assert!(!self.down[i], "alive");
+        &mut self.nodes[i]
     }
 
     fn crash(&mut self, i: usize) {
-        self.nodes[i] = None;
-    }
-
-    fn flush(&mut self, i: usize) {
-        let now = self.now;
-        let n = self.nodes.len();
-        let Some(e) = self.nodes[i].as_mut() else {
-            return;
-        };
-        let mut buf = Vec::new();
-        let mut out = Vec::new();
-        for _ in 0..100_000 {
-            let Some(t) = e.poll_transmit(now, &mut buf) else {
-                break;
-            };
-            out.push((t.destination, buf.clone()));
-        }
-        if !self.paused[i] {
-            while let Some(ev) = e.poll_event() {
-                self.events[i].push((now, ev));
-            }
-            // What taking the events made the engine send goes out in the same step.
-            while let Some(t) = e.poll_transmit(now, &mut buf) {
-                out.push((t.destination, buf.clone()));
-            }
-        }
-        for (dest, data) in out {
-            let targets: Vec<usize> = match dest {
-                Destination::Group | Destination::Scoped { .. } => {
-                    (0..n).filter(|&j| j != i).collect()
-                }
-                Destination::Peer(id) => vec![id.0 as usize],
-            };
-            let ptype = data[4];
-            for to in targets {
-                let p = wire::decode(&data).unwrap();
-                let c = Copy {
-                    from: i,
-                    to,
-                    ptype,
-                    body: p.body,
-                };
-                self.sent.push((now, i, to, ptype));
-                if self.drop.as_mut().is_some_and(|d| d(&c)) {
-                    continue;
-                }
-                self.order += 1;
-                self.flight
-                    .insert((now + self.latency, self.order), (to, i, data.clone()));
-            }
-        }
-    }
-
-    fn next_timer(&self) -> Option<(Time, usize)> {
-        (self.nodes.iter().enumerate())
-            .filter_map(|(i, n)| n.as_ref().and_then(|e| e.poll_timeout()).map(|t| (t, i)))
-            .min()
-    }
-
-    /// Run until `until`, in order of arrivals and timers.
-    fn run_until(&mut self, until: Time) {
-        for _ in 0..10_000_000 {
-            let arrival = self.flight.keys().next().copied();
-            let timer = self.next_timer();
-            let next = match (arrival, timer) {
-                (Some((a, _)), Some((t, _))) => a.min(t),
-                (Some((a, _)), None) => a,
-                (None, Some((t, _))) => t,
-                (None, None) => break,
-            };
-            if next > until {
-                break;
-            }
-            self.now = self.now.max(next);
-            if arrival.is_some_and(|(a, _)| a == next) {
-                let k = arrival.unwrap();
-                let (to, from, data) = self.flight.remove(&k).unwrap();
-                let now = self.now;
-                if let Some(e) = self.nodes[to].as_mut() {
-                    e.handle_datagram(now, NodeId(from as u32), &data);
-                    self.flush(to);
-                }
-            } else if let Some((_, i)) = timer {
-                let now = self.now;
-                self.node(i).handle_timeout(now);
-                self.flush(i);
-            }
-        }
-        self.now = self.now.max(until);
+        self.down[i] = true;
     }
 
     /// Node `i`'s application takes its events again (and at once those held meanwhile).
     fn resume(&mut self, i: usize) {
         self.paused[i] = false;
-        self.flush(i);
-    }
-
-    fn run_for(&mut self, d: Duration) {
-        let until = self.now + d;
-        self.run_until(until);
+        self.poll(i);
     }
 
     fn submit(&mut self, i: usize, payload: &[u8]) -> u64 {
@@ -197,13 +71,13 @@ impl Net {
             .node(i)
             .submit(now, Bytes::copy_from_slice(payload), Qos::Reliable)
             .unwrap();
-        self.flush(i);
+        self.poll(i);
         m
     }
 
     fn deliveries(&self, i: usize) -> Vec<(NodeId, u64, Bytes)> {
         (self.events[i].iter())
-            .filter_map(|(_, e)| match e {
+            .filter_map(|e| match e {
                 Event::Deliver(d) => Some((d.sender, d.msg, d.payload.clone())),
                 _ => None,
             })
@@ -217,16 +91,16 @@ impl Net {
     }
 
     fn completed(&self, i: usize, msg: u64) -> bool {
-        (self.events[i].iter()).any(|(_, e)| *e == Event::SendComplete { msg })
+        (self.events[i].iter()).any(|e| *e == Event::SendComplete { msg })
     }
 
     fn failed(&self, i: usize, msg: u64) -> bool {
-        (self.events[i].iter()).any(|(_, e)| matches!(e, Event::Loss(l) if l.first_seq == msg))
+        (self.events[i].iter()).any(|e| matches!(e, Event::Loss(l) if l.first_seq == msg))
     }
 
     fn replies(&self, i: usize) -> Vec<(NodeId, u64, Bytes)> {
         (self.events[i].iter())
-            .filter_map(|(_, e)| match e {
+            .filter_map(|e| match e {
                 Event::Reply(r) => Some((r.from, r.request, r.payload.clone())),
                 _ => None,
             })
@@ -243,7 +117,7 @@ impl Net {
                 Bytes::copy_from_slice(payload),
             )
             .unwrap();
-        self.flush(i);
+        self.poll(i);
     }
 }
 
@@ -284,10 +158,10 @@ fn a_transaction_commits_everywhere_and_replies_come_back_named() {
     want.sort();
     assert_eq!(r, want);
     // With max answered the open is decided at once: no wait for the timer.
-    let done_at = (net.events[0].iter())
-        .find(|(_, e)| *e == Event::SendComplete { msg: m })
-        .unwrap()
-        .0;
+    let done_at = (net.events[0].iter().zip(&net.taken_at[0]))
+        .find(|(e, _)| **e == Event::SendComplete { msg: m })
+        .map(|(_, t)| *t)
+        .unwrap();
     assert!(done_at < Time::ZERO + 20 * MS, "{done_at:?}");
     // Replies after the channels closed are refused.
     net.run_for(Duration::from_secs(3));
@@ -448,7 +322,7 @@ fn an_open_with_fewer_than_min_answers_fails_and_nobody_delivers() {
     assert_eq!(net.node(0).take_failure(m), None);
     // The set that answered is announced: the source and receivers 1 and 2.
     let v = (net.events[0].iter())
-        .filter_map(|(_, e)| match e {
+        .filter_map(|e| match e {
             Event::View(v) if v.seq == m && v.id > 1 => Some(v.members.clone()),
             _ => None,
         })
@@ -487,7 +361,7 @@ fn a_dead_receiver_is_dropped_by_name_and_the_rest_commit() {
         assert!(net.delivered(i, 0, m));
     }
     let left: Vec<NodeId> = (net.events[0].iter())
-        .filter_map(|(_, e)| match e {
+        .filter_map(|e| match e {
             Event::View(v) if v.seq == m => v.left,
             _ => None,
         })
@@ -611,9 +485,9 @@ fn backoff_spreads_the_answers_over_backoff_time() {
     let firsts: BTreeMap<usize, Time> = net
         .sent
         .iter()
-        .filter(|s| s.3 == pk::STATUS && s.2 == 0)
+        .filter(|s| s.ptype == pk::STATUS && s.destination == Destination::Peer(NodeId(0)))
         .fold(BTreeMap::new(), |mut m, s| {
-            m.entry(s.1).or_insert(s.0);
+            m.entry(s.from).or_insert(s.at);
             m
         });
     assert_eq!(firsts.len(), 8);
@@ -634,8 +508,8 @@ fn backoff_spreads_the_answers_over_backoff_time() {
     net.submit(0, b"x");
     net.run_for(30 * MS);
     let t: Vec<Time> = (net.sent.iter())
-        .filter(|s| s.3 == pk::STATUS && s.2 == 0)
-        .map(|s| s.0)
+        .filter(|s| s.ptype == pk::STATUS && s.destination == Destination::Peer(NodeId(0)))
+        .map(|s| s.at)
         .take(8)
         .collect();
     assert!(t.iter().all(|x| *x == t[0]), "{t:?}");
@@ -664,7 +538,7 @@ fn the_window_and_rate_are_the_minimum_over_the_receivers() {
         }
         let d = net.node(0).describe();
         let _ = d;
-        outstanding_max = outstanding_max.max(net.flight.len());
+        outstanding_max = outstanding_max.max(net.in_flight());
     }
     assert!(net.completed(0, m));
     let took = net.now.0 as f64 / 1e9;
@@ -682,13 +556,13 @@ fn unreliable_multicast_is_one_datagram_and_no_answer() {
         .node(0)
         .submit(now, Bytes::from_static(b"hello"), Qos::Unreliable)
         .unwrap();
-    net.flush(0);
+    net.poll(0);
     net.run_for(20 * MS);
     for i in 0..4 {
         assert!(net.delivered(i, 0, m));
     }
     assert!(net.completed(0, m));
-    assert!(net.sent.iter().all(|s| s.3 == pk::UDATA));
+    assert!(net.sent.iter().all(|s| s.ptype == pk::UDATA));
     let now = net.now;
     assert_eq!(
         net.node(0)
