@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod common;
 pub mod engine;
 pub mod formation;
@@ -27,6 +28,7 @@ pub use engine::{
 };
 pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
 pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
+pub use catalog::EngineChoice;
 pub use registry::{
-    ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
+    ConfigError, EngineFactory, EngineParams, EngineSettings, NotRegistered, RecoveryPolicy, Role,
 };

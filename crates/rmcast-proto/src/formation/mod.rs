@@ -49,7 +49,8 @@ use crate::engine::{
     Transmit,
 };
 use crate::guarantees::Guarantees;
-use crate::registry::{EngineChoice, Role};
+use crate::catalog::EngineChoice;
+use crate::registry::Role;
 use bytes::Bytes;
 use hello::Hello;
 use std::collections::VecDeque;
