@@ -22,13 +22,13 @@ pub mod tree;
 pub mod txn;
 pub mod wire;
 
+pub use catalog::EngineChoice;
 pub use engine::{
     Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
     NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
 };
 pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
 pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
-pub use catalog::EngineChoice;
 pub use registry::{
     ConfigError, EngineFactory, EngineParams, EngineSettings, NotRegistered, RecoveryPolicy, Role,
 };

@@ -44,12 +44,12 @@
 
 pub mod hello;
 
+use crate::catalog::EngineChoice;
 use crate::engine::{
     Counters, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time,
     Transmit,
 };
 use crate::guarantees::Guarantees;
-use crate::catalog::EngineChoice;
 use crate::registry::Role;
 use bytes::Bytes;
 use hello::Hello;
