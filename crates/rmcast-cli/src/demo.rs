@@ -143,7 +143,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 
     // The independent check: the logs alone must show what the engine promises at this level.
-    let promised = rmcast_proto::registry::EngineChoice::named(&args.engine)
+    let promised = rmcast_proto::catalog::EngineChoice::named(&args.engine)
         .expect("engine checked above")
         .resilience(resilience)
         .guarantees()

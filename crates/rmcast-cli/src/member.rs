@@ -29,13 +29,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The engine names `--engine` takes: those of the one registry
-/// ([`rmcast_proto::registry::names`]); an unknown name is refused with the list.
+/// ([`rmcast_proto::catalog::names`]); an unknown name is refused with the list.
 pub fn parse_engine(name: &str) -> Result<String, String> {
-    match rmcast_proto::registry::find(name) {
+    match rmcast_proto::catalog::find(name) {
         Some(f) => Ok(f.name().to_string()),
         None => Err(format!(
             "unknown engine `{name}` (engines: {})",
-            rmcast_proto::registry::names().join(", ")
+            rmcast_proto::catalog::names().join(", ")
         )),
     }
 }
@@ -49,7 +49,7 @@ pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable
 /// to be asked for: they make every delivery wait for more holders (the ring's
 /// totally-resilient, for one, waits for every member).
 pub fn default_qos(engine: &str, r: u8) -> anyhow::Result<rmcast::Qos> {
-    let g = rmcast_proto::registry::EngineChoice::named(engine)
+    let g = rmcast_proto::catalog::EngineChoice::named(engine)
         .with_context(|| format!("engine `{engine}`"))?
         .resilience(r)
         .guarantees();
@@ -78,7 +78,7 @@ pub fn parse_qos(s: &str) -> Result<rmcast::Qos, String> {
 
 /// Refuse a `--qos` the engine (with resilience `r`) does not serve, saying what it serves.
 pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
-    let choice = rmcast_proto::registry::EngineChoice::named(engine)
+    let choice = rmcast_proto::catalog::EngineChoice::named(engine)
         .with_context(|| format!("engine `{engine}`"))?
         .resilience(r);
     let served = choice.guarantees().qos;
@@ -117,7 +117,7 @@ pub fn check_unicast_peers(
 }
 
 /// Help text of the `--engine` flags.
-pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::registry; `sequencer`: the Amoeba sequencer, total order, resilience r)";
+pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::catalog; `sequencer`: the Amoeba sequencer, total order, resilience r)";
 
 /// Which group to be in, and how to get there.
 #[derive(Args, Debug, Clone)]
@@ -1015,11 +1015,11 @@ mod tests {
     #[test]
     fn without_qos_every_engine_sends_at_the_strongest_order_it_serves() {
         use rmcast::Qos;
-        for name in rmcast_proto::registry::names() {
+        for name in rmcast_proto::catalog::names() {
             let q = default_qos(name, 0).unwrap();
             assert_eq!(qos_or_default(None, name, 0).unwrap(), q, "{name}");
             // Nothing stronger up to total order is served.
-            let served = rmcast_proto::registry::EngineChoice::named(name)
+            let served = rmcast_proto::catalog::EngineChoice::named(name)
                 .unwrap()
                 .guarantees()
                 .qos;

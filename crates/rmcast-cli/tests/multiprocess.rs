@@ -691,7 +691,7 @@ fn an_unknown_engine_is_refused_with_the_registered_names() {
             .unwrap();
         assert!(!out.status.success(), "{args:?} was accepted");
         let err = String::from_utf8_lossy(&out.stderr);
-        for name in rmcast_proto::registry::names() {
+        for name in rmcast_proto::catalog::names() {
             assert!(err.contains(name), "{args:?}: {err}");
         }
     }

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod common;
 pub mod engine;
 pub mod formation;
@@ -23,6 +24,7 @@ pub mod tree;
 pub mod txn;
 pub mod wire;
 
+pub use catalog::EngineChoice;
 pub use engine::{
     Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
     NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
@@ -30,5 +32,5 @@ pub use engine::{
 pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
 pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 pub use registry::{
-    ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
+    ConfigError, EngineFactory, EngineParams, EngineSettings, NotRegistered, RecoveryPolicy, Role,
 };

@@ -4,7 +4,7 @@
 //! A run is a pure function of its [`SimConfig`]: virtual time, one event queue ordered by
 //! `(time, insertion counter)`, one seeded RNG ([`rand_chacha::ChaCha8Rng`]). Hosts hold
 //! the engine built by the run's [`EngineChoice`] (any engine of
-//! [`rmcast_proto::registry`], or a test's own) inside group formation
+//! [`rmcast_proto::catalog`], or a test's own) inside group formation
 //! ([`rmcast_proto::formation`]: join-or-create, HELLOs, merges and rejoins with
 //! [`SimConfig::join_or_create`] and [`SimConfig::heal`]; transparent otherwise), each with a seed hashed from the run's seed and
 //! its node id ([`engine_seed`]), so any engine runs unchanged; the simulator drives them

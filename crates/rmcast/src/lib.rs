@@ -19,7 +19,7 @@
 //!   refused at once with [`rmcast_proto::SendError::Unsupported`] when the engine does not serve
 //!   it ([`GroupSender::guarantees`]); answers to a member's message: [`GroupSender::reply`],
 //!   received as [`GroupEvent::Reply`];
-//! * engines: [`EngineChoice`] from the one registry of [`rmcast_proto::registry`] (re-exported
+//! * engines: [`EngineChoice`] from the one list of [`rmcast_proto::catalog`] (re-exported
 //!   here with [`EngineFactory`], [`Role`] and [`RecoveryPolicy`]); configuration errors are
 //!   typed ([`ConfigError`] in [`Error::Config`]);
 //! * membership: [`Node::open_group`] (create, join, or join-or-create a group by name) and
@@ -113,9 +113,11 @@ pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
-/// The engine registry ([`rmcast_proto::registry`]): the runtime has no registry of its own.
+/// The engine list ([`rmcast_proto::catalog`]): the runtime has no list of its own.
+pub use rmcast_proto::catalog::EngineChoice;
+/// What engines are built from ([`rmcast_proto::registry`]).
 pub use rmcast_proto::registry::{
-    ConfigError, EngineChoice, EngineFactory, EngineParams, EngineSettings, RecoveryPolicy, Role,
+    ConfigError, EngineFactory, EngineParams, EngineSettings, NotRegistered, RecoveryPolicy, Role,
 };
 /// Keys of secure groups ([`GroupConfig::keys`]; see [`rmcast_proto::secure`]).
 pub use rmcast_proto::secure::{GroupKey, KeyError, Keyring};

@@ -313,7 +313,7 @@ pub fn run(
         );
     }
     // What the engine promises at this level across one failure: the logs are checked for it.
-    let promised = rmcast_proto::registry::EngineChoice::named(&args.engine)
+    let promised = rmcast_proto::catalog::EngineChoice::named(&args.engine)
         .expect("engine checked before")
         .resilience(resilience)
         .recovery(args.recovery.policy())

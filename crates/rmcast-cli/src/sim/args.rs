@@ -2,7 +2,7 @@
 //! that read them, so that every experiment depends on them and none on another.
 
 use clap::Args;
-use rmcast_proto::registry;
+use rmcast_proto::catalog;
 use rmcast_sim::stability;
 
 /// The experiments of `rmcast sim --experiment`.
@@ -61,13 +61,13 @@ pub fn parse_perturbed(s: &str) -> Result<Perturbed, String> {
     }
 }
 
-/// `--engine`: any name of the engine registry ([`registry::names`]); the error lists them.
+/// `--engine`: any name of the engine registry ([`catalog::names`]); the error lists them.
 fn engine_name(s: &str) -> Result<String, String> {
-    match registry::find(s) {
+    match catalog::find(s) {
         Some(f) => Ok(f.name().to_string()),
         None => Err(format!(
             "no engine named {s:?} (engines: {})",
-            registry::names().join(", ")
+            catalog::names().join(", ")
         )),
     }
 }

@@ -466,7 +466,7 @@ fn run_experiment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcast_proto::registry;
+    use rmcast_proto::catalog;
 
     fn parse(line: &str) -> SimArgs {
         parse_args(line)
@@ -501,7 +501,7 @@ mod tests {
             panic!("an unknown engine is refused");
         };
         let e = e.to_string();
-        for name in registry::names() {
+        for name in catalog::names() {
             assert!(e.contains(name), "{e}");
         }
     }

@@ -461,7 +461,8 @@ mod tests {
     /// foreign, a looped-back own datagram is own; none of them reaches the protocol.
     #[test]
     fn every_engine_filters_and_counts_the_same() {
-        use crate::registry::{engines, EngineParams, EngineSettings, Role};
+        use crate::catalog::engines;
+        use crate::registry::{EngineParams, EngineSettings, Role};
         let kind = |name: &str| match name {
             "sequencer" => EngineKind::Sequencer,
             "ring" => EngineKind::Ring,

@@ -44,12 +44,13 @@
 
 pub mod hello;
 
+use crate::catalog::EngineChoice;
 use crate::engine::{
     Counters, Destination, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time,
     Transmit,
 };
 use crate::guarantees::Guarantees;
-use crate::registry::{EngineChoice, Role};
+use crate::registry::Role;
 use bytes::Bytes;
 use hello::Hello;
 use std::collections::VecDeque;

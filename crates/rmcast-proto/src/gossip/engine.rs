@@ -513,6 +513,7 @@ impl Gossip {
         };
         while self.events.room() {
             if let Some(count) = s.lost_run() {
+                debug_assert!(count > 0, "a loss is of at least one message");
                 s.skip(count);
                 self.stats.lost_msgs = self.stats.lost_msgs.saturating_add(count);
                 self.stats.loss_events += 1;
@@ -527,6 +528,8 @@ impl Gossip {
             let payload = h.payload.clone();
             let msg = s.next;
             s.advance();
+            // FIFO per sender: each message once, right after the one before it.
+            debug_assert_eq!(s.next, msg + 1, "delivery moves one message at a time");
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
                 respond: false,
@@ -553,9 +556,12 @@ impl Gossip {
     /// Every member holds every message of `origin` below this: stability.
     fn stable_point(&self, origin: NodeId) -> u64 {
         let own = self.streams.get(&origin).map_or(0, |s| s.next);
-        (self.peers.values())
+        let stable = (self.peers.values())
             .map(|p| p.prefix.get(&origin).copied().unwrap_or(0))
-            .fold(own, u64::min)
+            .fold(own, u64::min);
+        // Stable means every member has it, this one included: never past our own delivery.
+        debug_assert!(stable <= own);
+        stable
     }
 
     /// The histories worth a line in a digest: something held, missing or given up on, or
@@ -887,6 +893,8 @@ impl Gossip {
     }
 
     fn finish_leave(&mut self) {
+        // Phases: member, leaving (lingers while its messages spread), left; once each.
+        debug_assert!(self.member && self.leaving.is_some() && !self.left);
         if let Some(e) = self.table.get(self.me) {
             self.send(Destination::Group, packet::LEAVE, |b| b.put_u32(e.version));
         }
@@ -896,6 +904,7 @@ impl Gossip {
     }
 
     fn gossip_round(&mut self, now: Time) {
+        debug_assert!(!self.left, "no rounds after the leave");
         if self
             .last_round_at
             .is_some_and(|t| now.saturating_since(t) > self.period() * 3)
@@ -1029,6 +1038,11 @@ impl Engine for Gossip {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
         };
+        // Own messages are numbered in order, each delivered here at once (next moved past it).
+        debug_assert!(self
+            .streams
+            .get(&self.me)
+            .is_some_and(|s| s.next == msg + 1));
         // The first phase: one unreliable multicast; gossip repairs what it missed.
         self.send_data(Destination::Group, self.me, msg, &payload);
         self.counters.submitted += 1;

@@ -1,8 +1,8 @@
 //! The [`Engine`] contract of the sequencer: every method delegates to an inherent method, so
 //! that the trait's shape can change without touching the protocol.
 
-use super::engine::Phase;
 use super::packet::ptype;
+use super::shared::Phase;
 use super::Sequencer;
 use crate::common::shell::{self, Gate, Shelled};
 use crate::engine::{
@@ -84,16 +84,7 @@ impl Engine for Sequencer {
     }
 
     fn engine_counters(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("syncs_sent", self.syncs_sent),
-            ("ordering_refused", self.ordering_refused),
-            ("requests_far_ahead", self.requests_far_ahead),
-            ("request_gaps_asked", self.request_gaps_asked),
-            ("request_gaps_filled", self.request_gaps_filled),
-            ("request_timeouts", self.request_timeouts),
-            ("request_gaps_stale", self.request_gaps_stale),
-            ("requests_oversized", self.requests_oversized),
-        ]
+        self.stats.named()
     }
 
     fn guarantees(&self) -> Guarantees {

@@ -2,9 +2,10 @@
 //! history, gap repair, delivery in sequence order, reassembly, and views installed as their
 //! membership entries are delivered.
 
-use super::engine::{Phase, Sequencer};
+use super::engine::Sequencer;
 use super::history::Entry;
 use super::packet::{self, EntryKind, OrderedEntry, SeqState};
+use super::shared::{Phase, Timer};
 use crate::common::{decode_view, Refused};
 use crate::engine::{Delivery, Destination, Event, NodeId, Recovery, View};
 use bytes::Bytes;
@@ -87,8 +88,8 @@ impl Sequencer {
         self.hist.start_at(base_seq + i as u64);
         self.view.coordinator = from;
         self.sequencer_hint = from;
-        self.phase = Phase::Member;
-        self.join_deadline = None;
+        self.set_phase(Phase::Member);
+        self.timers.clear(Timer::Join);
         self.join_into = None;
         true
     }
@@ -258,11 +259,10 @@ impl Sequencer {
             progress = true;
         }
         let at = self.now + self.repair_rto();
-        let s = &mut self.sender;
-        if s.awaiting_complete.is_empty() {
-            s.complete_deadline = None;
-        } else if progress || s.complete_deadline.is_none() {
-            s.complete_deadline = Some(at);
+        if self.sender.awaiting_complete.is_empty() {
+            self.timers.clear(Timer::Complete);
+        } else if progress || !self.timers.is_set(Timer::Complete) {
+            self.timers.arm(Timer::Complete, at);
         }
         debug_assert!(self.sender.awaiting_complete.len() <= self.hist.buffer.capacity());
     }
@@ -332,13 +332,13 @@ impl Sequencer {
     }
 
     /// Our own leave was delivered: we are out (a sequencer keeps serving retransmissions
-    /// until the others have the leave, see `finish_sequencer_leave`).
+    /// until the others have the leave, see `Ordering::handed_over`).
     fn own_leave_delivered(&mut self) {
-        self.leave_deadline = None;
+        self.timers.clear(Timer::Leave);
         if self.is_sequencer() {
             return;
         }
-        self.phase = Phase::Left;
+        self.set_phase(Phase::Left);
         self.hist.need_status = false;
         // To the group: a member that takes over from the sequencer before it hears from us
         // would otherwise wait for us to have our leave until the linger bound.

@@ -6,31 +6,21 @@
 //! construction, and the inputs every part reacts to: datagrams, timers, and the `pump` that
 //! follows every input.
 
+use super::config::Config;
 use super::history::History;
-use super::ordering::Ordering;
+use super::ordering::{Member, MemberState, Ordering};
 use super::packet::{self, ptype, Body, SeqState};
-use super::recovery::RecoveryState;
+use super::recovery::state::RecoveryState;
+use super::retrans::Retransmissions;
 use super::sender::Sender;
+use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
-use super::transmit::Retransmissions;
-use super::Config;
 use crate::common::shell::{self, EventQueue};
-use crate::common::{Deadlines, Reassembly};
-use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, SendError, Time, View};
+use crate::common::{Reassembly, TooLarge};
+use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, Qos, SendError, Time, View};
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
 use std::time::Duration;
-
-/// Where a member stands in the group.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Phase {
-    Joining,
-    Member,
-    Left,
-}
-
-/// Bound on queued retransmission requests and nudges at the sequencer.
-pub(super) const MAX_RETRANS_QUEUE: usize = 256;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
@@ -50,7 +40,8 @@ pub struct Sequencer {
     pub(super) sequencer_hint: NodeId,
     /// The sender side: own messages until they are delivered back.
     pub(super) sender: Sender,
-    pub(super) join_deadline: Option<Time>,
+    /// The member's own timers (join, leave, completion, handover), by [`Timer`].
+    pub(super) timers: SeqTimers,
     /// While joining to merge into another group of this name: a member of that group (its
     /// coordinator when the merge was decided). Only a group that has it admits us; other
     /// groups that heard an untargeted request would each admit us, and keep a member that
@@ -63,7 +54,6 @@ pub struct Sequencer {
     /// and a member that may take over from it before it hears from us).
     pub(super) farewell: Option<Destination>,
     pub(super) leave_requested: bool,
-    pub(super) leave_deadline: Option<Time>,
     /// What a new sequencer inherits from the delivered order.
     pub(super) succession: Succession,
     /// Retransmissions this member answers (the sequencer, or anyone during recovery).
@@ -76,24 +66,8 @@ pub struct Sequencer {
     /// accounted in one pass instead of one pass per message.
     pub(super) pump_due: bool,
     pub(super) counters: Counters,
-    /// BC_SYNC datagrams sent (an [`Engine::engine_counters`](crate::Engine::engine_counters) entry).
-    pub(super) syncs_sent: u64,
-    /// Ordering state (BC_BCAST, accepts, syncs) from a node that is not a member of the view,
-    /// refused: roles, not claims.
-    pub(super) ordering_refused: u64,
-    /// Requests further ahead of their sender's stream than a send window, refused.
-    pub(super) requests_far_ahead: u64,
-    /// Gaps in a sender's requests this sequencer asked the sender to fill at once.
-    pub(super) request_gaps_asked: u64,
-    /// Requests sent again because the sequencer asked for them.
-    pub(super) request_gaps_filled: u64,
-    /// Times the request timer fired (no progress of own requests for a timeout).
-    pub(super) request_timeouts: u64,
-    /// Gaps the sequencer asked for that were ordered (or never sent) by the time the ask
-    /// arrived, ignored.
-    pub(super) request_gaps_stale: u64,
-    /// Requests announcing more fragments than a message of the maximum size has, refused.
-    pub(super) requests_oversized: u64,
+    /// The sequencer's own counters ([`Engine::engine_counters`](crate::Engine::engine_counters)).
+    pub(super) stats: Stats,
 }
 
 impl Sequencer {
@@ -121,26 +95,18 @@ impl Sequencer {
             ord: None,
             sequencer_hint: me,
             sender: Sender::new(&cfg),
-            join_deadline: None,
+            timers: SeqTimers::new(),
             join_into: None,
             farewell: None,
             ask_state: false,
             leave_requested: false,
-            leave_deadline: None,
             succession: Succession::default(),
             retrans: Retransmissions::default(),
             rec: RecoveryState::new(&cfg, now),
             events: EventQueue::new(cfg.max_pending_events),
             pump_due: false,
             counters: Counters::default(),
-            syncs_sent: 0,
-            ordering_refused: 0,
-            requests_far_ahead: 0,
-            request_gaps_asked: 0,
-            request_gaps_filled: 0,
-            request_timeouts: 0,
-            request_gaps_stale: 0,
-            requests_oversized: 0,
+            stats: Stats::default(),
             cfg,
         }
     }
@@ -149,7 +115,7 @@ impl Sequencer {
     pub fn create(cfg: Config, me: NodeId, now: Time) -> Sequencer {
         let mut s = Sequencer::new(cfg, me, now, Phase::Member);
         s.ord = Some(Ordering::new(0, Vec::new(), 0, now, false));
-        s.order_join(me);
+        s.ordering(|o, m| o.order_join(m, me));
         s.pump();
         s
     }
@@ -157,7 +123,7 @@ impl Sequencer {
     /// Start joining an existing group; an [`Event::View`] including this node follows.
     pub fn join(cfg: Config, me: NodeId, now: Time) -> Sequencer {
         let mut s = Sequencer::new(cfg, me, now, Phase::Joining);
-        s.join_deadline = Some(now);
+        s.timers.arm(Timer::Join, now);
         s
     }
 
@@ -178,14 +144,7 @@ impl Sequencer {
         fresh.sender.own_ordered = next - 1;
         fresh.sender.max_sent_pnum = next - 1;
         fresh.counters = std::mem::take(&mut self.counters);
-        fresh.syncs_sent = self.syncs_sent;
-        fresh.ordering_refused = self.ordering_refused;
-        fresh.requests_far_ahead = self.requests_far_ahead;
-        fresh.request_gaps_asked = self.request_gaps_asked;
-        fresh.request_gaps_filled = self.request_gaps_filled;
-        fresh.request_timeouts = self.request_timeouts;
-        fresh.request_gaps_stale = self.request_gaps_stale;
-        fresh.requests_oversized = self.requests_oversized;
+        fresh.stats = self.stats;
         // The old events first; a new group's first view after them.
         let mut events = std::mem::replace(&mut self.events, EventQueue::new(1));
         events.append(&mut fresh.events);
@@ -223,19 +182,147 @@ impl Sequencer {
         }
     }
 
-    /// Timeout for repair traffic (NACKs, BC_SYNC): the RTT-based timeout without backoff, and
-    /// no longer than the configured initial timeout. Request RTTs include queueing at the
-    /// sequencer (a full history makes them long); repair must not slow down with them, or a
-    /// member that fell behind keeps everyone's history full.
+    /// Timeout for repair traffic (see [`Sender::repair_rto`]).
     pub(super) fn repair_rto(&self) -> Duration {
-        self.sender
-            .rtt
-            .base_rto()
-            .min(Duration::from_millis(self.cfg.retrans_timeout_ms))
+        self.sender.repair_rto(&self.cfg)
     }
 
     pub(super) fn is_sequencer(&self) -> bool {
         self.ord.is_some()
+    }
+
+    /// Run `f` on the ordering part with this member's state, if this member orders.
+    pub(super) fn ordering<R>(
+        &mut self,
+        f: impl FnOnce(&mut Ordering, &mut Member<'_>) -> R,
+    ) -> Option<R> {
+        let o = self.ord.as_mut()?;
+        let mut m = Member {
+            cfg: &self.cfg,
+            me: self.me,
+            now: self.now,
+            hist: &mut self.hist,
+            sender: &mut self.sender,
+            retrans: &mut self.retrans,
+            counters: &mut self.counters,
+            stats: &mut self.stats,
+            timers: &mut self.timers,
+        };
+        Some(f(o, &mut m))
+    }
+
+    /// Go to phase `to` (see [`Phase`] for the transitions).
+    pub(super) fn set_phase(&mut self, to: Phase) {
+        debug_assert!(self.phase.may_become(to), "{:?} -> {to:?}", self.phase);
+        self.phase = to;
+    }
+
+    /// Take over ordering after the sequencer left: everything up to its leave is delivered here.
+    pub(super) fn become_sequencer(&mut self, next_seq: u64) {
+        debug_assert!(self.ord.is_none(), "one ordering part at a time");
+        let floor = self.hist.stable;
+        let mut members: Vec<MemberState> = self
+            .view
+            .members
+            .iter()
+            .map(|&id| self.inherited_member(id, next_seq, floor))
+            .collect();
+        // Leavers that may still lack their leave (the old sequencer counted them in `stable`
+        // until they had it, so those below the floor are done) are waited for here too.
+        let deadline = self.now + Duration::from_millis(self.cfg.leave_linger_ms);
+        for &(id, seq) in &self.succession.recent_leaves {
+            if seq >= floor && id != self.me && !members.iter().any(|m| m.id == id) {
+                members.push(MemberState {
+                    id,
+                    expect: floor,
+                    held_next: floor,
+                    last_pnum: 0,
+                    join_seq: floor,
+                    mid_message: false,
+                    departed: Some((seq, deadline)),
+                    gap_asked: None,
+                });
+            }
+        }
+        // Learn where every member stands before history fills or acceptance stalls.
+        let o = Ordering::new(next_seq, members, self.view.id, self.now, true);
+        self.ord = Some(o);
+        self.hist.held_next = next_seq;
+        self.hist.seq_next_known = next_seq;
+        self.hist.gaps.stop_timer();
+        self.sender.become_local();
+    }
+
+    /// What a new sequencer knows of member `id`: its stream as its reset acknowledgement said
+    /// or as delivered here, and where its join was delivered.
+    fn inherited_member(&self, id: NodeId, next_seq: u64, floor: u64) -> MemberState {
+        let stream = self.rec.reset_streams.iter().find(|s| s.0 == id);
+        let point = if id == self.me { next_seq } else { floor };
+        MemberState {
+            id,
+            expect: point,
+            held_next: point,
+            last_pnum: stream
+                .map(|s| s.1)
+                .or_else(|| self.succession.last_delivered_pnum.get(&id).copied())
+                .unwrap_or(0),
+            join_seq: self.succession.join_seqs.get(&id).copied().unwrap_or(floor),
+            mid_message: stream.map_or_else(|| self.hist.reassembly.in_progress(id), |s| s.2),
+            departed: None,
+            gap_asked: None,
+        }
+    }
+
+    /// A sequencer leaves once its own messages are ordered and there is room for the leave.
+    pub(super) fn sequencer_can_leave(&self) -> bool {
+        self.leave_requested
+            && self.timers.is_set(Timer::Leave)
+            && self.sender.unsent == self.sender.outq.len()
+            && self.sender.awaiting_complete.is_empty()
+            && self.ord.as_ref().is_some_and(|o| o.may_leave(&self.hist))
+    }
+
+    /// When the sequencer must next send BC_SYNC (see [`Ordering::sync_at`]).
+    pub(super) fn sync_at(&self) -> Option<Time> {
+        let interval = Duration::from_millis(self.cfg.sync_interval_ms);
+        self.ord
+            .as_ref()?
+            .sync_at(&self.hist, self.repair_rto(), interval)
+    }
+
+    pub(super) fn submit_message(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        _qos: Qos,
+    ) -> Result<u64, SendError> {
+        self.now = self.now.max(now);
+        if self.phase == Phase::Member && self.recovering() {
+            return Err(SendError::GroupFailed);
+        }
+        if self.phase != Phase::Member
+            || self.leave_requested
+            || self.ord.as_ref().is_some_and(|o| o.leaving.is_some())
+        {
+            return Err(SendError::NotMember);
+        }
+        let payload_len = payload.len();
+        let bb = payload_len >= self.cfg.bb_threshold();
+        let fragments = self
+            .sender
+            .split(payload)
+            .map_err(|TooLarge| SendError::TooLarge)?;
+        // A message larger than the window goes alone.
+        let queued = self.sender.outq.len();
+        let full = queued + fragments.fragment_count() > self.cfg.send_window_msgs
+            || self.sender.outq_bytes + payload_len > self.cfg.send_window_bytes;
+        if full && queued > 0 {
+            return Err(SendError::WouldBlock);
+        }
+        let msg = self.sender.push_message(fragments, bb);
+        self.counters.submitted += 1;
+        self.pump_due = true;
+        Ok(msg)
     }
 
     /// Where the sequence stands as this member piggybacks it.
@@ -261,23 +348,27 @@ impl Sequencer {
     pub(super) fn pump(&mut self) {
         self.pump_due = false;
         self.refresh_detector();
-        if self.is_sequencer() && self.phase == Phase::Member {
-            self.order_pending_joins();
-            let members = self.ord.as_ref().map_or(0, |o| o.members.len());
-            if self.ord.as_ref().is_some_and(|o| !o.waiting.is_empty()) {
-                for i in 0..members {
-                    self.order_waiting(i);
-                }
-            }
-            self.order_local();
-            self.sequencer_bookkeeping();
+        if self.phase == Phase::Member {
+            self.ordering(|o, m| {
+                o.order_pending_joins(m);
+                o.order_all_waiting(m);
+                o.order_local(m);
+                o.bookkeeping(m);
+            });
         }
         self.deliver();
-        if self.is_sequencer() && self.phase == Phase::Member {
-            // Delivery may have moved our own expect; recompute stability.
-            self.sequencer_bookkeeping();
-            self.hist.purge();
-            self.finish_sequencer_leave();
+        if self.phase == Phase::Member {
+            // Delivery may have moved our own expect; recompute stability. A departing
+            // sequencer goes once its successor has the handover.
+            let handed_over = self.ordering(|o, m| {
+                o.bookkeeping(m);
+                m.hist.purge();
+                o.handed_over(m)
+            });
+            if handed_over == Some(true) {
+                self.set_phase(Phase::Left);
+                self.events.push_back(Event::Left);
+            }
         }
         self.release_completions();
         self.check_gap();
@@ -297,38 +388,38 @@ impl Sequencer {
             // Submitted messages wait for a poll: one is due now.
             return Some(self.now);
         }
-        let mut t = Deadlines::new();
-        t.at("join", self.join_deadline)
-            .at("nack", self.hist.gaps.deadline());
+        // The member's own timers, and the deadlines of its parts, in one table.
+        let mut t = self.timers.clone();
         // The leave timer only runs while the leave can go out; otherwise an input unblocks it
         // (in recovery mode, the reset).
-        if (self.is_sequencer() && self.sequencer_can_leave())
-            || (!self.is_sequencer()
-                && self.sender.outq.is_empty()
+        let leave_can_go = if self.is_sequencer() {
+            self.sequencer_can_leave()
+        } else {
+            self.sender.outq.is_empty()
                 && self.sender.awaiting_complete.is_empty()
-                && !self.recovering())
-        {
-            t.at("leave", self.leave_deadline);
+                && !self.recovering()
+        };
+        if !leave_can_go {
+            t.clear(Timer::Leave);
         }
-        if !self.is_sequencer() && self.sender.has_unordered() {
-            t.at("request", self.sender.req_deadline);
+        let requests = !self.is_sequencer() && self.sender.has_unordered();
+        t.set(
+            Timer::Request,
+            self.sender.req_deadline.filter(|_| requests),
+        );
+        t.set(Timer::Nack, self.hist.gaps.deadline());
+        t.set(Timer::Sync, self.sync_at());
+        t.set(Timer::Probe, self.rec.detector.next_timeout());
+        t.set(Timer::Recovery, self.recovery_deadline());
+        let handover = self.ord.as_ref().filter(|o| o.leaving.is_some());
+        if handover.is_none() || self.timers.get(Timer::Handover) <= Some(self.now) {
+            t.clear(Timer::Handover);
         }
-        t.at("sync", self.sync_at())
-            .at("complete", self.sender.complete_deadline)
-            .at("probe", self.rec.detector.next_timeout())
-            .at("recovery", self.recovery_deadline());
-        if let Some(o) = &self.ord {
-            if o.leaving.is_some() && o.leave_deadline > self.now {
-                t.at("handover", Some(o.leave_deadline));
-            }
-            let linger = o
-                .members
-                .iter()
-                .filter_map(|m| m.departed.map(|d| d.1))
-                .min();
-            t.at("linger", linger);
-        }
-        t.earliest()
+        t.set(
+            Timer::Linger,
+            self.ord.as_ref().and_then(Ordering::linger_deadline),
+        );
+        t.earliest().map(|(at, _)| at)
     }
 
     /// Whether a datagram of another incarnation is taken anyway: a joiner follows the newest
@@ -394,23 +485,11 @@ impl Sequencer {
             self.rec.heard_sequencer = true;
             self.rec.last_heard_sequencer = now;
         }
-        self.note_successor_orders(from, header.ptype);
+        if let Some(o) = self.ord.as_mut() {
+            o.note_successor_orders(from, header.ptype);
+        }
         self.dispatch(from, body, &data);
         self.pump();
-    }
-
-    /// A departing sequencer whose successor orders knows the successor delivered its leave.
-    fn note_successor_orders(&mut self, from: NodeId, ptype: u8) {
-        let Some(o) = self.ord.as_mut() else { return };
-        let (Some(seq), Some(succ)) = (o.leaving, o.successor) else {
-            return;
-        };
-        let sequencing = matches!(ptype, ptype::ORDERED | ptype::ACCEPT | ptype::SYNC);
-        if from == succ && sequencing {
-            if let Some(m) = o.members.iter_mut().find(|m| m.id == succ) {
-                m.expect = m.expect.max(seq + 1);
-            }
-        }
     }
 
     /// Hand a decoded body to its handler. In recovery mode only what the recovery needs is
@@ -428,7 +507,7 @@ impl Sequencer {
             && !self.view.members.is_empty()
             && !self.orders_here(from)
         {
-            self.ordering_refused += 1;
+            self.stats.ordering_refused += 1;
             return;
         }
         match body {
@@ -450,13 +529,8 @@ impl Sequencer {
                 entries,
             } => {
                 if seq_role {
-                    self.on_request(
-                        from,
-                        (expect, held_next, ordered_through),
-                        entries,
-                        bb,
-                        data,
-                    );
+                    let report = (expect, held_next, ordered_through);
+                    self.ordering(|o, m| o.on_request(m, from, report, entries, (bb, data)));
                 } else if bb && self.phase == Phase::Member {
                     self.on_bb_data(from, entries, data);
                 }
@@ -473,12 +547,11 @@ impl Sequencer {
                 held_next,
                 ask,
             } => {
-                if let Some(i) = self.member_index(from) {
-                    self.note_member_state(i, expect, held_next);
-                    if ask {
-                        self.nudge(from);
-                    }
-                } else if self.phase == Phase::Member {
+                let known = self
+                    .ord
+                    .as_mut()
+                    .is_some_and(|o| o.on_status(from, expect, held_next, ask));
+                if !known && self.phase == Phase::Member {
                     // A leaver's farewell: should we take over, we need not wait for it.
                     self.succession.has_leave(from, expect);
                 }
@@ -493,12 +566,16 @@ impl Sequencer {
                 if !seq_role && self.phase == Phase::Member && from == self.sequencer_hint {
                     let now = self.now;
                     if !self.sender.on_gap(f, to, now) {
-                        self.request_gaps_stale += 1;
+                        self.stats.request_gaps_stale += 1;
                     }
                 }
             }
-            Body::JoinReq { .. } => self.on_join_req(from),
-            Body::LeaveReq { expect } => self.on_leave_req(from, expect),
+            Body::JoinReq { .. } => {
+                self.ordering(|o, m| o.on_join_req(m, from));
+            }
+            Body::LeaveReq { expect } => {
+                self.ordering(|o, m| o.on_leave_req(m, from, expect));
+            }
             Body::Result { .. } => unreachable!("handled in on_datagram"),
             other => self.on_recovery_body(from, other),
         }
@@ -531,9 +608,8 @@ impl Sequencer {
             if self.recovery_invites(from) {
                 self.queue_retrans(from, f, to);
             }
-        } else if let Some(i) = self.member_index(from) {
-            self.note_member_state(i, expect, 0);
-            self.queue_retrans(from, f, to);
+        } else {
+            self.ordering(|o, m| o.on_retrans(m, from, (f, to), expect));
         }
     }
 
@@ -552,11 +628,13 @@ impl Sequencer {
             .is_some_and(|(_, limit)| self.hist.held_next < limit);
         self.hist.gaps.on_timeout(now, open, rto);
         if self.sync_at().is_some_and(|t| now >= t) {
-            self.ord.as_mut().expect("sequencer").sync_due = true;
+            if let Some(o) = self.ord.as_mut() {
+                o.sync_due = true;
+            }
         }
-        if self.sender.complete_deadline.is_some_and(|d| now >= d) {
+        if self.timers.due(Timer::Complete, now) {
             // Own sends wait for completion and nothing moved: ask where the sequence stands.
-            self.sender.complete_deadline = Some(now + 2 * rto);
+            self.timers.arm(Timer::Complete, now + 2 * rto);
             if !self.is_sequencer() {
                 self.hist.need_status = true;
                 self.ask_state = true;
@@ -591,22 +669,22 @@ impl Sequencer {
             self.member_failed(suspect);
         }
         self.counters.retransmissions += self.sender.on_request_timeout(now);
-        self.request_timeouts += 1;
+        self.stats.request_timeouts += 1;
     }
 
     pub(super) fn request_leave(&mut self, now: Time) {
         self.now = self.now.max(now);
         match self.phase {
             Phase::Joining => {
-                self.phase = Phase::Left;
+                self.set_phase(Phase::Left);
                 self.events.push_back(Event::Left);
             }
             Phase::Member if !self.leave_requested => {
                 self.leave_requested = true;
-                self.leave_deadline = Some(now);
+                self.timers.arm(Timer::Leave, now);
                 if self.alone_in_recovery() {
                     // Nobody is left to order the leave or to hear it: done.
-                    self.phase = Phase::Left;
+                    self.set_phase(Phase::Left);
                     self.ord = None;
                     self.refresh_detector();
                     self.events.push_back(Event::Left);

@@ -139,6 +139,12 @@ impl History {
         inserted
     }
 
+    /// Whether `seq` and the slot after it fit in the history window (a reset that ends the
+    /// order must still fit after it).
+    pub(super) fn has_slot(&self, seq: u64) -> bool {
+        self.buffer.in_window(seq + 1)
+    }
+
     /// Check the invariants (of a member: a joiner has no history yet).
     pub(super) fn check_invariants(&self) {
         debug_assert!(self.buffer.base() <= self.next_deliver);

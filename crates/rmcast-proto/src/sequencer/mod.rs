@@ -35,26 +35,38 @@
 //! formed after any failures or partitions holds it, and no send completes on a minority side.
 //!
 //! **Layout.** One [`Sequencer`] per member, made of parts that each keep their own state and
-//! check their own invariants:
+//! check their own invariants. The parts import nothing of the member that holds them; the
+//! protocol steps that work on the whole member (`impl Sequencer` in `engine`, `delivery`,
+//! `transmit` and `recovery`) sit above them, and no module imports one that imports it back.
 //!
-//! - `config`: [`Config`].
-//! - `engine`: the struct, its construction, datagram dispatch, timers and the `pump` that
-//!   follows every input; `api`: the [`Engine`](crate::Engine) contract, delegating to it.
+//! Parts (below the member):
+//!
+//! - `config`: [`Config`]; `shared`: the phase of a member, its own counters and its timer
+//!   table (one slot per timer, [`Timers`](crate::common::Timers)).
 //! - `sender` (section 5.2, SendToGroup): own messages, fragmented by
 //!   [`Fragmenter`](crate::common::Fragmenter), the send window and requests in flight.
 //! - `history` (section 5.2, Fig. 11): the history buffer, its delivery, holding, acceptance and
 //!   stability points, BB data before its accept, reassembly bounded by the maximum message
 //!   size ([`Reassembly`](crate::common::Reassembly)) and the gap to repair
 //!   ([`GapTracker`](crate::common::GapTracker)).
+//! - `ordering` (sections 5.1 and 5.2, Fig. 10): the sequencer's state and duties — assigning
+//!   sequence numbers, joins and leaves, acceptance with resilience `r`, stability, handover.
+//!   A member holds it only while it orders, and lends it the rest of its state for each step
+//!   (`ordering::Member`), so no step needs to ask whether this member is the sequencer.
+//! - `succession`: what a member keeps so that it can take over as sequencer.
+//! - `retrans`: retransmissions owed, merged per destination, in bounded bursts.
+//! - `recovery::state`: the failure detector, recovery mode and the answers owed.
+//! - `packet`: the wire format (Fig. 12).
+//!
+//! The member (above the parts):
+//!
+//! - `engine`: the struct, its construction, datagram dispatch, timers and the `pump` that
+//!   follows every input; `api`: the [`Engine`](crate::Engine) contract, delegating to it.
 //! - `delivery` (section 5.2, Fig. 18): ordered entries into the history, delivery in order,
 //!   views installed from membership entries (the [view codec](crate::common::view)).
-//! - `ordering` (sections 5.1 and 5.2, Fig. 10): the sequencer's duties — assigning sequence
-//!   numbers, joins and leaves, acceptance with resilience `r`, stability, handover.
-//! - `succession`: what a member keeps so that it can take over as sequencer.
 //! - `transmit`: what goes out, in order of urgency.
 //! - `recovery` (sections 3, 4 and 5.3): failure detection and recovery mode; `recovery::reset`
 //!   the invitation protocol; `recovery::control` its datagrams.
-//! - `packet`: the wire format (Fig. 12).
 //!
 //! [`HistoryBuffer`]: crate::common::HistoryBuffer
 
@@ -67,7 +79,9 @@ mod history;
 mod ordering;
 pub mod packet;
 mod recovery;
+mod retrans;
 mod sender;
+mod shared;
 mod succession;
 mod transmit;
 

@@ -2,11 +2,14 @@
 //! requests, joins and leaves, tracking where every member stands, and deciding acceptance
 //! (resilience degree `r`) and stability (what every member delivered, purged everywhere).
 
-use super::engine::{Phase, Sequencer, MAX_RETRANS_QUEUE};
-use super::history::Entry;
-use super::packet::{self, EntryKind, ReqEntry};
+use super::config::Config;
+use super::history::{Entry, History};
+use super::packet::{self, ptype, EntryKind, ReqEntry};
+use super::retrans::Retransmissions;
+use super::sender::Sender;
+use super::shared::{SeqTimers, Stats, Timer, MAX_RETRANS_QUEUE};
 use crate::common::view_bytes;
-use crate::engine::{Event, NodeId, Time};
+use crate::engine::{Counters, NodeId, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -48,9 +51,13 @@ pub(super) struct Waiting {
     pub(super) bb: bool,
 }
 
-/// State only the sequencer keeps.
+/// State only the sequencer keeps, and its duties (section 5.2): the member holds one while it
+/// orders, and hands it a [`Member`] for each step.
 ///
-/// Invariants: `bcast_next <= next_seq`; the queues of joins and nudges hold at most [`MAX_RETRANS_QUEUE`] members.
+/// Invariants: `bcast_next <= next_seq`; the queues of joins, nudges and gap asks hold at most
+/// [`MAX_RETRANS_QUEUE`] entries; a member is in the table once, and reports no more than was
+/// ordered (`held_next` and `join_seq` at most `next_seq`); waiting requests are bounded by
+/// half the history; a departing sequencer names a successor other than itself.
 #[derive(Clone, Debug)]
 pub(super) struct Ordering {
     pub(super) next_seq: u64,
@@ -76,9 +83,9 @@ pub(super) struct Ordering {
     pub(super) accept_due: bool,
     /// Sequence number of this sequencer's own leave, once ordered.
     pub(super) leaving: Option<u64>,
-    /// Who takes over when this sequencer leaves.
+    /// Who takes over when this sequencer leaves (its give-up time is the member's
+    /// [`Timer::Handover`]).
     pub(super) successor: Option<NodeId>,
-    pub(super) leave_deadline: Time,
 }
 
 impl Ordering {
@@ -105,15 +112,25 @@ impl Ordering {
             accept_due: false,
             leaving: None,
             successor: None,
-            leave_deadline: now,
         }
     }
 
-    pub(super) fn check_invariants(&self) {
+    pub(super) fn check_invariants(&self, me: NodeId, history_capacity: usize) {
         debug_assert!(self.bcast_next <= self.next_seq);
         debug_assert!(self.pending_joins.len() <= MAX_RETRANS_QUEUE);
         debug_assert!(self.nudge.len() <= MAX_RETRANS_QUEUE);
         debug_assert!(self.gap_asks.len() <= MAX_RETRANS_QUEUE);
+        debug_assert!(self.waiting.len() <= history_capacity / 2);
+        debug_assert!(self.successor != Some(me), "a successor is another member");
+        if cfg!(debug_assertions) {
+            for (k, m) in self.members.iter().enumerate() {
+                debug_assert!(
+                    self.members[..k].iter().all(|o| o.id != m.id),
+                    "one entry per member"
+                );
+                debug_assert!(m.held_next <= self.next_seq && m.join_seq <= self.next_seq);
+            }
+        }
     }
 
     /// Current members (not departed), in rank order.
@@ -275,45 +292,67 @@ impl Ordering {
     }
 }
 
-impl Sequencer {
+/// The member an [`Ordering`] runs at, borrowed for one step: what the sequencer's duties
+/// read and move besides its own state (the history it assigns into, its own messages, the
+/// retransmissions it owes, its counters and timers).
+pub(super) struct Member<'a> {
+    pub(super) cfg: &'a Config,
+    pub(super) me: NodeId,
+    pub(super) now: Time,
+    pub(super) hist: &'a mut History,
+    pub(super) sender: &'a mut Sender,
+    pub(super) retrans: &'a mut Retransmissions,
+    pub(super) counters: &'a mut Counters,
+    pub(super) stats: &'a mut Stats,
+    pub(super) timers: &'a mut SeqTimers,
+}
+
+/// A short datagram the sequencer owes after its new entries and retransmissions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Announce {
+    /// BC_REQGAP: ask `to` for its requests `[from, until)`.
+    ReqGap { to: NodeId, from: u64, until: u64 },
+    /// A unicast BC_ACCEPT: tell `to` where the sequence stands.
+    Nudge(NodeId),
+    /// A multicast BC_ACCEPT: acceptance moved.
+    Accept,
+    /// BC_SYNC: ask every member where it stands.
+    Sync,
+}
+
+impl Ordering {
     /// Whether the sequencer may assign another sequence number: every member has room for it,
     /// and for one more entry (a reset that ends this order must fit at every member).
-    pub(super) fn has_room(&self) -> bool {
-        let o = self.ord.as_ref().expect("sequencer");
-        o.leaving.is_none()
-            && self.history_has_slot(o.next_seq)
-            && self.hist.payload_bytes < self.cfg.history_capacity_bytes
+    pub(super) fn has_room(&self, m: &Member<'_>) -> bool {
+        self.leaving.is_none()
+            && m.hist.has_slot(self.next_seq)
+            && m.hist.payload_bytes < m.cfg.history_capacity_bytes
     }
 
-    /// Whether `seq` and the slot after it fit in the history window.
-    pub(super) fn history_has_slot(&self, seq: u64) -> bool {
-        self.hist.buffer.in_window(seq + 1)
-    }
-
-    pub(super) fn assign(&mut self, entry: Entry) -> u64 {
-        let o = self.ord.as_mut().expect("sequencer");
-        let seq = o.next_seq;
-        let inserted = self.hist.insert(seq, entry);
+    /// Put `entry` at the next sequence number.
+    fn assign(&mut self, m: &mut Member<'_>, entry: Entry) -> u64 {
+        let seq = self.next_seq;
+        let inserted = m.hist.insert(seq, entry);
         assert_eq!(
             inserted,
             Ok(true),
             "assigned slot must be free and in window"
         );
-        o.next_seq += 1;
-        self.hist.held_next = o.next_seq;
-        self.hist.seq_next_known = o.next_seq;
+        self.next_seq += 1;
+        m.hist.held_next = self.next_seq;
+        m.hist.seq_next_known = self.next_seq;
         seq
     }
 
     /// Order the join of `id` (BC_JOIN): a totally ordered entry carrying the new view.
-    pub(super) fn order_join(&mut self, id: NodeId) {
+    pub(super) fn order_join(&mut self, m: &mut Member<'_>, id: NodeId) {
+        debug_assert!(self.member_index(id).is_none(), "a member joins once");
         let mut members = self.current_member_ids();
         members.push(id);
-        let o = self.ord.as_mut().expect("sequencer");
-        o.view_id += 1;
-        let payload = view_bytes(o.view_id, self.me, &members);
-        let seq = o.next_seq;
-        o.members.push(MemberState {
+        self.view_id += 1;
+        let payload = view_bytes(self.view_id, m.me, &members);
+        let seq = self.next_seq;
+        self.members.push(MemberState {
             id,
             expect: seq,
             held_next: seq,
@@ -323,64 +362,73 @@ impl Sequencer {
             departed: None,
             gap_asked: None,
         });
-        self.assign(Entry {
-            kind: EntryKind::Join,
-            sender: id,
-            pnum: 0,
-            frag_index: 0,
-            frag_count: 1,
-            payload: Some(payload),
-            bb: false,
-        });
+        self.assign(
+            m,
+            Entry {
+                kind: EntryKind::Join,
+                sender: id,
+                pnum: 0,
+                frag_index: 0,
+                frag_count: 1,
+                payload: Some(payload),
+                bb: false,
+            },
+        );
     }
 
     /// Order the leave of `id` (BC_LEAVE). When the sequencer itself leaves, the role passes to
     /// the lowest-ranked remaining member, named in the new view.
-    pub(super) fn order_leave(&mut self, id: NodeId) {
+    pub(super) fn order_leave(&mut self, m: &mut Member<'_>, id: NodeId) {
+        debug_assert!(
+            self.leaving.is_none(),
+            "nothing is ordered after our own leave"
+        );
+        let me = m.me;
         let members: Vec<NodeId> = self
             .current_member_ids()
             .into_iter()
-            .filter(|m| *m != id)
+            .filter(|x| *x != id)
             .collect();
-        let next_sequencer = if id == self.me {
-            let o = self.ord.as_ref().expect("sequencer");
-            o.successor_for(id, self.hist.stable).unwrap_or(self.me)
+        let next_sequencer = if id == me {
+            self.successor_for(id, m.hist.stable).unwrap_or(me)
         } else {
-            self.me
+            me
         };
-        let linger = Duration::from_millis(self.cfg.leave_linger_ms);
-        let now = self.now;
-        let o = self.ord.as_mut().expect("sequencer");
-        o.view_id += 1;
-        let payload = view_bytes(o.view_id, next_sequencer, &members);
-        let seq = o.next_seq;
-        if let Some(m) = o.members.iter_mut().find(|m| m.id == id) {
-            m.departed = Some((seq, now + linger));
+        let linger = Duration::from_millis(m.cfg.leave_linger_ms);
+        let now = m.now;
+        self.view_id += 1;
+        let payload = view_bytes(self.view_id, next_sequencer, &members);
+        let seq = self.next_seq;
+        if let Some(x) = self.members.iter_mut().find(|x| x.id == id) {
+            x.departed = Some((seq, now + linger));
         }
-        if id == self.me {
-            o.successor = (next_sequencer != self.me).then_some(next_sequencer);
-            o.leaving = Some(seq);
-            o.leave_deadline = now + linger;
+        if id == me {
+            self.successor = (next_sequencer != me).then_some(next_sequencer);
+            self.leaving = Some(seq);
+            m.timers.arm(Timer::Handover, now + linger);
         }
-        self.assign(Entry {
-            kind: EntryKind::Leave,
-            sender: id,
-            pnum: 0,
-            frag_index: 0,
-            frag_count: 1,
-            payload: Some(payload),
-            bb: false,
-        });
+        self.assign(
+            m,
+            Entry {
+                kind: EntryKind::Leave,
+                sender: id,
+                pnum: 0,
+                frag_index: 0,
+                frag_count: 1,
+                payload: Some(payload),
+                bb: false,
+            },
+        );
     }
 
     /// BC_BCASTREQ from `from`, which reports `(expect, held_next, ordered_through)`.
     pub(super) fn on_request(
         &mut self,
+        m: &mut Member<'_>,
         from: NodeId,
         (expect, held, ordered_through): (u64, u64, u64),
         entries: packet::ReqIter<'_>,
-        bb: bool,
-        data: &Bytes,
+        (bb, data): (bool, &Bytes),
     ) {
         let Some(i) = self.member_index(from) else {
             return;
@@ -390,27 +438,26 @@ impl Sequencer {
         let mut duplicate = false;
         let mut refused = false;
         for e in entries {
-            let o = self.ord.as_mut().expect("sequencer");
-            let m = &o.members[i];
-            if m.departed.is_some() {
+            let (departed, last_pnum) = (self.members[i].departed, self.members[i].last_pnum);
+            if departed.is_some() {
                 break;
             }
-            if e.pnum <= m.last_pnum {
-                self.counters.duplicates += 1;
+            if e.pnum <= last_pnum {
+                m.counters.duplicates += 1;
                 duplicate = true;
                 continue;
             }
             // No sender has more than its send window in flight beyond what was ordered: a
             // request further ahead would only sit in the shared table of waiting requests
             // (and a flood of them would block everyone).
-            if e.pnum - m.last_pnum > self.cfg.send_window_msgs as u64 {
-                self.requests_far_ahead += 1;
+            if e.pnum - last_pnum > m.cfg.send_window_msgs as u64 {
+                m.stats.requests_far_ahead += 1;
                 continue;
             }
             // A message of more fragments than the largest message needs is never ordered:
             // every member would refuse it at reassembly.
-            if usize::from(e.frag_count) > self.cfg.fragmenter().max_fragments() {
-                self.requests_oversized += 1;
+            if usize::from(e.frag_count) > m.cfg.fragmenter().max_fragments() {
+                m.stats.requests_oversized += 1;
                 continue;
             }
             let w = Waiting {
@@ -421,30 +468,29 @@ impl Sequencer {
             };
             // The usual case: next in its sender's stream, with room to order it. It is ordered
             // at once, without a trip through `waiting`.
-            if e.pnum == m.last_pnum + 1 && self.may_order_next(i, e.frag_index) {
-                self.order_request(i, w);
+            if e.pnum == last_pnum + 1 && self.may_order_next(m, i, e.frag_index) {
+                self.order_request(m, i, w);
                 continue;
             }
-            let o = self.ord.as_mut().expect("sequencer");
             // Requests wait in the third part of the history until they are next in their
             // sender's stream and there is room (Amoeba paper, Fig. 11): a lost request or a full
             // history then costs the sender no timeout for the requests behind it.
             let key = (from, e.pnum);
-            if o.waiting.contains_key(&key) {
-                self.counters.duplicates += 1;
-            } else if o.waiting.len() < self.cfg.history_capacity_msgs / 2 {
-                o.waiting.insert(key, w);
+            if self.waiting.contains_key(&key) {
+                m.counters.duplicates += 1;
+            } else if self.waiting.len() < m.cfg.history_capacity_msgs / 2 {
+                self.waiting.insert(key, w);
             } else {
                 refused = true;
             }
         }
         if refused {
             // The sender keeps the data and repeats it after its timeout.
-            self.counters.backpressure_refusals += 1;
-            self.ord.as_mut().expect("sequencer").sync_due = true;
+            m.counters.backpressure_refusals += 1;
+            self.sync_due = true;
         }
-        self.order_waiting(i);
-        self.ask_for_gap(i);
+        self.order_waiting(m, i);
+        self.ask_for_gap(m, i);
         if duplicate {
             // The sender missed the broadcast of something already ordered: tell it where the
             // sequence stands so that it asks for what it lacks (section 5.2).
@@ -459,8 +505,7 @@ impl Sequencer {
     /// concerns the sender's own stream, so an authenticated member can skip nothing but its
     /// own messages.
     fn learn_stream(&mut self, i: usize, ordered_through: u64, first: Option<ReqEntry<'_>>) {
-        let o = self.ord.as_mut().expect("sequencer");
-        let m = &mut o.members[i];
+        let m = &mut self.members[i];
         let Some(first) = first else { return };
         if ordered_through <= m.last_pnum || first.pnum != ordered_through + 1 {
             return;
@@ -469,13 +514,13 @@ impl Sequencer {
         m.mid_message = first.frag_index > 0;
         let id = m.id;
         // Requests of that stream already waiting are duplicates now.
-        let stale: Vec<(NodeId, u64)> = o
+        let stale: Vec<(NodeId, u64)> = self
             .waiting
             .range((id, 0)..=(id, ordered_through))
             .map(|(k, _)| *k)
             .collect();
         for k in stale {
-            o.waiting.remove(&k);
+            self.waiting.remove(&k);
         }
     }
 
@@ -484,357 +529,400 @@ impl Sequencer {
     /// the gap waiting for the sender's timeout. Loss of requests at the sequencer is mostly
     /// its receive buffer overflowing under load, where a timeout followed by go-back-N costs
     /// the most.
-    fn ask_for_gap(&mut self, i: usize) {
-        let (now, rto) = (self.now, self.repair_rto());
-        let o = self.ord.as_mut().expect("sequencer");
-        let m = &o.members[i];
-        let next = m.last_pnum + 1;
-        if m.departed.is_some() || o.waiting.contains_key(&(m.id, next)) {
+    fn ask_for_gap(&mut self, m: &mut Member<'_>, i: usize) {
+        let (now, rto) = (m.now, m.sender.repair_rto(m.cfg));
+        let x = &self.members[i];
+        let next = x.last_pnum + 1;
+        if x.departed.is_some() || self.waiting.contains_key(&(x.id, next)) {
             return;
         }
-        let Some((&(_, ahead), _)) = o.waiting.range((m.id, next + 1)..=(m.id, u64::MAX)).next()
+        let Some((&(_, ahead), _)) = self
+            .waiting
+            .range((x.id, next + 1)..=(x.id, u64::MAX))
+            .next()
         else {
             return;
         };
-        if m.gap_asked
+        if x.gap_asked
             .is_some_and(|(f, at)| f == next && now < at + rto)
         {
             return;
         }
-        if o.gap_asks.len() >= MAX_RETRANS_QUEUE {
+        if self.gap_asks.len() >= MAX_RETRANS_QUEUE {
             return;
         }
-        let id = m.id;
-        o.members[i].gap_asked = Some((next, now));
-        o.gap_asks.push_back((id, next, ahead));
-        self.request_gaps_asked += 1;
+        let id = x.id;
+        debug_assert!(
+            next < ahead,
+            "the gap lies before the first waiting request"
+        );
+        self.members[i].gap_asked = Some((next, now));
+        self.gap_asks.push_back((id, next, ahead));
+        m.stats.request_gaps_asked += 1;
     }
 
     /// Tell `from` where the sequence stands (a unicast BC_ACCEPT), once per queue turn.
     pub(super) fn nudge(&mut self, from: NodeId) {
-        let o = self.ord.as_mut().expect("sequencer");
-        if o.nudge.len() < MAX_RETRANS_QUEUE && !o.nudge.contains(&from) {
-            o.nudge.push_back(from);
+        if self.nudge.len() < MAX_RETRANS_QUEUE && !self.nudge.contains(&from) {
+            self.nudge.push_back(from);
         }
     }
 
     /// Order the waiting requests of member `i` that are next in its stream, while there is room.
-    pub(super) fn order_waiting(&mut self, i: usize) {
+    fn order_waiting(&mut self, m: &mut Member<'_>, i: usize) {
         loop {
-            let o = self.ord.as_ref().expect("sequencer");
-            let m = &o.members[i];
-            let Some(w) = o.waiting.get(&(m.id, m.last_pnum + 1)) else {
+            let x = &self.members[i];
+            let key = (x.id, x.last_pnum + 1);
+            let Some(w) = self.waiting.get(&key) else {
                 return;
             };
-            if !self.may_order_next(i, w.frag_index) {
+            if !self.may_order_next(m, i, w.frag_index) {
                 return;
             }
-            let o = self.ord.as_mut().expect("sequencer");
-            let m = &o.members[i];
-            let w = o.waiting.remove(&(m.id, m.last_pnum + 1)).expect("present");
-            self.order_request(i, w);
+            if let Some(w) = self.waiting.remove(&key) {
+                self.order_request(m, i, w);
+            }
+        }
+    }
+
+    /// Order every member's waiting requests that are next in its stream.
+    pub(super) fn order_all_waiting(&mut self, m: &mut Member<'_>) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        for i in 0..self.members.len() {
+            self.order_waiting(m, i);
         }
     }
 
     /// Whether member `i`'s next request (fragment `frag_index`) may be ordered now: the member
     /// is still in, the history has room, the sequencer is not handing over, and no join waits
     /// for a message boundary. Notes a needed sync when the history is what stops it.
-    fn may_order_next(&mut self, i: usize, frag_index: u16) -> bool {
-        let room = self.has_room();
-        let o = self.ord.as_mut().expect("sequencer");
-        if o.members[i].departed.is_some() || !room {
-            o.sync_due = true;
+    fn may_order_next(&mut self, m: &Member<'_>, i: usize, frag_index: u16) -> bool {
+        let room = self.has_room(m);
+        if self.members[i].departed.is_some() || !room {
+            self.sync_due = true;
             return false;
         }
-        frag_index != 0 || o.pending_joins.is_empty()
+        frag_index != 0 || self.pending_joins.is_empty()
     }
 
     /// Order member `i`'s next request.
-    fn order_request(&mut self, i: usize, w: Waiting) {
-        let o = self.ord.as_mut().expect("sequencer");
-        let m = &mut o.members[i];
-        m.last_pnum += 1;
-        m.mid_message = w.frag_index + 1 < w.frag_count;
-        let (id, pnum) = (m.id, m.last_pnum);
-        self.assign(Entry {
-            kind: EntryKind::Data,
-            sender: id,
-            pnum,
-            frag_index: w.frag_index,
-            frag_count: w.frag_count,
-            payload: Some(w.payload),
-            bb: w.bb,
-        });
+    fn order_request(&mut self, m: &mut Member<'_>, i: usize, w: Waiting) {
+        let x = &mut self.members[i];
+        x.last_pnum += 1;
+        x.mid_message = w.frag_index + 1 < w.frag_count;
+        let (id, pnum) = (x.id, x.last_pnum);
+        self.assign(
+            m,
+            Entry {
+                kind: EntryKind::Data,
+                sender: id,
+                pnum,
+                frag_index: w.frag_index,
+                frag_count: w.frag_count,
+                payload: Some(w.payload),
+                bb: w.bb,
+            },
+        );
     }
 
-    pub(super) fn on_join_req(&mut self, from: NodeId) {
-        let Some(o) = self.ord.as_ref() else { return };
-        if let Some(m) = o.members.iter().find(|m| m.id == from) {
-            if m.departed.is_none() {
+    /// Owe `to` the entries `[from, until)` of what this sequencer ordered and still holds.
+    fn owe(&self, m: &mut Member<'_>, to: NodeId, from: u64, until: u64) {
+        let base = m.hist.buffer.base();
+        m.retrans.owe_within(to, from, until, base, self.next_seq);
+    }
+
+    /// BC_JOINREQ from `from`.
+    pub(super) fn on_join_req(&mut self, m: &mut Member<'_>, from: NodeId) {
+        if let Some(x) = self.members.iter().find(|x| x.id == from) {
+            if x.departed.is_none() {
                 // Its join is ordered but it missed the broadcast: send it again.
-                let (from_seq, to) = (m.join_seq.max(self.hist.buffer.base()), o.next_seq);
-                self.queue_retrans(from, from_seq, to);
+                let from_seq = x.join_seq.max(m.hist.buffer.base());
+                self.owe(m, from, from_seq, self.next_seq);
             }
             return;
         }
-        let o = self.ord.as_mut().expect("sequencer");
-        if o.leaving.is_some() {
+        if self.leaving.is_some() {
             return; // the successor admits it
         }
-        if !o.pending_joins.contains(&from) && o.pending_joins.len() < MAX_RETRANS_QUEUE {
-            o.pending_joins.push_back(from);
+        if !self.pending_joins.contains(&from) && self.pending_joins.len() < MAX_RETRANS_QUEUE {
+            self.pending_joins.push_back(from);
         }
-        self.order_pending_joins();
+        self.order_pending_joins(m);
     }
 
     /// Whether a new message may start: not while joins wait for half-ordered messages.
-    pub(super) fn may_start_message(&self) -> bool {
-        self.ord
-            .as_ref()
-            .is_some_and(|o| o.pending_joins.is_empty())
+    fn may_start_message(&self) -> bool {
+        self.pending_joins.is_empty()
     }
 
     /// Order waiting joins once no message is half ordered (a joiner could not reassemble it).
-    pub(super) fn order_pending_joins(&mut self) {
-        loop {
-            let Some(o) = self.ord.as_ref() else { return };
-            let Some(&id) = o.pending_joins.front() else {
-                return;
-            };
-            if o.leaving.is_some() || o.members.iter().any(|m| m.mid_message) || !self.has_room() {
+    pub(super) fn order_pending_joins(&mut self, m: &mut Member<'_>) {
+        while let Some(&id) = self.pending_joins.front() {
+            if self.leaving.is_some()
+                || self.members.iter().any(|x| x.mid_message)
+                || !self.has_room(m)
+            {
                 return;
             }
-            self.ord
-                .as_mut()
-                .expect("sequencer")
-                .pending_joins
-                .pop_front();
-            if self.current_member_ids().len() >= self.cfg.max_members_effective() {
+            self.pending_joins.pop_front();
+            if self.current_member_ids().len() >= m.cfg.max_members_effective() {
                 // Full: refused; the joiner keeps asking and gets in once someone leaves.
-                self.counters.backpressure_refusals += 1;
+                m.counters.backpressure_refusals += 1;
                 continue;
             }
-            self.order_join(id);
+            self.order_join(m, id);
         }
     }
 
-    pub(super) fn on_leave_req(&mut self, from: NodeId, expect: u64) {
+    /// BC_LEAVEREQ from `from`, which delivered below `expect`.
+    pub(super) fn on_leave_req(&mut self, m: &mut Member<'_>, from: NodeId, expect: u64) {
         let Some(i) = self.member_index(from) else {
             return;
         };
         self.note_member_state(i, expect, 0);
-        let o = self.ord.as_ref().expect("sequencer");
-        match o.members[i].departed {
-            Some((seq, _)) => self.queue_retrans(from, seq, seq + 1),
-            None if o.leaving.is_none() => {
-                if self.history_has_slot(o.next_seq) {
-                    self.order_leave(from);
+        match self.members[i].departed {
+            Some((seq, _)) => self.owe(m, from, seq, seq + 1),
+            None if self.leaving.is_none() => {
+                if m.hist.has_slot(self.next_seq) {
+                    self.order_leave(m, from);
                 } else {
-                    self.counters.backpressure_refusals += 1;
-                    self.ord.as_mut().expect("sequencer").sync_due = true;
+                    m.counters.backpressure_refusals += 1;
+                    self.sync_due = true;
                 }
             }
             None => {}
         }
     }
 
-    /// Order own fragments locally (the sequencer needs no network to reach itself).
-    pub(super) fn order_local(&mut self) {
-        if self.sender.unsent < self.sender.outq.len() && !self.has_room() {
-            // History full: ask the members where they stand so that it can be purged.
-            self.ord.as_mut().expect("sequencer").sync_due = true;
+    /// BC_STATE from `from`: note where it stands and, when asked, nudge it. `false`: not a
+    /// member of the ordering view.
+    pub(super) fn on_status(&mut self, from: NodeId, expect: u64, held: u64, ask: bool) -> bool {
+        let Some(i) = self.member_index(from) else {
+            return false;
+        };
+        self.note_member_state(i, expect, held);
+        if ask {
+            self.nudge(from);
         }
-        while self.sender.unsent < self.sender.outq.len() && self.has_room() {
-            let f = self.sender.outq[self.sender.unsent].clone();
+        true
+    }
+
+    /// BC_RETRANS for `[f, to)` from a member that delivered below `expect`.
+    pub(super) fn on_retrans(
+        &mut self,
+        m: &mut Member<'_>,
+        from: NodeId,
+        (f, to): (u64, u64),
+        expect: u64,
+    ) {
+        if let Some(i) = self.member_index(from) {
+            self.note_member_state(i, expect, 0);
+            self.owe(m, from, f, to);
+        }
+    }
+
+    /// A departing sequencer whose successor orders knows the successor delivered its leave.
+    pub(super) fn note_successor_orders(&mut self, from: NodeId, ptype: u8) {
+        let (Some(seq), Some(succ)) = (self.leaving, self.successor) else {
+            return;
+        };
+        let sequencing = matches!(ptype, ptype::ORDERED | ptype::ACCEPT | ptype::SYNC);
+        if from == succ && sequencing {
+            if let Some(x) = self.members.iter_mut().find(|x| x.id == succ) {
+                x.expect = x.expect.max(seq + 1);
+            }
+        }
+    }
+
+    /// Order own fragments locally (the sequencer needs no network to reach itself).
+    pub(super) fn order_local(&mut self, m: &mut Member<'_>) {
+        if m.sender.unsent < m.sender.outq.len() && !self.has_room(m) {
+            // History full: ask the members where they stand so that it can be purged.
+            self.sync_due = true;
+        }
+        while m.sender.unsent < m.sender.outq.len() && self.has_room(m) {
+            let f = m.sender.outq[m.sender.unsent].clone();
             if f.frag_index == 0 && !self.may_start_message() {
                 break;
             }
-            let me = self.me;
+            let me = m.me;
             if let Some(i) = self.member_index(me) {
-                let m = &mut self.ord.as_mut().expect("sequencer").members[i];
-                m.last_pnum = f.pnum;
-                m.mid_message = f.frag_index + 1 < f.frag_count;
+                let x = &mut self.members[i];
+                x.last_pnum = f.pnum;
+                x.mid_message = f.frag_index + 1 < f.frag_count;
             }
-            self.assign(Entry {
-                kind: EntryKind::Data,
-                sender: me,
-                pnum: f.pnum,
-                frag_index: f.frag_index,
-                frag_count: f.frag_count,
-                payload: Some(f.payload),
-                // The sequencer's own messages always go out with their data (Fig. 14).
-                bb: false,
-            });
-            self.sender.own_ordered = f.pnum;
-            self.sender.unsent += 1;
+            self.assign(
+                m,
+                Entry {
+                    kind: EntryKind::Data,
+                    sender: me,
+                    pnum: f.pnum,
+                    frag_index: f.frag_index,
+                    frag_count: f.frag_count,
+                    payload: Some(f.payload),
+                    // The sequencer's own messages always go out with their data (Fig. 14).
+                    bb: false,
+                },
+            );
+            debug_assert!(
+                f.pnum > m.sender.own_ordered,
+                "own fragments are ordered in order"
+            );
+            m.sender.own_ordered = f.pnum;
+            m.sender.unsent += 1;
         }
     }
 
     /// Recompute acceptance and stability from the members' reports, purge what everyone has.
-    pub(super) fn sequencer_bookkeeping(&mut self) {
-        let me = self.me;
-        let r = self.cfg.resilience as usize;
-        let next_deliver = self.hist.next_deliver;
-        let now = self.now;
-        let o = self.ord.as_mut().expect("sequencer");
-        if let Some(m) = o.members.iter_mut().find(|m| m.id == me) {
-            m.expect = next_deliver;
-            m.held_next = o.next_seq;
+    pub(super) fn bookkeeping(&mut self, m: &mut Member<'_>) {
+        let me = m.me;
+        let r = m.cfg.resilience as usize;
+        let next_deliver = m.hist.next_deliver;
+        let now = m.now;
+        let next_seq = self.next_seq;
+        if let Some(x) = self.members.iter_mut().find(|x| x.id == me) {
+            x.expect = next_deliver;
+            x.held_next = next_seq;
         }
-        o.drop_departed(me, now);
-        let accept_point = o.accept_point(me, r, self.hist.accepted_next);
-        if accept_point > self.hist.accepted_next {
-            self.hist.accepted_next = accept_point;
-            o.accept_due = true;
+        self.drop_departed(me, now);
+        let (accepted_before, stable_before) = (m.hist.accepted_next, m.hist.stable);
+        let accept_point = self.accept_point(me, r, m.hist.accepted_next);
+        if accept_point > m.hist.accepted_next {
+            m.hist.accepted_next = accept_point;
+            self.accept_due = true;
         }
-        let stable = o.stable_point(next_deliver);
-        self.hist.stable = self.hist.stable.max(stable);
+        let stable = self.stable_point(next_deliver);
+        m.hist.stable = m.hist.stable.max(stable);
         // Completion: as many holders as a reset needs (a majority under the majority policy),
         // so that every group formed after a failure holds a completed send.
-        let n = o.members.iter().filter(|m| m.departed.is_none()).count();
-        let need = self.cfg.completion_holders(n);
+        let n = self.members.iter().filter(|x| x.departed.is_none()).count();
+        let need = m.cfg.completion_holders(n);
         let complete = if need <= r {
-            self.hist.accepted_next
+            m.hist.accepted_next
         } else {
-            o.accept_point(me, need, self.hist.complete_next)
+            self.accept_point(me, need, m.hist.complete_next)
         };
-        let complete = complete.max(self.hist.stable).min(self.hist.accepted_next);
-        if complete > self.hist.complete_next {
-            self.hist.complete_next = complete;
-            o.accept_due = true;
+        let complete = complete.max(m.hist.stable).min(m.hist.accepted_next);
+        if complete > m.hist.complete_next {
+            m.hist.complete_next = complete;
+            self.accept_due = true;
         }
-        o.check_invariants();
+        // Acceptance and stability only move forward; nothing is accepted before it is
+        // ordered.
+        debug_assert!(m.hist.accepted_next >= accepted_before && m.hist.stable >= stable_before);
+        debug_assert!(accept_point <= self.next_seq);
+        self.check_invariants(me, m.cfg.history_capacity_msgs);
     }
 
-    /// Take over ordering after the sequencer left: everything up to its leave is delivered here.
-    pub(super) fn become_sequencer(&mut self, next_seq: u64) {
-        let floor = self.hist.stable;
-        let mut members: Vec<MemberState> = self
-            .view
-            .members
-            .iter()
-            .map(|&id| self.inherited_member(id, next_seq, floor))
-            .collect();
-        // Leavers that may still lack their leave (the old sequencer counted them in `stable`
-        // until they had it, so those below the floor are done) are waited for here too.
-        let deadline = self.now + Duration::from_millis(self.cfg.leave_linger_ms);
-        for &(id, seq) in &self.succession.recent_leaves {
-            if seq >= floor && id != self.me && !members.iter().any(|m| m.id == id) {
-                members.push(MemberState {
-                    id,
-                    expect: floor,
-                    held_next: floor,
-                    last_pnum: 0,
-                    join_seq: floor,
-                    mid_message: false,
-                    departed: Some((seq, deadline)),
-                    gap_asked: None,
-                });
-            }
-        }
-        // Learn where every member stands before history fills or acceptance stalls.
-        let o = Ordering::new(next_seq, members, self.view.id, self.now, true);
-        self.ord = Some(o);
-        self.hist.held_next = next_seq;
-        self.hist.seq_next_known = next_seq;
-        self.hist.gaps.stop_timer();
-        self.sender.become_local();
+    /// Whether the sequencer's own leave may be ordered: not ordered yet, and room for it.
+    pub(super) fn may_leave(&self, hist: &History) -> bool {
+        self.leaving.is_none() && hist.has_slot(self.next_seq)
     }
 
-    /// What a new sequencer knows of member `id`: its stream as its reset acknowledgement said
-    /// or as delivered here, and where its join was delivered.
-    fn inherited_member(&self, id: NodeId, next_seq: u64, floor: u64) -> MemberState {
-        let stream = self.rec.reset_streams.iter().find(|s| s.0 == id);
-        let point = if id == self.me { next_seq } else { floor };
-        MemberState {
-            id,
-            expect: point,
-            held_next: point,
-            last_pnum: stream
-                .map(|s| s.1)
-                .or_else(|| self.succession.last_delivered_pnum.get(&id).copied())
-                .unwrap_or(0),
-            join_seq: self.succession.join_seqs.get(&id).copied().unwrap_or(floor),
-            mid_message: stream.map_or_else(|| self.hist.reassembly.in_progress(id), |s| s.2),
-            departed: None,
-            gap_asked: None,
-        }
-    }
-
-    /// A sequencer leaves once its own messages are ordered and there is room for the leave.
-    pub(super) fn sequencer_can_leave(&self) -> bool {
-        self.leave_requested
-            && self.leave_deadline.is_some()
-            && self.sender.unsent == self.sender.outq.len()
-            && self.sender.awaiting_complete.is_empty()
-            && self
-                .ord
-                .as_ref()
-                .is_some_and(|o| o.leaving.is_none() && self.history_has_slot(o.next_seq))
-    }
-
-    pub(super) fn finish_sequencer_leave(&mut self) {
-        let Some(o) = self.ord.as_ref() else { return };
-        let Some(seq) = o.leaving else { return };
-        if self.hist.next_deliver <= seq {
-            return;
+    /// Whether a departing sequencer is done: its leave delivered here and its successor has
+    /// it (or, with no successor, every member whose leave it ordered has it), or the handover
+    /// timer ran out.
+    pub(super) fn handed_over(&self, m: &Member<'_>) -> bool {
+        let Some(seq) = self.leaving else {
+            return false;
+        };
+        if m.hist.next_deliver <= seq {
+            return false;
         }
         // Once the successor has the handover it holds everything up to it and answers the
         // others (they follow whoever orders the newest messages), so we may go. Without a
         // successor that has it the group would have no sequencer: wait for it, up to the
         // linger bound (it may have left in turn; one that never got the handover is a case
         // for crash recovery).
-        let done = match o.successor {
-            Some(id) => o.members.iter().any(|m| m.id == id && m.expect > seq),
+        let done = match self.successor {
+            Some(id) => self.members.iter().any(|x| x.id == id && x.expect > seq),
             // The last member: nobody takes over the members whose leaves we ordered, and one
             // that lacks its leave can only get it from us. Gone at once, we would strand it:
             // it would find us failed and, with the others that lack theirs, reset the group
             // into views that reuse the ids of ours. So wait until each has its leave
             // (`drop_departed` forgets them then), up to the linger bound.
-            None => !o
+            None => !self
                 .members
                 .iter()
-                .any(|m| m.id != self.me && m.departed.is_some()),
+                .any(|x| x.id != m.me && x.departed.is_some()),
         };
-        if done || self.now >= o.leave_deadline {
-            self.phase = Phase::Left;
-            self.events.push_back(Event::Left);
-        }
+        done || m.timers.due(Timer::Handover, m.now)
     }
 
     /// When the sequencer must next send BC_SYNC: when asked for (history full, new role), or
     /// when it has been quiet with its tail unaccepted (r > 0: an acknowledgement was lost) or
     /// unconfirmed (a member may have missed the last broadcast). Rate-limited to one per half
-    /// RTO. `handle_timeout`, `poll_timeout` and `poll_transmit` all use this one rule, so a due
-    /// timer always leads to a transmission.
-    pub(super) fn sync_at(&self) -> Option<Time> {
-        let o = self.ord.as_ref()?;
-        let allowed = o.last_sync + self.repair_rto() / 2;
-        let quiet_since = o.last_multicast.max(o.last_sync);
-        let at = if o.sync_due {
+    /// `rto`. `handle_timeout`, `poll_timeout` and `poll_transmit` all use this one rule, so a
+    /// due timer always leads to a transmission.
+    pub(super) fn sync_at(
+        &self,
+        hist: &History,
+        rto: Duration,
+        interval: Duration,
+    ) -> Option<Time> {
+        let allowed = self.last_sync + rto / 2;
+        let quiet_since = self.last_multicast.max(self.last_sync);
+        let at = if self.sync_due {
             allowed
-        } else if self.hist.accepted_next < o.next_seq || self.hist.complete_next < o.next_seq {
-            quiet_since + self.repair_rto()
-        } else if self.hist.stable < o.next_seq {
-            quiet_since + Duration::from_millis(self.cfg.sync_interval_ms)
+        } else if hist.accepted_next < self.next_seq || hist.complete_next < self.next_seq {
+            quiet_since + rto
+        } else if hist.stable < self.next_seq {
+            quiet_since + interval
         } else {
             return None;
         };
         Some(at.max(allowed))
     }
 
-    pub(super) fn current_member_ids(&self) -> Vec<NodeId> {
-        self.ord.as_ref().expect("sequencer").current_member_ids()
+    /// When the first departed member still waited for times out.
+    pub(super) fn linger_deadline(&self) -> Option<Time> {
+        self.members
+            .iter()
+            .filter_map(|x| x.departed.map(|d| d.1))
+            .min()
     }
 
-    pub(super) fn member_index(&self, id: NodeId) -> Option<usize> {
-        self.ord.as_ref()?.member_index(id)
+    /// New entries to multicast, `[from, until)`, none below `base` (entries every member
+    /// delivered, such as a lone sequencer's own, need no broadcast).
+    pub(super) fn unsent(&mut self, base: u64) -> Option<(u64, u64)> {
+        let from = self.bcast_next.max(base);
+        if from < self.next_seq {
+            return Some((from, self.next_seq));
+        }
+        self.bcast_next = from;
+        None
     }
 
-    pub(super) fn note_member_state(&mut self, i: usize, expect: u64, held: u64) {
-        self.ord
-            .as_mut()
-            .expect("sequencer")
-            .note_member_state(i, expect, held);
+    /// Entries up to `end` went out at `now` (acceptance with them).
+    pub(super) fn multicast_sent(&mut self, end: u64, now: Time) {
+        debug_assert!(self.bcast_next < end && end <= self.next_seq);
+        self.bcast_next = end;
+        self.last_multicast = now;
+        self.accept_due = false;
+    }
+
+    /// The next short datagram owed, in order: gap asks, nudges, acceptance, then BC_SYNC (no
+    /// more than one per half `rto`).
+    pub(super) fn next_announce(&mut self, now: Time, rto: Duration) -> Option<Announce> {
+        if let Some((to, from, until)) = self.gap_asks.pop_front() {
+            return Some(Announce::ReqGap { to, from, until });
+        }
+        if let Some(to) = self.nudge.pop_front() {
+            return Some(Announce::Nudge(to));
+        }
+        if self.accept_due {
+            self.accept_due = false;
+            self.last_multicast = now;
+            return Some(Announce::Accept);
+        }
+        if self.sync_due && now >= self.last_sync + rto / 2 {
+            self.sync_due = false;
+            self.last_sync = now;
+            self.last_multicast = now;
+            return Some(Announce::Sync);
+        }
+        None
     }
 }

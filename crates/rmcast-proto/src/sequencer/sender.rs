@@ -6,14 +6,12 @@
 //! ordered within the retransmission timeout are sent again (go back N). The number of requests
 //! in flight is limited by a congestion window, their timeout by the measured round-trip time.
 
-use super::engine::{Phase, Sequencer};
+use super::config::Config;
 use super::packet::{
-    ptype, ReqEntry, ReqWriter, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED, REQ_ENTRY_OVERHEAD,
-    REQ_FIXED,
+    ReqEntry, ReqWriter, ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED, REQ_ENTRY_OVERHEAD, REQ_FIXED,
 };
-use super::Config;
 use crate::common::{CongestionWindow, Fragmenter, Fragments, RttEstimator, TooLarge};
-use crate::engine::{Destination, Qos, SendError, Time};
+use crate::engine::Time;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -58,8 +56,6 @@ pub(super) struct Sender {
     /// last fragment, message number), in order. Bounded by the history window: each lies at
     /// or above the completion point, which never falls below stability.
     pub(super) awaiting_complete: VecDeque<(u64, u64)>,
-    /// When to ask the sequencer where completion stands, while sends await it.
-    pub(super) complete_deadline: Option<Time>,
     /// Own fragments the sequencer asked for again (BC_REQGAP), `[next, end)` by protocol
     /// number: sent to it before anything new.
     pub(super) repair: Option<(u64, u64)>,
@@ -81,7 +77,6 @@ impl Sender {
             max_sent_pnum: 0,
             rtt_probe: None,
             awaiting_complete: VecDeque::new(),
-            complete_deadline: None,
             repair: None,
             tail_probe: None,
             rtt: RttEstimator::new(
@@ -92,6 +87,16 @@ impl Sender {
             cwnd: CongestionWindow::new(64, 4, cfg.send_window_msgs.max(4)),
             fragmenter: cfg.fragmenter(),
         }
+    }
+
+    /// Timeout for repair traffic (NACKs, BC_SYNC): the RTT-based timeout without backoff, and
+    /// no longer than the configured initial timeout. Request RTTs include queueing at the
+    /// sequencer (a full history makes them long); repair must not slow down with them, or a
+    /// member that fell behind keeps everyone's history full.
+    pub(super) fn repair_rto(&self, cfg: &Config) -> Duration {
+        self.rtt
+            .base_rto()
+            .min(Duration::from_millis(cfg.retrans_timeout_ms))
     }
 
     pub(super) fn check_invariants(&self) {
@@ -259,7 +264,7 @@ impl Sender {
 
     /// Write the next fragments the sequencer asked for again after `w`'s header (all of the
     /// method [`Sender::repair_method`] said).
-    fn write_repair(&mut self, w: &mut ReqWriter<'_>, max: usize) {
+    pub(super) fn write_repair(&mut self, w: &mut ReqWriter<'_>, max: usize) {
         let Some((start, end, bb)) = self.repair_range() else {
             return;
         };
@@ -291,7 +296,7 @@ impl Sender {
 
     /// Write the next batch of requests (fragments of one method, within the window) after
     /// `w`'s header; returns the highest protocol number written.
-    fn write_batch(&mut self, w: &mut ReqWriter<'_>, bb: bool, max: usize) -> u64 {
+    pub(super) fn write_batch(&mut self, w: &mut ReqWriter<'_>, bb: bool, max: usize) -> u64 {
         let window_end = self.unsent + (self.cwnd.get() - self.in_flight());
         let end = self.outq.len().min(window_end);
         let n = write_entries(&self.outq, self.unsent..end, bb, w, max);
@@ -304,7 +309,7 @@ impl Sender {
 
     /// A batch up to `last` went out at `now`: time it (Karn's rule: only a request sent for
     /// the first time measures the RTT) and arm the retransmission timer.
-    fn sent_batch(&mut self, last: u64, now: Time) {
+    pub(super) fn sent_batch(&mut self, last: u64, now: Time) {
         if last > self.max_sent_pnum {
             if self.rtt_probe.is_none() && self.outq[self.unsent - 1].pnum > self.max_sent_pnum {
                 self.rtt_probe = Some((last, now));
@@ -341,100 +346,4 @@ fn write_entries(
         n += 1;
     }
     n
-}
-
-impl Sequencer {
-    pub(super) fn submit_message(
-        &mut self,
-        now: Time,
-        payload: Bytes,
-        _qos: Qos,
-    ) -> Result<u64, SendError> {
-        self.now = self.now.max(now);
-        if self.phase == Phase::Member && self.recovering() {
-            return Err(SendError::GroupFailed);
-        }
-        if self.phase != Phase::Member
-            || self.leave_requested
-            || self.ord.as_ref().is_some_and(|o| o.leaving.is_some())
-        {
-            return Err(SendError::NotMember);
-        }
-        let payload_len = payload.len();
-        let bb = payload_len >= self.cfg.bb_threshold();
-        let fragments = self
-            .sender
-            .split(payload)
-            .map_err(|TooLarge| SendError::TooLarge)?;
-        // A message larger than the window goes alone.
-        let queued = self.sender.outq.len();
-        let full = queued + fragments.fragment_count() > self.cfg.send_window_msgs
-            || self.sender.outq_bytes + payload_len > self.cfg.send_window_bytes;
-        if full && queued > 0 {
-            return Err(SendError::WouldBlock);
-        }
-        let msg = self.sender.push_message(fragments, bb);
-        self.counters.submitted += 1;
-        self.pump_due = true;
-        Ok(msg)
-    }
-
-    /// A BC_BCASTREQ of the PB or BB method with our state, into `buf`, ready for entries.
-    fn request_writer<'b>(&self, buf: &'b mut Vec<u8>, bb: bool) -> ReqWriter<'b> {
-        let header = self.header(if bb {
-            ptype::BCAST_REQ_BB
-        } else {
-            ptype::BCAST_REQ_PB
-        });
-        ReqWriter::new(
-            buf,
-            &header,
-            self.hist.next_deliver,
-            self.hist.held_next,
-            self.sender.own_ordered,
-        )
-    }
-
-    /// Fragments the sequencer asked for again: to the sequencer only, whatever their method
-    /// (by the BB method the members hold the data already; one that does not asks the
-    /// sequencer for it once it is ordered).
-    fn transmit_repair(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        if self.sender.repair.is_none() && self.sender.tail_probe.is_none() {
-            return None;
-        }
-        if self.is_sequencer() {
-            self.sender.repair = None;
-            self.sender.tail_probe = None;
-            return None;
-        }
-        let bb = self.sender.repair_method()?;
-        let max = self.cfg.max_datagram_bytes;
-        let mut w = self.request_writer(buf, bb);
-        self.sender.write_repair(&mut w, max);
-        self.request_gaps_filled += 1;
-        Some(Destination::Peer(self.sequencer_hint))
-    }
-
-    /// The next batch of requests to the sequencer (PB) or the group (BB), if the window has
-    /// room and something is unsent.
-    pub(super) fn transmit_requests(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        if let Some(d) = self.transmit_repair(buf) {
-            return Some(d);
-        }
-        let s = &self.sender;
-        if self.is_sequencer() || s.unsent >= s.outq.len() || s.in_flight() >= s.cwnd.get() {
-            return None;
-        }
-        let bb = s.outq[s.unsent].bb;
-        let max = self.cfg.max_datagram_bytes;
-        let mut w = self.request_writer(buf, bb);
-        let last = self.sender.write_batch(&mut w, bb, max);
-        self.hist.delivered_since_report = 0;
-        self.sender.sent_batch(last, self.now);
-        Some(if bb {
-            Destination::Group
-        } else {
-            Destination::Peer(self.sequencer_hint)
-        })
-    }
 }

@@ -2,74 +2,14 @@
 //! the sequencer's broadcasts (new entries, retransmissions, accepts, BC_SYNC), then the
 //! member's own datagrams (joins, NACKs, status reports, requests, leaves).
 
-use super::engine::{Phase, Sequencer, MAX_RETRANS_QUEUE};
+use super::engine::Sequencer;
+use super::ordering::Announce;
 use super::packet::{
-    encode_control, ptype, Body, OrderedEntry, OrderedWriter, ORDERED_ENTRY_OVERHEAD,
+    encode_control, ptype, Body, OrderedEntry, OrderedWriter, ReqWriter, ORDERED_ENTRY_OVERHEAD,
 };
+use super::shared::{Phase, Timer};
 use crate::engine::{Destination, NodeId, Time};
-use std::collections::VecDeque;
 use std::time::Duration;
-
-/// A retransmission this member owes: `[from, until)` to `to`, in `sent` datagrams so far.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) struct Owed {
-    pub(super) to: NodeId,
-    pub(super) from: u64,
-    pub(super) until: u64,
-    pub(super) sent: usize,
-}
-
-/// Retransmissions this member answers (the sequencer, or anyone during recovery), served in
-/// the order asked, a bounded burst at a time.
-///
-/// Invariants: at most [`MAX_RETRANS_QUEUE`] destinations, each at most once.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Retransmissions {
-    queue: VecDeque<Owed>,
-}
-
-impl Retransmissions {
-    /// Owe `[from, until)` to `to` (merged with what it is owed already).
-    pub(super) fn owe(&mut self, to: NodeId, from: u64, until: u64) {
-        debug_assert!(from < until);
-        if let Some(r) = self.queue.iter_mut().find(|r| r.to == to) {
-            r.from = r.from.min(from);
-            r.until = r.until.max(until);
-        } else if self.queue.len() < MAX_RETRANS_QUEUE {
-            self.queue.push_back(Owed {
-                to,
-                from,
-                until,
-                sent: 0,
-            });
-        }
-        debug_assert!(self.queue.len() <= MAX_RETRANS_QUEUE);
-    }
-
-    /// The retransmission to serve next.
-    pub(super) fn next(&self) -> Option<Owed> {
-        self.queue.front().copied()
-    }
-
-    /// A datagram for the next retransmission covered `[from, end)`: it is done when `end`
-    /// reached its end, nothing more could be sent, or its burst reached `max_sent` datagrams.
-    pub(super) fn sent_next(&mut self, from: u64, end: u64, max_sent: usize) {
-        let Some(r) = self.queue.front_mut() else {
-            return;
-        };
-        let sent = r.sent;
-        r.from = end;
-        r.sent += 1;
-        if end >= r.until || end == from || sent + 1 >= max_sent {
-            self.queue.pop_front();
-        }
-    }
-
-    /// Forget every debt (the order they refer to has ended).
-    pub(super) fn clear(&mut self) {
-        self.queue.clear();
-    }
-}
 
 impl Sequencer {
     /// The next datagram to send, written into `buf`, and where it goes.
@@ -104,9 +44,11 @@ impl Sequencer {
             return Some(dest);
         }
         if self.sequencer_can_leave() {
-            let me = self.me;
-            self.leave_deadline = None;
-            self.order_leave(me);
+            self.timers.clear(Timer::Leave);
+            self.ordering(|o, m| {
+                let me = m.me;
+                o.order_leave(m, me);
+            });
             self.pump();
         }
         let dest = if self.is_sequencer() {
@@ -122,57 +64,50 @@ impl Sequencer {
         dest
     }
 
+    /// The sequencer's broadcasts: new entries first (they are what everyone waits for), then
+    /// retransmissions, then the short datagrams it owes.
     pub(super) fn transmit_sequencer(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let now = self.now;
-        let o = self.ord.as_ref()?;
-        // New entries first: they are what everyone waits for. Entries every member already
-        // delivered (a lone sequencer's own) need no broadcast.
-        let from = o.bcast_next.max(self.hist.buffer.base());
-        if from < o.next_seq {
-            let until = o.next_seq;
+        let base = self.hist.buffer.base();
+        if let Some((from, until)) = self.ord.as_mut()?.unsent(base) {
             let end = self.write_ordered(buf, from, until, false);
             assert!(end > from, "an ordered entry always fits in a datagram");
-            let o = self.ord.as_mut().expect("sequencer");
-            o.bcast_next = end;
-            o.last_multicast = now;
-            o.accept_due = false;
+            if let Some(o) = self.ord.as_mut() {
+                o.multicast_sent(end, now);
+            }
             return Some(Destination::Group);
         }
-        self.ord.as_mut().expect("sequencer").bcast_next = from;
         if let Some(dest) = self.transmit_retrans(buf) {
             return Some(dest);
         }
-        if let Some((to, from, until)) = self.ord.as_mut().expect("sequencer").gap_asks.pop_front()
-        {
-            let header = self.header(ptype::REQ_GAP);
-            encode_control(buf, &header, &Body::ReqGap { from, to: until });
-            return Some(Destination::Peer(to));
-        }
-        if let Some(to) = self.ord.as_mut().expect("sequencer").nudge.pop_front() {
-            let header = self.header(ptype::ACCEPT);
-            encode_control(buf, &header, &Body::Accept(self.seq_state()));
-            return Some(Destination::Peer(to));
-        }
-        let o = self.ord.as_ref().expect("sequencer");
-        if o.accept_due {
-            let header = self.header(ptype::ACCEPT);
-            encode_control(buf, &header, &Body::Accept(self.seq_state()));
-            let o = self.ord.as_mut().expect("sequencer");
-            o.accept_due = false;
-            o.last_multicast = now;
-            return Some(Destination::Group);
-        }
-        if o.sync_due && now >= o.last_sync + self.repair_rto() / 2 {
-            let header = self.header(ptype::SYNC);
-            encode_control(buf, &header, &Body::Sync(self.seq_state()));
-            let o = self.ord.as_mut().expect("sequencer");
-            o.sync_due = false;
-            o.last_sync = now;
-            o.last_multicast = now;
-            self.syncs_sent += 1;
-            return Some(Destination::Group);
-        }
-        None
+        let rto = self.repair_rto();
+        let (ptype, body, dest) = match self.ord.as_mut()?.next_announce(now, rto)? {
+            Announce::ReqGap { to, from, until } => (
+                ptype::REQ_GAP,
+                Body::ReqGap { from, to: until },
+                Destination::Peer(to),
+            ),
+            Announce::Nudge(to) => (
+                ptype::ACCEPT,
+                Body::Accept(self.seq_state()),
+                Destination::Peer(to),
+            ),
+            Announce::Accept => (
+                ptype::ACCEPT,
+                Body::Accept(self.seq_state()),
+                Destination::Group,
+            ),
+            Announce::Sync => {
+                self.stats.syncs_sent += 1;
+                (
+                    ptype::SYNC,
+                    Body::Sync(self.seq_state()),
+                    Destination::Group,
+                )
+            }
+        };
+        encode_control(buf, &self.header(ptype), &body);
+        Some(dest)
     }
 
     /// Queue a retransmission of `[from, until)` to `to`, of what this member holds (the
@@ -183,12 +118,7 @@ impl Sequencer {
             .ord
             .as_ref()
             .map_or(self.hist.held_next, |o| o.next_seq);
-        let until = until.min(held);
-        let from = from.max(base);
-        if from >= until {
-            return;
-        }
-        self.retrans.owe(to, from, until);
+        self.retrans.owe_within(to, from, until, base, held);
     }
 
     /// The next queued retransmission, written into `buf`.
@@ -274,13 +204,16 @@ impl Sequencer {
     /// BC_JOINREQ, repeated every `join_retry_ms` until the join is ordered.
     fn transmit_join(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         let now = self.now;
-        if self.join_deadline.is_none_or(|d| now < d) {
+        if !self.timers.due(Timer::Join, now) {
             return None;
         }
         let header = self.header(ptype::JOIN_REQ);
         let into = self.join_into;
         encode_control(buf, &header, &Body::JoinReq { into });
-        self.join_deadline = Some(now + Duration::from_millis(self.cfg.join_retry_ms));
+        self.timers.arm(
+            Timer::Join,
+            now + Duration::from_millis(self.cfg.join_retry_ms),
+        );
         Some(Destination::Group)
     }
 
@@ -322,7 +255,7 @@ impl Sequencer {
             || self.is_sequencer()
             || !self.sender.outq.is_empty()
             || !self.sender.awaiting_complete.is_empty()
-            || self.leave_deadline.is_none_or(|d| now < d)
+            || !self.timers.due(Timer::Leave, now)
         {
             return None;
         }
@@ -331,33 +264,66 @@ impl Sequencer {
             expect: self.hist.next_deliver,
         };
         encode_control(buf, &header, &body);
-        self.leave_deadline = Some(now + self.repair_rto());
+        self.timers.arm(Timer::Leave, now + self.repair_rto());
         Some(Destination::Peer(self.sequencer_hint))
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// A BC_BCASTREQ of the PB or BB method with our state, into `buf`, ready for entries.
+    fn request_writer<'b>(&self, buf: &'b mut Vec<u8>, bb: bool) -> ReqWriter<'b> {
+        let header = self.header(if bb {
+            ptype::BCAST_REQ_BB
+        } else {
+            ptype::BCAST_REQ_PB
+        });
+        ReqWriter::new(
+            buf,
+            &header,
+            self.hist.next_deliver,
+            self.hist.held_next,
+            self.sender.own_ordered,
+        )
+    }
 
-    #[test]
-    fn retransmissions_merge_per_destination_and_bound_bursts() {
-        let mut r = Retransmissions::default();
-        r.owe(NodeId(1), 10, 20);
-        r.owe(NodeId(2), 5, 6);
-        r.owe(NodeId(1), 8, 25);
-        let first = r.next().unwrap();
-        assert_eq!((first.to, first.from, first.until), (NodeId(1), 8, 25));
-        r.sent_next(8, 15, 2);
-        assert_eq!(r.next().map(|o| (o.from, o.sent)), Some((15, 1)));
-        // The second datagram reaches the burst bound.
-        r.sent_next(15, 20, 2);
-        assert_eq!(r.next().map(|o| o.to), Some(NodeId(2)));
-        // Nothing could be written: done with it.
-        r.sent_next(5, 5, 2);
-        assert_eq!(r.next(), None);
-        r.owe(NodeId(3), 1, 2);
-        r.clear();
-        assert_eq!(r.next(), None);
+    /// Fragments the sequencer asked for again: to the sequencer only, whatever their method
+    /// (by the BB method the members hold the data already; one that does not asks the
+    /// sequencer for it once it is ordered).
+    fn transmit_repair(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        if self.sender.repair.is_none() && self.sender.tail_probe.is_none() {
+            return None;
+        }
+        if self.is_sequencer() {
+            self.sender.repair = None;
+            self.sender.tail_probe = None;
+            return None;
+        }
+        let bb = self.sender.repair_method()?;
+        let max = self.cfg.max_datagram_bytes;
+        let mut w = self.request_writer(buf, bb);
+        self.sender.write_repair(&mut w, max);
+        self.stats.request_gaps_filled += 1;
+        Some(Destination::Peer(self.sequencer_hint))
+    }
+
+    /// The next batch of requests to the sequencer (PB) or the group (BB), if the window has
+    /// room and something is unsent.
+    pub(super) fn transmit_requests(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        if let Some(d) = self.transmit_repair(buf) {
+            return Some(d);
+        }
+        let s = &self.sender;
+        if self.is_sequencer() || s.unsent >= s.outq.len() || s.in_flight() >= s.cwnd.get() {
+            return None;
+        }
+        let bb = s.outq[s.unsent].bb;
+        let max = self.cfg.max_datagram_bytes;
+        let mut w = self.request_writer(buf, bb);
+        let last = self.sender.write_batch(&mut w, bb, max);
+        self.hist.delivered_since_report = 0;
+        self.sender.sent_batch(last, self.now);
+        Some(if bb {
+            Destination::Group
+        } else {
+            Destination::Peer(self.sequencer_hint)
+        })
     }
 }

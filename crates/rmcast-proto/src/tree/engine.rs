@@ -688,6 +688,10 @@ impl Tree {
                 if !e.addr_tab.contains(&from) {
                     e.addr_tab.push(from);
                 }
+                debug_assert!(
+                    ap.retx.len() <= MAX_RETX_ENTRIES,
+                    "the retransmission queue is bounded"
+                );
             }
         }
         // The receiver has every packet but not the end: send DATA_EOF again.
@@ -868,6 +872,7 @@ impl Tree {
     fn deliver(&mut self, now: Time) {
         let Some(r) = self.rcv.as_mut() else { return };
         let sender = r.origin.unwrap_or_default();
+        let (w, l_before) = (r.win.slots.len(), r.win.l);
         while self.events.room() {
             let Some(Some(_)) = r.win.slots.front() else {
                 break;
@@ -891,6 +896,10 @@ impl Tree {
                 payload,
             }));
         }
+        // The window slides in order and keeps its W_r slots; what a DR caches is exactly
+        // what it delivered, in order, so that it can serve repairs from it.
+        debug_assert!(r.win.slots.len() == w && r.win.l >= l_before);
+        debug_assert!(self.ap.as_ref().is_none_or(|ap| ap.cache.end() <= r.win.l));
         self.check_done(now);
     }
 

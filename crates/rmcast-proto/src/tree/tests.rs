@@ -403,7 +403,7 @@ fn malformed_datagrams_are_counted_never_a_panic() {
 
 #[test]
 fn the_registry_offers_tree_with_honest_guarantees() {
-    let f = crate::registry::find("tree").expect("registered");
+    let f = crate::catalog::find("tree").expect("registered");
     let g = f.guarantees(&EngineSettings::default());
     assert_eq!(g.senders, crate::Senders::Creator);
     assert_eq!(g.order, crate::Order::Fifo);

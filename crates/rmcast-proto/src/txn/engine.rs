@@ -358,6 +358,10 @@ impl Txn {
                 }
             }
         }
+        // Outcomes are remembered for a bounded number of transactions (oldest forgotten).
+        debug_assert!(
+            self.outcomes.len() <= MAX_OUTCOMES && self.outcome_order.len() <= MAX_OUTCOMES
+        );
     }
 
     /// The retransmission timeout after `tries` unanswered tries: the measured one (not
@@ -503,6 +507,10 @@ impl Txn {
         }
         let rto = self.rto_after(0);
         if let Some(f) = self.forwards.get_mut(&txn) {
+            debug_assert!(
+                matches!(f.phase, Phase::Opening { .. }),
+                "opening, then transfer"
+            );
             f.phase = Phase::Transfer;
             f.tries = 0;
             f.rto_at = Some(now + rto);
@@ -563,6 +571,8 @@ impl Txn {
         if f.phase != Phase::Transfer || f.set.values().any(|r| r.next < f.total) {
             return self.maybe_complete(now, txn);
         }
+        // Released (deliver-to the end) only once every receiver of the set holds all of it.
+        debug_assert!(f.set.values().all(|r| r.next >= f.total));
         f.phase = Phase::Released;
         f.tries = 0;
         let rto = self.rto_after(0);
@@ -601,6 +611,10 @@ impl Txn {
             return;
         }
         let f = self.forwards.remove(&txn).expect("present");
+        debug_assert!(
+            self.lingering.iter().all(|l| l.key != f.key),
+            "a transaction completes once"
+        );
         self.events.push_back(Event::SendComplete { msg: txn });
         self.lingering.push_back(Lingering {
             key: f.key,
@@ -610,6 +624,7 @@ impl Txn {
         while self.lingering.len() > self.cfg.max_lingering {
             self.close_lingering();
         }
+        debug_assert!(self.lingering.len() <= self.cfg.max_lingering);
     }
 
     fn close_lingering(&mut self) {
@@ -1254,6 +1269,8 @@ impl Txn {
         let payload = Bytes::from(std::mem::take(&mut i.buf));
         self.held_bytes = self.held_bytes.saturating_sub(payload.len());
         let total = i.total;
+        // Delivered whole: every byte of the message, in order, none past its end.
+        debug_assert_eq!(payload.len() as u64, u64::from(total));
         self.record_outcome(k.0, k.1, pk::OUTCOME_RELEASED, total);
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {

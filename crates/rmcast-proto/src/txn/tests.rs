@@ -641,7 +641,7 @@ fn malformed_datagrams_are_counted_and_dropped() {
 
 #[test]
 fn the_registry_offers_txn_with_replies() {
-    let f = crate::registry::find("txn").unwrap();
+    let f = crate::catalog::find("txn").unwrap();
     let g = f.guarantees(&EngineSettings::default());
     assert!(g.replies && g.all_or_nothing());
     assert!(g.qos.contains(Qos::Reliable) && g.qos.contains(Qos::Unreliable));

@@ -1,11 +1,10 @@
 //! What the recovery sends: invitations and votes, and the small answers owed to single
 //! members (probes, stale members, acknowledgements, redirects) with the result multicast.
 
-use super::Role;
-use crate::engine::{Destination, NodeId, Time};
-use crate::sequencer::engine::{Sequencer, MAX_RETRANS_QUEUE};
+use super::state::Role;
+use crate::engine::{Destination, NodeId};
+use crate::sequencer::engine::Sequencer;
 use crate::sequencer::packet::{encode_control, ptype, Body, VoteKind};
-use std::collections::VecDeque;
 
 impl Sequencer {
     /// The recovery's datagrams (after the control answers every member owes).
@@ -155,69 +154,5 @@ impl Sequencer {
         };
         encode_control(buf, &header, &body);
         Some(to)
-    }
-}
-
-/// Small answers owed to single members, each queue bounded.
-#[derive(Clone, Debug, Default)]
-pub(in crate::sequencer) struct Control {
-    /// BC_ALIVE owed.
-    alive: VecDeque<NodeId>,
-    /// BC_RESULTACK owed.
-    acks: VecDeque<NodeId>,
-    /// Whom to follow, told to members that followed us, or a better coordinator told to the
-    /// one we follow: (to, coordinator, its vote).
-    redirects: VecDeque<(NodeId, VoteKind, NodeId, u64)>,
-    /// Members of older incarnations owed the newest result.
-    results: VecDeque<NodeId>,
-    /// Multicast the result (coordinator, until acknowledged).
-    pub(super) result_multicast: bool,
-    /// A member of a newer incarnation to ask what happened, and when we last asked.
-    query_to: Option<NodeId>,
-    last_query: Option<Time>,
-}
-
-fn push_bounded<T: PartialEq>(q: &mut VecDeque<T>, x: T) {
-    if q.len() < MAX_RETRANS_QUEUE && !q.contains(&x) {
-        q.push_back(x);
-    }
-}
-
-impl Control {
-    pub(in crate::sequencer) fn alive(&mut self, to: NodeId) {
-        push_bounded(&mut self.alive, to);
-    }
-
-    /// Ask `to` what happened (it is of a newer incarnation), at most once per `gap`.
-    pub(super) fn query(&mut self, to: NodeId, now: Time, gap: std::time::Duration) {
-        if self.last_query.is_some_and(|t| now < t + gap) {
-            return;
-        }
-        self.last_query = Some(now);
-        self.query_to = Some(to);
-    }
-
-    pub(super) fn ack(&mut self, to: NodeId) {
-        push_bounded(&mut self.acks, to);
-    }
-
-    pub(super) fn redirect(&mut self, to: NodeId, c: NodeId, c_held: u64) {
-        self.word(to, VoteKind::Redirect, c, c_held);
-    }
-
-    pub(super) fn forward(&mut self, to: NodeId, c: NodeId, c_held: u64) {
-        self.word(to, VoteKind::Forward, c, c_held);
-    }
-
-    /// One word per destination is enough: the newest replaces an older one.
-    pub(super) fn word(&mut self, to: NodeId, kind: VoteKind, c: NodeId, c_held: u64) {
-        match self.redirects.iter_mut().find(|r| r.0 == to) {
-            Some(r) => *r = (to, kind, c, c_held),
-            None => push_bounded(&mut self.redirects, (to, kind, c, c_held)),
-        }
-    }
-
-    pub(super) fn answer_stale(&mut self, to: NodeId) {
-        push_bounded(&mut self.results, to);
     }
 }

@@ -43,166 +43,15 @@
 
 mod control;
 mod reset;
+pub(super) mod state;
 
-use super::engine::{Phase, Sequencer};
+use super::engine::Sequencer;
 use super::packet::{ptype, Body, EntryKind};
-use super::Config;
-use crate::common::{decode_view, DetectorParams, FailureDetector};
+use super::shared::Phase;
+use crate::common::decode_view;
 use crate::engine::{Event, NodeId, Recovery, SendError, Time};
-use bytes::Bytes;
-pub(super) use control::Control;
+use state::{Coord, RecoveryMode, Role};
 use std::time::Duration;
-
-/// A coordinator's record of one member's vote.
-#[derive(Clone, Debug)]
-pub(super) struct Voter {
-    id: NodeId,
-    held_next: u64,
-    expect: u64,
-    heard_at: Time,
-    /// The newest invitation round it answered.
-    round: u32,
-}
-
-/// What a coordinator knows.
-#[derive(Clone, Debug)]
-pub(super) struct Coord {
-    /// Invitation rounds sent in this attempt.
-    round: u32,
-    /// Members that voted for us (never ourselves).
-    voters: Vec<Voter>,
-    /// Members believed failed (not waited for in phase 1).
-    suspects: Vec<NodeId>,
-    /// Phase 2: every member of the new group must hold everything below this.
-    target: Option<u64>,
-}
-
-/// The part a member plays in a recovery.
-#[derive(Clone, Debug)]
-pub(super) enum Role {
-    /// In recovery mode; no reset called here and no invitation accepted yet.
-    Idle,
-    /// Voted for `coordinator`, waits for its result.
-    Participant {
-        coordinator: NodeId,
-        /// The coordinator's vote as it advertised it (to compare with other coordinators).
-        coordinator_held: u64,
-        /// Phase 2 target the coordinator announced (0: none yet).
-        target: u64,
-        /// When the coordinator was last heard.
-        heard_at: Time,
-        /// The newest invitation round heard from it.
-        round: u32,
-    },
-    /// Invites the members of the old view.
-    Coordinator(Coord),
-}
-
-/// Recovery mode: from a detected failure (or an invitation) until a reset is installed.
-#[derive(Clone, Debug)]
-pub(super) struct RecoveryMode {
-    /// The member whose failure started it.
-    suspect: NodeId,
-    /// The view before the failure: who is invited.
-    old_members: Vec<NodeId>,
-    /// Smallest group the reset may form; `None`: a majority of the view it replaces (the
-    /// newest view below the target, so that members whose leave is ordered do not count).
-    min_members: Option<usize>,
-    role: Role,
-    /// When the next round is due (coordinator) or the coordinator counts as gone
-    /// (participant).
-    next_at: Option<Time>,
-    /// A vote is owed to the coordinator.
-    vote_due: bool,
-    /// An invitation is due (coordinator).
-    invite_due: bool,
-}
-
-/// The result of the newest reset this member took part in (BC_RESULT), kept to answer members
-/// of older incarnations.
-#[derive(Clone, Debug)]
-pub(super) struct ResultRecord {
-    pub(super) incarnation: u32,
-    pub(super) seq: u64,
-    pub(super) stable: u64,
-    pub(super) view: Bytes,
-}
-
-/// A coordinator waiting for every member of the new group to acknowledge the result.
-#[derive(Clone, Debug)]
-pub(super) struct AwaitAcks {
-    pending: Vec<NodeId>,
-    rounds: u32,
-    next_at: Time,
-}
-
-/// What the failure detector's watch list depends on: the view, the ordering view (id and
-/// size), the sequencer, and whether detection runs (a member in normal operation).
-pub(super) type DetectorKey = (u64, Option<(u64, usize)>, NodeId, bool);
-
-/// Failure detection and crash recovery: the part of a member that watches its peers and, after
-/// a failure, rebuilds the group.
-///
-/// Invariants: the detector watches nobody while `mode` or `awaiting` is set (recovery rounds
-/// detect silence themselves); `awaiting` is only set on the coordinator of the newest reset.
-#[derive(Debug)]
-pub(super) struct RecoveryState {
-    /// BC_ALIVEREQ / BC_ALIVE failure detection.
-    pub(super) detector: FailureDetector,
-    /// What the detector's watch list was computed from.
-    pub(super) detector_key: Option<DetectorKey>,
-    /// Request timeouts in a row with nothing heard from the sequencer.
-    pub(super) silent_req_timeouts: u32,
-    /// Whether the sequencer was heard since the last request timeout.
-    pub(super) heard_sequencer: bool,
-    /// When the sequencer was last heard.
-    pub(super) last_heard_sequencer: Time,
-    /// Recovery mode: from a detected failure until the group is reset.
-    pub(super) mode: Option<RecoveryMode>,
-    /// As coordinator of a reset: the members that have not acknowledged it yet.
-    pub(super) awaiting: Option<AwaitAcks>,
-    /// The newest reset installed here.
-    pub(super) last_result: Option<ResultRecord>,
-    /// A coordinator fetches what it lacks from this member.
-    pub(super) repair_from: Option<NodeId>,
-    /// As the new sequencer after a reset: where each member's stream of requests stands, as
-    /// its acknowledgement said: (member, last protocol number ordered, mid-message).
-    pub(super) reset_streams: Vec<(NodeId, u64, bool)>,
-    /// Small answers owed to single members.
-    pub(super) control: Control,
-}
-
-impl RecoveryState {
-    pub(super) fn new(cfg: &Config, now: Time) -> RecoveryState {
-        RecoveryState {
-            detector: FailureDetector::new(detector_params(cfg)),
-            detector_key: None,
-            silent_req_timeouts: 0,
-            heard_sequencer: false,
-            last_heard_sequencer: now,
-            mode: None,
-            awaiting: None,
-            last_result: None,
-            repair_from: None,
-            reset_streams: Vec::new(),
-            control: Control::default(),
-        }
-    }
-}
-
-/// The detector's parameters from the configuration.
-fn detector_params(cfg: &Config) -> DetectorParams {
-    DetectorParams {
-        interval: Duration::from_millis(cfg.alive_interval_ms),
-        retries: cfg.alive_retries.max(1),
-        min_timeout: Duration::from_millis(cfg.alive_timeout_ms),
-    }
-}
-
-/// Whether coordinator `a` (with vote `a_held`) beats coordinator `b`.
-fn better(a_held: u64, a: NodeId, b_held: u64, b: NodeId) -> bool {
-    a_held > b_held || (a_held == b_held && a < b)
-}
 
 impl Sequencer {
     /// A datagram of the failure detector or the recovery protocol (probes, invitations,
@@ -325,7 +174,7 @@ impl Sequencer {
         if self.view.id > 0 && !self.view.members.contains(&self.me) {
             // A departing sequencer that lingers after its leave was delivered: the group's
             // recovery is no longer its business.
-            self.phase = Phase::Left;
+            self.set_phase(Phase::Left);
             self.ord = None;
             self.events.push_back(Event::Left);
             return;
@@ -339,7 +188,7 @@ impl Sequencer {
             // Leaving a group of two whose other member is gone: that member was the
             // sequencer and ordered this leave but left (the last one) before this member
             // heard it. Nobody is left to rebuild the group with; the leave is done.
-            self.phase = Phase::Left;
+            self.set_phase(Phase::Left);
             self.ord = None;
             self.events.push_back(Event::Left);
             return;
@@ -501,7 +350,7 @@ impl Sequencer {
                 // Our leave was ordered and nobody needs us for the reset: the group goes on
                 // without us, which is what we asked for.
                 self.rec.mode = None;
-                self.phase = Phase::Left;
+                self.set_phase(Phase::Left);
                 self.rec.detector.clear();
                 self.events.push_back(Event::Left);
             }

@@ -2,12 +2,13 @@
 //! coordinators, the coordinator's two phases, the commit of the result, and its installation
 //! at every member of the new group.
 
-use super::{better, AwaitAcks, RecoveryMode, ResultRecord, Role, Voter};
+use super::state::{better, AwaitAcks, RecoveryMode, ResultRecord, Role, Voter};
 use crate::common::{decode_view, view_bytes};
 use crate::engine::{Event, NodeId, Recovery, Time};
-use crate::sequencer::engine::{Phase, Sequencer};
+use crate::sequencer::engine::Sequencer;
 use crate::sequencer::history::Entry;
 use crate::sequencer::packet::{EntryKind, VoteKind};
+use crate::sequencer::shared::Phase;
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -528,7 +529,7 @@ impl Sequencer {
 
     /// Leave the group for good: it went on without us.
     pub(super) fn expel(&mut self, incarnation: u32) {
-        self.phase = Phase::Left;
+        self.set_phase(Phase::Left);
         self.rec.mode = None;
         self.ord = None;
         self.rec.awaiting = None;
