@@ -23,6 +23,6 @@ pub use history::{HistoryBuffer, OutOfWindow};
 pub use replay::{Replay, ReplayWindow};
 pub use rng::SplitMix64;
 pub use rtt::RttEstimator;
-pub use timers::Deadlines;
+pub use timers::{Deadlines, TimerKind, Timers};
 pub use view::{decode_view, encode_view, view_bytes};
 pub use window::{packet_size, CongestionWindow, LossCache};

@@ -31,7 +31,7 @@ impl Net {
     fn new(n: u32) -> Net {
         let settings = EngineSettings::default();
         let build = |i: u32, role| {
-            RingFactory.build(&EngineParams {
+            RingFactory::DEFAULT.build(&EngineParams {
                 role,
                 group: 7,
                 me: NodeId(i),
@@ -176,7 +176,7 @@ fn a_merging_joiner_is_admitted_by_the_ring_it_names_only() {
     let settings = EngineSettings::default();
     let mut net = Net::new(1);
     for i in [1, 2] {
-        net.nodes.push(RingFactory.build(&EngineParams {
+        net.nodes.push(RingFactory::DEFAULT.build(&EngineParams {
             role: Role::Create,
             group: 7,
             me: NodeId(i),
@@ -360,9 +360,9 @@ fn sends_push_back_when_the_window_is_full() {
                 break;
             }
         }
-        assert!(n <= super::engine::WINDOW);
+        assert!(n <= super::Config::default().window_msgs);
     }
-    assert_eq!(n, super::engine::WINDOW);
+    assert_eq!(n, super::Config::default().window_msgs);
     assert!(!net.nodes[0].can_submit());
     // Once the ring runs, the window opens again and nothing was lost.
     net.run_for(Duration::from_secs(1));
@@ -431,7 +431,7 @@ fn the_byte_window_halves_when_the_retransmission_timer_expires_and_grows_back()
 /// Adds a ring engine of `role` with id `id` to `net` (a joiner asks in at once).
 fn add(net: &mut Net, role: Role, id: u32) -> usize {
     let settings = EngineSettings::default();
-    let mut e = RingFactory.build(&EngineParams {
+    let mut e = RingFactory::DEFAULT.build(&EngineParams {
         role,
         group: 7,
         me: NodeId(id),
