@@ -690,6 +690,8 @@ impl Ring {
                     self.counters.view_changes += 1;
                     self.membership.delivered_view = v.clone();
                     let gone = v.left == Some(self.me);
+                    // Applying the New List that removes this member made it Removed.
+                    debug_assert!(!gone || self.removed());
                     let (members, joined_me) = (v.members.clone(), v.joined == Some(self.me));
                     self.events.push_back(Event::View(v));
                     self.deliver_view_locks(&members, joined_me);
@@ -874,6 +876,7 @@ impl Ring {
     /// was lost) instead of waiting for the origin's retransmission timer, as the sequencer
     /// asks for a gap in a sender's requests.
     fn ask_data_gaps(&mut self, now: Time) {
+        debug_assert!(self.token.holding, "only the token site asks for data gaps");
         let ring = &self.membership.ring;
         self.token.data_gaps.retain(|m, _| ring.contains(m));
         let mut asks = Vec::new();
@@ -962,8 +965,8 @@ impl Ring {
                 }
                 _ => continue,
             };
-            let (locks, clients) = self.group_state_for(&members, &self.rpc.gs.locks);
-            let mut unicast_only = self.unicast_only_of(&members);
+            let (locks, clients) = self.rpc.gs.state_for(&members, &self.rpc.gs.locks);
+            let mut unicast_only = self.membership.unicast_only_of(&members);
             if joined.is_some() && self.membership.unicast_joiners.remove(&who) {
                 unicast_only.push(who);
             }
@@ -975,6 +978,9 @@ impl Ring {
                     None => 0,
                 })
                 .collect();
+            // A token site never orders a list without itself (a leaver does not order its
+            // own leave).
+            debug_assert!(members.contains(&self.me));
             return Some(NewList {
                 view_id: self.membership.view_id + 1,
                 members,
@@ -993,6 +999,8 @@ impl Ring {
     /// Data this site holds that can be ordered: each member's packets in sequence.
     fn orderable(&self) -> Vec<(NodeId, u64)> {
         let mut out = Vec::new();
+        // Called only with room: the slots not yet stable stay within their bound.
+        debug_assert!(self.order.q.end() < self.order.stable_ts + self.cfg.max_unstable);
         let room = (self.order.stable_ts + self.cfg.max_unstable - self.order.q.end()) as usize;
         let max = packet::MAX_ENTRIES.min(room);
         // Start after this site, so that no member is always served first.
@@ -1006,10 +1014,13 @@ impl Ring {
             }
         }
         self.orderable_clients(&mut out, max);
+        debug_assert!(out.len() <= max, "one ACK orders at most its room");
         out
     }
 
     fn pass(&mut self, now: Time, next: NodeId, idle: u32, body: AckBody) {
+        // Only the token site passes, and never while the ring reforms.
+        debug_assert!(self.token.holding && self.rec.current.is_none());
         // Own data goes before the ACK that orders it.
         self.flush_outbox();
         let ack = Ack {
@@ -1275,6 +1286,8 @@ impl Ring {
                     {
                         self.membership.unicast_joiners.insert(from);
                     }
+                    debug_assert!(self.membership.lcrs.len() <= self.cfg.max_lcrs.max(1));
+                    debug_assert!(self.membership.unicast_joiners.len() <= self.cfg.max_lcrs);
                 }
                 if self.token.holding {
                     self.token.idle = 0;
@@ -1647,6 +1660,8 @@ impl Engine for Ring {
         }
         let n = self.flow.own_next;
         self.flow.own_next += 1;
+        // Checked by `can_submit` just above: the send window holds.
+        debug_assert!(self.flow.unstable() <= self.cfg.window_msgs);
         self.flow.outbox.push((n, qos, payload.clone()));
         self.flow.on_send(n, now, len);
         self.order.data.insert(self.me, n, payload.clone(), qos);

@@ -158,6 +158,15 @@ impl Membership {
         ring[(i + 1) % ring.len()]
     }
 
+    /// The members of `members` that cannot receive multicast (section 3.4).
+    pub(super) fn unicast_only_of(&self, members: &[NodeId]) -> Vec<NodeId> {
+        members
+            .iter()
+            .copied()
+            .filter(|m| self.unicast_members.contains(m))
+            .collect()
+    }
+
     /// Keeps the New List that removed `gone` (bounded: the oldest goes first), and for
     /// another member what it may still lack: stable up to `stable`, ACKs from `oldest` on,
     /// until `until`.

@@ -33,63 +33,15 @@ use crate::engine::{
 };
 use crate::wire::{self, Reader, WriteExt};
 use bytes::Bytes;
-use std::collections::BTreeMap;
-
-/// A lock table as a New List carries it: (lock, holder).
-pub(super) type Locks = Vec<(u16, NodeId)>;
-/// Non-members as a New List carries them: (sender, next sequence number), least recently
-/// ordered first.
-pub(super) type Clients = Vec<(NodeId, u64)>;
 
 impl Ring {
     // ---- locks ------------------------------------------------------------------------------
 
-    /// The lock table and non-members a New List that keeps `members` carries: the locks of
-    /// members not in it are freed; non-members least recently ordered first.
-    pub(super) fn group_state_for(
-        &self,
-        members: &[NodeId],
-        locks: &BTreeMap<u16, NodeId>,
-    ) -> (Locks, Clients) {
-        let locks = locks
-            .iter()
-            .filter(|(_, h)| members.contains(h))
-            .map(|(&k, &h)| (k, h))
-            .collect();
-        let mut clients: Vec<(NodeId, ClientSeen)> =
-            self.rpc.gs.clients.iter().map(|(&c, &s)| (c, s)).collect();
-        clients.sort_by_key(|(c, s)| (s.last, *c));
-        (
-            locks,
-            clients.into_iter().map(|(c, s)| (c, s.next)).collect(),
-        )
-    }
-
-    /// The members of `members` that cannot receive multicast (section 3.4).
-    pub(super) fn unicast_only_of(&self, members: &[NodeId]) -> Vec<NodeId> {
-        members
-            .iter()
-            .copied()
-            .filter(|m| self.membership.unicast_members.contains(m))
-            .collect()
-    }
-
-    /// A New List was applied: its lock table and non-members are the ring's from here on.
+    /// A New List was applied: its lock table and non-members are the ring's from here on
+    /// (the unordered packets of non-members it no longer names are dropped).
     pub(super) fn apply_group_state(&mut self, locks: &[(u16, NodeId)], clients: &[(NodeId, u64)]) {
-        self.rpc.gs.locks = locks.iter().copied().collect();
-        let old = std::mem::take(&mut self.rpc.gs.clients);
-        for &(c, next) in clients {
-            self.rpc.gs.client_clock += 1;
-            self.rpc.gs.clients.insert(
-                c,
-                ClientSeen {
-                    next,
-                    last: self.rpc.gs.client_clock,
-                },
-            );
-        }
-        for c in old.keys().filter(|c| !self.rpc.gs.clients.contains_key(c)) {
-            self.order.data.drop_below(*c, u64::MAX);
+        for c in self.rpc.gs.apply(locks, clients) {
+            self.order.data.drop_below(c, u64::MAX);
         }
     }
 
@@ -101,7 +53,7 @@ impl Ring {
         } else if locks.get(&lock) == Some(&by) {
             locks.remove(&lock);
         }
-        let (locks, clients) = self.group_state_for(&self.membership.ring, &locks);
+        let (locks, clients) = self.rpc.gs.state_for(&self.membership.ring, &locks);
         packet::NewList {
             view_id: self.membership.view_id,
             members: self.membership.ring.clone(),
@@ -116,7 +68,7 @@ impl Ring {
             lock_op: Some(LockOp { by, lock, acquire }),
             locks,
             clients,
-            unicast_only: self.unicast_only_of(&self.membership.ring),
+            unicast_only: self.membership.unicast_only_of(&self.membership.ring),
         }
     }
 
@@ -417,6 +369,7 @@ impl Ring {
                 last: clock,
             },
         );
+        debug_assert!(self.rpc.gs.clients.len() <= MAX_CLIENTS);
     }
 
     /// A non-member's packet is delivered in slot `ts`: to the application (the handler's
@@ -499,6 +452,7 @@ impl Ring {
             .gs
             .forwarded
             .push_back(((origin, request), to, payload));
+        debug_assert!(self.rpc.gs.forwarded.len() <= self.cfg.reply_cache.max(1));
         Ok(())
     }
 
@@ -534,6 +488,7 @@ impl Ring {
             self.rpc.gs.forwards_in.pop_front();
         }
         self.rpc.gs.forwards_in.push_back((origin, request));
+        debug_assert!(self.rpc.gs.forwards_in.len() <= self.cfg.reply_cache.max(1));
         self.events.push_back(Event::Forwarded(Delivery {
             seq: 0,
             sender: origin,
@@ -565,6 +520,7 @@ impl Ring {
                 self.rpc.gs.replies.pop_front();
             }
             self.rpc.gs.replies.push_back(((to, request), payload));
+            debug_assert!(self.rpc.gs.replies.len() <= self.cfg.reply_cache.max(1));
         }
         Ok(())
     }
@@ -611,6 +567,10 @@ impl Ring {
                 at: now,
                 rto: self.cfg.client_rto,
             },
+        );
+        debug_assert!(
+            c.pending.len() <= self.cfg.client_window,
+            "the client's window"
         );
         self.counters.submitted += 1;
         self.client_send(now, n);

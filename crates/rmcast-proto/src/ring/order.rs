@@ -206,6 +206,8 @@ impl OrderingQ {
     /// Data for a missing slot arrived: its timestamp, or `None` when no slot waited for it.
     pub fn fill(&mut self, origin: NodeId, sseq: u64, data: Bytes, level: Qos) -> Option<u64> {
         let ts = self.missing.remove(&(origin, sseq))?;
+        // A missing slot is at or above the first one not held (never delivered or pruned).
+        debug_assert!(ts >= self.held_next && ts < self.end());
         if let Some(s) = ts
             .checked_sub(self.base)
             .and_then(|i| self.slots.get_mut(i as usize))
@@ -238,6 +240,7 @@ impl OrderingQ {
             }
             ts += 1;
         }
+        debug_assert!(out.len() <= max && out.iter().all(|&t| t >= self.held_next));
         out
     }
 

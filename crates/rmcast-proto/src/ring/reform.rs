@@ -117,6 +117,8 @@ impl Ring {
         self.timers.clear(RingTimer::ReformRetry);
         self.halt_token();
         let own = self.order.sync_point(MAX_RING);
+        // A version above every one seen, bound to, or installed: reformations are ordered.
+        debug_assert!(version > self.rec.bound && version > self.membership.view_id);
         let mut votes = BTreeMap::new();
         votes.insert(
             self.me,
@@ -379,7 +381,7 @@ impl Ring {
         }
         let mut acks = Vec::new();
         // Locks of the members left out are freed.
-        let (locks, clients) = self.group_state_for(members, &self.rpc.gs.locks);
+        let (locks, clients) = self.rpc.gs.state_for(members, &self.rpc.gs.locks);
         let (mut num, mut ts) = (self.order.next_ack, self.order.q.end());
         let mut next_sseq: BTreeMap<NodeId, u64> = self.order.ordered_next.clone();
         for chunk in entries.chunks(packet::MAX_ENTRIES).take(3) {
@@ -416,7 +418,7 @@ impl Ring {
                     lock_op: None,
                     locks,
                     clients,
-                    unicast_only: self.unicast_only_of(members),
+                    unicast_only: self.membership.unicast_only_of(members),
                 }),
             }),
         );
@@ -497,6 +499,10 @@ impl Ring {
             }));
         }
         let began = self.rec.current.as_ref().map_or(now, |r| r.began);
+        debug_assert!(
+            st.version > self.rec.bound,
+            "a member joins only larger versions"
+        );
         self.rec.seen = offered;
         self.timers.clear(RingTimer::ReformRetry);
         self.halt_token();
@@ -750,6 +756,7 @@ impl Ring {
             }
         }
         self.rec.told.insert(to, now);
+        debug_assert!(self.rec.told.len() <= self.cfg.expelled_peers.max(1));
         let view = self.membership.view_id;
         self.send(Destination::Peer(to), packet::EXPELLED, |b| {
             b.extend_from_slice(&view.to_be_bytes())

@@ -49,6 +49,54 @@ pub(super) struct GroupState {
     pub(super) lock_pending: Option<(u16, bool)>,
 }
 
+/// A lock table as a New List carries it: (lock, holder).
+pub(super) type Locks = Vec<(u16, NodeId)>;
+/// Non-members as a New List carries them: (sender, next sequence number), least recently
+/// ordered first.
+pub(super) type Clients = Vec<(NodeId, u64)>;
+
+impl GroupState {
+    /// The lock table and non-members a New List that keeps `members` carries: the locks of
+    /// members not in it are freed; non-members least recently ordered first.
+    pub(super) fn state_for(
+        &self,
+        members: &[NodeId],
+        locks: &BTreeMap<u16, NodeId>,
+    ) -> (Locks, Clients) {
+        let locks = locks
+            .iter()
+            .filter(|(_, h)| members.contains(h))
+            .map(|(&k, &h)| (k, h))
+            .collect();
+        let mut clients: Vec<(NodeId, ClientSeen)> =
+            self.clients.iter().map(|(&c, &s)| (c, s)).collect();
+        clients.sort_by_key(|(c, s)| (s.last, *c));
+        (
+            locks,
+            clients.into_iter().map(|(c, s)| (c, s.next)).collect(),
+        )
+    }
+
+    /// A New List was applied: its lock table and non-members are the ring's from here on.
+    /// The non-members it no longer names.
+    pub(super) fn apply(
+        &mut self,
+        locks: &[(u16, NodeId)],
+        clients: &[(NodeId, u64)],
+    ) -> Vec<NodeId> {
+        self.locks = locks.iter().copied().collect();
+        let old = std::mem::take(&mut self.clients);
+        for &(c, next) in clients {
+            self.client_clock += 1;
+            let last = self.client_clock;
+            self.clients.insert(c, ClientSeen { next, last });
+        }
+        old.into_keys()
+            .filter(|c| !self.clients.contains_key(c))
+            .collect()
+    }
+}
+
 /// One request of a non-member, until acknowledged (and answered, if it names a handler).
 pub(super) struct Pending {
     pub(super) payload: Bytes,

@@ -57,6 +57,8 @@ impl TokenSite {
         }
         self.named = named.then_some(num);
         self.idle = idle;
+        // The token moves on with every ACK: the site that sent one let it go before.
+        debug_assert!(!self.holding, "an ACK applied while the token is held here");
     }
 
     /// Earliest time a data gap is to be asked for, at the token site.
