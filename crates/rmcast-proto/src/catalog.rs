@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub fn engines() -> &'static [&'static dyn EngineFactory] {
     &[
         &sequencer::SequencerFactory::DEFAULT,
-        &crate::ring::RingFactory,
+        &crate::ring::RingFactory::DEFAULT,
         &crate::gossip::GossipFactory::DEFAULT,
         &crate::tree::DefaultTreeFactory,
         &crate::txn::TxnFactory::DEFAULT,
@@ -106,6 +106,11 @@ impl EngineChoice {
             factory: Arc::new(sequencer::SequencerFactory::with_config(cfg)),
             settings,
         }
+    }
+
+    /// The ring with every tunable of `cfg` (defaults: [`crate::ring::Config::default`]).
+    pub fn ring_with(cfg: crate::ring::Config) -> EngineChoice {
+        EngineChoice::custom(Arc::new(crate::ring::RingFactory::with_config(cfg)))
     }
 
     /// Set the resilience degree.

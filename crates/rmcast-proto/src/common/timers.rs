@@ -46,9 +46,14 @@ impl Deadlines {
     }
 }
 
+/// Timers a [`Timers`] table holds at most: an engine's timers fit a fixed array (no
+/// allocation per engine or per poll).
+pub const MAX_TIMERS: usize = 16;
+
 /// The keys of a [`Timers`] table: an enum of the engine's timers.
 pub trait TimerKey: Copy + Eq + std::fmt::Debug + 'static {
-    /// Every key, in slot order (the order ties of [`Timers::earliest`] are broken in).
+    /// Every key, in slot order (the order ties of [`Timers::earliest`] are broken in); at
+    /// most [`MAX_TIMERS`].
     const ALL: &'static [Self];
     /// The key's slot: its position in [`TimerKey::ALL`].
     fn index(self) -> usize;
@@ -56,28 +61,30 @@ pub trait TimerKey: Copy + Eq + std::fmt::Debug + 'static {
     fn name(self) -> &'static str;
 }
 
-/// One optional deadline per key of `K` (`N` = the number of keys).
+/// One optional deadline per key of `K`: an engine's timers in one table instead of an
+/// `Option<Time>` field each.
 ///
-/// Invariant: `N == K::ALL.len()` and every key's index is its position in `K::ALL`.
+/// Invariant: `K::ALL` has at most [`MAX_TIMERS`] keys and every key's index is its position
+/// in `K::ALL`; slots past `K::ALL.len()` stay empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Timers<K: TimerKey, const N: usize> {
-    at: [Option<Time>; N],
+pub struct Timers<K: TimerKey> {
+    at: [Option<Time>; MAX_TIMERS],
     keys: PhantomData<K>,
 }
 
-impl<K: TimerKey, const N: usize> Default for Timers<K, N> {
+impl<K: TimerKey> Default for Timers<K> {
     fn default() -> Self {
         Timers::new()
     }
 }
 
-impl<K: TimerKey, const N: usize> Timers<K, N> {
+impl<K: TimerKey> Timers<K> {
     /// No timer running.
     pub fn new() -> Self {
-        debug_assert_eq!(K::ALL.len(), N, "one slot per key");
+        assert!(K::ALL.len() <= MAX_TIMERS, "at most {MAX_TIMERS} timers");
         debug_assert!(K::ALL.iter().enumerate().all(|(i, k)| k.index() == i));
         Timers {
-            at: [None; N],
+            at: [None; MAX_TIMERS],
             keys: PhantomData,
         }
     }
@@ -97,13 +104,18 @@ impl<K: TimerKey, const N: usize> Timers<K, N> {
         self.set(k, Some(at));
     }
 
+    /// Run timer `k` until `at` unless it runs already; when it fires.
+    pub fn arm_once(&mut self, k: K, at: Time) -> Time {
+        *self.at[k.index()].get_or_insert(at)
+    }
+
     /// Stop timer `k`.
     pub fn clear(&mut self, k: K) {
         self.set(k, None);
     }
 
     /// Whether timer `k` runs.
-    pub fn is_set(&self, k: K) -> bool {
+    pub fn is_armed(&self, k: K) -> bool {
         self.get(k).is_some()
     }
 
@@ -115,21 +127,23 @@ impl<K: TimerKey, const N: usize> Timers<K, N> {
     /// The earliest running timer and its key (among equal deadlines, the first key).
     pub fn earliest(&self) -> Option<(Time, K)> {
         let mut best: Option<(Time, K)> = None;
-        for (i, t) in self.at.iter().enumerate() {
-            if let Some(t) = *t {
+        for &k in K::ALL {
+            if let Some(t) = self.get(k) {
                 if best.is_none_or(|(b, _)| t < b) {
-                    best = Some((t, K::ALL[i]));
+                    best = Some((t, k));
                 }
             }
         }
         best
     }
 
-    /// The running timers folded into a [`Deadlines`], by name.
-    pub fn deadlines(&self) -> Deadlines {
+    /// The running timers for which `enabled` holds, folded into a [`Deadlines`] by name.
+    pub fn deadlines(&self, mut enabled: impl FnMut(K) -> bool) -> Deadlines {
         let mut d = Deadlines::new();
-        for (i, t) in self.at.iter().enumerate() {
-            d.at(K::ALL[i].name(), *t);
+        for &k in K::ALL {
+            if enabled(k) {
+                d.at(k.name(), self.get(k));
+            }
         }
         d
     }
@@ -176,18 +190,33 @@ mod tests {
     #[test]
     fn a_table_keeps_one_deadline_per_key_and_finds_the_earliest() {
         let t = |ms| Time::ZERO + Duration::from_millis(ms);
-        let mut table: Timers<K, 3> = Timers::new();
+        let mut table: Timers<K> = Timers::new();
         assert_eq!(table.earliest(), None);
         table.arm(K::C, t(3));
         table.arm(K::A, t(7));
         table.set(K::B, Some(t(3)));
         // Ties go to the first key in slot order.
         assert_eq!(table.earliest(), Some((t(3), K::B)));
-        assert_eq!(table.deadlines().earliest_named(), Some((t(3), "b")));
+        assert_eq!(table.deadlines(|_| true).earliest_named(), Some((t(3), "b")));
         assert!(table.due(K::B, t(3)) && !table.due(K::A, t(6)));
         table.clear(K::B);
         table.clear(K::C);
-        assert!(!table.is_set(K::C));
+        assert!(!table.is_armed(K::C));
         assert_eq!(table.earliest(), Some((t(7), K::A)));
+    }
+
+    #[test]
+    fn arm_once_keeps_a_running_timer_and_the_fold_skips_disabled_ones() {
+        let t = |ms| Time::ZERO + Duration::from_millis(ms);
+        let mut tt = Timers::<K>::new();
+        tt.arm(K::A, t(5));
+        assert_eq!(tt.arm_once(K::A, t(9)), t(5));
+        assert_eq!(tt.arm_once(K::B, t(7)), t(7));
+        assert_eq!(
+            tt.deadlines(|k| k != K::A).earliest_named(),
+            Some((t(7), "b"))
+        );
+        tt.clear(K::B);
+        assert_eq!(tt.deadlines(|k| k != K::A).earliest(), None);
     }
 }

@@ -52,47 +52,52 @@
 //! left out may come back only as a new member. A quiescent ring stays nearly silent: it looks
 //! for crashed members with one probing round every two seconds.
 
+pub mod config;
 mod engine;
+mod flow;
+mod membership;
 mod multirpc;
 pub mod order;
 pub mod packet;
+mod recovery;
 mod reform;
+mod rpc;
 #[cfg(test)]
 mod tests;
+mod token;
 
+pub use config::Config;
 pub use engine::Ring;
 
 use crate::engine::Engine;
-use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
-use crate::registry::{EngineFactory, EngineParams, EngineSettings};
+use crate::guarantees::Guarantees;
+use crate::registry::{ConfigError, EngineFactory, EngineParams, EngineSettings};
 
-/// The ring's registry entry.
-pub struct RingFactory;
+/// The ring's registry entry: builds [`Ring`] engines from a base [`Config`] (the defaults,
+/// or one given whole), with the driver's group id and datagram size and the common
+/// [`EngineSettings`] applied on top.
+#[derive(Clone, Debug)]
+pub struct RingFactory {
+    base: Option<Config>,
+}
 
 impl RingFactory {
+    /// The registered factory: engine defaults.
+    pub const DEFAULT: RingFactory = RingFactory { base: None };
+
+    /// A factory whose engines start from `cfg`.
+    pub fn with_config(cfg: Config) -> RingFactory {
+        RingFactory { base: Some(cfg) }
+    }
+
+    /// The configuration its engines get.
+    pub fn config(&self) -> Config {
+        self.base.unwrap_or_default()
+    }
+
     /// What the ring promises (settings do not change it).
     pub fn declared() -> Guarantees {
-        Guarantees {
-            order: Order::Total,
-            virtual_synchrony: true,
-            resilience: 0,
-            majority_safe: false,
-            delivery: DeliveryPromise::AllOrNothing,
-            qos: QosLevels::rmp(),
-            senders: Senders::Any,
-            crash_recovery: true,
-            replies: true,
-            capabilities: Capabilities {
-                locks: true,
-                requests: true,
-                forwarding: true,
-                replies: true,
-                reset: true,
-                rejoin: true,
-                ttl_input: false,
-                datagram_limit: false,
-            },
-        }
+        Ring::declared()
     }
 }
 
@@ -106,7 +111,11 @@ impl EngineFactory for RingFactory {
     fn guarantees(&self, _: &EngineSettings) -> Guarantees {
         Self::declared()
     }
+    fn validate(&self, settings: &EngineSettings, _: usize) -> Result<(), ConfigError> {
+        settings.recovery.validate()?;
+        self.config().validate()
+    }
     fn build(&self, p: &EngineParams<'_>) -> Box<dyn Engine> {
-        Box::new(Ring::new(p))
+        Box::new(Ring::with_config(p, self.config()))
     }
 }

@@ -22,210 +22,78 @@
 //! Non-member packets below total order are delivered in total order (the duplicate filter
 //! needs one order at every member).
 
-use super::engine::Ring;
+use super::engine::{Ring, RingTimer};
 use super::packet::{
     self, LockOp, HANDLER_LOCKS, MAX_CLIENTS, MAX_LOCKS, NM_FIRST, NM_PREFIX, NM_REPEAT_REPLY,
     NM_WANT_ACK, NO_HANDLER,
 };
+use super::rpc::{ClientSeen, Pending};
 use crate::engine::{
     Delivery, Destination, Event, LockChange, Loss, NodeId, Qos, Reply, SendError, Time,
 };
 use crate::wire::{self, Reader, WriteExt};
 use bytes::Bytes;
-use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
-
-/// A non-member's requests unacknowledged at most (its window).
-pub(super) const CLIENT_WINDOW: usize = 64;
-/// Replies kept to answer duplicates with the repeat-reply flag.
-const REPLY_CACHE: usize = 256;
-/// A non-member's first retransmission timeout, and its largest.
-const CLIENT_RTO: Duration = Duration::from_millis(30);
-const CLIENT_RTO_MAX: Duration = Duration::from_secs(1);
-/// Retries of an unacknowledged packet before the first-packet flag is set again (the ring
-/// may have flushed this sender's entry), and before the request is given up.
-const FIRST_AFTER_TRIES: u32 = 3;
-const GIVE_UP_TRIES: u32 = 40;
-/// Lock requests are repeated this often until ordered.
-const LOCK_RETRY: Duration = Duration::from_millis(50);
-
-/// A lock table as a New List carries it: (lock, holder).
-pub(super) type Locks = Vec<(u16, NodeId)>;
-/// Non-members as a New List carries them: (sender, next sequence number), least recently
-/// ordered first.
-pub(super) type Clients = Vec<(NodeId, u64)>;
-
-/// What a ring knows of one non-member (applied with the ACKs).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct ClientSeen {
-    /// Its next sequence number to order.
-    pub(super) next: u64,
-    /// When it was last ordered (a counter of orderings): the least recent is flushed first.
-    pub(super) last: u64,
-}
-
-/// The group state that rides in every New List besides the ring: locks and non-members.
-#[derive(Default)]
-pub(super) struct GroupState {
-    /// Locks held, as of the last applied ACK.
-    pub(super) locks: BTreeMap<u16, NodeId>,
-    /// Locks held, as of the last delivered slot (what [`crate::Delivery::respond`] follows).
-    pub(super) delivered_locks: BTreeMap<u16, NodeId>,
-    /// Non-members, as of the last applied ACK.
-    pub(super) clients: BTreeMap<NodeId, ClientSeen>,
-    pub(super) client_clock: u64,
-    /// Non-members whose first packet is held, not yet ordered: the sequence number it has.
-    pub(super) first_seen: BTreeMap<NodeId, u64>,
-    /// Per non-member, the next sequence number not yet delivered here.
-    pub(super) delivered: BTreeMap<NodeId, u64>,
-    /// Replies this member sent to non-members: ((origin, request), reply).
-    pub(super) replies: VecDeque<((NodeId, u64), Bytes)>,
-    /// Requests this member handed on: ((origin, request), to whom, the request), sent again
-    /// when the origin asks again and nobody answered yet.
-    pub(super) forwarded: VecDeque<((NodeId, u64), NodeId, Bytes)>,
-    /// Requests handed to this member (a repeated hand-over is not shown twice).
-    pub(super) forwards_in: VecDeque<(NodeId, u64)>,
-    /// This member's own lock request under way, and when to send it again.
-    pub(super) lock_pending: Option<(u16, bool)>,
-    pub(super) lock_at: Option<Time>,
-}
-
-/// One request of a non-member, until acknowledged (and answered, if it names a handler).
-struct Pending {
-    payload: Bytes,
-    qos: Qos,
-    handler: u8,
-    acked: bool,
-    replied: bool,
-    tries: u32,
-    at: Time,
-    rto: Duration,
-}
-
-/// A process outside the ring that sends it requests (section 4.5).
-#[derive(Default)]
-pub(super) struct Client {
-    next: u64,
-    pending: BTreeMap<u64, Pending>,
-    /// Requests answered lately (duplicate replies are dropped).
-    done: VecDeque<u64>,
-    /// Whether the ring acknowledged anything of this sender (it knows its numbering).
-    known: bool,
-    /// The view id of the last acknowledgement (the cached view of section 4.5).
-    pub(super) view: u64,
-}
-
-impl Client {
-    /// When a request is due to be sent again.
-    pub(super) fn next_timeout(&self) -> Option<Time> {
-        self.pending.values().map(|p| p.at).min()
-    }
-
-    /// Requests not yet done.
-    pub(super) fn pending(&self) -> usize {
-        self.pending.len()
-    }
-}
 
 impl Ring {
     // ---- locks ------------------------------------------------------------------------------
 
-    /// The lock table and non-members a New List that keeps `members` carries: the locks of
-    /// members not in it are freed; non-members least recently ordered first.
-    pub(super) fn group_state_for(
-        &self,
-        members: &[NodeId],
-        locks: &BTreeMap<u16, NodeId>,
-    ) -> (Locks, Clients) {
-        let locks = locks
-            .iter()
-            .filter(|(_, h)| members.contains(h))
-            .map(|(&k, &h)| (k, h))
-            .collect();
-        let mut clients: Vec<(NodeId, ClientSeen)> =
-            self.gs.clients.iter().map(|(&c, &s)| (c, s)).collect();
-        clients.sort_by_key(|(c, s)| (s.last, *c));
-        (
-            locks,
-            clients.into_iter().map(|(c, s)| (c, s.next)).collect(),
-        )
-    }
-
-    /// The members of `members` that cannot receive multicast (section 3.4).
-    pub(super) fn unicast_only_of(&self, members: &[NodeId]) -> Vec<NodeId> {
-        members
-            .iter()
-            .copied()
-            .filter(|m| self.unicast_members.contains(m))
-            .collect()
-    }
-
-    /// A New List was applied: its lock table and non-members are the ring's from here on.
+    /// A New List was applied: its lock table and non-members are the ring's from here on
+    /// (the unordered packets of non-members it no longer names are dropped).
     pub(super) fn apply_group_state(&mut self, locks: &[(u16, NodeId)], clients: &[(NodeId, u64)]) {
-        self.gs.locks = locks.iter().copied().collect();
-        let old = std::mem::take(&mut self.gs.clients);
-        for &(c, next) in clients {
-            self.gs.client_clock += 1;
-            self.gs.clients.insert(
-                c,
-                ClientSeen {
-                    next,
-                    last: self.gs.client_clock,
-                },
-            );
-        }
-        for c in old.keys().filter(|c| !self.gs.clients.contains_key(c)) {
-            self.data.drop_below(*c, u64::MAX);
+        for c in self.rpc.gs.apply(locks, clients) {
+            self.order.data.drop_below(c, u64::MAX);
         }
     }
 
     /// The New List ordering member `by`'s request for lock `lock` (or its release).
     pub(super) fn lock_change(&self, by: NodeId, lock: u16, acquire: bool) -> packet::NewList {
-        let mut locks = self.gs.locks.clone();
+        let mut locks = self.rpc.gs.locks.clone();
         if acquire {
             locks.entry(lock).or_insert(by);
         } else if locks.get(&lock) == Some(&by) {
             locks.remove(&lock);
         }
-        let (locks, clients) = self.group_state_for(&self.ring, &locks);
+        let (locks, clients) = self.rpc.gs.state_for(&self.membership.ring, &locks);
         packet::NewList {
-            view_id: self.view_id,
-            members: self.ring.clone(),
+            view_id: self.membership.view_id,
+            members: self.membership.ring.clone(),
             joined: None,
             left: None,
             next_sseq: self
+                .membership
                 .ring
                 .iter()
-                .map(|m| self.ordered_next.get(m).copied().unwrap_or(0))
+                .map(|m| self.order.ordered_next.get(m).copied().unwrap_or(0))
                 .collect(),
             lock_op: Some(LockOp { by, lock, acquire }),
             locks,
             clients,
-            unicast_only: self.unicast_only_of(&self.ring),
+            unicast_only: self.membership.unicast_only_of(&self.membership.ring),
         }
     }
 
     /// A lock change was applied (ordered): the table changes now, the application hears of
     /// it in its slot.
     pub(super) fn apply_lock_op(&mut self, op: LockOp, locks: &[(u16, NodeId)]) {
-        self.gs.locks = locks.iter().copied().collect();
-        if op.by == self.me && self.gs.lock_pending == Some((op.lock, op.acquire)) {
-            self.gs.lock_pending = None;
-            self.gs.lock_at = None;
+        self.rpc.gs.locks = locks.iter().copied().collect();
+        if op.by == self.me && self.rpc.gs.lock_pending == Some((op.lock, op.acquire)) {
+            self.rpc.gs.lock_pending = None;
+            self.timers.clear(RingTimer::Lock);
         }
         if self
+            .membership
             .lcrs
             .get(&op.by)
             .is_some_and(|&(k, l)| lock_kind(op.acquire) == k && l == u64::from(op.lock))
         {
-            self.lcrs.remove(&op.by);
+            self.membership.lcrs.remove(&op.by);
         }
     }
 
     /// A lock change is delivered: the table the handlers follow changes, and the application
     /// is told.
     pub(super) fn deliver_lock_op(&mut self, op: LockOp) {
-        let t = &mut self.gs.delivered_locks;
+        let t = &mut self.rpc.gs.delivered_locks;
         if op.acquire {
             t.entry(op.lock).or_insert(op.by);
         } else if t.get(&op.lock) == Some(&op.by) {
@@ -243,6 +111,7 @@ impl Ring {
     /// locks are held.
     pub(super) fn deliver_view_locks(&mut self, members: &[NodeId], joined_me: bool) {
         let freed: Vec<u16> = self
+            .rpc
             .gs
             .delivered_locks
             .iter()
@@ -250,7 +119,7 @@ impl Ring {
             .map(|(&k, _)| k)
             .collect();
         for lock in freed {
-            self.gs.delivered_locks.remove(&lock);
+            self.rpc.gs.delivered_locks.remove(&lock);
             self.events.push_back(Event::Lock(LockChange {
                 lock,
                 holder: None,
@@ -259,6 +128,7 @@ impl Ring {
         }
         if joined_me {
             let held: Vec<(u16, NodeId)> = self
+                .rpc
                 .gs
                 .delivered_locks
                 .iter()
@@ -281,7 +151,7 @@ impl Ring {
         lock: u16,
         acquire: bool,
     ) -> Result<(), SendError> {
-        if !self.in_ring() || self.leaving {
+        if !self.in_ring() || self.leaving() {
             return Err(SendError::NotMember);
         }
         if lock >= MAX_LOCKS {
@@ -290,25 +160,25 @@ impl Ring {
         if self.recovering() {
             return Err(SendError::GroupFailed);
         }
-        if self.gs.lock_pending.is_some() {
+        if self.rpc.gs.lock_pending.is_some() {
             return Err(SendError::WouldBlock);
         }
-        self.gs.lock_pending = Some((lock, acquire));
-        self.gs.lock_at = Some(now);
+        self.rpc.gs.lock_pending = Some((lock, acquire));
+        self.timers.arm(RingTimer::Lock, now);
         self.lock_timeout(now);
         Ok(())
     }
 
     /// Sends this member's lock request (again), as a List Change Request.
     pub(super) fn lock_timeout(&mut self, now: Time) {
-        let Some((lock, acquire)) = self.gs.lock_pending else {
-            self.gs.lock_at = None;
+        let Some((lock, acquire)) = self.rpc.gs.lock_pending else {
+            self.timers.clear(RingTimer::Lock);
             return;
         };
-        if self.gs.lock_at.is_none_or(|t| now < t) {
+        if !self.timers.due(RingTimer::Lock, now) {
             return;
         }
-        self.gs.lock_at = Some(now + LOCK_RETRY);
+        self.timers.arm(RingTimer::Lock, now + self.cfg.lock_retry);
         if !self.in_ring() {
             return;
         }
@@ -318,12 +188,15 @@ impl Ring {
             b.put_u16(lock);
         });
         // The token site hears its own request here.
-        if self.lcrs.len() < 32 || self.lcrs.contains_key(&me) {
-            self.lcrs.insert(me, (lock_kind(acquire), u64::from(lock)));
+        if self.membership.lcrs.len() < self.cfg.max_lcrs || self.membership.lcrs.contains_key(&me)
+        {
+            self.membership
+                .lcrs
+                .insert(me, (lock_kind(acquire), u64::from(lock)));
         }
         if self.token.holding {
             self.token.idle = 0;
-            self.token.null_at = None;
+            self.timers.clear(RingTimer::Null);
             self.token_work(now);
         }
     }
@@ -340,7 +213,10 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         }
-        if !self.in_ring() || self.ring.contains(&from) || self.admission.is_some() {
+        if !self.in_ring()
+            || self.membership.ring.contains(&from)
+            || self.membership.admission.is_some()
+        {
             self.counters.foreign_dropped += 1;
             return;
         }
@@ -353,38 +229,38 @@ impl Ring {
             } else {
                 Qos::TotallyOrdered
             };
-            let next = match self.gs.clients.get(&from) {
+            let next = match self.rpc.gs.clients.get(&from) {
                 Some(c) => Some(c.next),
-                None => self.gs.first_seen.get(&from).copied(),
+                None => self.rpc.gs.first_seen.get(&from).copied(),
             };
-            if next.is_some_and(|n| sseq < n) && self.gs.clients.contains_key(&from) {
+            if next.is_some_and(|n| sseq < n) && self.rpc.gs.clients.contains_key(&from) {
                 self.nm_duplicate(from, sseq, flags, handler);
                 continue;
             }
             let p = Bytes::copy_from_slice(payload);
-            if self.q.fill(from, sseq, p.clone(), qos).is_some() {
+            if self.order.q.fill(from, sseq, p.clone(), qos).is_some() {
                 filled = true;
                 continue;
             }
             let first = flags & NM_FIRST != 0;
             let start = match next {
-                Some(n) if !first || self.gs.clients.contains_key(&from) => n,
+                Some(n) if !first || self.rpc.gs.clients.contains_key(&from) => n,
                 Some(n) => n.min(sseq),
-                None if first && self.gs.first_seen.len() < MAX_CLIENTS => sseq,
+                None if first && self.rpc.gs.first_seen.len() < MAX_CLIENTS => sseq,
                 None => {
                     // Its numbering is not known here: it sets the first-packet flag again.
                     self.counters.foreign_dropped += 1;
                     continue;
                 }
             };
-            if !self.gs.clients.contains_key(&from) {
-                self.gs.first_seen.insert(from, start);
+            if !self.rpc.gs.clients.contains_key(&from) {
+                self.rpc.gs.first_seen.insert(from, start);
             }
-            if sseq < start || sseq >= start + CLIENT_WINDOW as u64 {
+            if sseq < start || sseq >= start + self.cfg.client_window as u64 {
                 self.counters.duplicates += 1;
                 continue;
             }
-            if self.data.insert(from, sseq, p, qos) {
+            if self.order.data.insert(from, sseq, p, qos) {
                 fresh = true;
             } else {
                 self.counters.duplicates += 1;
@@ -401,20 +277,24 @@ impl Ring {
     /// token site) and answer it again (the handler that answered it).
     fn nm_duplicate(&mut self, from: NodeId, sseq: u64, flags: u8, handler: u8) {
         self.counters.duplicates += 1;
-        let delivered = self.gs.delivered.get(&from).is_some_and(|&n| sseq < n);
+        let delivered = self.rpc.gs.delivered.get(&from).is_some_and(|&n| sseq < n);
         if !delivered {
             return;
         }
-        if flags & NM_WANT_ACK != 0 && (self.token.holding || self.last_site == self.me) {
+        if flags & NM_WANT_ACK != 0 && (self.token.holding || self.order.last_site == self.me) {
             self.nm_ack(from, sseq);
         }
         if flags & NM_REPEAT_REPLY != 0 && handler != NO_HANDLER {
-            if let Some((_, r)) = self.gs.replies.iter().find(|(k, _)| *k == (from, sseq)) {
+            if let Some((_, r)) = self.rpc.gs.replies.iter().find(|(k, _)| *k == (from, sseq)) {
                 let r = r.clone();
                 self.counters.retransmissions += 1;
                 self.send_nm_reply(from, sseq, &r);
-            } else if let Some((_, to, p)) =
-                self.gs.forwarded.iter().find(|(k, ..)| *k == (from, sseq))
+            } else if let Some((_, to, p)) = self
+                .rpc
+                .gs
+                .forwarded
+                .iter()
+                .find(|(k, ..)| *k == (from, sseq))
             {
                 // Handed on and not answered yet (or the answer was lost): hand it on again.
                 let (to, p) = (*to, p.clone());
@@ -425,7 +305,7 @@ impl Ring {
     }
 
     fn nm_ack(&mut self, to: NodeId, sseq: u64) {
-        let view = self.view_id;
+        let view = self.membership.view_id;
         self.send(Destination::Peer(to), packet::NM_ACK, |b| {
             b.put_u64(sseq);
             b.put_u64(view);
@@ -443,15 +323,16 @@ impl Ring {
     /// The non-members' packets the token site can order: each one's in sequence, from its
     /// next number (or from its first packet).
     pub(super) fn orderable_clients(&self, out: &mut Vec<(NodeId, u64)>, max: usize) {
-        let known = self.gs.clients.iter().map(|(&c, s)| (c, s.next));
+        let known = self.rpc.gs.clients.iter().map(|(&c, s)| (c, s.next));
         let first = self
+            .rpc
             .gs
             .first_seen
             .iter()
-            .filter(|(c, _)| !self.gs.clients.contains_key(c))
+            .filter(|(c, _)| !self.rpc.gs.clients.contains_key(c))
             .map(|(&c, &s)| (c, s));
         for (c, mut s) in known.chain(first) {
-            while out.len() < max && self.data.has(c, s) {
+            while out.len() < max && self.order.data.has(c, s) {
                 out.push((c, s));
                 s += 1;
             }
@@ -460,28 +341,35 @@ impl Ring {
 
     /// A non-member's packet was ordered (an ACK applied): its numbering goes on from it.
     pub(super) fn client_ordered(&mut self, c: NodeId, sseq: u64) {
-        self.gs.client_clock += 1;
-        let clock = self.gs.client_clock;
-        self.gs.first_seen.remove(&c);
-        if let Some(e) = self.gs.clients.get_mut(&c) {
+        self.rpc.gs.client_clock += 1;
+        let clock = self.rpc.gs.client_clock;
+        self.rpc.gs.first_seen.remove(&c);
+        if let Some(e) = self.rpc.gs.clients.get_mut(&c) {
             e.next = e.next.max(sseq + 1);
             e.last = clock;
             return;
         }
-        if self.gs.clients.len() >= MAX_CLIENTS {
+        if self.rpc.gs.clients.len() >= MAX_CLIENTS {
             // Flush the least recently ordered: it sets the first-packet flag again.
-            if let Some((&old, _)) = self.gs.clients.iter().min_by_key(|(c, s)| (s.last, **c)) {
-                self.gs.clients.remove(&old);
-                self.data.drop_below(old, u64::MAX);
+            if let Some((&old, _)) = self
+                .rpc
+                .gs
+                .clients
+                .iter()
+                .min_by_key(|(c, s)| (s.last, **c))
+            {
+                self.rpc.gs.clients.remove(&old);
+                self.order.data.drop_below(old, u64::MAX);
             }
         }
-        self.gs.clients.insert(
+        self.rpc.gs.clients.insert(
             c,
             ClientSeen {
                 next: sseq + 1,
                 last: clock,
             },
         );
+        debug_assert!(self.rpc.gs.clients.len() <= MAX_CLIENTS);
     }
 
     /// A non-member's packet is delivered in slot `ts`: to the application (the handler's
@@ -497,42 +385,36 @@ impl Ring {
             }
         };
         let respond = handler < HANDLER_LOCKS
-            && self.gs.delivered_locks.get(&u16::from(handler)) == Some(&self.me);
+            && self.rpc.gs.delivered_locks.get(&u16::from(handler)) == Some(&self.me);
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
             seq: ts,
             sender: origin,
             msg: sseq,
-            view: self.delivered_view.id,
+            view: self.membership.delivered_view.id,
             payload: app,
             respond,
         }));
-        if self.gs.delivered.len() >= 2 * MAX_CLIENTS && !self.gs.delivered.contains_key(&origin) {
+        if self.rpc.gs.delivered.len() >= 2 * MAX_CLIENTS
+            && !self.rpc.gs.delivered.contains_key(&origin)
+        {
             let gone = self
+                .rpc
                 .gs
                 .delivered
                 .keys()
-                .find(|c| !self.gs.clients.contains_key(c))
+                .find(|c| !self.rpc.gs.clients.contains_key(c))
                 .copied();
-            if let Some(g) = gone.or_else(|| self.gs.delivered.keys().next().copied()) {
-                self.gs.delivered.remove(&g);
+            if let Some(g) = gone.or_else(|| self.rpc.gs.delivered.keys().next().copied()) {
+                self.rpc.gs.delivered.remove(&g);
             }
         }
-        let d = self.gs.delivered.entry(origin).or_insert(0);
+        let d = self.rpc.gs.delivered.entry(origin).or_insert(0);
         *d = (*d).max(sseq + 1);
-        let orderer = self.orderer_of(ts);
+        let orderer = self.order.orderer_of(ts);
         if flags & NM_WANT_ACK != 0 && orderer == Some(self.me) {
             self.nm_ack(origin, sseq);
         }
-    }
-
-    /// The site that ordered slot `ts`, while its ACK is kept.
-    pub(super) fn orderer_of(&self, ts: u64) -> Option<NodeId> {
-        self.log
-            .values()
-            .rev()
-            .find(|e| e.first_ts <= ts && ts < e.end_ts)
-            .map(|e| e.sender)
     }
 
     fn send_forward(&mut self, to: NodeId, origin: NodeId, request: u64, payload: &[u8]) {
@@ -554,7 +436,7 @@ impl Ring {
         if !self.in_ring() {
             return Err(SendError::NotMember);
         }
-        if !self.ring.contains(&to) {
+        if !self.membership.ring.contains(&to) {
             return Err(SendError::NotMember);
         }
         if payload.len() + wire::HEADER_LEN + 12
@@ -563,12 +445,14 @@ impl Ring {
             return Err(SendError::TooLarge);
         }
         self.send_forward(to, origin, request, &payload);
-        if self.gs.forwarded.len() >= REPLY_CACHE {
-            self.gs.forwarded.pop_front();
+        if self.rpc.gs.forwarded.len() >= self.cfg.reply_cache {
+            self.rpc.gs.forwarded.pop_front();
         }
-        self.gs
+        self.rpc
+            .gs
             .forwarded
             .push_back(((origin, request), to, payload));
+        debug_assert!(self.rpc.gs.forwarded.len() <= self.cfg.reply_cache.max(1));
         Ok(())
     }
 
@@ -581,11 +465,12 @@ impl Ring {
             return;
         };
         let origin = NodeId(origin);
-        if !self.in_ring() || !self.ring.contains(&from) {
+        if !self.in_ring() || !self.membership.ring.contains(&from) {
             self.counters.foreign_dropped += 1;
             return;
         }
         if let Some((_, reply)) = self
+            .rpc
             .gs
             .replies
             .iter()
@@ -595,19 +480,20 @@ impl Ring {
             self.counters.retransmissions += 1;
             return self.send_nm_reply(origin, request, &reply);
         }
-        if self.gs.forwards_in.contains(&(origin, request)) {
+        if self.rpc.gs.forwards_in.contains(&(origin, request)) {
             self.counters.duplicates += 1;
             return;
         }
-        if self.gs.forwards_in.len() >= REPLY_CACHE {
-            self.gs.forwards_in.pop_front();
+        if self.rpc.gs.forwards_in.len() >= self.cfg.reply_cache {
+            self.rpc.gs.forwards_in.pop_front();
         }
-        self.gs.forwards_in.push_back((origin, request));
+        self.rpc.gs.forwards_in.push_back((origin, request));
+        debug_assert!(self.rpc.gs.forwards_in.len() <= self.cfg.reply_cache.max(1));
         self.events.push_back(Event::Forwarded(Delivery {
             seq: 0,
             sender: origin,
             msg: request,
-            view: self.delivered_view.id,
+            view: self.membership.delivered_view.id,
             payload: Bytes::copy_from_slice(r.rest()),
             respond: true,
         }));
@@ -629,11 +515,12 @@ impl Ring {
             return Err(SendError::TooLarge);
         }
         self.send_nm_reply(to, request, &payload);
-        if !self.ring.contains(&to) {
-            if self.gs.replies.len() >= REPLY_CACHE {
-                self.gs.replies.pop_front();
+        if !self.membership.ring.contains(&to) {
+            if self.rpc.gs.replies.len() >= self.cfg.reply_cache {
+                self.rpc.gs.replies.pop_front();
             }
-            self.gs.replies.push_back(((to, request), payload));
+            self.rpc.gs.replies.push_back(((to, request), payload));
+            debug_assert!(self.rpc.gs.replies.len() <= self.cfg.reply_cache.max(1));
         }
         Ok(())
     }
@@ -648,7 +535,7 @@ impl Ring {
         qos: Qos,
         handler: Option<u8>,
     ) -> Result<u64, SendError> {
-        let Some(c) = self.client.as_mut() else {
+        let Some(c) = self.rpc.client.as_mut() else {
             return Err(SendError::Unsupported);
         };
         let handler = match handler {
@@ -662,7 +549,7 @@ impl Ring {
         {
             return Err(SendError::TooLarge);
         }
-        if c.pending.len() >= CLIENT_WINDOW {
+        if c.pending.len() >= self.cfg.client_window {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
         }
@@ -678,8 +565,12 @@ impl Ring {
                 replied: handler == NO_HANDLER,
                 tries: 0,
                 at: now,
-                rto: CLIENT_RTO,
+                rto: self.cfg.client_rto,
             },
+        );
+        debug_assert!(
+            c.pending.len() <= self.cfg.client_window,
+            "the client's window"
         );
         self.counters.submitted += 1;
         self.client_send(now, n);
@@ -688,7 +579,7 @@ impl Ring {
 
     /// Sends request `n` (again).
     fn client_send(&mut self, now: Time, n: u64) {
-        let Some(c) = self.client.as_mut() else {
+        let Some(c) = self.rpc.client.as_mut() else {
             return;
         };
         let lowest_unacked = c.pending.iter().find(|(_, p)| !p.acked).map(|(&k, _)| k);
@@ -699,7 +590,7 @@ impl Ring {
         let mut flags = 0;
         if !p.acked {
             flags |= NM_WANT_ACK;
-            let unknown = !known || p.tries >= FIRST_AFTER_TRIES;
+            let unknown = !known || p.tries >= self.cfg.first_after_tries;
             if unknown && lowest_unacked == Some(n) {
                 flags |= NM_FIRST;
             }
@@ -713,7 +604,7 @@ impl Ring {
         msg.extend_from_slice(&p.payload);
         let qos = p.qos;
         if p.tries > 0 {
-            p.rto = (p.rto * 2).min(CLIENT_RTO_MAX);
+            p.rto = (p.rto * 2).min(self.cfg.client_rto_max);
         }
         p.tries += 1;
         p.at = now + p.rto;
@@ -728,7 +619,7 @@ impl Ring {
 
     /// The non-member's timers: requests sent again, or given up.
     pub(super) fn client_timeout(&mut self, now: Time) {
-        let Some(c) = self.client.as_mut() else {
+        let Some(c) = self.rpc.client.as_mut() else {
             return;
         };
         let due: Vec<(u64, u32)> = c
@@ -738,9 +629,9 @@ impl Ring {
             .map(|(&n, p)| (n, p.tries))
             .collect();
         for (n, tries) in due {
-            if tries >= GIVE_UP_TRIES {
+            if tries >= self.cfg.give_up_tries {
                 // Neither acknowledged nor answered: the group is gone or does not answer.
-                if let Some(c) = self.client.as_mut() {
+                if let Some(c) = self.rpc.client.as_mut() {
                     c.pending.remove(&n);
                 }
                 self.events.push_back(Event::Loss(Loss {
@@ -757,7 +648,7 @@ impl Ring {
     /// A Non Member ACK or a reply reached the non-member.
     pub(super) fn on_client_packet(&mut self, from: NodeId, ptype: u8, body: &[u8]) {
         let me = self.me;
-        let Some(c) = self.client.as_mut() else {
+        let Some(c) = self.rpc.client.as_mut() else {
             self.counters.foreign_dropped += 1;
             return;
         };
@@ -806,7 +697,7 @@ impl Ring {
         let finished = p.replied;
         if finished {
             c.pending.remove(&n);
-            if c.done.len() >= REPLY_CACHE {
+            if c.done.len() >= self.cfg.reply_cache {
                 c.done.pop_front();
             }
             c.done.push_back(n);

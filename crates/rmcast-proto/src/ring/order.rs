@@ -1,9 +1,11 @@
 //! The DataList (data received but not yet ordered) and the OrderingQ (slots in timestamp
 //! order, each missing, requested, received or delivered), section 4.2.
 
+use super::packet::SyncPoint;
+use crate::common::{GapTracker, ReplayWindow};
 use crate::engine::{NodeId, Qos, View};
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// Where a slot of the OrderingQ stands.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -204,6 +206,8 @@ impl OrderingQ {
     /// Data for a missing slot arrived: its timestamp, or `None` when no slot waited for it.
     pub fn fill(&mut self, origin: NodeId, sseq: u64, data: Bytes, level: Qos) -> Option<u64> {
         let ts = self.missing.remove(&(origin, sseq))?;
+        // A missing slot is at or above the first one not held (never delivered or pruned).
+        debug_assert!(ts >= self.held_next && ts < self.end());
         if let Some(s) = ts
             .checked_sub(self.base)
             .and_then(|i| self.slots.get_mut(i as usize))
@@ -236,6 +240,7 @@ impl OrderingQ {
             }
             ts += 1;
         }
+        debug_assert!(out.len() <= max && out.iter().all(|&t| t >= self.held_next));
         out
     }
 
@@ -266,6 +271,259 @@ impl OrderingQ {
             self.base += 1;
         }
         self.check_invariants();
+    }
+}
+
+/// An applied ACK kept until it is stable, to answer NACKs.
+pub(super) struct Logged {
+    pub(super) bytes: Vec<u8>,
+    pub(super) sender: NodeId,
+    pub(super) first_ts: u64,
+    pub(super) end_ts: u64,
+}
+
+/// Where one origin's packets stand for source order: every sequence number below `next` was
+/// delivered, and so were those in `above`.
+#[derive(Default)]
+pub(super) struct SourceCursor {
+    pub(super) next: u64,
+    above: BTreeSet<u64>,
+}
+
+impl SourceCursor {
+    /// Source order of an origin goes on from `next`.
+    pub(super) fn from(next: u64) -> SourceCursor {
+        SourceCursor {
+            next,
+            above: BTreeSet::new(),
+        }
+    }
+
+    fn mark(&mut self, sseq: u64) {
+        if sseq == self.next {
+            self.next += 1;
+            while self.above.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if sseq > self.next {
+            self.above.insert(sseq);
+        }
+        debug_assert!(self.above.iter().all(|&s| s > self.next));
+    }
+}
+
+/// The ordering part (section 4.2): the ACKs applied and kept, the OrderingQ and the DataList,
+/// stability, what was delivered ahead of the total order, and the NACKs asking for what is
+/// missing.
+pub(super) struct Ordering {
+    /// Next sequence number to be ordered, per ring member.
+    pub(super) ordered_next: BTreeMap<NodeId, u64>,
+    pub(super) data: DataList,
+    pub(super) q: OrderingQ,
+    /// The next ACK to apply.
+    pub(super) next_ack: u64,
+    /// ACKs received ahead of `next_ack` (by number: sender, datagram).
+    pub(super) early_acks: BTreeMap<u64, (NodeId, Vec<u8>)>,
+    /// Applied ACKs not yet stable.
+    pub(super) log: BTreeMap<u64, Logged>,
+    pub(super) highest_heard: Option<u64>,
+    /// The last token site heard of.
+    pub(super) last_site: NodeId,
+    /// Every slot below is stable (held by every member).
+    pub(super) stable_ts: u64,
+    /// Messages delivered ahead of their slot (reliable and source-ordered levels, delivered
+    /// when received, Fig. 3.2): their slot is passed over without a second delivery.
+    pub(super) early: HashSet<(NodeId, u64)>,
+    /// Source order per origin: what was delivered.
+    pub(super) sources: BTreeMap<NodeId, SourceCursor>,
+    /// Source-ordered packets held, waiting for an earlier packet of their origin.
+    pub(super) pending_src: BTreeMap<(NodeId, u64), Bytes>,
+    /// Unreliable messages seen per member (duplicates are dropped: best effort).
+    pub(super) unreliable_seen: BTreeMap<NodeId, ReplayWindow>,
+    /// Unreliable messages dropped because the application's queue was full.
+    pub(super) unreliable_dropped: u64,
+    /// Delivery stopped at a slot that is not yet resilient enough for its level: the token
+    /// must move on for it, so the backlog does not stop this member from accepting it.
+    pub(super) resilience_wait: bool,
+    pub(super) gaps: GapTracker,
+    pub(super) nack_tries: u32,
+    /// While this member waits for something (own messages to become stable, its leave), it
+    /// asks for ACKs after the last it applied when none came for a while: trailing ACKs
+    /// lost before the ring went quiescent are otherwise never noticed.
+    pub(super) stall_mark: u64,
+    pub(super) stall_tries: u32,
+}
+
+impl Ordering {
+    /// Nothing ordered yet; `me` is the last token site known.
+    pub(super) fn new(me: NodeId) -> Ordering {
+        Ordering {
+            ordered_next: BTreeMap::new(),
+            data: DataList::default(),
+            q: OrderingQ::new(0),
+            next_ack: 0,
+            early_acks: BTreeMap::new(),
+            log: BTreeMap::new(),
+            highest_heard: None,
+            last_site: me,
+            stable_ts: 0,
+            early: HashSet::new(),
+            sources: BTreeMap::new(),
+            pending_src: BTreeMap::new(),
+            unreliable_seen: BTreeMap::new(),
+            unreliable_dropped: 0,
+            resilience_wait: false,
+            gaps: GapTracker::new(),
+            nack_tries: 0,
+            stall_mark: 0,
+            stall_tries: 0,
+        }
+    }
+
+    /// Starts at the New List that admits this member: ACK `num`, slot `first_ts`.
+    pub(super) fn start_at(&mut self, num: u64, first_ts: u64) {
+        self.next_ack = num;
+        self.q = OrderingQ::new(first_ts);
+        self.stable_ts = first_ts;
+        self.early_acks.clear();
+    }
+
+    /// Keeps ACK `num` applied, from `sender`, ordering `first_ts..` up to the queue's end.
+    pub(super) fn log_applied(&mut self, num: u64, sender: NodeId, first_ts: u64, bytes: Vec<u8>) {
+        debug_assert_eq!(num, self.next_ack, "ACKs are applied in order");
+        debug_assert!(first_ts <= self.q.end());
+        self.log.insert(
+            num,
+            Logged {
+                bytes,
+                sender,
+                first_ts,
+                end_ts: self.q.end(),
+            },
+        );
+        self.next_ack = num + 1;
+    }
+
+    /// Stable: everything up to the ACK before the oldest of the latest ACKs whose senders
+    /// cover `ring` (each of them accepted the token, so held it all), but not past what a
+    /// leaver still lacks (`cap`), keeping ACKs from `keep` on. The ACKs and slots below are
+    /// forgotten.
+    pub(super) fn update_stable(&mut self, ring: &[NodeId], (cap, keep): (u64, u64)) {
+        let before = self.stable_ts;
+        let mut need: BTreeSet<NodeId> = ring.iter().copied().collect();
+        let mut cut = None;
+        for (&n, e) in self.log.iter().rev() {
+            need.remove(&e.sender);
+            if need.is_empty() {
+                cut = Some((n, e.first_ts));
+                break;
+            }
+        }
+        if let Some((n, ts)) = cut {
+            let stable = self.stable_ts.max(ts.min(cap));
+            self.stable_ts = stable;
+            self.log
+                .retain(|&k, e| k >= n.min(keep) || e.end_ts > stable);
+        }
+        self.q.prune(self.stable_ts);
+        debug_assert!(self.stable_ts >= before, "stability never goes back");
+        self.check_invariants();
+    }
+
+    /// What holds between calls (checked in debug builds): nothing is stable that is not
+    /// ordered, and the ACKs kept were applied (all below the next to apply).
+    pub(super) fn check_invariants(&self) {
+        debug_assert!(self.stable_ts <= self.q.end(), "stable beyond the order");
+        debug_assert!(self
+            .log
+            .keys()
+            .next_back()
+            .is_none_or(|&k| k < self.next_ack));
+    }
+
+    /// `origin`'s packet `sseq` was delivered: source order goes on from it (for ring
+    /// members; the packets of a member gone are delivered in their slots only).
+    pub(super) fn mark_source(&mut self, origin: NodeId, sseq: u64) {
+        if self.ordered_next.contains_key(&origin) {
+            self.sources.entry(origin).or_default().mark(sseq);
+        }
+    }
+
+    /// Whether slot `ts` is held by enough members of `ring` other than `origin` for `qos`
+    /// (Fig. 3.2): see [`Ordering::holders_beyond`]. `max_n` is the largest view the slot may
+    /// belong to.
+    pub(super) fn resilient(
+        &self,
+        ts: u64,
+        origin: NodeId,
+        qos: Qos,
+        ring: &[NodeId],
+        max_n: usize,
+    ) -> bool {
+        let need_others = match qos {
+            Qos::KResilient(k) => usize::from(k),
+            Qos::MajorityResilient => max_n / 2, // with the origin: a majority
+            Qos::TotallyResilient => usize::MAX,
+            _ => return true,
+        };
+        if ts < self.stable_ts {
+            return true;
+        }
+        let mut holders = self.holders_beyond(ts);
+        holders.remove(&origin);
+        let others = ring.iter().filter(|&&m| m != origin).count();
+        holders.len() >= need_others.min(others)
+    }
+
+    /// The members known to hold slot `ts`: the senders of the ACKs kept that end after it (a
+    /// token site holds all it orders, and accepted the token only holding everything before).
+    fn holders_beyond(&self, ts: u64) -> BTreeSet<NodeId> {
+        self.log
+            .values()
+            .filter(|e| e.end_ts > ts)
+            .map(|e| e.sender)
+            .collect()
+    }
+
+    /// Whether slot `ts` is held by a member of `ring` outside `makers` (or there is none).
+    pub(super) fn held_by_another(&self, ts: u64, makers: &[NodeId], ring: &[NodeId]) -> bool {
+        if ts < self.stable_ts || ring.iter().all(|m| makers.contains(m)) {
+            return true;
+        }
+        self.log
+            .values()
+            .any(|e| e.end_ts > ts && !makers.contains(&e.sender))
+    }
+
+    /// The site that ordered slot `ts`, while its ACK is kept.
+    pub(super) fn orderer_of(&self, ts: u64) -> Option<NodeId> {
+        self.log
+            .values()
+            .rev()
+            .find(|e| e.first_ts <= ts && ts < e.end_ts)
+            .map(|e| e.sender)
+    }
+
+    /// This member's sync point: ACKs applied, and per ring member (and per origin whose
+    /// packets it holds, at most `max_origins`) how far its consecutive packets reach.
+    pub(super) fn sync_point(&self, max_origins: usize) -> SyncPoint {
+        let mut data = Vec::new();
+        for (&o, &next) in self.ordered_next.iter().take(max_origins) {
+            let mut s = next;
+            while self.data.has(o, s) {
+                s += 1;
+            }
+            data.push((o, s));
+        }
+        SyncPoint {
+            acks: self.next_ack,
+            data,
+        }
+    }
+
+    /// Whether ACKs or slots are known to be missing here.
+    pub(super) fn lacks(&self) -> bool {
+        self.highest_heard.is_some_and(|h| h >= self.next_ack) || !self.q.holds_all()
     }
 }
 

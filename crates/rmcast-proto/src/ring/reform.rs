@@ -26,95 +26,22 @@
 //! left out is told so ([`super::packet::EXPELLED`]) when it next acts as a member, and may
 //! come back only as a new member ([`crate::Engine::rejoin`]).
 
-use super::engine::Ring;
+use super::engine::{Ring, RingTimer};
+use super::membership::Phase;
 use super::packet::{
     self, Ack, AckBody, NewList, RecoveryNewList, RecoveryStart, RecoveryVote, SyncPoint,
 };
+use super::recovery::{Commit, Poll, Reformation};
 use crate::engine::{Destination, Event, NodeId, Recovery, Time};
 use crate::wire::{self, Reader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-/// A round of the reformation: the initiator repeats its Start, members their answers.
-const ROUND: Duration = Duration::from_millis(30);
-/// Rounds without progress towards the shared sync point before the initiator forms the list
-/// from the members that reached it (section 4.4: "after a set number of retries").
-const STALLED_ROUNDS: u32 = 4;
-/// Rounds of the commit's first phase without every acknowledgement before the initiator
-/// gives up this version and starts again.
-const COMMIT_ROUNDS: u32 = 10;
 /// Most members of a ring that recovers (the sync point names each origin once).
 const MAX_RING: usize = SyncPoint::MAX_ORIGINS;
 /// Unordered packets of one removed member recovered at most per reformation (they go into at
 /// most three ACKs before the New List).
 const MAX_RECOVERED: usize = 3 * packet::MAX_ENTRIES;
-/// Expelled notices per peer at most this often.
-const EXPELLED_EVERY: Duration = Duration::from_millis(100);
-/// Peers remembered for that limit.
-const EXPELLED_PEERS: usize = 64;
-
-/// A reformation this member takes part in.
-pub(super) struct Reformation {
-    /// The version (view id) being formed.
-    pub version: u64,
-    /// Who leads it.
-    pub initiator: NodeId,
-    /// The member found failed, as the initiator said.
-    pub suspect: Option<NodeId>,
-    /// The shared sync point as last heard from the initiator (at the initiator: the highest
-    /// reported).
-    pub target: SyncPoint,
-    /// The New List of the first phase, once held (this member is then bound to it).
-    pub new_list: Option<RecoveryNewList>,
-    /// The initiator's own state.
-    pub poll: Option<Poll>,
-    /// When this member next repeats what it sends.
-    pub next_at: Time,
-    /// When the initiator was last heard (a participant gives up after a silence).
-    pub heard_at: Time,
-    /// When the reformation began here.
-    pub began: Time,
-}
-
-/// The initiator's side: the old view, the votes, progress.
-pub(super) struct Poll {
-    old: Vec<NodeId>,
-    votes: BTreeMap<NodeId, RecoveryVote>,
-    progress: (usize, usize, u64),
-    stalled: u32,
-    commit: Option<Commit>,
-}
-
-/// The first phase of the commit at the initiator.
-struct Commit {
-    members: Vec<NodeId>,
-    acked: BTreeSet<NodeId>,
-    list: RecoveryNewList,
-    rounds: u32,
-}
-
-/// What a member keeps about reformations between them.
-#[derive(Default)]
-pub(super) struct RecoveryState {
-    /// The current reformation, if any.
-    pub current: Option<Reformation>,
-    /// The largest (version, initiator) joined.
-    pub seen: (u64, NodeId),
-    /// The largest version whose New List this member acknowledged: it joins only larger ones.
-    pub bound: u64,
-    /// After an attempt failed: when to try again.
-    pub retry_at: Option<Time>,
-    /// The last version this member committed.
-    pub last_committed: u64,
-    /// When each peer was last told it is not a member.
-    told: BTreeMap<NodeId, Time>,
-    /// Reformations this member committed.
-    pub committed: u64,
-    /// How long the last committed reformation took here, from its start to the commit.
-    pub last_took: Duration,
-    /// While the ring is quiescent: when the next probing round is due.
-    pub idle_probe_at: Option<Time>,
-}
 
 impl Ring {
     /// Whether this member is in recovery with nobody to reform the ring with: every other
@@ -126,7 +53,7 @@ impl Ring {
         if !self.recovering() {
             return false;
         }
-        let mut others = self.ring.iter().filter(|&&m| m != self.me);
+        let mut others = self.membership.ring.iter().filter(|&&m| m != self.me);
         match &self.rec.current {
             // A failure reported for a manual reset: the detector found one of the others.
             None => others.count() <= 1,
@@ -142,75 +69,44 @@ impl Ring {
 
     /// The initiator's and the members' round length.
     fn round(&self) -> Duration {
-        ROUND.max(self.flow.rtt.base_rto())
-    }
-
-    /// This member's sync point: ACKs applied, and per ring member (and per origin whose packets
-    /// it holds) how far its consecutive packets reach.
-    pub(super) fn sync_point(&self) -> SyncPoint {
-        let mut data = Vec::new();
-        for (&o, &next) in self.ordered_next.iter().take(MAX_RING) {
-            let mut s = next;
-            while self.data.has(o, s) {
-                s += 1;
-            }
-            data.push((o, s));
-        }
-        SyncPoint {
-            acks: self.next_ack,
-            data,
-        }
+        self.cfg.reform_round.max(self.flow.rtt.base_rto())
     }
 
     /// Whether the ring is doing anything this member knows of: the token goes round, or this
     /// member waits for something (its packets to be ordered or to become stable, its leave,
     /// ACKs or slots it lacks). Only then are failures looked for.
     pub(super) fn ring_active(&self) -> bool {
-        (self.token.idle as usize) < self.ring.len()
-            || self.ordered_next.get(&self.me).copied().unwrap_or(0) < self.own_next
-            || !self.own_ordered.is_empty()
-            || self.leaving
-            || self.highest_heard.is_some_and(|h| h >= self.next_ack)
-            || !self.q.holds_all()
+        (self.token.idle as usize) < self.membership.ring.len()
+            || self.order.ordered_next.get(&self.me).copied().unwrap_or(0) < self.flow.own_next
+            || !self.flow.own_ordered.is_empty()
+            || self.leaving()
+            || self.order.lacks()
     }
 
     /// Whether failure detection runs at its slow pace: the ring is quiescent and no probing
     /// round is under way.
     pub(super) fn detector_idle(&self) -> bool {
-        !self.ring_active() && !self.detector.as_ref().is_some_and(|d| d.probing())
+        !self.ring_active() && !self.rec.detector.as_ref().is_some_and(|d| d.probing())
     }
 
     /// Whether a failure may be declared or recovery run by this member now.
     pub(super) fn in_ring(&self) -> bool {
-        self.member && !self.left && !self.removed
-    }
-
-    /// The smallest new list the policy accepts, out of an old view of `old` members.
-    fn needed(&self, old: usize) -> usize {
-        match self.policy.min_members {
-            0 => old / 2 + 1,
-            n => n.min(old.max(1)),
-        }
-    }
-
-    /// Stops the token of the old view here: a member in a reformation neither orders nor
-    /// passes, and forgets the pass it was repeating.
-    pub(super) fn halt_token(&mut self) {
-        self.token.holding = false;
-        self.token.named = None;
-        self.token.passing = None;
-        self.token.null_at = None;
-        self.token.quiet = false;
+        self.member() && !self.left() && !self.removed()
     }
 
     /// The failure detector found `suspect` failed (or an attempt is due again): lead a
     /// reformation with a version above any seen.
     pub(super) fn start_reformation(&mut self, now: Time, suspect: Option<NodeId>) {
-        if !self.in_ring() || self.ring.len() > MAX_RING {
+        if !self.in_ring() || self.membership.ring.len() > MAX_RING {
             return;
         }
-        self.failure_reported = false;
-        let version = self.view_id.max(self.rec.seen.0).max(self.rec.bound) + 1;
+        self.rec.failure_reported = false;
+        let version = self
+            .membership
+            .view_id
+            .max(self.rec.seen.0)
+            .max(self.rec.bound)
+            + 1;
         if self.rec.current.is_none() {
             self.events.push_back(Event::Recovery(Recovery::Failed {
                 suspect: suspect.unwrap_or(self.me),
@@ -218,15 +114,17 @@ impl Ring {
         }
         let began = self.rec.current.as_ref().map_or(now, |r| r.began);
         self.rec.seen = (version, self.me);
-        self.rec.retry_at = None;
+        self.timers.clear(RingTimer::ReformRetry);
         self.halt_token();
-        let own = self.sync_point();
+        let own = self.order.sync_point(MAX_RING);
+        // A version above every one seen, bound to, or installed: reformations are ordered.
+        debug_assert!(version > self.rec.bound && version > self.membership.view_id);
         let mut votes = BTreeMap::new();
         votes.insert(
             self.me,
             RecoveryVote {
                 version,
-                holds_all: self.q.holds_all(),
+                holds_all: self.order.q.holds_all(),
                 at: own.clone(),
             },
         );
@@ -237,7 +135,7 @@ impl Ring {
             target: own,
             new_list: None,
             poll: Some(Poll {
-                old: self.ring.clone(),
+                old: self.membership.ring.clone(),
                 votes,
                 progress: (0, 0, 0),
                 stalled: 0,
@@ -253,8 +151,8 @@ impl Ring {
     /// The reformation's timer: the initiator's round, a member's repeats, or giving up on a
     /// silent initiator.
     pub(super) fn reform_timeout(&mut self, now: Time) {
-        if self.rec.retry_at.is_some_and(|t| now >= t) {
-            self.rec.retry_at = None;
+        if self.timers.due(RingTimer::ReformRetry, now) {
+            self.timers.clear(RingTimer::ReformRetry);
             let suspect = self.rec.current.as_ref().and_then(|r| r.suspect);
             self.start_reformation(now, suspect);
             return;
@@ -279,7 +177,8 @@ impl Ring {
 
     /// How long a member waits for a silent initiator.
     fn give_up_after(&self) -> Duration {
-        self.detector
+        self.rec
+            .detector
             .as_ref()
             .map_or(Duration::from_secs(1), |d| d.failure_timeout())
             .max(self.round() * 8)
@@ -303,8 +202,8 @@ impl Ring {
         let target = r.target.clone();
         let vote = RecoveryVote {
             version,
-            holds_all: self.q.holds_all(),
-            at: self.sync_point(),
+            holds_all: self.order.q.holds_all(),
+            at: self.order.sync_point(MAX_RING),
         };
         self.send(Destination::Peer(to), packet::RECOVERY_VOTE, |b| {
             vote.encode(b)
@@ -315,8 +214,9 @@ impl Ring {
     /// Asks for what is missing between `own` and `target`: ACKs and slots by the NACK path
     /// (to the whole ring), the unordered packets of members gone by Recovery Fetch.
     fn fetch_towards(&mut self, now: Time, target: &SyncPoint, own: &SyncPoint) {
-        if target.acks > self.next_ack {
-            self.highest_heard = Some(self.highest_heard.unwrap_or(0).max(target.acks - 1));
+        if target.acks > self.order.next_ack {
+            self.order.highest_heard =
+                Some(self.order.highest_heard.unwrap_or(0).max(target.acks - 1));
         }
         // The NACK path starts on its own only after progress; here nothing progressed.
         self.watch_gaps(now);
@@ -345,15 +245,15 @@ impl Ring {
         let round = self.round();
         let own = RecoveryVote {
             version: 0,
-            holds_all: self.q.holds_all(),
-            at: self.sync_point(),
+            holds_all: self.order.q.holds_all(),
+            at: self.order.sync_point(MAX_RING),
         };
         let needed = self
             .rec
             .current
             .as_ref()
             .and_then(|r| r.poll.as_ref())
-            .map_or(1, |p| self.needed(p.old.len()));
+            .map_or(1, |p| self.rec.needed(p.old.len()));
         let Some(r) = self.rec.current.as_mut() else {
             return;
         };
@@ -361,7 +261,7 @@ impl Ring {
         r.next_at = now + round;
         if let Some(c) = poll.commit.as_mut() {
             c.rounds += 1;
-            if c.rounds > COMMIT_ROUNDS {
+            if c.rounds > self.cfg.commit_rounds {
                 // Some member of the list never acknowledged: form the list again.
                 return self.abort_own(now);
             }
@@ -412,7 +312,7 @@ impl Ring {
         }
         r.target = target.clone();
         let all_but_one = voters + 1 >= poll.old.len() && reached.len() == voters;
-        let done = all_but_one || poll.stalled >= STALLED_ROUNDS;
+        let done = all_but_one || poll.stalled >= self.cfg.stalled_rounds;
         if !done {
             let start = RecoveryStart {
                 version: r.version,
@@ -471,22 +371,26 @@ impl Ring {
     ) -> RecoveryNewList {
         let mut entries = Vec::new();
         for &o in old.iter().filter(|o| !members.contains(o)) {
-            let from = self.ordered_next.get(&o).copied().unwrap_or(0);
+            let from = self.order.ordered_next.get(&o).copied().unwrap_or(0);
             let end = target.reached(o).min(from + MAX_RECOVERED as u64);
-            entries.extend((from..end).filter(|&s| self.data.has(o, s)).map(|s| (o, s)));
+            entries.extend(
+                (from..end)
+                    .filter(|&s| self.order.data.has(o, s))
+                    .map(|s| (o, s)),
+            );
         }
         let mut acks = Vec::new();
         // Locks of the members left out are freed.
-        let (locks, clients) = self.group_state_for(members, &self.gs.locks);
-        let (mut num, mut ts) = (self.next_ack, self.q.end());
-        let mut next_sseq: BTreeMap<NodeId, u64> = self.ordered_next.clone();
+        let (locks, clients) = self.rpc.gs.state_for(members, &self.rpc.gs.locks);
+        let (mut num, mut ts) = (self.order.next_ack, self.order.q.end());
+        let mut next_sseq: BTreeMap<NodeId, u64> = self.order.ordered_next.clone();
         for chunk in entries.chunks(packet::MAX_ENTRIES).take(3) {
             for &(o, s) in chunk {
                 next_sseq.insert(o, s + 1);
             }
             acks.push(self.ack_datagram(Ack {
                 num,
-                view: self.view_id,
+                view: self.membership.view_id,
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
@@ -498,7 +402,7 @@ impl Ring {
         acks.push(
             self.ack_datagram(Ack {
                 num,
-                view: self.view_id,
+                view: self.membership.view_id,
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
@@ -514,7 +418,7 @@ impl Ring {
                     lock_op: None,
                     locks,
                     clients,
-                    unicast_only: self.unicast_only_of(members),
+                    unicast_only: self.membership.unicast_only_of(members),
                 }),
             }),
         );
@@ -545,7 +449,7 @@ impl Ring {
             r.next_at = Time(u64::MAX);
         }
         let delay = self.round() * (2 + self.rng.below(8) as u32);
-        self.rec.retry_at = Some(now + delay);
+        self.timers.arm(RingTimer::ReformRetry, now + delay);
     }
 
     /// A Recovery Start from `from`.
@@ -557,7 +461,7 @@ impl Ring {
         if !self.in_ring() {
             return;
         }
-        if !self.ring.contains(&from) {
+        if !self.membership.ring.contains(&from) {
             // A member the ring went on without: it may only come back as a new member.
             return self.tell_expelled(now, from);
         }
@@ -576,13 +480,13 @@ impl Ring {
         let current = self.rec.current.as_ref().map(|r| (r.version, r.initiator));
         let joinable = offered > self.rec.seen
             && st.version > self.rec.bound
-            && st.version > self.view_id
+            && st.version > self.membership.view_id
             && current.is_none_or(|c| offered > c)
             && self.rec.current.as_ref().is_none_or(|r| {
                 r.new_list.is_none() && r.poll.as_ref().is_none_or(|p| p.commit.is_none())
             });
         if !joinable {
-            let mine = current.map_or(self.rec.seen.0.max(self.view_id), |c| c.0);
+            let mine = current.map_or(self.rec.seen.0.max(self.membership.view_id), |c| c.0);
             self.send(Destination::Peer(from), packet::RECOVERY_ABORT, |b| {
                 b.extend_from_slice(&mine.to_be_bytes());
                 b.push(packet::ABORT_YIELD);
@@ -595,8 +499,12 @@ impl Ring {
             }));
         }
         let began = self.rec.current.as_ref().map_or(now, |r| r.began);
+        debug_assert!(
+            st.version > self.rec.bound,
+            "a member joins only larger versions"
+        );
         self.rec.seen = offered;
-        self.rec.retry_at = None;
+        self.timers.clear(RingTimer::ReformRetry);
         self.halt_token();
         self.rec.current = Some(Reformation {
             version: st.version,
@@ -642,7 +550,7 @@ impl Ring {
         let o = NodeId(o);
         let end = z.min(a.saturating_add(packet::MAX_ENTRIES as u64));
         let again: Vec<_> = (a..end)
-            .map_while(|s| self.data.get(o, s).map(|(p, q)| (s, *q, p.clone())))
+            .map_while(|s| self.order.data.get(o, s).map(|(p, q)| (s, *q, p.clone())))
             .collect();
         if !again.is_empty() {
             self.counters.retransmissions += again.len() as u64;
@@ -656,8 +564,8 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        let next_ack = self.next_ack;
-        let holds_all = self.q.holds_all();
+        let next_ack = self.order.next_ack;
+        let holds_all = self.order.q.holds_all();
         let me = self.me;
         let Some(r) = self.rec.current.as_mut() else {
             return;
@@ -702,7 +610,7 @@ impl Ring {
         };
         let Some(r) = self.rec.current.as_mut() else {
             // Committed already: the member missed the commit.
-            if version == self.rec.last_committed && self.ring.contains(&from) {
+            if version == self.rec.last_committed && self.membership.ring.contains(&from) {
                 self.send(Destination::Peer(from), packet::RECOVERY_COMMIT, |b| {
                     b.extend_from_slice(&version.to_be_bytes())
                 });
@@ -752,7 +660,7 @@ impl Ring {
                 r.initiator = self.me;
                 r.next_at = Time(u64::MAX);
                 let delay = self.round() * (4 + self.rng.below(8) as u32);
-                self.rec.retry_at = Some(now + delay);
+                self.timers.arm(RingTimer::ReformRetry, now + delay);
             }
         }
     }
@@ -773,11 +681,8 @@ impl Ring {
             ) => c.list,
             _ => return,
         };
-        self.rec.bound = self.rec.bound.max(list.version);
-        self.rec.last_committed = list.version;
-        self.rec.retry_at = None;
-        self.rec.committed += 1;
-        self.rec.last_took = now.saturating_since(r.began);
+        self.rec.on_commit(list.version, r.began, now);
+        self.timers.clear(RingTimer::ReformRetry);
         let mut removed = Vec::new();
         for d in &list.acks {
             let Ok(p) = wire::decode(d) else { continue };
@@ -786,15 +691,17 @@ impl Ring {
             };
             if let AckBody::NewList(l) = &ack.body {
                 removed = self
+                    .membership
                     .ring
                     .iter()
                     .copied()
                     .filter(|m| !l.members.contains(m))
                     .collect();
             }
-            self.early_acks
+            self.order
+                .early_acks
                 .insert(ack.num, (p.header.sender, d.clone()));
-            self.highest_heard = Some(self.highest_heard.unwrap_or(0).max(ack.num));
+            self.order.highest_heard = Some(self.order.highest_heard.unwrap_or(0).max(ack.num));
         }
         self.events.push_back(Event::Recovery(Recovery::Reset {
             incarnation: list.version as u32,
@@ -806,11 +713,11 @@ impl Ring {
                 b.extend_from_slice(&version.to_be_bytes())
             });
         }
-        self.last_site = r.initiator;
-        if self.data_retry_at.is_some() {
+        self.order.last_site = r.initiator;
+        if self.timers.is_armed(RingTimer::DataRetry) {
             // Own packets not ordered yet go out again to the new ring, soon.
-            self.data_retry_at = Some(now);
-            self.data_retry_mark = self.ordered_next.get(&self.me).copied().unwrap_or(0);
+            self.timers.arm(RingTimer::DataRetry, now);
+            self.flow.data_retry_mark = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
         }
         self.apply_ready(now);
         self.watch_ring(now);
@@ -833,23 +740,24 @@ impl Ring {
     }
 
     /// Tells `to`, which acts as a member, that it is not in this ring (at most every
-    /// [`EXPELLED_EVERY`]).
+    /// [`self.cfg.expelled_every`]).
     pub(super) fn tell_expelled(&mut self, now: Time, to: NodeId) {
-        if !self.in_ring() || self.ring.contains(&to) {
+        if !self.in_ring() || self.membership.ring.contains(&to) {
             return;
         }
         if let Some(&t) = self.rec.told.get(&to) {
-            if now.saturating_since(t) < EXPELLED_EVERY {
+            if now.saturating_since(t) < self.cfg.expelled_every {
                 return;
             }
         }
-        if self.rec.told.len() >= EXPELLED_PEERS && !self.rec.told.contains_key(&to) {
+        if self.rec.told.len() >= self.cfg.expelled_peers && !self.rec.told.contains_key(&to) {
             if let Some(&k) = self.rec.told.keys().next() {
                 self.rec.told.remove(&k);
             }
         }
         self.rec.told.insert(to, now);
-        let view = self.view_id;
+        debug_assert!(self.rec.told.len() <= self.cfg.expelled_peers.max(1));
+        let view = self.membership.view_id;
         self.send(Destination::Peer(to), packet::EXPELLED, |b| {
             b.extend_from_slice(&view.to_be_bytes())
         });
@@ -863,7 +771,11 @@ impl Ring {
         };
         // A leaver behind its own removal is told it is out: that is its leave, which it
         // finishes by catching up (the others keep what it lacks for it).
-        if !self.in_ring() || self.leaving || !self.ring.contains(&from) || view <= self.view_id {
+        if !self.in_ring()
+            || self.leaving()
+            || !self.membership.ring.contains(&from)
+            || view <= self.membership.view_id
+        {
             return;
         }
         if view <= self.rec.bound && self.rec.current.is_some() {
@@ -875,14 +787,14 @@ impl Ring {
 
     /// This member is out: a reformation formed view `view` without it.
     pub(super) fn expel(&mut self, view: u64) {
-        if self.expelled {
+        if self.left() {
             return;
         }
         self.rec.current = None;
-        self.rec.retry_at = None;
+        self.timers.clear(RingTimer::ReformRetry);
         self.halt_token();
-        self.left = true;
-        self.expelled = true;
+        let asked = self.leaving();
+        self.membership.enter(Phase::Expelled { asked });
         self.events.push_back(Event::Recovery(Recovery::Expelled {
             incarnation: view as u32,
         }));
@@ -891,8 +803,8 @@ impl Ring {
     /// Watch the ring's other members with the failure detector.
     pub(super) fn watch_ring(&mut self, now: Time) {
         let me = self.me;
-        let ring = self.ring.clone();
-        if let Some(d) = self.detector.as_mut() {
+        let ring = self.membership.ring.clone();
+        if let Some(d) = self.rec.detector.as_mut() {
             d.watch(ring.into_iter().filter(|&m| m != me), now);
         }
     }
@@ -902,16 +814,17 @@ impl Ring {
     /// What was ordered of them stays: its slots are delivered (or skipped, when delivered
     /// early) as any other; `old_next` says where their ordered packets end.
     pub(super) fn drop_removed(&mut self, old: &[NodeId], old_next: &BTreeMap<NodeId, u64>) {
-        let ring = self.ring.clone();
+        let ring = self.membership.ring.clone();
         for &gone in old.iter().filter(|m| !ring.contains(m)) {
             let ordered = old_next.get(&gone).copied().unwrap_or(0);
-            self.data.drop_below(gone, u64::MAX);
-            self.unreliable_seen.remove(&gone);
-            self.lcrs.remove(&gone);
-            self.sources.remove(&gone);
-            self.pending_src
+            self.order.data.drop_below(gone, u64::MAX);
+            self.order.unreliable_seen.remove(&gone);
+            self.membership.lcrs.remove(&gone);
+            self.order.sources.remove(&gone);
+            self.order
+                .pending_src
                 .retain(|&(o, s), _| o != gone || s < ordered);
-            self.early.retain(|&(o, s)| o != gone || s < ordered);
+            self.order.early.retain(|&(o, s)| o != gone || s < ordered);
         }
     }
 }

@@ -282,9 +282,9 @@ fn sends_push_back_when_the_window_is_full() {
                 break;
             }
         }
-        assert!(n <= super::engine::WINDOW);
+        assert!(n <= super::Config::default().window_msgs);
     }
-    assert_eq!(n, super::engine::WINDOW);
+    assert_eq!(n, super::Config::default().window_msgs);
     assert!(!net.nodes[0].can_submit());
     // Once the ring runs, the window opens again and nothing was lost.
     net.run_for(Duration::from_secs(1));
@@ -357,7 +357,7 @@ fn add(net: &mut Net, role: Role, id: u32) -> usize {
 
 /// A ring engine of `role` with id `id`.
 fn build(role: Role, id: u32, now: Time) -> Box<dyn Engine> {
-    RingFactory.build(&EngineParams {
+    RingFactory::DEFAULT.build(&EngineParams {
         role,
         group: 7,
         me: NodeId(id),

@@ -261,7 +261,7 @@ impl Sequencer {
         let at = self.now + self.repair_rto();
         if self.sender.awaiting_complete.is_empty() {
             self.timers.clear(Timer::Complete);
-        } else if progress || !self.timers.is_set(Timer::Complete) {
+        } else if progress || !self.timers.is_armed(Timer::Complete) {
             self.timers.arm(Timer::Complete, at);
         }
         debug_assert!(self.sender.awaiting_complete.len() <= self.hist.buffer.capacity());

@@ -276,7 +276,7 @@ impl Sequencer {
     /// A sequencer leaves once its own messages are ordered and there is room for the leave.
     pub(super) fn sequencer_can_leave(&self) -> bool {
         self.leave_requested
-            && self.timers.is_set(Timer::Leave)
+            && self.timers.is_armed(Timer::Leave)
             && self.sender.unsent == self.sender.outq.len()
             && self.sender.awaiting_complete.is_empty()
             && self.ord.as_ref().is_some_and(|o| o.may_leave(&self.hist))

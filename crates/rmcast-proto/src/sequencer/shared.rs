@@ -100,11 +100,8 @@ pub(super) enum Timer {
     Linger,
 }
 
-/// The number of [`Timer`]s.
-pub(super) const TIMERS: usize = 10;
-
 /// A member's timer table.
-pub(super) type SeqTimers = Timers<Timer, TIMERS>;
+pub(super) type SeqTimers = Timers<Timer>;
 
 impl TimerKey for Timer {
     const ALL: &'static [Timer] = &[

@@ -1,0 +1,201 @@
+//! The ring's tunables: bounds on its queues and windows, and its timers. What the wire format
+//! fixes (entries per ACK, origins per sync point) stays a constant of [`super::packet`].
+
+use crate::registry::ConfigError;
+use std::time::Duration;
+
+/// The configuration of a ring engine. [`Config::default`] is what the registry builds.
+/// Every member of a ring (and every non-member sending it requests) must use the same
+/// `window_msgs` and `client_window`: a member drops packets numbered beyond them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Own messages not yet stable at most (the send window): sends push back beyond it; a
+    /// member keeps a peer's unordered packets only this far beyond its next to order.
+    pub window_msgs: u64,
+    /// Events held for the driver at most before delivery pauses.
+    pub max_events: usize,
+    /// Datagrams queued for the driver at most (a token visit's repairs and data fit many
+    /// times).
+    pub max_out: usize,
+    /// Slots ordered but not stable at most: the token site orders no more beyond it.
+    pub max_unstable: u64,
+    /// A member with this many slots not yet delivered does not accept the token (so that a
+    /// slow application stops the ring rather than filling memory).
+    pub max_backlog: u64,
+    /// ACKs received ahead of the next one to apply, at most.
+    pub max_early_acks: u64,
+    /// List Change Requests held at most.
+    pub max_lcrs: usize,
+    /// New Lists that removed a member, kept to answer a late leaver (and leavers whose
+    /// missing slots are kept for them).
+    pub max_removed: usize,
+    /// How long a token site with nothing to order waits before it passes a NULL ACK.
+    pub null_delay: Duration,
+    /// First wait before the token is passed again when the next site did not take it.
+    pub pass_retry: Duration,
+    /// Longest wait between two passes of the same token (exponential backoff).
+    pub pass_retry_max: Duration,
+    /// Own unordered data is sent again after the retransmission timeout (section 4.6: RTT
+    /// variance estimation, doubled on every expiry and clamped): its first value.
+    pub data_retry: Duration,
+    /// The retransmission timeout's floor.
+    pub data_retry_min: Duration,
+    /// The retransmission timeout's ceiling.
+    pub data_retry_max: Duration,
+    /// Own data packets sent again per retry at most.
+    pub data_retry_burst: u64,
+    /// The smallest packet Fig. 4.2 sends (the silly-window rule waits for more room).
+    pub min_packet: usize,
+    /// The byte window's first size (section 4.6); its floor is one largest packet.
+    pub window_initial_bytes: usize,
+    /// The byte window's largest size.
+    pub window_max_bytes: usize,
+    /// Own messages reported lost by NACKs remembered (RMP keeps three).
+    pub loss_cache: usize,
+    /// List Change Requests are repeated this often.
+    pub lcr_retry: Duration,
+    /// Grace before a gap is asked for (reordered datagrams arrive in it).
+    pub nack_grace: Duration,
+    /// NACK retry (at least; more when the token's round is measured to take longer).
+    pub nack_retry: Duration,
+    /// Unanswered NACKs to the last token site before the ring is asked (its owners first),
+    /// and as many again before every member that holds what is missing answers (so that one
+    /// lossy member does not draw an answer from every member of a busy ring).
+    pub nack_escalate: u32,
+    /// A member waiting for stability or its leave asks for ACKs after this long without one.
+    pub stall: Duration,
+    /// A quiescent ring looks for crashed members this often (a probing round).
+    pub idle_probe: Duration,
+    /// How long slots a leaver may lack are kept for it when its goodbye is not heard.
+    pub depart_linger: Duration,
+    /// A round of the reformation (section 4.4): the initiator repeats its Start, members
+    /// their answers.
+    pub reform_round: Duration,
+    /// Rounds without progress towards the shared sync point before the initiator forms the
+    /// list from the members that reached it ("after a set number of retries").
+    pub stalled_rounds: u32,
+    /// Rounds of the commit's first phase without every acknowledgement before the initiator
+    /// gives up this version and starts again.
+    pub commit_rounds: u32,
+    /// Expelled notices per peer at most this often.
+    pub expelled_every: Duration,
+    /// Peers remembered for that limit.
+    pub expelled_peers: usize,
+    /// A non-member's requests unacknowledged at most (its window; members drop its packets
+    /// beyond it).
+    pub client_window: usize,
+    /// Replies (and hand-overs) kept to answer duplicates with the repeat-reply flag.
+    pub reply_cache: usize,
+    /// A non-member's first retransmission timeout.
+    pub client_rto: Duration,
+    /// A non-member's largest retransmission timeout.
+    pub client_rto_max: Duration,
+    /// Retries of an unacknowledged request before the first-packet flag is set again (the
+    /// ring may have flushed this sender's entry).
+    pub first_after_tries: u32,
+    /// Retries of a request before it is given up.
+    pub give_up_tries: u32,
+    /// Lock requests are repeated this often until ordered.
+    pub lock_retry: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            window_msgs: 1024,
+            max_events: 1024,
+            max_out: 8192,
+            max_unstable: 4096,
+            max_backlog: 2048,
+            max_early_acks: 512,
+            max_lcrs: 32,
+            max_removed: 16,
+            null_delay: Duration::from_millis(2),
+            pass_retry: Duration::from_millis(20),
+            pass_retry_max: Duration::from_millis(320),
+            data_retry: Duration::from_millis(40),
+            data_retry_min: Duration::from_millis(10),
+            data_retry_max: Duration::from_secs(2),
+            data_retry_burst: 32,
+            min_packet: 256,
+            window_initial_bytes: 64 * 1024,
+            window_max_bytes: 16 * 1024 * 1024,
+            loss_cache: 3,
+            lcr_retry: Duration::from_millis(50),
+            nack_grace: Duration::from_millis(3),
+            nack_retry: Duration::from_millis(25),
+            nack_escalate: 2,
+            stall: Duration::from_millis(60),
+            idle_probe: Duration::from_secs(2),
+            depart_linger: Duration::from_secs(2),
+            reform_round: Duration::from_millis(30),
+            stalled_rounds: 4,
+            commit_rounds: 10,
+            expelled_every: Duration::from_millis(100),
+            expelled_peers: 64,
+            client_window: 64,
+            reply_cache: 256,
+            client_rto: Duration::from_millis(30),
+            client_rto_max: Duration::from_secs(1),
+            first_after_tries: 3,
+            give_up_tries: 40,
+            lock_retry: Duration::from_millis(50),
+        }
+    }
+}
+
+impl Config {
+    /// Refuse values the ring cannot work with: a bound of zero would stop it for good.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let zero = [
+            ("window_msgs", self.window_msgs == 0),
+            ("max_events", self.max_events == 0),
+            ("max_out", self.max_out == 0),
+            ("max_unstable", self.max_unstable == 0),
+            ("max_early_acks", self.max_early_acks == 0),
+            ("max_lcrs", self.max_lcrs == 0),
+            ("client_window", self.client_window == 0),
+            ("data_retry_burst", self.data_retry_burst == 0),
+            ("window_initial_bytes", self.window_initial_bytes == 0),
+            ("reform_round", self.reform_round.is_zero()),
+        ];
+        for (field, bad) in zero {
+            if bad {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: "must be more than 0",
+                });
+            }
+        }
+        let above = [
+            ("data_retry_min", self.data_retry_min > self.data_retry_max),
+            ("pass_retry", self.pass_retry > self.pass_retry_max),
+            ("client_rto", self.client_rto > self.client_rto_max),
+        ];
+        for (field, bad) in above {
+            if bad {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: "is above its largest value",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_zero_bounds_are_refused() {
+        assert!(Config::default().validate().is_ok());
+        let bad = Config {
+            max_unstable: 0,
+            ..Config::default()
+        };
+        let err = bad.validate().unwrap_err();
+        assert!(err.to_string().contains("max_unstable"), "{err}");
+    }
+}
