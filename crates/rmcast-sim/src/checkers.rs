@@ -513,7 +513,8 @@ pub fn fifo(rec: &Record) -> Verdict {
 
 /// Virtual synchrony: a view id names the same membership everywhere; each host's views
 /// increase; a delivery carries the view installed at the host; and two hosts that both install
-/// view `v` and then view `v'` deliver the same messages in between ([`check_views`]).
+/// view `v` and then view `v'` deliver the same messages in between (the rules of `check_views`,
+/// which the log verifier runs too).
 pub fn virtual_synchrony(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let traces: Vec<Trace<'_>> = rec.trusted_hosts().map(trace).collect();

@@ -32,7 +32,8 @@
 //! [`verify_logs`] checks what a group promises from these lines alone, so that a real
 //! multi-process run can be checked by something other than the code under test; which rules
 //! apply follows the engine's [`Guarantees`] ([`verify_logs_for`]) as the simulator's checkers
-//! do, and the total-order rules are the very ones the simulator's `total_order` checker runs.
+//! do, and the rules the checkers have too (views, virtual synchrony, at most once, FIFO, total
+//! order) are run by the checkers' own code.
 //!
 //! A member killed with SIGKILL leaves a log that ends wherever its last write ended, perhaps
 //! in the middle of a line: [`parse_log`] drops such an unterminated last line.
@@ -774,18 +775,18 @@ pub fn verify_logs(logs: &[Vec<LogRecord>]) -> Result<VerifyReport, Vec<Violatio
 /// engine declares (`g`), as the simulator's checkers do (the table in [`crate::checkers`]):
 ///
 /// * always: each log holds one member id, and no two logs the same one; a member delivers no
-///   message twice (`duplicate`); a view id names the same membership everywhere
-///   (`view-agreement`);
+///   message twice (`duplicate`); a view id names the same membership and coordinator
+///   everywhere (`view-agreement`) and each member's views increase (`order`);
 /// * total order: each member's sequence numbers strictly increase (`order`), every sequence
 ///   number names the same (sender, msg, len, hash) in every log (`seq-agreement`), and every
-///   message has one sequence number everywhere (`msg-agreement`): the rules of the simulator's
-///   `total_order` checker, run by the same code;
+///   message has one sequence number everywhere (`msg-agreement`);
 /// * FIFO without total order: each member delivers a sender's messages in increasing `msg`
 ///   (`fifo`);
 /// * all-or-nothing delivery with total order: members present for the same span of the order
 ///   delivered the same messages there (`agreement`);
-/// * virtual synchrony: a delivery names the view last installed before it (`view-field`); two
-///   members that both saw a view end delivered the same messages in it (`virtual-synchrony`);
+/// * virtual synchrony: a delivery (and a completion) names the view last installed before it,
+///   and none comes before the first view (`view-field`); two members that both went from view
+///   `v` to view `v'` delivered the same messages in between (`virtual-synchrony`);
 /// * crash recovery or a resilience degree: a completed send (a `complete` line, of any member,
 ///   one that was killed included) was delivered, in the view it completed in, by every member
 ///   that saw that view end (`completion`), and a reset (incarnation) leaves out the same members
@@ -793,6 +794,11 @@ pub fn verify_logs(logs: &[Vec<LogRecord>]) -> Result<VerifyReport, Vec<Violatio
 ///
 /// A member that crashed simply stops: its log shows no later view, so nothing is required of
 /// it past its last line, but whatever it did deliver must agree with the others.
+///
+/// The view, at-most-once, FIFO and total-order rules are the simulator's checkers' own, run by
+/// the same code ([`crate::checkers`]: `check_views`, `check_once`, `check_fifo`,
+/// `check_seqs`); the others read what only logs have (no submissions, no knowledge of who
+/// crashed), so the checkers have no version of them.
 ///
 /// Returns what was checked, or every violation found (at most 100).
 pub fn verify_logs_for(
