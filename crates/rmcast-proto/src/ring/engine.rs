@@ -756,7 +756,7 @@ impl Ring {
             .is_some_and(|&(_, ts)| ts < self.stable_ts)
         {
             let (sseq, _) = self.own_ordered.pop_front().expect("front checked");
-            self.own_stable = sseq + 1;
+            self.own_stable = sseq.saturating_add(1);
         }
         self.q.prune(self.stable_ts);
     }
@@ -1158,7 +1158,7 @@ impl Ring {
         self.counters.nacks_received += 1;
         let ordered = self.ordered_next.get(&self.me).copied().unwrap_or(0);
         let start = from.max(ordered);
-        let end = self.own_next.min(start + DATA_RETRY_BURST);
+        let end = self.own_next.min(start.saturating_add(DATA_RETRY_BURST));
         let again: Vec<(u64, Qos, Bytes)> = (start..end)
             .filter_map(|s| self.data.get(self.me, s).map(|(p, q)| (s, *q, p.clone())))
             .collect();
@@ -1779,7 +1779,7 @@ impl Engine for Ring {
                     // Expired with nothing ordered: congestion (section 4.6).
                     self.flow.on_loss();
                     self.flow.rtt.on_timeout();
-                    let end = self.own_next.min(ordered + DATA_RETRY_BURST);
+                    let end = self.own_next.min(ordered.saturating_add(DATA_RETRY_BURST));
                     let again: Vec<(u64, Qos, Bytes)> = (ordered..end)
                         .filter_map(|s| self.data.get(self.me, s).map(|(p, q)| (s, *q, p.clone())))
                         .collect();

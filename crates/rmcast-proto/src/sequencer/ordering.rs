@@ -462,7 +462,7 @@ impl Sequencer {
         let o = self.ord.as_mut().expect("sequencer");
         let m = &mut o.members[i];
         let Some(first) = first else { return };
-        if ordered_through <= m.last_pnum || first.pnum != ordered_through + 1 {
+        if ordered_through <= m.last_pnum || ordered_through.checked_add(1) != Some(first.pnum) {
             return;
         }
         m.last_pnum = ordered_through;
