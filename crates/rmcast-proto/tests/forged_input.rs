@@ -356,3 +356,19 @@ fn txn_segments_past_the_largest_offset_are_refused() {
     assert!(decode_data(&b).is_ok());
     let _ = HEADER_LEN;
 }
+
+#[test]
+fn sequencer_reset_by_a_leaving_member_left_with_only_the_sequencer_is_refused() {
+    // Found by the sequencer_state fuzz target. Of three members one left; the second asks to
+    // leave and at once to reset the group: entering recovery makes it leave instead (nobody but
+    // the sequencer, the suspect, to rebuild the group with), and the reset then expected a
+    // recovery mode (`expect("in recovery")`).
+    let mut net = Net::new(&EngineChoice::sequencer(1), 3);
+    let now = net.now;
+    net.nodes[2].leave(now);
+    net.run_for(Duration::from_millis(10));
+    let now = net.now;
+    net.nodes[1].leave(now);
+    assert!(net.nodes[1].reset(now, 1).is_err());
+    net.run_for(Duration::from_secs(1));
+}
