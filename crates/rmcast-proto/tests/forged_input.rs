@@ -372,3 +372,38 @@ fn sequencer_reset_by_a_leaving_member_left_with_only_the_sequencer_is_refused()
     assert!(net.nodes[1].reset(now, 1).is_err());
     net.run_for(Duration::from_secs(1));
 }
+
+#[test]
+fn sequencer_orders_a_lone_later_fragment_without_panicking() {
+    // Found by the sequencer_state fuzz target: a member's request holding fragment 2 of 3 of
+    // a message whose beginning it never sent. The sequencer orders it; delivering it found
+    // no beginning to add it to and failed a debug assertion. Every member now drops it alike.
+    let mut net = Net::new(&EngineChoice::sequencer(0), 3);
+    net.assert_still_works(2, b"before");
+    let real = net.last_of(2, ptype::BCAST_REQ_PB);
+    let (h, body) = packet::decode(&real).unwrap();
+    let Body::BcastReq {
+        expect,
+        held_next,
+        ordered_through,
+        entries,
+        ..
+    } = body
+    else {
+        unreachable!()
+    };
+    let last = entries.last().unwrap();
+    let mut buf = Vec::new();
+    let mut w = ReqWriter::new(&mut buf, &h, expect, held_next, ordered_through);
+    w.push(&ReqEntry {
+        pnum: last.pnum + 1,
+        frag_index: 2,
+        frag_count: 3,
+        payload: b"lone",
+    });
+    let now = net.now;
+    net.nodes[0].handle_datagram(now, NodeId(3), &buf);
+    net.run_for(Duration::from_millis(100));
+    assert!(net.delivered.iter().all(|d| d.iter().all(|(_, p)| &p[..] != b"lone")));
+    net.assert_still_works(1, b"after");
+}
