@@ -154,7 +154,9 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
                     bail!("data before the file header");
                 };
                 let end = |o: &u64| o.checked_add(d.payload.len() as u64);
-                let Some(off) = h.offset(d.seq).filter(|o| end(o).is_some_and(|e| e <= h.size))
+                let Some(off) = h
+                    .offset(d.seq)
+                    .filter(|o| end(o).is_some_and(|e| e <= h.size))
                 else {
                     bail!("packet {} goes past the end of the file", d.seq);
                 };

@@ -9,8 +9,10 @@ use rmcast_proto::ring::packet::Nack;
 use rmcast_proto::sequencer::packet::{
     self, ptype, Body, OrderedEntry, OrderedWriter, ReqEntry, ReqWriter,
 };
-use rmcast_proto::txn::packet::{decode_data, decode_reply, encode_data, encode_reply, Data, Key, ReplySeg};
-use rmcast_proto::wire::{self, Header, WireError, HEADER_LEN};
+use rmcast_proto::txn::packet::{
+    decode_data, decode_reply, encode_data, encode_reply, Data, Key, ReplySeg,
+};
+use rmcast_proto::wire::{self, Header, WireError};
 use rmcast_proto::{Destination, Engine, Event, NodeId, Qos, Time};
 use std::time::Duration;
 
@@ -98,7 +100,9 @@ impl Net {
     /// The header member `i` last sent with packet type `t` (kind, group, incarnation, id).
     fn header(&self, i: usize, t: u8) -> Header {
         let (_, dg) = self.sent[i].last().expect("member sent something");
-        let mut h = wire::decode(dg).expect("engines send valid datagrams").header;
+        let mut h = wire::decode(dg)
+            .expect("engines send valid datagrams")
+            .header;
         h.ptype = t;
         h
     }
@@ -130,7 +134,8 @@ impl Net {
                 continue;
             }
             assert!(
-                d.iter().any(|(s, p)| *s == NodeId(from as u32 + 1) && p == what),
+                d.iter()
+                    .any(|(s, p)| *s == NodeId(from as u32 + 1) && p == what),
                 "member {i} did not deliver {what:?} after the forged input"
             );
         }
@@ -177,7 +182,7 @@ fn ring_ack_ordering_own_packet_at_the_end_of_the_numbers_is_harmless() {
 fn ring_nack_with_a_reversed_range_is_refused() {
     let mut b = Vec::new();
     Nack {
-        acks: 9..3,
+        acks: std::ops::Range { start: 9, end: 3 },
         slots: vec![],
         everyone: false,
     }
@@ -354,7 +359,6 @@ fn txn_segments_past_the_largest_offset_are_refused() {
         },
     );
     assert!(decode_data(&b).is_ok());
-    let _ = HEADER_LEN;
 }
 
 #[test]
@@ -404,6 +408,9 @@ fn sequencer_orders_a_lone_later_fragment_without_panicking() {
     let now = net.now;
     net.nodes[0].handle_datagram(now, NodeId(3), &buf);
     net.run_for(Duration::from_millis(100));
-    assert!(net.delivered.iter().all(|d| d.iter().all(|(_, p)| &p[..] != b"lone")));
+    assert!(net
+        .delivered
+        .iter()
+        .all(|d| d.iter().all(|(_, p)| &p[..] != b"lone")));
     net.assert_still_works(1, b"after");
 }
