@@ -5,8 +5,8 @@
 //! `cargo run --example gen_corpus` from `fuzz/` rewrites `fuzz/corpus/decode/seed-*`.
 
 use rmcast_proto::sequencer::packet::{
-    encode_control, encode_view, ptype, Body, VoteKind, EntryKind, OrderedEntry, OrderedWriter, ReqEntry,
-    ReqWriter, SeqState,
+    encode_control, encode_view, ptype, Body, EntryKind, OrderedEntry, OrderedWriter, ReqEntry,
+    ReqWriter, SeqState, VoteKind,
 };
 use rmcast_proto::wire::{EngineKind, Header, FLAG_AUTH, HEADER_LEN};
 use rmcast_proto::NodeId;
@@ -31,6 +31,7 @@ fn main() -> std::io::Result<()> {
         accepted_next: 10,
         stable: 4,
         next_seq: 12,
+        complete_next: 8,
     };
     let data = OrderedEntry {
         kind: EntryKind::Data,
@@ -96,7 +97,7 @@ fn main() -> std::io::Result<()> {
         ("seed-req-pb", ptype::BCAST_REQ_PB),
         ("seed-req-bb", ptype::BCAST_REQ_BB),
     ] {
-        let mut w = ReqWriter::new(&mut buf, &header(t), 10, 12);
+        let mut w = ReqWriter::new(&mut buf, &header(t), 10, 12, 6);
         w.push(&ReqEntry {
             pnum: 7,
             frag_index: 0,
@@ -123,6 +124,7 @@ fn main() -> std::io::Result<()> {
             Body::Status {
                 expect: 10,
                 held_next: 12,
+                ask: true,
             },
         ),
         (
@@ -134,7 +136,11 @@ fn main() -> std::io::Result<()> {
                 expect: 5,
             },
         ),
-        ("seed-join-req", ptype::JOIN_REQ, Body::JoinReq),
+        (
+            "seed-join-req",
+            ptype::JOIN_REQ,
+            Body::JoinReq { into: None },
+        ),
         (
             "seed-leave-req",
             ptype::LEAVE_REQ,

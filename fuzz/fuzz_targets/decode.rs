@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
             for e in entries {
                 assert!(e.frag_index < e.frag_count);
                 assert!(e.has_payload || e.payload.is_empty());
-                if matches!(e.kind, EntryKind::Join | EntryKind::Leave | EntryKind::Reset) {
+                if matches!(
+                    e.kind,
+                    EntryKind::Join | EntryKind::Leave | EntryKind::Reset
+                ) {
                     if let Ok((_, _, members)) = decode_view(e.payload) {
                         assert_eq!(e.payload.len(), 14 + 4 * members.len());
                     }
@@ -37,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(e.frag_index < e.frag_count);
             }
         }
-        Body::Retrans { from, to, .. } => assert!(from < to),
+        Body::Retrans { from, to, .. } | Body::ReqGap { from, to } => assert!(from < to),
         Body::Accept(s) | Body::Sync(s) => {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }
@@ -49,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(view.len(), 14 + 4 * members.len());
         }
         Body::Status { .. }
-        | Body::JoinReq
+        | Body::JoinReq { .. }
         | Body::LeaveReq { .. }
         | Body::AliveReq
         | Body::Alive

@@ -35,7 +35,8 @@ fuzz_target!(|data: &[u8]| {
     .encode(&mut plain);
     plain.extend_from_slice(data);
     let mut sealed = Vec::new();
-    tx.seal(&mut sealer, &plain, &mut sealed).expect("a plain datagram seals");
+    tx.seal(&mut sealer, &plain, &mut sealed)
+        .expect("a plain datagram seals");
     let mut copy = sealed.clone();
     assert_eq!(rx.open(&mut copy).expect("opens"), &plain[..]);
     let mut again = sealed.clone();

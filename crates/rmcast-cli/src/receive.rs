@@ -153,10 +153,13 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
                 let Some(h) = &header else {
                     bail!("data before the file header");
                 };
-                let off = (d.seq - 1) * h.packet as u64;
-                if off + d.payload.len() as u64 > h.size {
+                let end = |o: &u64| o.checked_add(d.payload.len() as u64);
+                let Some(off) = h
+                    .offset(d.seq)
+                    .filter(|o| end(o).is_some_and(|e| e <= h.size))
+                else {
                     bail!("packet {} goes past the end of the file", d.seq);
-                }
+                };
                 {
                     let f = file.lock().unwrap_or_else(|e| e.into_inner());
                     let (f, _) = f.as_ref().context("the output file")?;

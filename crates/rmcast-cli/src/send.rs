@@ -17,6 +17,7 @@ use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rmcast::{GroupConfig, GroupEvent, Node, NodeConfig, OpenMode, Qos};
+pub(crate) use rmcast_proto::tree::file::FileHeader;
 use rmcast_proto::tree::{DataStore, TreeConfig, TreeFactory};
 use rmcast_proto::{EngineChoice, NodeId, Role};
 use std::fs::File;
@@ -27,8 +28,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// First bytes of the header packet.
-pub(crate) const MAGIC: &[u8; 8] = b"RMCASTF1";
 /// Largest data packet of a file transfer (the engine's Packet_Size), whatever the path
 /// carries: big enough for speed on loopback, small enough for a bounded cache.
 pub(crate) const MAX_PACKET: usize = 8192;
@@ -123,52 +122,6 @@ pub struct SendArgs {
     pub net: NetArgs,
 }
 
-/// What the header packet says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FileHeader {
-    pub name: String,
-    pub size: u64,
-    pub packet: u32,
-    pub sha256: [u8; 32],
-}
-
-impl FileHeader {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut v = MAGIC.to_vec();
-        v.extend_from_slice(&self.size.to_be_bytes());
-        v.extend_from_slice(&self.packet.to_be_bytes());
-        v.extend_from_slice(&self.sha256);
-        let name = self.name.as_bytes();
-        v.extend_from_slice(&(name.len() as u16).to_be_bytes());
-        v.extend_from_slice(name);
-        v
-    }
-
-    pub(crate) fn decode(b: &[u8]) -> Option<FileHeader> {
-        let rest = b.strip_prefix(MAGIC)?;
-        let size = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
-        let packet = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
-        let sha256: [u8; 32] = rest.get(12..44)?.try_into().ok()?;
-        let n = u16::from_be_bytes(rest.get(44..46)?.try_into().ok()?) as usize;
-        let name = std::str::from_utf8(rest.get(46..46 + n)?).ok()?.to_string();
-        // Only a plain file name: nothing that climbs out of the output directory.
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." || packet == 0 {
-            return None;
-        }
-        Some(FileHeader {
-            name,
-            size,
-            packet,
-            sha256,
-        })
-    }
-
-    /// Data packets after the header.
-    pub(crate) fn packets(&self) -> u64 {
-        self.size.div_ceil(self.packet as u64)
-    }
-}
-
 /// The data store of the sender and of a designated receiver: the file itself, read (and, at
 /// a receiver, written) at the packet's offset; the header packet in memory.
 pub(crate) struct FileStore {
@@ -185,8 +138,11 @@ impl DataStore for FileStore {
         // Written already by the receiving application; written again here (same bytes, same
         // place) in case the engine moves it out of memory first.
         let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        // A sequence number from the network may be far past the file: no offset wraps.
         if let Some((f, packet)) = f.as_ref() {
-            let _ = f.write_all_at(data, (seq - 1) * packet);
+            if let Some(off) = (seq - 1).checked_mul(*packet) {
+                let _ = f.write_all_at(data, off);
+            }
         }
     }
 
@@ -196,10 +152,11 @@ impl DataStore for FileStore {
         }
         let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (f, packet) = f.as_ref()?;
+        let start = (seq - 1).checked_mul(*packet)?;
         let mut buf = vec![0u8; *packet as usize];
         let mut got = 0;
         while got < buf.len() {
-            match f.read_at(&mut buf[got..], (seq - 1) * packet + got as u64) {
+            match f.read_at(&mut buf[got..], start + got as u64) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(_) => return None,
@@ -423,29 +380,4 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
     drop(group);
     node.shutdown();
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_header_reads_back_and_refuses_paths() {
-        let h = FileHeader {
-            name: "a.bin".into(),
-            size: 12345,
-            packet: 1400,
-            sha256: [7; 32],
-        };
-        assert_eq!(FileHeader::decode(&h.encode()), Some(h.clone()));
-        assert_eq!(h.packets(), 9);
-        for bad in ["../x", "a/b", "..", ""] {
-            let b = FileHeader {
-                name: bad.into(),
-                ..h.clone()
-            };
-            assert_eq!(FileHeader::decode(&b.encode()), None, "{bad}");
-        }
-        assert_eq!(FileHeader::decode(b"RMCASTF1\0"), None);
-    }
 }

@@ -139,7 +139,7 @@ impl SendFlow {
     pub(super) fn on_stable(&mut self, stable_ts: u64) {
         while let Some(&(sseq, _)) = self.own_ordered.front().filter(|o| o.1 < stable_ts) {
             self.own_ordered.pop_front();
-            self.own_stable = sseq + 1;
+            self.own_stable = sseq.saturating_add(1);
         }
     }
 

@@ -395,6 +395,9 @@ impl Nack {
     pub fn decode(body: &[u8]) -> Result<Nack, WireError> {
         let mut r = Reader::new(body);
         let (a, z) = (r.u64()?, r.u64()?);
+        if z < a {
+            return Err(WireError::BadValue("nack range"));
+        }
         let everyone = match r.u8()? {
             0 => false,
             1 => true,

@@ -507,7 +507,7 @@ impl Ordering {
     fn learn_stream(&mut self, i: usize, ordered_through: u64, first: Option<ReqEntry<'_>>) {
         let m = &mut self.members[i];
         let Some(first) = first else { return };
-        if ordered_through <= m.last_pnum || first.pnum != ordered_through + 1 {
+        if ordered_through <= m.last_pnum || ordered_through.checked_add(1) != Some(first.pnum) {
             return;
         }
         m.last_pnum = ordered_through;

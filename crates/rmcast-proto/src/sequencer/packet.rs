@@ -306,7 +306,9 @@ fn read_ordered_entry<'a>(r: &mut Reader<'a>) -> Result<OrderedEntry<'a>, WireEr
     let pnum = r.u64()?;
     let frag_index = r.u16()?;
     let frag_count = r.u16()?;
-    if frag_count == 0 || frag_index >= frag_count {
+    // A message's fragments are numbered on from its first one's protocol number, so a
+    // fragment's number is at least its index (else the message would start below zero).
+    if frag_count == 0 || frag_index >= frag_count || pnum < u64::from(frag_index) {
         return Err(WireError::BadValue("fragment"));
     }
     let len = r.u16()? as usize;
@@ -338,7 +340,9 @@ fn read_req_entry<'a>(r: &mut Reader<'a>) -> Result<ReqEntry<'a>, WireError> {
     let pnum = r.u64()?;
     let frag_index = r.u16()?;
     let frag_count = r.u16()?;
-    if frag_count == 0 || frag_index >= frag_count {
+    // A message's fragments are numbered on from its first one's protocol number, so a
+    // fragment's number is at least its index (else the message would start below zero).
+    if frag_count == 0 || frag_index >= frag_count || pnum < u64::from(frag_index) {
         return Err(WireError::BadValue("fragment"));
     }
     let len = r.u16()? as usize;

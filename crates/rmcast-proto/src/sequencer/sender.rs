@@ -164,7 +164,9 @@ impl Sender {
     /// Own fragments up to `pnum` were seen ordered: sample the RTT, open the window, and
     /// restart the retransmission timer (it measures lack of progress, not age).
     pub(super) fn on_ordered(&mut self, pnum: u64, now: Time) {
-        if pnum <= self.own_ordered {
+        // A number never sent cannot have been ordered: a forged entry in our name is ignored
+        // (it would open the window by billions).
+        if pnum <= self.own_ordered || pnum >= self.next_pnum {
             return;
         }
         let newly = (pnum - self.own_ordered) as usize;

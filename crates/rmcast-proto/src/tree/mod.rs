@@ -33,6 +33,7 @@
 mod cache;
 mod config;
 mod engine;
+pub mod file;
 pub mod packet;
 #[cfg(test)]
 mod tests;

@@ -177,12 +177,14 @@ pub fn decode_data(body: &[u8]) -> Result<Data<'_>, WireError> {
     if flags & !DATA_SREQ != 0 {
         return Err(WireError::BadValue("data flags"));
     }
-    Ok(Data {
+    let d = Data {
         key,
         flags,
         offset: r.u32()?,
         data: r.rest(),
-    })
+    };
+    within_u32(d.offset, d.data)?;
+    Ok(d)
 }
 
 /// A control request of the source (section 3.3's control byte and its fields).
@@ -358,12 +360,22 @@ pub fn decode_reply(body: &[u8]) -> Result<ReplySeg<'_>, WireError> {
     if flags & !REPLY_FLAGS != 0 {
         return Err(WireError::BadValue("reply flags"));
     }
-    Ok(ReplySeg {
+    let s = ReplySeg {
         key,
         flags,
         offset: r.u32()?,
         data: r.rest(),
-    })
+    };
+    within_u32(s.offset, s.data)?;
+    Ok(s)
+}
+
+/// Offsets in a message are 32-bit: a segment that would end past `u32::MAX` is impossible.
+fn within_u32(offset: u32, data: &[u8]) -> Result<(), WireError> {
+    if u64::from(offset) + data.len() as u64 > u64::from(u32::MAX) {
+        return Err(WireError::BadValue("segment past the largest offset"));
+    }
+    Ok(())
 }
 
 /// Append a REPLY_ACK body.

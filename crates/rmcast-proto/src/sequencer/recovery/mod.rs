@@ -257,7 +257,11 @@ impl Sequencer {
             let suspect = self.sequencer_hint;
             self.enter_recovery(suspect);
         }
-        let r = self.rec.mode.as_mut().expect("in recovery");
+        // Entering recovery may end in leaving instead (our own leave is ordered, or nobody is
+        // left to rebuild the group with): then there is nothing to reset.
+        let Some(r) = self.rec.mode.as_mut() else {
+            return Err(SendError::NotMember);
+        };
         if min_members > 0 {
             r.min_members = Some(min_members);
         }

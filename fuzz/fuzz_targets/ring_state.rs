@@ -1,0 +1,21 @@
+//! Fuzz target: a live group of the Ring (RMP, three members passing the token), created and joined through an in-memory exchange of
+//! datagrams, some messages sent, then driven by the fuzzer (see `common/net.rs`): forged and
+//! mutated datagrams with a valid header, clock advances, sends, timeouts. Nothing may panic.
+
+#![no_main]
+
+#[path = "common/net.rs"]
+mod net;
+
+use libfuzzer_sys::fuzz_target;
+use net::{Input, Net};
+use rmcast_proto::registry::Role;
+
+fuzz_target!(|data: &[u8]| {
+    let mut net = Net::new(
+        &net::choice("ring"),
+        &[Role::Create, Role::Join, Role::Join],
+        2,
+    );
+    net.run(&mut Input::new(data));
+});
