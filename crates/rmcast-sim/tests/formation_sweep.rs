@@ -186,6 +186,16 @@ fn ring_member_left_behind_by_a_merge_joins_again() {
     }
 }
 
+/// A group hears the beacons of two others in turn (seed 4439: host 1, in a ring with host 3,
+/// hears host 0's equal group with a lower coordinator and host 3's own ring of one): each
+/// beacon no longer replaces the candidate being checked, so the merge happens.
+#[test]
+fn two_groups_heard_in_turn_do_not_hold_a_merge_off() {
+    for seed in [4439, 6993, 9394] {
+        assert_eq!(check("ring", seed), None);
+    }
+}
+
 /// The schedules cover what they claim: same-instant starts, partitions that split the
 /// hosts into groups that then merged, and pauses.
 #[test]
