@@ -186,13 +186,19 @@ fn ring_member_left_behind_by_a_merge_joins_again() {
     }
 }
 
-/// A group hears the beacons of two others in turn (seed 4439: host 1, in a ring with host 3,
-/// hears host 0's equal group with a lower coordinator and host 3's own ring of one): each
-/// beacon no longer replaces the candidate being checked, so the merge happens.
+/// A group hears the beacons of two others in turn (ring seed 4439: host 1, in a ring with
+/// host 3, hears host 0's equal group with a lower coordinator and host 3's own ring of one;
+/// sequencer seed 4224: host 1, paused, creates a group of its own while its last join request
+/// admits it into the groups of hosts 0 and 2, so each of those hears the other's beacon and
+/// host 1's in turn): each beacon no longer replaces the candidate being checked, so the merge
+/// happens.
 #[test]
 fn two_groups_heard_in_turn_do_not_hold_a_merge_off() {
     for seed in [4439, 6993, 9394] {
         assert_eq!(check("ring", seed), None);
+    }
+    for seed in [526, 4224, 5280, 8024, 9023, 9717] {
+        assert_eq!(check("sequencer", seed), None);
     }
 }
 
