@@ -487,7 +487,11 @@ impl Formation {
     fn on_group_hello(&mut self, from: NodeId, members: u16, now: Time) {
         let Some(every) = self.cfg.heal else { return };
         if self.view.contains(&from) {
-            self.foreign = None;
+            // The candidate is in our view after all (the view was behind); another member's
+            // beacon says nothing about it.
+            if self.foreign.is_some_and(|f| f.0 == from) {
+                self.foreign = None;
+            }
             return;
         }
         if self.leaving || self.stage != Stage::Member {
@@ -508,6 +512,9 @@ impl Formation {
         match self.foreign {
             Some((id, first)) if id == from && now >= first + every / 2 => {}
             Some((id, _)) if id == from => return,
+            // Another candidate is being checked (it is heard again within an interval): two
+            // groups heard in turn must not keep replacing each other.
+            Some((_, first)) if now < first + 2 * every => return,
             _ => {
                 self.foreign = Some((from, now));
                 return;

@@ -332,6 +332,18 @@ impl Ring {
                 }
             }
         }
+        if self.member()
+            && !self.membership.ring.is_empty()
+            && !self.membership.ring.contains(&from)
+        {
+            if let AckBody::NewList(l) = &ack.body {
+                if l.joined == Some(self.me) {
+                    // Another ring of this name heard our join too and admitted us: say no to
+                    // its site, which takes its token back and removes us (`on_expelled`).
+                    return self.tell_expelled(now, from);
+                }
+            }
+        }
         if !self.member() {
             match &ack.body {
                 AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving() => {
@@ -420,6 +432,16 @@ impl Ring {
                 // without. The ACK of that number is asked for again.
                 self.counters.foreign_dropped += 1;
                 self.tell_expelled(now, from);
+                break;
+            }
+            let after = match &ack.body {
+                AckBody::NewList(l) if l.lock_op.is_none() => &l.members,
+                _ => &self.membership.ring,
+            };
+            if self.member() && !after.is_empty() && !after.contains(&ack.next_site) {
+                // The token goes to a member of another ring of this name: the ACK is that
+                // ring's, sent by a joiner both admitted (same view id and numbers by chance).
+                self.counters.foreign_dropped += 1;
                 break;
             }
             self.apply(now, from, ack, bytes);
@@ -1461,7 +1483,7 @@ impl Shelled for Ring {
                     Err(_) => self.counters.malformed_dropped += 1,
                 }
             }
-            packet::EXPELLED => self.on_expelled(h.sender, pkt.body),
+            packet::EXPELLED => self.on_expelled(now, h.sender, pkt.body),
             packet::RECOVERY_START => self.on_recovery_start(now, h.sender, pkt.body),
             packet::RECOVERY_VOTE => self.on_recovery_vote(now, h.sender, pkt.body),
             packet::RECOVERY_FETCH => self.on_recovery_fetch(h.sender, pkt.body),

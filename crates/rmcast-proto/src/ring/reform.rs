@@ -764,18 +764,39 @@ impl Ring {
     }
 
     /// A member of this member's ring committed a newer view without it.
-    pub(super) fn on_expelled(&mut self, from: NodeId, body: &[u8]) {
+    pub(super) fn on_expelled(&mut self, now: Time, from: NodeId, body: &[u8]) {
         let Ok(view) = Reader::new(body).u64() else {
             self.counters.malformed_dropped += 1;
             return;
         };
+        if self
+            .token
+            .passing
+            .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack)
+            && self.admitted_at(self.order.next_ack - 1) == Some(from)
+        {
+            // The joiner this site just admitted joined another ring of this name instead (its
+            // untargeted join was heard by both): it never takes the token, so the site takes
+            // it back and orders the joiner out again.
+            self.token.passing = None;
+            self.token.holding = true;
+            self.membership.lcrs.insert(from, (packet::LCR_LEAVE, 0));
+            return self.after_progress(now);
+        }
         // A leaver behind its own removal is told it is out: that is its leave, which it
         // finishes by catching up (the others keep what it lacks for it).
         if !self.in_ring()
             || self.leaving()
             || !self.membership.ring.contains(&from)
-            || view <= self.membership.view_id
+            || view < self.membership.view_id
         {
+            return;
+        }
+        // A member of our view whose view of the same id lacks us is not behind (that view
+        // would be older): it left our ring to merge into another ring of this name, whose
+        // traffic keeps our failure detector from ever finding it gone. Without it our ring
+        // cannot go on; we are out too, and join again.
+        if view == self.membership.view_id && self.rec.current.is_some() {
             return;
         }
         if view <= self.rec.bound && self.rec.current.is_some() {
@@ -783,6 +804,16 @@ impl Ring {
             return;
         }
         self.expel(view);
+    }
+
+    /// The joiner that the New List of ACK `num` admitted, if it is one.
+    fn admitted_at(&self, num: u64) -> Option<NodeId> {
+        let e = self.order.log.get(&num)?;
+        let pkt = wire::decode(&e.bytes).ok()?;
+        match Ack::decode(pkt.body).ok()?.body {
+            AckBody::NewList(l) if l.lock_op.is_none() => l.joined,
+            _ => None,
+        }
     }
 
     /// This member is out: a reformation formed view `view` without it.
