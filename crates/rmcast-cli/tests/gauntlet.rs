@@ -40,7 +40,10 @@ fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(status.is_some(), "rmcast {args:?} overran {limit:?}:\n{stdout}\n{stderr}");
+    assert!(
+        status.is_some(),
+        "rmcast {args:?} overran {limit:?}:\n{stdout}\n{stderr}"
+    );
     (status.unwrap().success(), stdout, stderr)
 }
 
@@ -77,10 +80,7 @@ fn a_short_cell_passes_and_is_counted_in_the_table() {
 
 #[test]
 fn unknown_faults_and_engines_are_refused_with_the_names() {
-    let (ok, _, err) = run(
-        &["gauntlet", "--fault", "meteor"],
-        Duration::from_secs(10),
-    );
+    let (ok, _, err) = run(&["gauntlet", "--fault", "meteor"], Duration::from_secs(10));
     assert!(!ok);
     assert!(
         err.contains("unknown fault `meteor`") && err.contains("kill-orderer"),
@@ -91,5 +91,8 @@ fn unknown_faults_and_engines_are_refused_with_the_names() {
         Duration::from_secs(10),
     );
     assert!(!ok);
-    assert!(err.contains("unknown engine") && err.contains("sequencer"), "{err}");
+    assert!(
+        err.contains("unknown engine") && err.contains("sequencer"),
+        "{err}"
+    );
 }

@@ -299,7 +299,10 @@ mod tests {
         let mut s = Seen::default();
         let t = Duration::from_millis(5);
         s.take("* view 3: members 1, 2, 3 (sequencer 1)", t);
-        s.take("* view 4: members 3, 2 (token site 2) - this member has left", t);
+        s.take(
+            "* view 4: members 3, 2 (token site 2) - this member has left",
+            t,
+        );
         s.take("* failed: member 1 is silent; resetting", t);
         s.take("1: probe-7", t);
         s.take("2: line 1", t);

@@ -89,16 +89,20 @@ pub fn markdown(cells: &[Cell]) -> String {
     let failures: Vec<String> = cells
         .iter()
         .flat_map(|c| {
-            c.runs.iter().enumerate().filter(|(_, r)| !r.passed).map(|(i, r)| {
-                format!(
-                    "- {} / {}{} run {}: {}",
-                    c.engine,
-                    c.fault,
-                    if c.busy { " (busy)" } else { "" },
-                    i + 1,
-                    r.note
-                )
-            })
+            c.runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r.passed)
+                .map(|(i, r)| {
+                    format!(
+                        "- {} / {}{} run {}: {}",
+                        c.engine,
+                        c.fault,
+                        if c.busy { " (busy)" } else { "" },
+                        i + 1,
+                        r.note
+                    )
+                })
         })
         .collect();
     if !failures.is_empty() {
@@ -160,6 +164,9 @@ mod tests {
             md.contains("| ring | kill-orderer | yes | 2/3 | 0.10 / 0.10 | - | 0.60 / 0.70 | `rmcast gauntlet --engine ring --fault kill-orderer --busy` |"),
             "{md}"
         );
-        assert!(md.contains("- ring / kill-orderer (busy) run 2: why"), "{md}");
+        assert!(
+            md.contains("- ring / kill-orderer (busy) run 2: why"),
+            "{md}"
+        );
     }
 }
