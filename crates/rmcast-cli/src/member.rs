@@ -292,7 +292,7 @@ impl GroupArgs {
             // RMTP receivers join silently and nobody admits them: a tree member that joins
             // opens its group as a receiver, in create mode, as `rmcast receive` does (a join
             // would wait for an admission that never comes).
-            let settings = group.engine.settings.clone();
+            let settings = group.engine.settings;
             group.engine = EngineChoice::custom(std::sync::Arc::new(
                 rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::table_iii())
                     .receiver(),

@@ -525,7 +525,7 @@ struct LossShim {
 impl LossShim {
     /// None when `fraction` is 0: no draw at all on the ordinary path.
     fn new(fraction: f64, seed: u64) -> Option<LossShim> {
-        (fraction > 0.0).then(|| LossShim {
+        (fraction > 0.0).then_some(LossShim {
             threshold: (fraction * u64::MAX as f64) as u64,
             // xorshift must not start at 0.
             state: seed | 1,
