@@ -4,6 +4,7 @@ mod bench;
 mod call;
 mod config;
 mod demo;
+mod gauntlet;
 mod keys;
 mod member;
 mod names;
@@ -77,6 +78,18 @@ enum Command {
     /// One receiver of `txn-bench` (spawned by it).
     #[command(hide = true)]
     TxnBenchWorker(txn_bench::BenchWorkerArgs),
+    /// Every engine through the same faults on real member processes on this host, each run
+    /// checked against what the engine declares; prints a table of passes and timings.
+    ///
+    /// Cells are engine x fault (members started together, a pipe of 10,000 lines, everyone
+    /// sending, kill -9 of the orderer and of a member, SIGSTOP for 2 s and 10 s, the orderer
+    /// leaving a group of two, everyone leaving, a slow reader, 10 % and 20 % receive loss),
+    /// quiet or beside two busy loops. `rmcast gauntlet --runs 10 --busy both --out
+    /// docs/RELIABILITY.md` runs everything (docs/RELIABILITY.md says how long it takes).
+    Gauntlet(gauntlet::GauntletArgs),
+    /// One busy loop of `gauntlet --busy` (spawned by it).
+    #[command(hide = true)]
+    BusyLoop(gauntlet::SpinArgs),
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -143,7 +156,11 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse_from(args);
     if matches!(
         cli.command,
-        Command::Demo(_) | Command::Bench(_) | Command::Stat(_) | Command::TxnBench(_)
+        Command::Demo(_)
+            | Command::Bench(_)
+            | Command::Stat(_)
+            | Command::TxnBench(_)
+            | Command::Gauntlet(_)
     ) {
         // The run stops its workers at its next look at them (`WorkerSpec::run`).
         let what = if matches!(cli.command, Command::Stat(_)) {
@@ -158,6 +175,8 @@ fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
+        Command::Gauntlet(a) => gauntlet::run(a),
+        Command::BusyLoop(a) => gauntlet::spin(a),
         Command::Member(a) => member::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Sim(a) => sim::run(a),

@@ -48,6 +48,12 @@ pub fn continue_child(pid: u32) -> std::io::Result<()> {
     send(pid, libc::SIGCONT)
 }
 
+/// Ask child process `pid` to wind down (SIGINT, as Ctrl-C does). Same ownership rule as
+/// [`stop_child`]: a child the caller has not reaped yet.
+pub fn interrupt_child(pid: u32) -> std::io::Result<()> {
+    send(pid, libc::SIGINT)
+}
+
 /// Forget child `pid`, stopped by [`stop_child`], that has exited (and been reaped) since.
 pub fn forget_child(pid: u32) {
     STOPPED

@@ -40,6 +40,41 @@ pub struct NodeConfig {
     /// Requested `SO_RCVBUF` and `SO_SNDBUF` of every socket, in bytes. A large receive buffer
     /// absorbs bursts that would otherwise be lost and retransmitted.
     pub socket_buffer_bytes: usize,
+    /// Testing: the fraction of received datagrams dropped at random before any engine sees
+    /// them, at least 0 and below 1; each one dropped is counted in
+    /// [`NodeCounters::loss_shim_dropped`](crate::NodeCounters::loss_shim_dropped). Loss on
+    /// loopback, where nothing is ever lost and no firewall may be at hand (`rmcast gauntlet`
+    /// uses it). 0, off, unless the environment variable [`RECEIVE_LOSS_ENV`] gives a fraction
+    /// (e.g. `RMCAST_RECEIVE_LOSS=0.1`): the default reads it, so that every program built on
+    /// the runtime can be run lossy without a flag of its own. A value that is not a number in
+    /// that range fails [`crate::Node::new`] with the variable named.
+    pub receive_loss: f64,
+}
+
+/// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
+pub const RECEIVE_LOSS_ENV: &str = "RMCAST_RECEIVE_LOSS";
+
+/// [`RECEIVE_LOSS_ENV`] as a fraction: 0 when unset or empty, NaN when it is not a number (so
+/// that [`NodeConfig::check_receive_loss`] refuses it rather than running without loss).
+fn receive_loss_from_env() -> f64 {
+    match std::env::var(RECEIVE_LOSS_ENV) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or(f64::NAN),
+        _ => 0.0,
+    }
+}
+
+impl NodeConfig {
+    /// Refuse a [`NodeConfig::receive_loss`] outside 0 (included) to 1 (excluded).
+    pub fn check_receive_loss(&self) -> Result<(), ConfigError> {
+        if (0.0..1.0).contains(&self.receive_loss) {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                field: "receive_loss (RMCAST_RECEIVE_LOSS)",
+                reason: "must be a fraction of at least 0 and below 1, e.g. 0.1",
+            })
+        }
+    }
 }
 
 impl Default for NodeConfig {
@@ -50,6 +85,7 @@ impl Default for NodeConfig {
             port: 0,
             multicast_ttl: 0,
             socket_buffer_bytes: 4 << 20,
+            receive_loss: receive_loss_from_env(),
         }
     }
 }

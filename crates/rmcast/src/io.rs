@@ -65,6 +65,8 @@ pub(crate) fn spawn(
     cfg: NodeConfig,
     id: NodeId,
 ) -> Result<(Arc<NodeShared>, JoinHandle<()>), Error> {
+    cfg.check_receive_loss()?;
+    let loss = LossShim::new(cfg.receive_loss, os_seed());
     let std_sock = net::unicast_socket(
         cfg.interface,
         cfg.port,
@@ -130,6 +132,7 @@ pub(crate) fn spawn(
                 unicast_pending: false,
                 shutdown: None,
                 timer,
+                loss,
             }
             .run()
         })?;
@@ -506,6 +509,38 @@ struct IoLoop {
     shutdown: Option<Time>,
     /// Wakes the loop at sub-millisecond deadlines.
     timer: crate::timer::PreciseTimer,
+    /// Testing: drops a fraction of received datagrams ([`NodeConfig::receive_loss`]).
+    loss: Option<LossShim>,
+}
+
+/// Random loss on receipt, for tests on loopback ([`NodeConfig::receive_loss`]): each datagram
+/// is dropped with the configured probability, drawn from a small xorshift generator seeded
+/// from the operating system.
+struct LossShim {
+    /// Drop when the next draw is below this (the fraction scaled to `u64::MAX`).
+    threshold: u64,
+    state: u64,
+}
+
+impl LossShim {
+    /// None when `fraction` is 0: no draw at all on the ordinary path.
+    fn new(fraction: f64, seed: u64) -> Option<LossShim> {
+        (fraction > 0.0).then_some(LossShim {
+            threshold: (fraction * u64::MAX as f64) as u64,
+            // xorshift must not start at 0.
+            state: seed | 1,
+        })
+    }
+
+    /// Whether to drop the next datagram.
+    fn drop_one(&mut self) -> bool {
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        x < self.threshold
+    }
 }
 
 impl IoLoop {
@@ -798,6 +833,10 @@ impl IoLoop {
                         let c = &self.shared.counters;
                         AtomicNodeCounters::add(&c.datagrams_received, 1);
                         AtomicNodeCounters::add(&c.bytes_received, self.rx.get(k).0.len() as u64);
+                        if self.loss.as_mut().is_some_and(LossShim::drop_one) {
+                            AtomicNodeCounters::add(&c.loss_shim_dropped, 1);
+                            continue;
+                        }
                         self.dispatch(group, k, now);
                     }
                 }
@@ -1461,4 +1500,38 @@ fn os_seed() -> u64 {
             .unwrap_or(0),
     );
     h.finish()
+}
+
+#[cfg(test)]
+mod loss_shim_tests {
+    use super::LossShim;
+
+    /// The shim drops about the fraction asked for, and nothing when the fraction is 0.
+    #[test]
+    fn drops_about_the_fraction_asked_for() {
+        assert!(LossShim::new(0.0, 7).is_none());
+        for fraction in [0.1, 0.2, 0.5] {
+            let mut shim = LossShim::new(fraction, 0x5eed).expect("a shim");
+            let n = 100_000;
+            let dropped = (0..n).filter(|_| shim.drop_one()).count();
+            let got = dropped as f64 / n as f64;
+            assert!(
+                (got - fraction).abs() < 0.01,
+                "asked {fraction}, dropped {got}"
+            );
+        }
+    }
+
+    /// A fraction outside [0, 1) is refused with the setting named.
+    #[test]
+    fn a_fraction_outside_the_range_is_refused() {
+        for bad in [-0.1, 1.0, 1.5, f64::NAN] {
+            let cfg = crate::NodeConfig {
+                receive_loss: bad,
+                ..crate::NodeConfig::default()
+            };
+            let e = cfg.check_receive_loss().expect_err("refused");
+            assert!(e.to_string().contains("RMCAST_RECEIVE_LOSS"), "{e}");
+        }
+    }
 }

@@ -107,7 +107,7 @@ pub mod txn;
 pub use bytes::Bytes;
 pub use config::{
     GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
-    MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES,
+    MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
 };
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};

@@ -231,6 +231,11 @@ node_counters! {
     replays_dropped,
     /// Secure groups: datagrams an engine wrote that could not be sealed (not sent; a bug).
     seal_errors,
+    /// Testing: received datagrams dropped at random by [`NodeConfig::receive_loss`]
+    /// (`RMCAST_RECEIVE_LOSS`), before any engine saw them; 0 unless it is set.
+    ///
+    /// [`NodeConfig::receive_loss`]: crate::NodeConfig::receive_loss
+    loss_shim_dropped,
 }
 
 impl AtomicNodeCounters {
