@@ -202,6 +202,11 @@ struct ReceiverPart {
     last_txnow: Option<Time>,
     /// L as the last ACK reported it.
     acked_l: Option<u64>,
+    /// When the receiver last sent an ACK with news ([`Tree::ack_news`]): repeats of that ACK
+    /// thin out from there and stop `child_silence_ms` later ([`Tree::ack_repeat_due`]).
+    reported_at: Time,
+    /// When the last ACK is repeated if there is no news by then.
+    next_repeat: Time,
     /// Every packet and the end received: no more ACKs (section III-B1).
     done: bool,
     /// Closed (RESET, leave).
@@ -323,6 +328,8 @@ impl Tree {
             txnow: false,
             last_txnow: None,
             acked_l: None,
+            reported_at: now,
+            next_repeat: now,
             done: false,
             closed: false,
         });
@@ -1014,6 +1021,7 @@ impl Tree {
 
     fn send_ack(&mut self, now: Time) {
         let t_ack = self.t_ack();
+        let news = self.ack_news();
         let Some(r) = self.rcv.as_mut() else { return };
         let Some(ap) = r.ap else { return };
         let txnow = std::mem::take(&mut r.txnow);
@@ -1023,6 +1031,13 @@ impl Tree {
             self.counters.nacks_sent += 1;
         }
         r.next_ack = now + t_ack;
+        r.next_repeat = if news {
+            r.reported_at = now;
+            now + t_ack
+        } else {
+            // A repeat: the next one after as long again as since the news was reported.
+            now + t_ack.max(now.saturating_since(r.reported_at))
+        };
         r.acked_l = Some(r.win.l);
         let bits = r.win.bits();
         // The vector stops at the last packet known to exist: packets still on their way are
@@ -1051,12 +1066,27 @@ impl Tree {
     }
 
     /// Whether the receiver has news for its AP: packets it knows of and lacks, or an L its
-    /// last ACK did not report. A receiver that holds everything it knows of falls silent until
-    /// more data (or an advertisement of more) arrives, so that an idle session goes quiet.
+    /// last ACK did not report. A receiver that holds everything it knows of only repeats its
+    /// last ACK for a while ([`Tree::ack_repeat_due`]), then falls silent until more data (or
+    /// an advertisement of more) arrives, so that an idle session goes quiet.
     fn ack_news(&self) -> bool {
         self.rcv
             .as_ref()
             .is_some_and(|r| r.txnow || r.win.l < r.high || r.acked_l.is_none_or(|a| a < r.win.l))
+    }
+
+    /// Whether a receiver without news still repeats its last ACK. RMTP's ACKs are periodic
+    /// (section III-B4), so that a lost one is made good by the next: the AP, and above all the
+    /// sender's window, waits for this receiver's L until it hears it, and nothing else would
+    /// make the receiver say it again. Here the repeats thin out (each after as long as since
+    /// the news was first reported, T_ack at least) and stop once the AP would have given up
+    /// waiting for a silent child anyway (`child_silence_ms`), so that an idle session still
+    /// goes quiet.
+    fn ack_repeat_due(&self) -> bool {
+        let silence = Duration::from_millis(self.cfg.child_silence_ms);
+        self.rcv
+            .as_ref()
+            .is_some_and(|r| r.acked_l.is_some() && r.next_repeat < r.reported_at + silence)
     }
 
     // ---------------------------------------------------------------- input
@@ -1278,7 +1308,11 @@ impl Engine for Tree {
                 }
             }
             let r = self.rcv.as_ref().expect("receiver_active");
-            if (now >= r.next_ack && self.ack_news()) || self.txnow_due(now) {
+            let news = self.ack_news();
+            if (now >= r.next_ack && news)
+                || (now >= r.next_repeat && !news && self.ack_repeat_due())
+                || self.txnow_due(now)
+            {
                 self.send_ack(now);
             }
         }
@@ -1520,6 +1554,8 @@ impl Tree {
             };
             d.at("T_ack", Some(ack));
             d.at("T_rtt", Some(r.next_rtt));
+        } else if self.receiver_active() && self.ack_repeat_due() {
+            d.at("T_ack", self.rcv.as_ref().map(|r| r.next_repeat));
         }
         d.earliest()
     }
