@@ -62,6 +62,8 @@ struct Child {
     hops: Option<u8>,
     /// Too slow: the send window goes on without it until it catches up.
     stalled: bool,
+    /// Packets `0..high_at_ack` existed here when its latest ACK arrived (0: none yet).
+    high_at_ack: u64,
 }
 
 /// One element of the retransmission queue (section III-B5): the counter C of receivers that
@@ -628,6 +630,7 @@ impl Tree {
         } = ack;
         let hops = ttl.map(|t| self.cfg.ad_ttl.saturating_sub(t));
         let (max_children, t_dally) = (self.cfg.max_children, self.cfg.t_dally());
+        let high_now = self.known_high();
         let Some(ap) = self.ap.as_mut() else {
             self.counters.foreign_dropped += 1;
             return;
@@ -650,8 +653,10 @@ impl Tree {
             l_moved: now,
             hops,
             stalled: false,
+            high_at_ack: 0,
         });
         c.heard = now;
+        let high_before = std::mem::replace(&mut c.high_at_ack, high_now);
         if hops.is_some() {
             c.hops = hops;
         }
@@ -673,11 +678,18 @@ impl Tree {
         let high = self.known_high();
         let mut requested = false;
         let n = (nbits as u64).min(high.saturating_sub(l));
-        for i in 0..n {
-            if bit(bits, i as usize) {
-                continue;
-            }
-            let seq = l + i;
+        // Packets that existed here when the child's previous ACK arrived and that its vector
+        // still stops short of, an ACK interval later: lost, the last ones sent (no later
+        // packet showed the child the gap, and it cannot ask for what it does not know of).
+        let tail = (l + u64::from(nbits))
+            ..high_before
+                .min(high)
+                .min(l + u64::from(self.cfg.recv_window_pkts));
+        let missing = (0..n)
+            .filter(|&i| !bit(bits, i as usize))
+            .map(|i| l + i)
+            .chain(tail);
+        for seq in missing {
             requested = true;
             if txnow {
                 // ACK_TXNOW: transmit the missed packets to this receiver now, by unicast.
