@@ -969,7 +969,8 @@ pub fn liveness(rec: &Record) -> Verdict {
 /// late, and a joiner starts each sender where its admitter stood), so a member was there for
 /// a message if it had installed its first view when the message was submitted, or if it
 /// delivered an earlier message of the same sender (FIFO: from there on it follows that
-/// sender, and a hole must be reported).
+/// sender, and a hole must be reported). A message of a sender that crashed and that no other
+/// host delivered is nobody's to report: it may never have left its sender.
 pub fn loss_reported(rec: &Record) -> Verdict {
     let mut f = Found::default();
     let members: Vec<&HostRecord> = rec.members_at_end().collect();
@@ -1007,8 +1008,28 @@ pub fn loss_reported(rec: &Record) -> Verdict {
             f
         })
         .collect();
+    // Messages some host other than their sender delivered.
+    let passed_on: HashSet<Key> = rec
+        .hosts
+        .iter()
+        .flat_map(|h| {
+            h.deliveries()
+                .filter(move |(_, d)| d.sender != h.id)
+                .map(|(_, d)| (d.sender, d.msg))
+        })
+        .collect();
     for s in &rec.submissions {
         let k = (s.sender, s.msg);
+        // A message that only its sender delivered (to itself, as it submitted it) before it
+        // crashed may never have left the host: a member cannot report what it never heard
+        // of, nor can any engine without crash recovery.
+        let crashed = rec
+            .hosts
+            .get(s.sender.0 as usize)
+            .is_some_and(|h| h.crashed_at.is_some());
+        if crashed && !passed_on.contains(&k) {
+            continue;
+        }
         for (i, m) in members.iter().enumerate() {
             if sets[i].contains(&k) {
                 continue;

@@ -182,6 +182,13 @@ fn config(name: &str, seed: u64) -> SimConfig {
         // The Tree serves its creator as the one sender, who stays.
         cfg.workload.senders = vec![NodeId(0)];
         cfg.churn.retain(|c| c.node != NodeId(0));
+        // Table III's timers are slow by design: the window moves only every T_send (600 ms),
+        // and a receiver learns of a lost last packet only from the next SND_ACK_TOME (T_sap,
+        // 3 s). A closed-loop sender with one message in flight over 20-30% loss then needs
+        // seconds a message, and 40 of them can take longer than the default 60 s (tree seed
+        // 69: 34 messages, 22% loss, all delivered at 59.5 s). The engine promises no speed;
+        // the run gets the time the declared timers need.
+        cfg.limits.quiescence_timeout = Duration::from_secs(240);
     }
     cfg
 }
@@ -237,16 +244,8 @@ fn txn_violations(cfg: &SimConfig) -> Option<String> {
 /// Seeds of the CI sweeps that fail in the engine, found by this sweep and not fixed yet; the
 /// CI sweeps skip them by name and `known_failures` replays them (it fails until they are
 /// fixed). Ring 97: host 0 (the creator), asked to leave amid a partition and a pause, never
-/// leaves. Tree 1, 24, 65, 67, 69: the session never falls quiet (at the end the sender still
-/// waits for the ACK of the last packet, which every receiver holds).
-const KNOWN_FAILURES: &[(&str, u64)] = &[
-    ("ring", 97),
-    ("tree", 1),
-    ("tree", 24),
-    ("tree", 65),
-    ("tree", 67),
-    ("tree", 69),
-];
+/// leaves.
+const KNOWN_FAILURES: &[(&str, u64)] = &[("ring", 97)];
 
 /// The CI sweep of `name`: seeds `0..100`, less its known failures.
 fn ci_sweep(name: &str) {
@@ -410,6 +409,10 @@ fn replay() {
         return;
     }
     let rep = rmcast_sim::run(&config(&name, seed));
+    // Each host's engine at the end, as the engine describes itself.
+    for h in &rep.record.hosts {
+        println!("host {}: {}", h.id, h.final_state);
+    }
     println!("{}", rep.summary());
     assert!(rep.passed(), "{}", replay_command(&name, seed));
 }

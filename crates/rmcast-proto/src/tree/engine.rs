@@ -62,6 +62,8 @@ struct Child {
     hops: Option<u8>,
     /// Too slow: the send window goes on without it until it catches up.
     stalled: bool,
+    /// Packets `0..high_at_ack` existed here when its latest ACK arrived (0: none yet).
+    high_at_ack: u64,
 }
 
 /// One element of the retransmission queue (section III-B5): the counter C of receivers that
@@ -202,6 +204,11 @@ struct ReceiverPart {
     last_txnow: Option<Time>,
     /// L as the last ACK reported it.
     acked_l: Option<u64>,
+    /// When the receiver last sent an ACK with news ([`Tree::ack_news`]): repeats of that ACK
+    /// thin out from there and stop `child_silence_ms` later ([`Tree::ack_repeat_due`]).
+    reported_at: Time,
+    /// When the last ACK is repeated if there is no news by then.
+    next_repeat: Time,
     /// Every packet and the end received: no more ACKs (section III-B1).
     done: bool,
     /// Closed (RESET, leave).
@@ -323,6 +330,8 @@ impl Tree {
             txnow: false,
             last_txnow: None,
             acked_l: None,
+            reported_at: now,
+            next_repeat: now,
             done: false,
             closed: false,
         });
@@ -621,6 +630,7 @@ impl Tree {
         } = ack;
         let hops = ttl.map(|t| self.cfg.ad_ttl.saturating_sub(t));
         let (max_children, t_dally) = (self.cfg.max_children, self.cfg.t_dally());
+        let high_now = self.known_high();
         let Some(ap) = self.ap.as_mut() else {
             self.counters.foreign_dropped += 1;
             return;
@@ -643,8 +653,10 @@ impl Tree {
             l_moved: now,
             hops,
             stalled: false,
+            high_at_ack: 0,
         });
         c.heard = now;
+        let high_before = std::mem::replace(&mut c.high_at_ack, high_now);
         if hops.is_some() {
             c.hops = hops;
         }
@@ -666,11 +678,18 @@ impl Tree {
         let high = self.known_high();
         let mut requested = false;
         let n = (nbits as u64).min(high.saturating_sub(l));
-        for i in 0..n {
-            if bit(bits, i as usize) {
-                continue;
-            }
-            let seq = l + i;
+        // Packets that existed here when the child's previous ACK arrived and that its vector
+        // still stops short of, an ACK interval later: lost, the last ones sent (no later
+        // packet showed the child the gap, and it cannot ask for what it does not know of).
+        let tail = (l + u64::from(nbits))
+            ..high_before
+                .min(high)
+                .min(l + u64::from(self.cfg.recv_window_pkts));
+        let missing = (0..n)
+            .filter(|&i| !bit(bits, i as usize))
+            .map(|i| l + i)
+            .chain(tail);
+        for seq in missing {
             requested = true;
             if txnow {
                 // ACK_TXNOW: transmit the missed packets to this receiver now, by unicast.
@@ -1023,6 +1042,7 @@ impl Tree {
 
     fn send_ack(&mut self, now: Time) {
         let t_ack = self.t_ack();
+        let news = self.ack_news();
         let Some(r) = self.rcv.as_mut() else { return };
         let Some(ap) = r.ap else { return };
         let txnow = std::mem::take(&mut r.txnow);
@@ -1032,6 +1052,13 @@ impl Tree {
             self.counters.nacks_sent += 1;
         }
         r.next_ack = now + t_ack;
+        r.next_repeat = if news {
+            r.reported_at = now;
+            now + t_ack
+        } else {
+            // A repeat: the next one after as long again as since the news was reported.
+            now + t_ack.max(now.saturating_since(r.reported_at))
+        };
         r.acked_l = Some(r.win.l);
         let bits = r.win.bits();
         // The vector stops at the last packet known to exist: packets still on their way are
@@ -1060,12 +1087,27 @@ impl Tree {
     }
 
     /// Whether the receiver has news for its AP: packets it knows of and lacks, or an L its
-    /// last ACK did not report. A receiver that holds everything it knows of falls silent until
-    /// more data (or an advertisement of more) arrives, so that an idle session goes quiet.
+    /// last ACK did not report. A receiver that holds everything it knows of only repeats its
+    /// last ACK for a while ([`Tree::ack_repeat_due`]), then falls silent until more data (or
+    /// an advertisement of more) arrives, so that an idle session goes quiet.
     fn ack_news(&self) -> bool {
         self.rcv
             .as_ref()
             .is_some_and(|r| r.txnow || r.win.l < r.high || r.acked_l.is_none_or(|a| a < r.win.l))
+    }
+
+    /// Whether a receiver without news still repeats its last ACK. RMTP's ACKs are periodic
+    /// (section III-B4), so that a lost one is made good by the next: the AP, and above all the
+    /// sender's window, waits for this receiver's L until it hears it, and nothing else would
+    /// make the receiver say it again. Here the repeats thin out (each after as long as since
+    /// the news was first reported, T_ack at least) and stop once the AP would have given up
+    /// waiting for a silent child anyway (`child_silence_ms`), so that an idle session still
+    /// goes quiet.
+    fn ack_repeat_due(&self) -> bool {
+        let silence = Duration::from_millis(self.cfg.child_silence_ms);
+        self.rcv
+            .as_ref()
+            .is_some_and(|r| r.acked_l.is_some() && r.next_repeat < r.reported_at + silence)
     }
 
     // ---------------------------------------------------------------- input
@@ -1287,7 +1329,11 @@ impl Engine for Tree {
                 }
             }
             let r = self.rcv.as_ref().expect("receiver_active");
-            if (now >= r.next_ack && self.ack_news()) || self.txnow_due(now) {
+            let news = self.ack_news();
+            if (now >= r.next_ack && news)
+                || (now >= r.next_repeat && !news && self.ack_repeat_due())
+                || self.txnow_due(now)
+            {
                 self.send_ack(now);
             }
         }
@@ -1529,6 +1575,8 @@ impl Tree {
             };
             d.at("T_ack", Some(ack));
             d.at("T_rtt", Some(r.next_rtt));
+        } else if self.receiver_active() && self.ack_repeat_due() {
+            d.at("T_ack", self.rcv.as_ref().map(|r| r.next_repeat));
         }
         d.earliest()
     }

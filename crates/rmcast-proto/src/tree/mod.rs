@@ -28,8 +28,13 @@
 //! `child_stall_ms` (the slow receiver then catches up from the cache instead of stalling the
 //! session); ACK_FIN tells the AP that a receiver leaves, with its last L, so that the AP does
 //! not wait `child_silence_ms` for it; repairs and control packets go out before new data
-//! already queued, so that a repair is not overtaken by the receiver's next request for it.
+//! already queued, so that a repair is not overtaken by the receiver's next request for it;
+//! a receiver that holds everything it knows of repeats its last ACK at growing intervals
+//! (the paper's ACKs stay periodic), then falls silent once its AP would have stopped waiting
+//! for it (`child_silence_ms`), so that an idle session goes quiet.
 
+#[cfg(test)]
+mod ack_repeat;
 mod cache;
 mod config;
 mod engine;
