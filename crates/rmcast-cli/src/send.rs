@@ -121,6 +121,8 @@ pub struct SendArgs {
     pub transfer: TransferArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 /// What the header packet says.
@@ -152,7 +154,18 @@ impl FileHeader {
         let n = u16::from_be_bytes(rest.get(44..46)?.try_into().ok()?) as usize;
         let name = std::str::from_utf8(rest.get(46..46 + n)?).ok()?.to_string();
         // Only a plain file name: nothing that climbs out of the output directory.
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." || packet == 0 {
+        if name.is_empty()
+            || name.contains('/')
+            || name.contains('\0')
+            || name == "."
+            || name == ".."
+            || packet == 0
+        {
+            return None;
+        }
+        // The packet size sizes a buffer at every designated receiver (FileStore::get): no
+        // more than one datagram carries, whatever the sender says.
+        if packet as usize > rmcast_proto::wire::MAX_DATAGRAM_LEN {
             return None;
         }
         Some(FileHeader {
@@ -161,6 +174,12 @@ impl FileHeader {
             packet,
             sha256,
         })
+    }
+
+    /// The file name as printed: control characters (and quotes) escaped, so that a name
+    /// from the network cannot drive the terminal.
+    pub(crate) fn shown_name(&self) -> String {
+        self.name.escape_debug().to_string()
     }
 
     /// Data packets after the header.
@@ -250,10 +269,20 @@ pub(crate) fn bar(len: u64, quiet: bool, prefix: &str) -> ProgressBar {
     pb
 }
 
-/// The packet size for `interface` and the user's choice.
-pub(crate) fn packet_size(interface: std::net::Ipv4Addr, asked: Option<usize>) -> usize {
+/// The packet size for `interface` and the user's choice; `keyed`: the datagrams are sealed,
+/// which takes [`rmcast_proto::secure::AUTH_OVERHEAD`] bytes of each.
+pub(crate) fn packet_size(
+    interface: std::net::Ipv4Addr,
+    asked: Option<usize>,
+    keyed: bool,
+) -> usize {
     let path = rmcast::path_datagram_bytes(interface, 1472);
-    let room = path.saturating_sub(rmcast_proto::wire::HEADER_LEN + 12);
+    let sealing = if keyed {
+        rmcast_proto::secure::AUTH_OVERHEAD
+    } else {
+        0
+    };
+    let room = path.saturating_sub(rmcast_proto::wire::HEADER_LEN + 12 + sealing);
     asked.unwrap_or(MAX_PACKET).min(room).max(64)
 }
 
@@ -278,7 +307,8 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .and_then(|n| n.to_str())
         .context("the file needs a UTF-8 name")?
         .to_string();
-    let packet = packet_size(args.net.interface, args.packet_size);
+    let keys = args.keys.keyring()?;
+    let packet = packet_size(args.net.interface, args.packet_size, keys.is_some());
     // The header leaves room for its name in one packet.
     if name.len() + 64 > packet {
         bail!("the file name is too long for packets of {packet} bytes");
@@ -308,6 +338,7 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .mode(OpenMode::Create)
         .engine(EngineChoice::custom(Arc::new(factory)));
     cfg.qos = Qos::SourceOrdered;
+    cfg.keys = keys;
     cfg.leave_timeout = Duration::from_secs(args.linger);
     // The sender hears its receivers by unicast only.
     cfg.listen_multicast = false;
@@ -447,5 +478,27 @@ mod tests {
             assert_eq!(FileHeader::decode(&b.encode()), None, "{bad}");
         }
         assert_eq!(FileHeader::decode(b"RMCASTF1\0"), None);
+        // A packet size larger than a datagram (it sizes a buffer) is refused.
+        let big = FileHeader {
+            packet: u32::MAX,
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&big.encode()), None);
+        let largest = FileHeader {
+            packet: rmcast_proto::wire::MAX_DATAGRAM_LEN as u32,
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&largest.encode()), Some(largest));
+        let nul = FileHeader {
+            name: "a\0b".into(),
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&nul.encode()), None);
+        // Printed names are escaped.
+        let esc = FileHeader {
+            name: "evil\x1b[2J\n".into(),
+            ..h.clone()
+        };
+        assert_eq!(esc.shown_name(), "evil\\u{1b}[2J\\n");
     }
 }
