@@ -102,12 +102,8 @@ pub(crate) fn spawn(
     });
     // A random session for the datagrams this node seals (rmcast_proto::secure): no nonce
     // rests on the node id or the clock.
-    let sealer = Sealer::random().map_err(|e| {
-        Error::Io(std::io::Error::new(
-            std::io::ErrorKind::Other,
-            format!("drawing a session id: {e}"),
-        ))
-    })?;
+    let sealer = Sealer::random()
+        .map_err(|e| Error::Io(std::io::Error::other(format!("drawing a session id: {e}"))))?;
     let io_shared = shared.clone();
     let origin = Instant::now();
     // The loop is built on its own thread: engines need not be `Send`.

@@ -602,85 +602,99 @@ fn secure_group_datagram_size_leaves_room_for_the_seal() {
 }
 
 /// Two runtimes with one key and one node id (a copied `--id`, workers numbered alike, a
-/// restored VM) both send into the group while a plain socket joined to the group captures
-/// every datagram: no (key, nonce) pair appears twice, since each runtime seals under its own
-/// random session.
+/// restored VM) both send while plain sockets joined to their groups capture every datagram:
+/// no (key, nonce) pair appears twice, since each runtime seals under its own random session.
+/// Each runtime has a group of its own (same key): two members with one id in one group are
+/// a configuration error the runtime refuses, which would stop one of the senders.
 #[test]
 fn one_key_and_one_id_in_two_runtimes_never_repeat_a_nonce() {
-    let name = unique_name("nonce");
     let engine = EngineChoice::sequencer(0);
     let keys = key();
     let nodes = [node(777), node(777)];
-    let mut groups: Vec<Group> = nodes
+    // A second member in each group, so that what node 777 sends goes on the wire.
+    let partners = [node(778), node(779)];
+    let mut groups: Vec<Group> = Vec::new();
+    let mut others: Vec<Group> = Vec::new();
+    for (n, p) in nodes.iter().zip(&partners) {
+        let name = unique_name("nonce");
+        let mut c = cfg(&name, &engine, OpenMode::Create).keys(keys.clone());
+        // Small datagrams, one message each: many datagrams to look at.
+        c.max_datagram_bytes = Some(1472);
+        groups.push(n.open_group(c.clone()).expect("open group"));
+        others.push(p.open_group(c.mode(OpenMode::Join)).expect("join group"));
+    }
+    let sniffers: Vec<UdpSocket> = groups
         .iter()
-        .map(|n| {
-            n.open_group(cfg(&name, &engine, OpenMode::Create).keys(keys.clone()))
-                .expect("open group")
+        .map(|g| {
+            let maddr = g.multicast_addr().expect("multicast group");
+            let sniff = socket2::Socket::new(
+                socket2::Domain::IPV4,
+                socket2::Type::DGRAM,
+                Some(socket2::Protocol::UDP),
+            )
+            .unwrap();
+            sniff.set_reuse_address(true).unwrap();
+            sniff.set_recv_buffer_size(8 << 20).unwrap();
+            sniff.bind(&SocketAddr::V4(maddr).into()).unwrap();
+            sniff
+                .join_multicast_v4(maddr.ip(), &Ipv4Addr::LOCALHOST)
+                .unwrap();
+            sniff.set_nonblocking(true).unwrap();
+            sniff.into()
         })
         .collect();
-    let maddr = groups[0].multicast_addr().expect("multicast group");
-    let sniff = socket2::Socket::new(
-        socket2::Domain::IPV4,
-        socket2::Type::DGRAM,
-        Some(socket2::Protocol::UDP),
-    )
-    .unwrap();
-    sniff.set_reuse_address(true).unwrap();
-    sniff.set_recv_buffer_size(8 << 20).unwrap();
-    sniff.bind(&SocketAddr::V4(maddr).into()).unwrap();
-    sniff
-        .join_multicast_v4(maddr.ip(), &Ipv4Addr::LOCALHOST)
-        .unwrap();
-    sniff
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let sniff: UdpSocket = sniff.into();
     let senders: Vec<_> = groups.iter().map(|g| g.sender()).collect();
     for i in 0..300u32 {
         for s in &senders {
-            // Each runtime is a group of one: what it sends is multicast, sealed. A full queue
-            // only means fewer datagrams to look at.
-            let _ = s.try_send(format!("message {i}"));
-        }
-        if i % 50 == 0 {
-            std::thread::sleep(Duration::from_millis(5));
+            // What a group of one sends is multicast, sealed. A full queue only means fewer
+            // datagrams to look at.
+            let _ = s.try_send(vec![i as u8; 1000]);
         }
     }
     let mut seen = HashSet::new();
-    let mut by_source: std::collections::HashMap<SocketAddr, HashSet<[u8; 12]>> =
-        Default::default();
-    let mut counted: std::collections::HashMap<SocketAddr, usize> = Default::default();
+    let mut sessions: Vec<HashSet<[u8; 12]>> = vec![HashSet::new(); 2];
+    let mut counted = [0usize; 2];
     let mut buf = [0u8; 65536];
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let Ok((n, from)) = sniff.recv_from(&mut buf) else {
-            break;
-        };
-        let p = wire::decode(&buf[..n]).expect("every datagram decodes");
-        assert_eq!(p.header.sender, NodeId(777));
-        let a = p.auth.expect("every datagram of a keyed group is sealed");
-        assert!(
-            seen.insert((a.key_id, a.session, a.counter)),
-            "a (key, nonce) pair was seen twice: session {:?} counter {}",
-            a.session,
-            a.counter
-        );
-        by_source.entry(from).or_default().insert(a.session);
-        *counted.entry(from).or_default() += 1;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && counted.iter().any(|n| *n < 300) {
+        let mut quiet = true;
+        for (i, sniff) in sniffers.iter().enumerate() {
+            while let Ok((n, _)) = sniff.recv_from(&mut buf) {
+                quiet = false;
+                let p = wire::decode(&buf[..n]).expect("every datagram decodes");
+                if p.header.sender != NodeId(777) {
+                    continue;
+                }
+                let a = p.auth.expect("every datagram of a keyed group is sealed");
+                assert!(
+                    seen.insert((a.key_id, a.session, a.counter)),
+                    "a (key, nonce) pair was seen twice: session {:?} counter {}",
+                    a.session,
+                    a.counter
+                );
+                sessions[i].insert(a.session);
+                counted[i] += 1;
+            }
+        }
         // Keep the groups' event queues from filling.
-        for g in &mut groups {
+        for g in groups.iter_mut().chain(others.iter_mut()) {
             while let Ok(Some(_)) = g.try_recv() {}
         }
+        if quiet {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
-    // Both runtimes were heard, each under its own session.
-    assert_eq!(by_source.len(), 2, "captured from {:?}", counted);
-    for (src, n) in &counted {
-        assert!(*n >= 100, "only {n} datagrams from {src}");
+    // Both runtimes were heard at length, each under its own session.
+    for n in counted {
+        assert!(
+            n >= 100,
+            "only {n} datagrams captured from one runtime: {counted:?}"
+        );
     }
-    let sessions: Vec<&HashSet<[u8; 12]>> = by_source.values().collect();
-    assert!(sessions[0].is_disjoint(sessions[1]));
+    assert!(sessions[0].is_disjoint(&sessions[1]));
     drop(groups);
-    for n in nodes {
+    drop(others);
+    for n in nodes.into_iter().chain(partners) {
         n.shutdown();
     }
 }
