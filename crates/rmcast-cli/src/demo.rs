@@ -89,6 +89,8 @@ pub struct DemoArgs {
     pub recovery: RecoveryArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 /// Run `rmcast demo`.
@@ -98,6 +100,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(if args.kill_sequencer { 4 } else { 3 });
     let resilience = args.resilience.unwrap_or(u8::from(args.kill_sequencer));
     let qos = crate::member::qos_or_default(args.qos, &args.engine, resilience)?;
+    // A bad key file is said here, once, rather than by every member.
+    args.keys.resolved().keyring()?;
     if resilience as u32 >= members {
         bail!(
             "--resilience {resilience} needs at least {} members",
@@ -223,7 +227,7 @@ fn member_args(
         recovery: Some(args.recovery.clone()),
         log_dir: Some(dir.to_path_buf()),
         net: args.net.clone(),
-        keys: Default::default(),
+        keys: args.keys.resolved(),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Keys of secure groups on the command line: `--key-file` and `--accept-key-file` (shared by
-//! `member` and `worker`), the `RMCAST_KEY_FILE` environment variable, and `rmcast keygen`. A
+//! every command that opens a group: `member`, `worker`, `demo`, `bench`, `call`, `txn`,
+//! `txn-serve`, `send`, `receive`), the `RMCAST_KEY_FILE` environment variable, and
+//! `rmcast keygen`. A
 //! key itself is never an argument: every user of the host can read a command line.
 
 use anyhow::{bail, Context};
@@ -40,6 +42,19 @@ impl KeyArgs {
         Ok(Some(ring))
     }
 
+    /// These flags with `--key-file` taken from `RMCAST_KEY_FILE` when it was not typed: what a
+    /// command that starts child processes (`rmcast demo`) passes on with
+    /// [`KeyArgs::to_args`], since the children do not read the environment.
+    pub fn resolved(&self) -> KeyArgs {
+        let mut k = self.clone();
+        if k.key_file.is_none() {
+            if let Some(p) = std::env::var_os(KEY_FILE_ENV).filter(|p| !p.is_empty()) {
+                k.key_file = Some(PathBuf::from(p));
+            }
+        }
+        k
+    }
+
     /// The flags that give the same keys to a child process (`rmcast worker`).
     pub fn to_args(&self) -> Vec<std::ffi::OsString> {
         let mut a = Vec::new();
@@ -53,6 +68,24 @@ impl KeyArgs {
         }
         a
     }
+}
+
+/// Refuse to expose a command that acts on what it receives (`txn-serve --exec` runs a
+/// command, `receive` writes files) to a network without a key: on any interface but loopback,
+/// an unkeyed group takes datagrams from anyone who can reach its address. `--insecure` says
+/// the network is trusted.
+pub fn refuse_unkeyed_exposure(
+    keys: Option<&Keyring>,
+    interface: std::net::Ipv4Addr,
+    insecure: bool,
+    what: &str,
+) -> anyhow::Result<()> {
+    if keys.is_none() && !interface.is_loopback() && !insecure {
+        bail!(
+            "{what} without a key on interface {interface} would act on datagrams from anyone              who can reach the group's address; give --key-file (or RMCAST_KEY_FILE), or              --insecure if this network is trusted"
+        );
+    }
+    Ok(())
 }
 
 /// Arguments of `rmcast keygen`.

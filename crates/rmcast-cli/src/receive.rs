@@ -14,6 +14,7 @@ use rmcast_proto::tree::{DataStore, TreeFactory};
 use rmcast_proto::{EngineChoice, NodeId, Role};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -43,24 +44,41 @@ pub struct ReceiveArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Replace a file of the same name already in --out (by default such a file is kept and
+    /// the transfer refused).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Receive without a key on an interface other than loopback: anyone who can reach the
+    /// group's address could then write files into --out.
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub transfer: TransferArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 pub fn run(args: ReceiveArgs) -> Result<ExitCode> {
+    let keys = args.keys.keyring()?;
+    crate::keys::refuse_unkeyed_exposure(
+        keys.as_ref(),
+        args.net.interface,
+        args.insecure,
+        "receive",
+    )?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     loop {
-        let code = receive_one(&args)?;
+        let code = receive_one(&args, keys.clone())?;
         if !args.keep_listening || code != ExitCode::SUCCESS {
             return Ok(code);
         }
     }
 }
 
-fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
+fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<ExitCode> {
     let node = node(&args.net)?;
     let me = node.id();
     let file: Arc<Mutex<Option<(File, u64)>>> = Arc::new(Mutex::new(None));
@@ -72,7 +90,7 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
         }) as Box<dyn DataStore>
     };
     let drs = if args.dr { vec![me] } else { Vec::new() };
-    let packet = packet_size(args.net.interface, None);
+    let packet = packet_size(args.net.interface, None, keys.is_some());
     let factory = TreeFactory::new(args.transfer.config(packet, drs))
         .with_store(Arc::new(store))
         .receiver();
@@ -82,6 +100,7 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
         .mode(OpenMode::Create)
         .engine(EngineChoice::custom(Arc::new(factory)));
     cfg.qos = Qos::SourceOrdered;
+    cfg.keys = keys;
     eprintln!(
         "waiting for a sender on group {}{}",
         args.group,
@@ -129,18 +148,21 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
                 last = Instant::now();
                 let h = FileHeader::decode(&d.payload)
                     .context("the first packet is not an rmcast file header")?;
+                let dest = args.out.join(&h.name);
+                if !args.overwrite && std::fs::symlink_metadata(&dest).is_ok() {
+                    bail!(
+                        "{} exists in {}; not overwriting it (give --overwrite to replace it)",
+                        h.shown_name(),
+                        args.out.display()
+                    );
+                }
                 part = args.out.join(format!(".{}.part", h.name));
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&part)
-                    .with_context(|| format!("creating {}", part.display()))?;
+                let f = create_part(&part)
+                    .with_context(|| format!("creating .{}.part", h.shown_name()))?;
                 *file.lock().unwrap_or_else(|e| e.into_inner()) = Some((f, h.packet as u64));
                 eprintln!(
                     "receiving {} ({} bytes, sha256 {})",
-                    h.name,
+                    h.shown_name(),
                     h.size,
                     hex(&h.sha256)
                 );
@@ -203,7 +225,7 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&part);
         bail!(
             "{}: sha256 {} does not match the sender's {} ({written} of {} bytes)",
-            h.name,
+            h.shown_name(),
             hex(digest.as_ref()),
             hex(&h.sha256),
             h.size
@@ -216,7 +238,21 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
         }
     }
     let dest = args.out.join(&h.name);
-    std::fs::rename(&part, &dest).with_context(|| format!("renaming to {}", dest.display()))?;
+    let shown = args.out.join(h.shown_name());
+    if args.overwrite {
+        std::fs::rename(&part, &dest)
+            .with_context(|| format!("renaming to {}", shown.display()))?;
+    } else {
+        // A link fails if the name exists (made meanwhile): never replaces a file.
+        let linked = std::fs::hard_link(&part, &dest);
+        let _ = std::fs::remove_file(&part);
+        linked.with_context(|| {
+            format!(
+                "moving the file to {} (not overwriting: give --overwrite to replace it)",
+                shown.display()
+            )
+        })?;
+    }
     let sender = group.sender();
     let c = sender.counters().unwrap_or_default();
     let ec = sender.engine_counters().unwrap_or_default();
@@ -225,7 +261,7 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
     println!(
         "received {} ({} bytes) sha256 ok in {:.2} s: {:.1} MB/s; ACK processor: {}; \
          duplicates: {}; ACKs sent: {}; immediate requests (ACK_TXNOW): {}{}",
-        dest.display(),
+        shown.display(),
         h.size,
         took.as_secs_f64(),
         h.size as f64 / 1e6 / took.as_secs_f64().max(1e-9),
@@ -258,4 +294,55 @@ fn receive_one(args: &ReceiveArgs) -> Result<ExitCode> {
     drop(group);
     node.shutdown();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `.part` file, created new: a stale one (a receiver killed mid-transfer) is removed first,
+/// and the creation never follows a symbolic link (`O_EXCL` with `O_NOFOLLOW`), so that whoever
+/// can write the directory cannot make this write elsewhere. Readable by the owner only until
+/// complete.
+fn create_part(part: &std::path::Path) -> std::io::Result<File> {
+    if let Ok(m) = std::fs::symlink_metadata(part) {
+        if m.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a directory has the .part file's name",
+            ));
+        }
+        // Removes a symbolic link itself, never its target.
+        std::fs::remove_file(part)?;
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(part)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_part_file_is_new_and_never_follows_a_link() {
+        let dir = std::env::temp_dir().join(format!("rmcast-part-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("victim");
+        std::fs::write(&target, b"precious").unwrap();
+        let part = dir.join(".x.part");
+        std::os::unix::fs::symlink(&target, &part).unwrap();
+        let f = create_part(&part).unwrap();
+        f.write_all_at(b"attacker", 0).unwrap();
+        // The link was replaced by a new file; the target is untouched.
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        assert!(!std::fs::symlink_metadata(&part).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&part).unwrap(), b"attacker");
+        // A stale .part is replaced, not appended to.
+        drop(f);
+        let f = create_part(&part).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -120,6 +120,8 @@ pub struct SendArgs {
     pub transfer: TransferArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 /// The data store of the sender and of a designated receiver: the file itself, read (and, at
@@ -207,10 +209,20 @@ pub(crate) fn bar(len: u64, quiet: bool, prefix: &str) -> ProgressBar {
     pb
 }
 
-/// The packet size for `interface` and the user's choice.
-pub(crate) fn packet_size(interface: std::net::Ipv4Addr, asked: Option<usize>) -> usize {
+/// The packet size for `interface` and the user's choice; `keyed`: the datagrams are sealed,
+/// which takes [`rmcast_proto::secure::AUTH_OVERHEAD`] bytes of each.
+pub(crate) fn packet_size(
+    interface: std::net::Ipv4Addr,
+    asked: Option<usize>,
+    keyed: bool,
+) -> usize {
     let path = rmcast::path_datagram_bytes(interface, 1472);
-    let room = path.saturating_sub(rmcast_proto::wire::HEADER_LEN + 12);
+    let sealing = if keyed {
+        rmcast_proto::secure::AUTH_OVERHEAD
+    } else {
+        0
+    };
+    let room = path.saturating_sub(rmcast_proto::wire::HEADER_LEN + 12 + sealing);
     asked.unwrap_or(MAX_PACKET).min(room).max(64)
 }
 
@@ -235,7 +247,8 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .and_then(|n| n.to_str())
         .context("the file needs a UTF-8 name")?
         .to_string();
-    let packet = packet_size(args.net.interface, args.packet_size);
+    let keys = args.keys.keyring()?;
+    let packet = packet_size(args.net.interface, args.packet_size, keys.is_some());
     // The header leaves room for its name in one packet.
     if name.len() + 64 > packet {
         bail!("the file name is too long for packets of {packet} bytes");
@@ -265,6 +278,7 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .mode(OpenMode::Create)
         .engine(EngineChoice::custom(Arc::new(factory)));
     cfg.qos = Qos::SourceOrdered;
+    cfg.keys = keys;
     cfg.leave_timeout = Duration::from_secs(args.linger);
     // The sender hears its receivers by unicast only.
     cfg.listen_multicast = false;
@@ -380,4 +394,51 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
     drop(group);
     node.shutdown();
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_reads_back_and_refuses_paths() {
+        let h = FileHeader {
+            name: "a.bin".into(),
+            size: 12345,
+            packet: 1400,
+            sha256: [7; 32],
+        };
+        assert_eq!(FileHeader::decode(&h.encode()), Some(h.clone()));
+        assert_eq!(h.packets(), 9);
+        for bad in ["../x", "a/b", "..", ""] {
+            let b = FileHeader {
+                name: bad.into(),
+                ..h.clone()
+            };
+            assert_eq!(FileHeader::decode(&b.encode()), None, "{bad}");
+        }
+        assert_eq!(FileHeader::decode(b"RMCASTF1\0"), None);
+        // A packet size larger than a datagram (it sizes a buffer) is refused.
+        let big = FileHeader {
+            packet: u32::MAX,
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&big.encode()), None);
+        let largest = FileHeader {
+            packet: rmcast_proto::wire::MAX_DATAGRAM_LEN as u32,
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&largest.encode()), Some(largest));
+        let nul = FileHeader {
+            name: "a\0b".into(),
+            ..h.clone()
+        };
+        assert_eq!(FileHeader::decode(&nul.encode()), None);
+        // Printed names are escaped.
+        let esc = FileHeader {
+            name: "evil\x1b[2J\n".into(),
+            ..h.clone()
+        };
+        assert_eq!(esc.shown_name(), "evil\\u{1b}[2J\\n");
+    }
 }

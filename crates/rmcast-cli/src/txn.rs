@@ -48,18 +48,21 @@ pub struct TxnArgs {
     pub reply_timeout_ms: u64,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub keys: crate::keys::KeyArgs,
 }
 
 impl TxnArgs {
-    fn options(&self, receive: bool) -> TxnOptions {
-        TxnOptions {
+    fn options(&self, receive: bool) -> Result<TxnOptions> {
+        Ok(TxnOptions {
             timeout: Duration::from_millis(self.timeout_ms),
             backoff_unit: Duration::from_micros(self.backoff_us),
             use_backoff: self.use_backoff,
             reply_timeout: Duration::from_millis(self.reply_timeout_ms),
             receive,
+            keys: self.keys.keyring()?,
             ..TxnOptions::client()
-        }
+        })
     }
 
     fn node(&self) -> Result<Node> {
@@ -140,6 +143,10 @@ pub struct ServeArgs {
     /// Print nothing per request.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve --exec without a key on an interface other than loopback: anyone who can reach
+    /// the group's address could then run the command with input of their choosing.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Text from the network, printable: control characters escaped on a terminal.
@@ -174,7 +181,7 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
     let opts = TxnOptions {
         min: a.min,
         max: a.max as usize,
-        ..a.common.options(false)
+        ..a.common.options(false)?
     };
     let node = a.common.node()?;
     let mut g = TxnGroup::open(&node, &a.common.group, opts.clone())
@@ -355,9 +362,18 @@ fn one(
 
 /// `rmcast txn-serve`.
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    let opts = a.common.options(true)?;
+    if a.exec.is_some() {
+        crate::keys::refuse_unkeyed_exposure(
+            opts.keys.as_ref(),
+            a.common.net.interface,
+            a.insecure,
+            "txn-serve --exec",
+        )?;
+    }
     crate::signals::install("stopping", || {})?;
     let node = a.common.node()?;
-    let mut g = TxnGroup::open(&node, &a.common.group, a.common.options(true))
+    let mut g = TxnGroup::open(&node, &a.common.group, opts)
         .with_context(|| format!("opening group {:?}", a.common.group))?;
     eprintln!(
         "rmcast txn-serve: node {} answering on group {:?}",

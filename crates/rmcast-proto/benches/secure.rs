@@ -32,7 +32,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for body in [64usize, 1420] {
         let p = plain(body);
-        let mut sealer = Sealer::new(NodeId(1), 1);
+        let mut sealer = Sealer::with_session([1; 12]);
         let mut out = Vec::with_capacity(2048);
         g.bench_function(format!("seal {} B datagram", p.len()), |b| {
             b.iter(|| tx.seal(&mut sealer, black_box(&p), &mut out).unwrap())
@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
         // sealed in chunks outside the timing, then opened in order by one member, as in a
         // stream (its replay window already exists).
         let mut rx = GroupCipher::new(&keys);
-        let mut s = Sealer::new(NodeId(1), 1);
+        let mut s = Sealer::with_session([1; 12]);
         g.bench_function(format!("open {} B datagram", p.len()), |b| {
             b.iter_custom(|iters| {
                 let mut total = std::time::Duration::ZERO;

@@ -4,23 +4,44 @@
 //! below the engines, so that no engine knows about it:
 //!
 //! ```text
-//! header (20 bytes, flag 0x01 set) | key id (4) | nonce (12) | ciphertext of the body | tag (16)
+//! header (20 bytes, flag 0x01 set) | key id (4) | session id (12) | counter (8)
+//!     | ciphertext of the body | tag (16)
 //! ```
+//!
+//! The authentication block is the 24 bytes from the key id to the counter (it was 16: key id
+//! and a 12-byte nonce of node id and clock-based counter). A group without a key has no block
+//! and no tag: its wire format is unchanged.
 //!
 //! * **Cipher**: AES-256-GCM from `ring` (chosen by measurement on hardware with AES-NI: about
 //!   90 ns to seal 64 bytes and 210 ns for 1 KiB, against 180/580 ns for ring's
 //!   ChaCha20-Poly1305 and 160/980 ns for RustCrypto's `aes-gcm`).
-//! * **Associated data**: the header, key id and nonce (the first 36 bytes): nothing in them can be
-//!   changed without failing verification. The body is encrypted.
-//! * **Nonces never repeat under one key**: a nonce is the sender's node id (4 bytes) and a 64-bit
-//!   counter of that node (one [`Sealer`] per node, shared by its groups) that starts at the
-//!   wall-clock time in nanoseconds since the UNIX epoch when the node starts and grows by one per
-//!   datagram. Node ids are unique among a group's members; a restarted node starts above every
-//!   counter it used before as long as it sealed fewer than 10^9 datagrams a second on average and
-//!   the wall clock did not step back across the restart by more than the time it ran.
-//! * **Replays refused**: each receiver keeps a [`ReplayWindow`] per sender over those counters.
-//!   Since a restarted sender starts above its old counters, datagrams captured before a restart
-//!   (or a reset of the group) are refused after it as well.
+//! * **Associated data**: the header and the authentication block (the first 44 bytes): nothing
+//!   in them can be changed without failing verification. The body is encrypted.
+//! * **Sessions, and nonces that cannot repeat whatever the ids and clocks**: a sender (one
+//!   [`Sealer`] per node, shared by its groups) draws a random 96-bit session id from the
+//!   operating system's generator when it starts. Each datagram is sealed under the session key
+//!   `HKDF-SHA-256(salt "rmcast session key v1", group key; info session id)` with the nonce
+//!   `0u32 ‖ counter`, the counter going 0, 1, 2, ... within the session. A (key, nonce) pair
+//!   therefore repeats only if two senders draw the same session id: for n sessions under one
+//!   group key, a chance below n² / 2⁹⁷ (2⁻³³ after four billion sessions), whatever the node
+//!   ids (copied `--id`s, `bench` workers numbered 1..N, a restored VM) and whatever the clocks.
+//! * **Limits**: a session seals at most [`SESSION_DATAGRAMS`] (2⁴⁰) datagrams; the next one
+//!   starts a new session (a new random id, the counter from 0), which receivers take as a new
+//!   sender session. 2⁴⁰ datagrams of at most 64 KiB are at most 2⁵⁶ bytes under one AES-GCM
+//!   key, far inside the bounds of "The Galois/Counter Mode of Operation (GCM)" (McGrew, Viega)
+//!   and NIST SP 800-38D for deterministic nonces. Session keys are derived, never sent; the
+//!   group key itself should still be rotated ([`Keyring`]) when a holder leaves for good.
+//! * **Replays refused**: each receiver keeps a [`ReplayWindow`] per sender session (key id,
+//!   session id), created only by a datagram that verified. At most [`MAX_SESSIONS`] windows
+//!   per group: the least recently used is retired when a new session arrives, and
+//!   [`GroupCipher::retire_absent`] retires those of senders gone from the view. A retired
+//!   session leaves a small record of its highest counter ([`MAX_RETIRED`] of them, oldest
+//!   forgotten first), so that a capture replayed later is still refused, while the session, if
+//!   it is still alive, resumes above that counter. A restarted sender has a new session, so its
+//!   counter from 0 is accepted. What a receiver cannot refuse: a capture of a session it never
+//!   heard (a receiver started after the capture was made) or forgot (more than
+//!   [`MAX_RETIRED`] sessions retired since); binding joins to a challenge is not done yet
+//!   (docs/SECURITY.md).
 //! * **Keys**: [`GroupKey`], 32 bytes, with a 32-bit id derived from the key (HMAC-SHA-256), so
 //!   that every holder of a key computes the same id. A [`Keyring`] seals with its current key and
 //!   opens with any of its keys: during a rotation members accept the old key and the new one.
@@ -29,9 +50,9 @@
 
 use crate::common::replay::{Replay, ReplayWindow};
 use crate::engine::NodeId;
-use crate::wire::{self, AUTH_BLOCK_LEN, AUTH_TAG_LEN, FLAG_AUTH, HEADER_LEN};
-use ring::aead;
-use std::collections::HashMap;
+use crate::wire::{self, AUTH_BLOCK_LEN, AUTH_TAG_LEN, FLAG_AUTH, HEADER_LEN, SESSION_ID_LEN};
+use ring::{aead, hkdf};
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
 /// Bytes a sealed datagram has beyond the plain one: authentication block and tag. An engine of a
@@ -43,10 +64,18 @@ pub const KEY_LEN: usize = 32;
 const AAD_LEN: usize = HEADER_LEN + AUTH_BLOCK_LEN;
 /// Offset of the flags byte in the header.
 const FLAGS_AT: usize = 5;
-/// Senders whose replay window (8 KiB each) a group keeps at most. Only verified datagrams
-/// create one, so only key holders fill it; the bound is against a buggy one cycling through
-/// ids.
-pub const MAX_SENDERS: usize = 1024;
+/// Sender sessions whose replay window (8 KiB each) a group keeps at most; the least recently
+/// used is retired for a new one. Only verified datagrams create one.
+pub const MAX_SESSIONS: usize = 1024;
+/// Retired sessions whose highest counter a group remembers (24 bytes each, and the map's
+/// overhead), so that their captures stay refused; the oldest are forgotten first.
+pub const MAX_RETIRED: usize = 1 << 16;
+/// Datagrams a session seals at most before its sealer starts a new one.
+pub const SESSION_DATAGRAMS: u64 = 1 << 40;
+/// Salt of the session key derivation.
+const SESSION_SALT: &[u8] = b"rmcast session key v1";
+/// Session keys a [`Sealer`] keeps derived (one per group key it seals with).
+const SEALER_KEYS: usize = 16;
 /// PBKDF2-HMAC-SHA-256 iterations stretching a passphrase (OWASP's 2023 recommendation).
 pub const PBKDF2_ITERATIONS: u32 = 600_000;
 /// Salt of the passphrase stretching: fixed, so that every member derives the same key from the
@@ -204,10 +233,9 @@ pub enum Rejection {
     UnknownKey,
     /// Verification failed: forged, altered, or the nonce names another sender than the header.
     BadTag,
-    /// A counter seen before, or too old to tell ([`Replay`]).
+    /// A counter seen before in its session, too old to tell, or of a retired session at or
+    /// below its last counter ([`Replay`]).
     Replay(Replay),
-    /// A verified datagram from one sender more than [`MAX_SENDERS`] (not recorded).
-    TooManySenders,
 }
 
 /// Why a datagram could not be sealed: what the engine wrote is not a plain datagram. A bug,
@@ -215,53 +243,154 @@ pub enum Rejection {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct SealError;
 
-/// The nonce source of one node: its id and its datagram counter (see the module docs).
-#[derive(Clone, Debug)]
+/// A session id: 96 random bits naming one sender session (see the module docs).
+pub type SessionId = [u8; SESSION_ID_LEN];
+
+/// The sealing state of one node: its current session (random id, datagram counter) and the
+/// session keys derived for it (see the module docs).
 pub struct Sealer {
-    sender: NodeId,
+    session: SessionId,
     next: u64,
+    limit: u64,
+    /// Session keys derived for `session`, by group key id.
+    keys: Vec<(u32, aead::LessSafeKey)>,
+    /// Draws the next session id; `None`: fixed (a simulator), the limit then ends sealing.
+    random: Option<ring::rand::SystemRandom>,
+}
+
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sealer")
+            .field("session", &self.session)
+            .field("next", &self.next)
+            .finish()
+    }
 }
 
 impl Sealer {
-    /// The nonce source of node `sender`, whose counter starts at `start`: the runtime passes
-    /// the wall-clock time in nanoseconds since the UNIX epoch, a simulator any value.
-    pub fn new(sender: NodeId, start: u64) -> Self {
+    /// A sealer with a random session id from the operating system's generator: what a real
+    /// node uses. A new session (new random id, counter from 0) follows every
+    /// [`SESSION_DATAGRAMS`] datagrams.
+    pub fn random() -> Result<Self, KeyError> {
+        let random = ring::rand::SystemRandom::new();
+        let mut session = [0u8; SESSION_ID_LEN];
+        ring::rand::SecureRandom::fill(&random, &mut session).map_err(|_| KeyError::Random)?;
+        Ok(Sealer {
+            session,
+            next: 0,
+            limit: SESSION_DATAGRAMS,
+            keys: Vec::new(),
+            random: Some(random),
+        })
+    }
+
+    /// A sealer of the given session, with no generator: for a deterministic simulator and
+    /// tests. It refuses to seal past the session's limit, since it cannot draw another id.
+    pub fn with_session(session: SessionId) -> Self {
         Sealer {
-            sender,
-            next: start,
+            session,
+            next: 0,
+            limit: SESSION_DATAGRAMS,
+            keys: Vec::new(),
+            random: None,
         }
     }
 
-    fn nonce(&mut self) -> Result<[u8; 12], SealError> {
-        let n = self.next;
-        self.next = n.checked_add(1).ok_or(SealError)?;
-        let mut nonce = [0u8; 12];
-        nonce[..4].copy_from_slice(&self.sender.0.to_be_bytes());
-        nonce[4..].copy_from_slice(&n.to_be_bytes());
-        Ok(nonce)
+    /// Seal at most `limit` datagrams per session (at most [`SESSION_DATAGRAMS`]): to see a
+    /// session change in a test.
+    pub fn session_limit(mut self, limit: u64) -> Self {
+        self.limit = limit.min(SESSION_DATAGRAMS);
+        self
     }
+
+    /// The current session id.
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// The next counter of the session, starting a new session at the limit.
+    fn next_counter(&mut self) -> Result<u64, SealError> {
+        if self.next >= self.limit {
+            let random = self.random.as_ref().ok_or(SealError)?;
+            ring::rand::SecureRandom::fill(random, &mut self.session).map_err(|_| SealError)?;
+            self.next = 0;
+            self.keys.clear();
+        }
+        let n = self.next;
+        self.next += 1;
+        Ok(n)
+    }
+
+    /// The session key of this session under the group key `prk` (id `key_id`), derived once.
+    fn key(&mut self, key_id: u32, prk: &hkdf::Prk) -> Result<&aead::LessSafeKey, SealError> {
+        let i = match self.keys.iter().position(|(id, _)| *id == key_id) {
+            Some(i) => i,
+            None => {
+                if self.keys.len() >= SEALER_KEYS {
+                    self.keys.clear();
+                }
+                let k = session_key(prk, &self.session).ok_or(SealError)?;
+                self.keys.push((key_id, k));
+                self.keys.len() - 1
+            }
+        };
+        Ok(&self.keys[i].1)
+    }
+}
+
+/// The AES-256-GCM key of session `session` under the group key whose HKDF pseudo-random key
+/// is `prk`.
+fn session_key(prk: &hkdf::Prk, session: &SessionId) -> Option<aead::LessSafeKey> {
+    let info = [&session[..]];
+    let okm = prk.expand(&info, &aead::AES_256_GCM).ok()?;
+    Some(aead::LessSafeKey::new(aead::UnboundKey::from(okm)))
+}
+
+/// The nonce of a session's datagram `counter`: unique within the session's key.
+fn nonce(counter: u64) -> aead::Nonce {
+    let mut n = [0u8; aead::NONCE_LEN];
+    n[4..].copy_from_slice(&counter.to_be_bytes());
+    aead::Nonce::assume_unique_for_key(n)
+}
+
+/// A sender session as a receiver knows it: which group key, which session.
+type SessionName = (u32, SessionId);
+
+/// A live sender session at a receiver.
+struct Session {
+    key: aead::LessSafeKey,
+    window: ReplayWindow,
+    sender: NodeId,
+    /// When it last verified a datagram (the cipher's clock of opens): least recently used
+    /// goes first.
+    used: u64,
 }
 
 /// The ciphers and replay windows of one secure group.
 pub struct GroupCipher {
-    /// `(key id, key)`; the first seals.
-    keys: Vec<(u32, aead::LessSafeKey)>,
-    windows: HashMap<NodeId, ReplayWindow>,
+    /// `(key id, HKDF pseudo-random key of the group key)`; the first seals.
+    keys: Vec<(u32, hkdf::Prk)>,
+    sessions: HashMap<SessionName, Session>,
+    /// Retired sessions: highest counter accepted, and the retirement's number in `order`.
+    retired: HashMap<SessionName, (u64, u64)>,
+    /// Retired sessions, oldest first (entries of sessions revived since are skipped).
+    order: VecDeque<(SessionName, u64)>,
+    retirements: u64,
+    opens: u64,
 }
 
 impl fmt::Debug for GroupCipher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GroupCipher")
             .field("keys", &self.keys.iter().map(|k| k.0).collect::<Vec<_>>())
-            .field("senders", &self.windows.len())
+            .field("sessions", &self.sessions.len())
+            .field("retired", &self.retired.len())
             .finish()
     }
 }
 
-fn aead_key(k: &GroupKey) -> aead::LessSafeKey {
-    aead::LessSafeKey::new(
-        aead::UnboundKey::new(&aead::AES_256_GCM, &k.bytes).expect("a 32-byte AES-256 key"),
-    )
+fn prk(k: &GroupKey) -> hkdf::Prk {
+    hkdf::Salt::new(hkdf::HKDF_SHA256, SESSION_SALT).extract(&k.bytes)
 }
 
 impl GroupCipher {
@@ -270,14 +399,18 @@ impl GroupCipher {
         GroupCipher {
             keys: std::iter::once(&keys.current)
                 .chain(&keys.accepted)
-                .map(|k| (k.id, aead_key(k)))
+                .map(|k| (k.id, prk(k)))
                 .collect(),
-            windows: HashMap::new(),
+            sessions: HashMap::new(),
+            retired: HashMap::new(),
+            order: VecDeque::new(),
+            retirements: 0,
+            opens: 0,
         }
     }
 
     /// Seal the plain datagram `plain` (header and body, flags clear) into `out`, with the next
-    /// nonce of `sealer`.
+    /// counter of `sealer`'s session.
     pub fn seal(
         &self,
         sealer: &mut Sealer,
@@ -287,22 +420,21 @@ impl GroupCipher {
         if plain.len() < HEADER_LEN || plain[FLAGS_AT] & FLAG_AUTH != 0 {
             return Err(SealError);
         }
-        let (key_id, key) = &self.keys[0];
-        let nonce = sealer.nonce()?;
+        let (key_id, prk) = &self.keys[0];
+        let counter = sealer.next_counter()?;
+        let session = sealer.session();
+        let key = sealer.key(*key_id, prk)?;
         out.clear();
         out.reserve(plain.len() + AUTH_OVERHEAD);
         out.extend_from_slice(&plain[..HEADER_LEN]);
         out[FLAGS_AT] |= FLAG_AUTH;
         out.extend_from_slice(&key_id.to_be_bytes());
-        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&session);
+        out.extend_from_slice(&counter.to_be_bytes());
         out.extend_from_slice(&plain[HEADER_LEN..]);
         let (aad, body) = out.split_at_mut(AAD_LEN);
         let tag = key
-            .seal_in_place_separate_tag(
-                aead::Nonce::assume_unique_for_key(nonce),
-                aead::Aad::from(&*aad),
-                body,
-            )
+            .seal_in_place_separate_tag(nonce(counter), aead::Aad::from(&*aad), body)
             .map_err(|_| SealError)?;
         out.extend_from_slice(tag.as_ref());
         Ok(())
@@ -310,55 +442,134 @@ impl GroupCipher {
 
     /// Verify and decrypt the sealed datagram in `buf`, in place. On success returns the plain
     /// datagram (header with the flag cleared, then the body), a part of `buf`, and records its
-    /// counter in the sender's replay window.
+    /// counter in its session's replay window.
     pub fn open<'a>(&mut self, buf: &'a mut [u8]) -> Result<&'a mut [u8], Rejection> {
-        let (sender, key_id, nonce) = {
+        let (sender, key_id, session, counter) = {
             let p = wire::decode(buf).map_err(|_| Rejection::Malformed)?;
             let a = p.auth.ok_or(Rejection::Missing)?;
-            (p.header.sender, a.key_id, a.nonce)
+            (p.header.sender, a.key_id, a.session, a.counter)
         };
-        let key = &self
+        let prk = &self
             .keys
             .iter()
             .find(|(id, _)| *id == key_id)
             .ok_or(Rejection::UnknownKey)?
             .1;
-        // Only the sender sealed with its id in the nonce: one id, one counter, one window.
-        if nonce[..4] != sender.0.to_be_bytes() {
-            return Err(Rejection::BadTag);
-        }
-        let mut counter = [0u8; 8];
-        counter.copy_from_slice(&nonce[4..]);
-        let counter = u64::from_be_bytes(counter);
+        let name = (key_id, session);
         // Cheap refusal of a replay before the decryption; recorded only once verified.
-        if let Some(w) = self.windows.get(&sender) {
-            w.check(counter).map_err(Rejection::Replay)?;
-        } else if self.windows.len() >= MAX_SENDERS {
-            return Err(Rejection::TooManySenders);
-        }
+        let fresh_key = match self.sessions.get(&name) {
+            Some(s) => {
+                s.window.check(counter).map_err(Rejection::Replay)?;
+                None
+            }
+            None => {
+                if let Some((top, _)) = self.retired.get(&name) {
+                    if counter <= *top {
+                        return Err(Rejection::Replay(Replay::TooOld));
+                    }
+                }
+                Some(session_key(prk, &session).ok_or(Rejection::BadTag)?)
+            }
+        };
         let (aad, sealed) = buf.split_at_mut(AAD_LEN);
+        let key = match &fresh_key {
+            Some(k) => k,
+            None => &self.sessions[&name].key,
+        };
         let plain_len = key
-            .open_in_place(
-                aead::Nonce::assume_unique_for_key(nonce),
-                aead::Aad::from(&*aad),
-                sealed,
-            )
+            .open_in_place(nonce(counter), aead::Aad::from(&*aad), sealed)
             .map_err(|_| Rejection::BadTag)?
             .len();
-        self.windows
-            .entry(sender)
-            .or_default()
-            .accept(counter)
-            .map_err(Rejection::Replay)?;
+        self.opens += 1;
+        let used = self.opens;
+        match fresh_key {
+            None => {
+                let s = self.sessions.get_mut(&name).expect("looked up above");
+                s.window.accept(counter).map_err(Rejection::Replay)?;
+                s.used = used;
+                s.sender = sender;
+            }
+            Some(key) => {
+                if self.sessions.len() >= MAX_SESSIONS {
+                    self.retire_least_recent();
+                }
+                // A retired session comes back above its last counter.
+                let mut window = match self.retired.remove(&name) {
+                    Some((top, _)) => ReplayWindow::seen_up_to(top),
+                    None => ReplayWindow::new(),
+                };
+                window.accept(counter).map_err(Rejection::Replay)?;
+                self.sessions.insert(
+                    name,
+                    Session {
+                        key,
+                        window,
+                        sender,
+                        used,
+                    },
+                );
+            }
+        }
         // The plain datagram: the header moved up against the body, its flag cleared.
         buf.copy_within(..HEADER_LEN, AUTH_BLOCK_LEN);
         buf[AUTH_BLOCK_LEN + FLAGS_AT] &= !FLAG_AUTH;
         Ok(&mut buf[AUTH_BLOCK_LEN..AAD_LEN + plain_len])
     }
 
-    /// Senders with a replay window.
-    pub fn senders(&self) -> usize {
-        self.windows.len()
+    fn retire_least_recent(&mut self) {
+        if let Some(name) = self
+            .sessions
+            .iter()
+            .min_by_key(|(_, s)| s.used)
+            .map(|(n, _)| *n)
+        {
+            self.retire(name);
+        }
+    }
+
+    /// Move a live session to the retired: its window goes, its highest counter stays.
+    fn retire(&mut self, name: SessionName) {
+        let Some(s) = self.sessions.remove(&name) else {
+            return;
+        };
+        let Some(top) = s.window.top() else {
+            return;
+        };
+        self.retirements += 1;
+        self.retired.insert(name, (top, self.retirements));
+        self.order.push_back((name, self.retirements));
+        while self.order.len() > MAX_RETIRED {
+            if let Some((old, n)) = self.order.pop_front() {
+                if self.retired.get(&old).is_some_and(|(_, m)| *m == n) {
+                    self.retired.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Retire the sessions of every sender not in `members` (the group's new view): a member
+    /// gone frees its window, and its captures stay refused (see the module docs). A sender
+    /// outside the view that is still talking (a client) resumes above its last counter.
+    pub fn retire_absent(&mut self, members: &[NodeId]) {
+        let gone: Vec<SessionName> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| !members.contains(&s.sender))
+            .map(|(n, _)| *n)
+            .collect();
+        for n in gone {
+            self.retire(n);
+        }
+    }
+
+    /// Sender sessions with a replay window.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Retired sessions remembered.
+    pub fn retired(&self) -> usize {
+        self.retired.len()
     }
 }
 
@@ -390,7 +601,7 @@ mod tests {
     fn seal_open_round_trip_and_replay() {
         let tx = GroupCipher::new(&ring_of(1));
         let mut rx = GroupCipher::new(&ring_of(1));
-        let mut sealer = Sealer::new(NodeId(7), 1_000);
+        let mut sealer = Sealer::with_session([7; SESSION_ID_LEN]);
         let p = plain(7, b"hello group");
         let mut sealed = Vec::new();
         tx.seal(&mut sealer, &p, &mut sealed).unwrap();
@@ -417,7 +628,7 @@ mod tests {
     #[test]
     fn every_bit_flip_is_refused() {
         let tx = GroupCipher::new(&ring_of(1));
-        let mut sealer = Sealer::new(NodeId(7), 1);
+        let mut sealer = Sealer::with_session([7; SESSION_ID_LEN]);
         let mut sealed = Vec::new();
         tx.seal(&mut sealer, &plain(7, b"abc"), &mut sealed)
             .unwrap();
@@ -426,7 +637,7 @@ mod tests {
             let mut b = sealed.clone();
             b[bit / 8] ^= 1 << (bit % 8);
             assert!(rx.open(&mut b).is_err(), "bit {bit} flipped was accepted");
-            assert_eq!(rx.senders(), 0, "a refused datagram made a window");
+            assert_eq!(rx.sessions(), 0, "a refused datagram made a window");
         }
     }
 
@@ -434,19 +645,20 @@ mod tests {
     fn refusals() {
         let tx = GroupCipher::new(&ring_of(1));
         let mut rx = GroupCipher::new(&ring_of(2));
-        let mut sealer = Sealer::new(NodeId(7), 1);
+        let mut sealer = Sealer::with_session([7; SESSION_ID_LEN]);
         let mut sealed = Vec::new();
         tx.seal(&mut sealer, &plain(7, b"abc"), &mut sealed)
             .unwrap();
         assert_eq!(rx.open(&mut sealed.clone()), Err(Rejection::UnknownKey));
+        // Another session's key does not open it: the session id is bound to the key.
+        let mut moved = sealed.clone();
+        moved[HEADER_LEN + 4] ^= 1;
+        assert_eq!(
+            GroupCipher::new(&ring_of(1)).open(&mut moved),
+            Err(Rejection::BadTag)
+        );
         assert_eq!(rx.open(&mut plain(7, b"abc")), Err(Rejection::Missing));
         assert_eq!(rx.open(&mut [1, 2, 3][..]), Err(Rejection::Malformed));
-        // The nonce's sender must be the header's.
-        let mut tx_other = Sealer::new(NodeId(8), 1);
-        tx.seal(&mut tx_other, &plain(7, b"abc"), &mut sealed)
-            .unwrap();
-        let mut rx1 = GroupCipher::new(&ring_of(1));
-        assert_eq!(rx1.open(&mut sealed), Err(Rejection::BadTag));
         // A sealed datagram is not sealed twice.
         let mut out = Vec::new();
         tx.seal(&mut sealer, &sealed_again(&tx), &mut out)
@@ -454,7 +666,7 @@ mod tests {
     }
 
     fn sealed_again(tx: &GroupCipher) -> Vec<u8> {
-        let mut s = Sealer::new(NodeId(7), 99);
+        let mut s = Sealer::with_session([7; SESSION_ID_LEN]);
         let mut out = Vec::new();
         tx.seal(&mut s, &plain(7, b""), &mut out).unwrap();
         out
@@ -466,15 +678,15 @@ mod tests {
         fn arbitrary_bytes_never_open(mut data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
             let mut rx = GroupCipher::new(&ring_of(1));
             proptest::prop_assert!(rx.open(&mut data).is_err());
-            proptest::prop_assert_eq!(rx.senders(), 0);
+            proptest::prop_assert_eq!(rx.sessions(), 0);
         }
 
         /// Whatever is sealed opens to exactly itself, once.
         #[test]
-        fn sealed_bodies_round_trip(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), start in 0u64..u64::MAX / 2) {
+        fn sealed_bodies_round_trip(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), session in proptest::prelude::any::<[u8; SESSION_ID_LEN]>()) {
             let tx = GroupCipher::new(&ring_of(3));
             let mut rx = GroupCipher::new(&ring_of(3));
-            let mut sealer = Sealer::new(NodeId(9), start);
+            let mut sealer = Sealer::with_session(session);
             let p = plain(9, &body);
             let mut sealed = Vec::new();
             tx.seal(&mut sealer, &p, &mut sealed).unwrap();
@@ -482,6 +694,116 @@ mod tests {
             proptest::prop_assert_eq!(rx.open(&mut copy).unwrap(), &p[..]);
             proptest::prop_assert!(rx.open(&mut sealed).is_err());
         }
+    }
+
+    /// Seal datagram `n` of `sealer`'s sender `id`.
+    fn sealed(tx: &GroupCipher, sealer: &mut Sealer, id: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        tx.seal(sealer, &plain(id, b"payload"), &mut out).unwrap();
+        out
+    }
+
+    fn nonce_of(d: &[u8]) -> (u32, [u8; SESSION_ID_LEN], u64) {
+        let a = wire::decode(d).unwrap().auth.unwrap();
+        (a.key_id, a.session, a.counter)
+    }
+
+    #[test]
+    fn sessions_change_at_their_limit_and_never_repeat_a_nonce() {
+        let tx = GroupCipher::new(&ring_of(1));
+        let mut rx = GroupCipher::new(&ring_of(1));
+        // Two senders with one node id and one key, as copied ids or restored VMs have them.
+        let mut a = Sealer::random().unwrap().session_limit(3);
+        let mut b = Sealer::random().unwrap().session_limit(3);
+        assert_ne!(a.session(), b.session());
+        let mut seen = std::collections::HashSet::new();
+        let mut sessions = std::collections::HashSet::new();
+        for _ in 0..10 {
+            for s in [&mut a, &mut b] {
+                let d = sealed(&tx, s, 7);
+                let (key, session, counter) = nonce_of(&d);
+                assert!(counter < 3, "counter {counter} past the session limit");
+                assert!(seen.insert((key, session, counter)), "a nonce repeated");
+                sessions.insert(session);
+                assert!(rx.open(&mut d.clone()).is_ok());
+            }
+        }
+        // 10 datagrams per sender in sessions of 3: 4 sessions each.
+        assert_eq!(sessions.len(), 8);
+        // A sealer that cannot draw a new session stops at the limit.
+        let mut fixed = Sealer::with_session([1; SESSION_ID_LEN]).session_limit(2);
+        let mut out = Vec::new();
+        tx.seal(&mut fixed, &plain(1, b""), &mut out).unwrap();
+        tx.seal(&mut fixed, &plain(1, b""), &mut out).unwrap();
+        assert_eq!(
+            tx.seal(&mut fixed, &plain(1, b""), &mut out),
+            Err(SealError)
+        );
+    }
+
+    #[test]
+    fn more_senders_than_the_bound_are_all_accepted_over_time() {
+        let tx = GroupCipher::new(&ring_of(1));
+        let mut rx = GroupCipher::new(&ring_of(1));
+        let first = {
+            let mut s = Sealer::random().unwrap();
+            let d = sealed(&tx, &mut s, 1);
+            assert!(rx.open(&mut d.clone()).is_ok());
+            d
+        };
+        for i in 0..(MAX_SESSIONS as u32 * 3) {
+            let mut s = Sealer::random().unwrap();
+            let mut d = sealed(&tx, &mut s, 2 + i);
+            assert!(rx.open(&mut d).is_ok(), "sender {i} refused");
+            assert!(rx.sessions() <= MAX_SESSIONS);
+        }
+        assert_eq!(rx.sessions(), MAX_SESSIONS);
+        // The first session was retired long ago: its capture is still refused.
+        assert_eq!(
+            rx.open(&mut first.clone()),
+            Err(Rejection::Replay(Replay::TooOld))
+        );
+    }
+
+    #[test]
+    fn a_restarted_sender_is_accepted_and_its_old_captures_refused() {
+        let tx = GroupCipher::new(&ring_of(1));
+        let mut rx = GroupCipher::new(&ring_of(1));
+        let mut old = Sealer::random().unwrap();
+        let captured: Vec<Vec<u8>> = (0..5).map(|_| sealed(&tx, &mut old, 4)).collect();
+        for d in &captured {
+            assert!(rx.open(&mut d.clone()).is_ok());
+        }
+        // Node 4 leaves the view: its window goes, its last counter stays.
+        rx.retire_absent(&[NodeId(1), NodeId(2)]);
+        assert_eq!(rx.sessions(), 0);
+        assert_eq!(rx.retired(), 1);
+        for d in &captured {
+            assert_eq!(
+                rx.open(&mut d.clone()),
+                Err(Rejection::Replay(Replay::TooOld))
+            );
+        }
+        // Restarted with the same id: a new session from counter 0, accepted.
+        let mut new = Sealer::random().unwrap();
+        let fresh = sealed(&tx, &mut new, 4);
+        assert_eq!(nonce_of(&fresh).2, 0);
+        assert!(rx.open(&mut fresh.clone()).is_ok());
+        assert_eq!(
+            rx.open(&mut fresh.clone()),
+            Err(Rejection::Replay(Replay::Duplicate))
+        );
+        // The old session, still alive (a client outside the view), resumes above its last
+        // counter.
+        assert!(rx.open(&mut sealed(&tx, &mut old, 4)).is_ok());
+        assert_eq!(rx.retired(), 0);
+        assert_eq!(
+            rx.open(&mut captured[4].clone()),
+            Err(Rejection::Replay(Replay::Duplicate))
+        );
+        // Members in the view keep their windows.
+        rx.retire_absent(&[NodeId(4)]);
+        assert_eq!(rx.sessions(), 2);
     }
 
     #[test]
@@ -492,7 +814,7 @@ mod tests {
         let tx_old = GroupCipher::new(&Keyring::new(old.clone()));
         let tx_new = GroupCipher::new(&Keyring::new(new.clone()));
         let mut rx = GroupCipher::new(&Keyring::new(new).accept(old));
-        let mut s = Sealer::new(NodeId(3), 10);
+        let mut s = Sealer::with_session([3; SESSION_ID_LEN]);
         let mut a = Vec::new();
         tx_old.seal(&mut s, &plain(3, b"x"), &mut a).unwrap();
         let mut b = Vec::new();

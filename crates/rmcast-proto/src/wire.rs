@@ -2,7 +2,7 @@
 //!
 //! Every datagram starts with one fixed [`Header`]: magic, version, engine, packet type, flags,
 //! group id, incarnation and sender. When [`FLAG_AUTH`] is set, an authentication block (key id,
-//! nonce) follows the header and a 16-byte tag ends the datagram, so that authenticated encryption
+//! session id, counter: see [`crate::secure`]) follows the header and a 16-byte tag ends the datagram, so that authenticated encryption
 //! of group traffic can be switched on without a second format.
 //!
 //! Decoding is total: any byte string yields a packet or a [`WireError`], never a panic, and no
@@ -19,8 +19,11 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 20;
 /// Flag: an authentication block follows the header and a tag ends the datagram.
 pub const FLAG_AUTH: u8 = 0x01;
-/// Size of the authentication block after the header: key id (4) and nonce (12).
-pub const AUTH_BLOCK_LEN: usize = 16;
+/// Size of a sender session's id in the authentication block.
+pub const SESSION_ID_LEN: usize = 12;
+/// Size of the authentication block after the header: key id (4), session id (12) and
+/// counter (8).
+pub const AUTH_BLOCK_LEN: usize = 4 + SESSION_ID_LEN + 8;
 /// Size of the authentication tag at the end of the datagram.
 pub const AUTH_TAG_LEN: usize = 16;
 /// Largest UDP payload over IPv4.
@@ -102,8 +105,10 @@ impl std::error::Error for WireError {}
 pub struct Auth {
     /// Which group key sealed the datagram.
     pub key_id: u32,
-    /// Per-datagram nonce.
-    pub nonce: [u8; 12],
+    /// The sender's session (a random id drawn when it started).
+    pub session: [u8; SESSION_ID_LEN],
+    /// The datagram's number in the session, from 0.
+    pub counter: u64,
     /// Authentication tag over header and body.
     pub tag: [u8; AUTH_TAG_LEN],
 }
@@ -188,7 +193,8 @@ pub fn decode(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
     if flags & FLAG_AUTH != 0 {
         let mut a = Reader::new(body);
         let key_id = a.u32()?;
-        let nonce: [u8; 12] = a.array()?;
+        let session: [u8; SESSION_ID_LEN] = a.array()?;
+        let counter = a.u64()?;
         let rest = a.rest();
         if rest.len() < AUTH_TAG_LEN {
             return Err(WireError::Truncated);
@@ -196,7 +202,12 @@ pub fn decode(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
         let (b, t) = rest.split_at(rest.len() - AUTH_TAG_LEN);
         let mut tag = [0u8; AUTH_TAG_LEN];
         tag.copy_from_slice(t);
-        auth = Some(Auth { key_id, nonce, tag });
+        auth = Some(Auth {
+            key_id,
+            session,
+            counter,
+            tag,
+        });
         body = b;
     }
     Ok(Packet { header, auth, body })
@@ -333,13 +344,15 @@ mod tests {
         let mut buf = Vec::new();
         h.encode(&mut buf);
         buf.put_u32(9);
-        buf.extend_from_slice(&[1u8; 12]);
+        buf.extend_from_slice(&[1u8; SESSION_ID_LEN]);
+        buf.put_u64(77);
         buf.extend_from_slice(b"xy");
         buf.extend_from_slice(&[2u8; AUTH_TAG_LEN]);
         let p = decode(&buf).unwrap();
         let a = p.auth.unwrap();
         assert_eq!(a.key_id, 9);
-        assert_eq!(a.nonce, [1u8; 12]);
+        assert_eq!(a.session, [1u8; SESSION_ID_LEN]);
+        assert_eq!(a.counter, 77);
         assert_eq!(a.tag, [2u8; AUTH_TAG_LEN]);
         assert_eq!(p.body, b"xy");
     }

@@ -5,7 +5,6 @@
 
 use bytes::Bytes;
 use rmcast_proto::registry::Role;
-use rmcast_proto::EngineChoice;
 use rmcast_proto::ring::packet::Nack;
 use rmcast_proto::sequencer::packet::{
     self, ptype, Body, OrderedEntry, OrderedWriter, ReqEntry, ReqWriter,
@@ -14,6 +13,7 @@ use rmcast_proto::txn::packet::{
     decode_data, decode_reply, encode_data, encode_reply, Data, Key, ReplySeg,
 };
 use rmcast_proto::wire::{self, Header, WireError};
+use rmcast_proto::EngineChoice;
 use rmcast_proto::{Destination, Engine, Event, NodeId, Qos, Time};
 use std::time::Duration;
 

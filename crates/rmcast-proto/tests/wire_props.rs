@@ -44,7 +44,8 @@ fn within(outer: &[u8], inner: &[u8]) -> bool {
 fn add_auth(buf: &mut Vec<u8>, auth: &Auth) {
     let mut block = Vec::with_capacity(AUTH_BLOCK_LEN);
     block.extend_from_slice(&auth.key_id.to_be_bytes());
-    block.extend_from_slice(&auth.nonce);
+    block.extend_from_slice(&auth.session);
+    block.extend_from_slice(&auth.counter.to_be_bytes());
     buf.splice(HEADER_LEN..HEADER_LEN, block);
     buf.extend_from_slice(&auth.tag);
 }
@@ -99,7 +100,8 @@ fn walk(datagram: &[u8]) -> Result<(), WireError> {
             p.header.encode(&mut again);
             if let Some(a) = &p.auth {
                 again.extend_from_slice(&a.key_id.to_be_bytes());
-                again.extend_from_slice(&a.nonce);
+                again.extend_from_slice(&a.session);
+                again.extend_from_slice(&a.counter.to_be_bytes());
             }
             again.extend_from_slice(p.body);
             if let Some(a) = &p.auth {
@@ -444,11 +446,18 @@ fn edgy_u64() -> impl Strategy<Value = u64> {
 }
 
 fn auth_strategy() -> impl Strategy<Value = Auth> {
-    (any::<u32>(), any::<[u8; 12]>(), any::<[u8; 16]>()).prop_map(|(key_id, nonce, tag)| Auth {
-        key_id,
-        nonce,
-        tag,
-    })
+    (
+        any::<u32>(),
+        any::<[u8; 12]>(),
+        any::<u64>(),
+        any::<[u8; 16]>(),
+    )
+        .prop_map(|(key_id, session, counter, tag)| Auth {
+            key_id,
+            session,
+            counter,
+            tag,
+        })
 }
 
 fn header_strategy(ptypes: &'static [u8]) -> impl Strategy<Value = Header> {
@@ -911,7 +920,8 @@ fn max_length_payloads_roundtrip() {
     };
     let auth = Auth {
         key_id: 0,
-        nonce: [0; 12],
+        session: [0; 12],
+        counter: 0,
         tag: [0; AUTH_TAG_LEN],
     };
     let built = model.build(&auth);

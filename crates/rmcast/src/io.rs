@@ -102,6 +102,10 @@ pub(crate) fn spawn(
         commands: cmd_tx,
         counters: AtomicNodeCounters::default(),
     });
+    // A random session for the datagrams this node seals (rmcast_proto::secure): no nonce
+    // rests on the node id or the clock.
+    let sealer = Sealer::random()
+        .map_err(|e| Error::Io(std::io::Error::other(format!("drawing a session id: {e}"))))?;
     let io_shared = shared.clone();
     let origin = Instant::now();
     // The loop is built on its own thread: engines need not be `Send`.
@@ -127,7 +131,7 @@ pub(crate) fn spawn(
                 groups: Vec::new(),
                 rx: RecvBatch::new(),
                 tx_buf: Vec::with_capacity(1 << 16),
-                sealer: Sealer::new(id, sealer_start()),
+                sealer,
                 seal_buf: Vec::with_capacity(1 << 16),
                 unicast_pending: false,
                 shutdown: None,
@@ -913,7 +917,7 @@ impl IoLoop {
                     let c = match r {
                         Rejection::Missing | Rejection::Malformed => &counters.auth_missing,
                         Rejection::UnknownKey => &counters.auth_unknown_key,
-                        Rejection::BadTag | Rejection::TooManySenders => &counters.auth_failed,
+                        Rejection::BadTag => &counters.auth_failed,
                         Rejection::Replay(_) => &counters.replays_dropped,
                     };
                     AtomicNodeCounters::add(c, 1);
@@ -1323,6 +1327,11 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
             }
             Event::View(v) => {
                 debug!(group = %g.name, view = v.id, members = ?v.members, "view");
+                // Replay windows of senders gone from the view are retired (their last
+                // counters kept), so that churn never fills the group's table.
+                if let Some(c) = &mut g.cipher {
+                    c.retire_absent(&v.members);
+                }
                 if let Some(p) = permit {
                     p.send(Event::View(v));
                 }
@@ -1474,15 +1483,6 @@ fn seal<'a>(
             None
         }
     }
-}
-
-/// Where the node's datagram counter starts (see [`rmcast_proto::secure`]): the wall-clock time
-/// in nanoseconds, so that a restarted node never reuses a nonce or a counter its peers saw.
-fn sealer_start() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// A seed for an engine's own RNG, from the operating system: `RandomState` is keyed from the

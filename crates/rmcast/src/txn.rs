@@ -32,7 +32,7 @@
 //! `TxnGroup` is the only sender on its membership, so it knows each transaction's number
 //! without waiting for its completion (a failed transaction never completes).
 
-use crate::{Error, Group, GroupConfig, GroupEvent, Node, OpenMode};
+use crate::{Error, Group, GroupConfig, GroupEvent, Keyring, Node, OpenMode};
 use bytes::Bytes;
 use rmcast_proto::txn::{Config, TxnFactory};
 use rmcast_proto::{Delivery, EngineChoice, IdList, NodeId, Qos, SendError};
@@ -64,6 +64,10 @@ pub struct TxnOptions {
     pub receive: bool,
     /// Largest message in bytes.
     pub max_message_bytes: usize,
+    /// The group key(s) ([`GroupConfig::keys`]): `Some` seals every datagram, so that only key
+    /// holders can ask, answer or reply; a request from anyone else is dropped before the
+    /// engine. `None` (the default): anyone who can reach the group's address can ask.
+    pub keys: Option<Keyring>,
 }
 
 impl TxnOptions {
@@ -78,6 +82,7 @@ impl TxnOptions {
             reply_timeout: Duration::from_secs(2),
             receive: false,
             max_message_bytes: 16 << 20,
+            keys: None,
         }
     }
 
@@ -273,13 +278,14 @@ impl TxnGroup {
     }
 
     /// The group configuration `open` uses: the `txn` engine with `opts`, created rather than
-    /// joined (no membership), completion events on.
+    /// joined (no membership), completion events on, sealed with `opts.keys` if any.
     pub fn config(name: &str, opts: &TxnOptions) -> GroupConfig {
         let mut c = GroupConfig::new(name)
             .mode(OpenMode::Create)
             .engine(opts.engine());
         c.qos = Qos::Reliable;
         c.completion_events = true;
+        c.keys = opts.keys.clone();
         c
     }
 

@@ -184,7 +184,9 @@ impl Attacker {
         .encode(&mut buf);
         if let Some(k) = key_id {
             buf.extend_from_slice(&k.to_be_bytes());
+            // Session id (12 bytes) and counter (8).
             buf.extend_from_slice(&member.0.to_be_bytes());
+            buf.extend_from_slice(&self.rng.next().to_be_bytes());
             buf.extend_from_slice(&self.rng.next().to_be_bytes());
         }
         let body = self.rng.below(120) as usize;
@@ -597,4 +599,102 @@ fn secure_group_datagram_size_leaves_room_for_the_seal() {
         c.engine_datagram_bytes(),
         rmcast::MIN_DATAGRAM_BYTES - rmcast_proto::secure::AUTH_OVERHEAD
     );
+}
+
+/// Two runtimes with one key and one node id (a copied `--id`, workers numbered alike, a
+/// restored VM) both send while plain sockets joined to their groups capture every datagram:
+/// no (key, nonce) pair appears twice, since each runtime seals under its own random session.
+/// Each runtime has a group of its own (same key): two members with one id in one group are
+/// a configuration error the runtime refuses, which would stop one of the senders.
+#[test]
+fn one_key_and_one_id_in_two_runtimes_never_repeat_a_nonce() {
+    let engine = EngineChoice::sequencer(0);
+    let keys = key();
+    let nodes = [node(777), node(777)];
+    // A second member in each group, so that what node 777 sends goes on the wire.
+    let partners = [node(778), node(779)];
+    let mut groups: Vec<Group> = Vec::new();
+    let mut others: Vec<Group> = Vec::new();
+    for (n, p) in nodes.iter().zip(&partners) {
+        let name = unique_name("nonce");
+        let mut c = cfg(&name, &engine, OpenMode::Create).keys(keys.clone());
+        // Small datagrams, one message each: many datagrams to look at.
+        c.max_datagram_bytes = Some(1472);
+        groups.push(n.open_group(c.clone()).expect("open group"));
+        others.push(p.open_group(c.mode(OpenMode::Join)).expect("join group"));
+    }
+    let sniffers: Vec<UdpSocket> = groups
+        .iter()
+        .map(|g| {
+            let maddr = g.multicast_addr().expect("multicast group");
+            let sniff = socket2::Socket::new(
+                socket2::Domain::IPV4,
+                socket2::Type::DGRAM,
+                Some(socket2::Protocol::UDP),
+            )
+            .unwrap();
+            sniff.set_reuse_address(true).unwrap();
+            sniff.set_recv_buffer_size(8 << 20).unwrap();
+            sniff.bind(&SocketAddr::V4(maddr).into()).unwrap();
+            sniff
+                .join_multicast_v4(maddr.ip(), &Ipv4Addr::LOCALHOST)
+                .unwrap();
+            sniff.set_nonblocking(true).unwrap();
+            sniff.into()
+        })
+        .collect();
+    let senders: Vec<_> = groups.iter().map(|g| g.sender()).collect();
+    for i in 0..300u32 {
+        for s in &senders {
+            // What a group of one sends is multicast, sealed. A full queue only means fewer
+            // datagrams to look at.
+            let _ = s.try_send(vec![i as u8; 1000]);
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut sessions: Vec<HashSet<[u8; 12]>> = vec![HashSet::new(); 2];
+    let mut counted = [0usize; 2];
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && counted.iter().any(|n| *n < 300) {
+        let mut quiet = true;
+        for (i, sniff) in sniffers.iter().enumerate() {
+            while let Ok((n, _)) = sniff.recv_from(&mut buf) {
+                quiet = false;
+                let p = wire::decode(&buf[..n]).expect("every datagram decodes");
+                if p.header.sender != NodeId(777) {
+                    continue;
+                }
+                let a = p.auth.expect("every datagram of a keyed group is sealed");
+                assert!(
+                    seen.insert((a.key_id, a.session, a.counter)),
+                    "a (key, nonce) pair was seen twice: session {:?} counter {}",
+                    a.session,
+                    a.counter
+                );
+                sessions[i].insert(a.session);
+                counted[i] += 1;
+            }
+        }
+        // Keep the groups' event queues from filling.
+        for g in groups.iter_mut().chain(others.iter_mut()) {
+            while let Ok(Some(_)) = g.try_recv() {}
+        }
+        if quiet {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Both runtimes were heard at length, each under its own session.
+    for n in counted {
+        assert!(
+            n >= 100,
+            "only {n} datagrams captured from one runtime: {counted:?}"
+        );
+    }
+    assert!(sessions[0].is_disjoint(&sessions[1]));
+    drop(groups);
+    drop(others);
+    for n in nodes.into_iter().chain(partners) {
+        n.shutdown();
+    }
 }

@@ -228,7 +228,7 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
     }
     let exe = std::env::current_exe().context("finding the rmcast executable")?;
     let engines: Vec<String> = if args.engine.is_empty() {
-        rmcast_proto::registry::names()
+        rmcast_proto::catalog::names()
             .into_iter()
             .filter(|n| *n != "toy")
             .map(str::to_string)
@@ -411,7 +411,7 @@ impl<'a> Run<'a> {
         pipe_lines: u64,
     ) -> Result<Run<'a>> {
         let qos = crate::member::default_qos(engine, 0)?;
-        let g = rmcast_proto::registry::EngineChoice::named(engine)
+        let g = rmcast_proto::catalog::EngineChoice::named(engine)
             .with_context(|| format!("engine {engine}"))?
             .guarantees()
             .at_qos(qos);

@@ -51,6 +51,16 @@ impl ReplayWindow {
         }
     }
 
+    /// A window that takes every counter up to `top` as seen: a sender session resumed after
+    /// its window was dropped, of which only the highest counter was kept.
+    pub fn seen_up_to(top: u64) -> Self {
+        ReplayWindow {
+            top,
+            empty: false,
+            bits: Box::new([u64::MAX; WORDS]),
+        }
+    }
+
     /// The highest counter accepted so far.
     pub fn top(&self) -> Option<u64> {
         (!self.empty).then_some(self.top)

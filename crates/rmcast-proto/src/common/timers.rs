@@ -197,7 +197,10 @@ mod tests {
         table.set(K::B, Some(t(3)));
         // Ties go to the first key in slot order.
         assert_eq!(table.earliest(), Some((t(3), K::B)));
-        assert_eq!(table.deadlines(|_| true).earliest_named(), Some((t(3), "b")));
+        assert_eq!(
+            table.deadlines(|_| true).earliest_named(),
+            Some((t(3), "b"))
+        );
         assert!(table.due(K::B, t(3)) && !table.due(K::A, t(6)));
         table.clear(K::B);
         table.clear(K::C);

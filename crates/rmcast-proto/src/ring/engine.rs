@@ -945,7 +945,10 @@ impl Ring {
         self.counters.nacks_received += 1;
         let ordered = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
         let start = from.max(ordered);
-        let end = self.flow.own_next.min(start.saturating_add(self.cfg.data_retry_burst));
+        let end = self
+            .flow
+            .own_next
+            .min(start.saturating_add(self.cfg.data_retry_burst));
         let again: Vec<(u64, Qos, Bytes)> = (start..end)
             .filter_map(|s| {
                 self.order
@@ -1610,7 +1613,10 @@ impl Engine for Ring {
                     // Expired with nothing ordered: congestion (section 4.6).
                     self.flow.on_loss();
                     self.flow.rtt.on_timeout();
-                    let end = self.flow.own_next.min(ordered.saturating_add(self.cfg.data_retry_burst));
+                    let end = self
+                        .flow
+                        .own_next
+                        .min(ordered.saturating_add(self.cfg.data_retry_burst));
                     let again: Vec<(u64, Qos, Bytes)> = (ordered..end)
                         .filter_map(|s| {
                             self.order

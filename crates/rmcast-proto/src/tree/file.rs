@@ -62,6 +62,12 @@ impl FileHeader {
         })
     }
 
+    /// The file name as printed: control characters (and quotes) escaped, so that a name
+    /// from the network cannot drive the terminal.
+    pub fn shown_name(&self) -> String {
+        self.name.escape_debug().to_string()
+    }
+
     /// Data packets after the header.
     pub fn packets(&self) -> u64 {
         self.size.div_ceil(u64::from(self.packet))
