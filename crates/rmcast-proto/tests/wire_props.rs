@@ -530,7 +530,8 @@ fn ordered_entry_strategy() -> impl Strategy<Value = OwnedOrdered> {
                 kind: EntryKind::Data,
                 has_payload,
                 sender,
-                pnum,
+                // A fragment's number is at least its index: the decoder refuses less.
+                pnum: pnum.max(u64::from(frag_index)),
                 frag_index,
                 frag_count,
                 payload,
@@ -564,7 +565,7 @@ fn ordered_entry_strategy() -> impl Strategy<Value = OwnedOrdered> {
 fn req_entry_strategy() -> impl Strategy<Value = OwnedReq> {
     (edgy_u64(), frag_strategy(), payload_strategy()).prop_map(
         |(pnum, (frag_index, frag_count), payload)| OwnedReq {
-            pnum,
+            pnum: pnum.max(u64::from(frag_index)),
             frag_index,
             frag_count,
             payload,
