@@ -372,6 +372,25 @@ impl GroupSender {
         self.start_send_with(payload, qos)?.wait()
     }
 
+    /// The send of `payload` at `qos` as the I/O thread takes it, and where its outcome comes
+    /// back; fails at once as every send does: a `qos` the engine does not serve, recovery
+    /// mode.
+    fn send_op(
+        &self,
+        payload: Bytes,
+        qos: Qos,
+    ) -> Result<(Op, oneshot::Receiver<Result<u64, Error>>), Error> {
+        self.check_qos(qos)?;
+        self.inner.shared.member_failed()?;
+        let (tx, rx) = oneshot::channel();
+        let op = Op::Send {
+            payload,
+            qos,
+            done: Some(tx),
+        };
+        Ok((op, rx))
+    }
+
     /// Async [`GroupSender::send`]: any executor will do.
     pub async fn send_async(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
         self.send_async_with(payload, self.inner.qos).await
@@ -379,14 +398,7 @@ impl GroupSender {
 
     /// Async [`GroupSender::send_with`].
     pub async fn send_async_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
-        self.check_qos(qos)?;
-        self.inner.shared.member_failed()?;
-        let (tx, rx) = oneshot::channel();
-        let op = Op::Send {
-            payload: payload.into(),
-            qos,
-            done: Some(tx),
-        };
+        let (op, rx) = self.send_op(payload.into(), qos)?;
         self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
         self.inner.node.wake();
         rx.await.map_err(|_| Error::Closed)?
@@ -403,14 +415,7 @@ impl GroupSender {
         payload: impl Into<Bytes>,
         qos: Qos,
     ) -> Result<PendingSend, Error> {
-        self.check_qos(qos)?;
-        self.inner.shared.member_failed()?;
-        let (tx, rx) = oneshot::channel();
-        let op = Op::Send {
-            payload: payload.into(),
-            qos,
-            done: Some(tx),
-        };
+        let (op, rx) = self.send_op(payload.into(), qos)?;
         block_on(self.inner.ops.send(op), None)
             .expect("no deadline")
             .map_err(|_| Error::Closed)?;

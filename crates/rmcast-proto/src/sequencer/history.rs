@@ -28,6 +28,21 @@ pub(super) struct Entry {
     pub(super) bb: bool,
 }
 
+impl Entry {
+    /// A join or leave of `sender`: one unfragmented entry whose payload is the new view.
+    pub(super) fn membership(kind: EntryKind, sender: NodeId, view: Bytes) -> Entry {
+        Entry {
+            kind,
+            sender,
+            pnum: 0,
+            frag_index: 0,
+            frag_count: 1,
+            payload: Some(view),
+            bb: false,
+        }
+    }
+}
+
 /// BB data and accepts that arrived in the wrong order (the third part of the history).
 ///
 /// Invariant: `order` lists the keys of `pending`, oldest first, and there are at most the

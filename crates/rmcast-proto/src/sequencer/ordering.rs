@@ -362,18 +362,7 @@ impl Ordering {
             departed: None,
             gap_asked: None,
         });
-        self.assign(
-            m,
-            Entry {
-                kind: EntryKind::Join,
-                sender: id,
-                pnum: 0,
-                frag_index: 0,
-                frag_count: 1,
-                payload: Some(payload),
-                bb: false,
-            },
-        );
+        self.assign(m, Entry::membership(EntryKind::Join, id, payload));
     }
 
     /// Order the leave of `id` (BC_LEAVE). When the sequencer itself leaves, the role passes to
@@ -407,18 +396,7 @@ impl Ordering {
             self.leaving = Some(seq);
             m.timers.arm(Timer::Handover, now + linger);
         }
-        self.assign(
-            m,
-            Entry {
-                kind: EntryKind::Leave,
-                sender: id,
-                pnum: 0,
-                frag_index: 0,
-                frag_count: 1,
-                payload: Some(payload),
-                bb: false,
-            },
-        );
+        self.assign(m, Entry::membership(EntryKind::Leave, id, payload));
     }
 
     /// BC_BCASTREQ from `from`, which reports `(expect, held_next, ordered_through)`.
