@@ -54,8 +54,8 @@ fuzz_target!(|data: &[u8]| {
         Body::Status { .. }
         | Body::JoinReq { .. }
         | Body::LeaveReq { .. }
-        | Body::AliveReq
-        | Body::Alive
+        | Body::AliveReq { .. }
+        | Body::Alive { .. }
         | Body::ReformReq { .. }
         | Body::Vote { .. }
         | Body::ResultAck { .. } => {}

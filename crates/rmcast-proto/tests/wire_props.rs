@@ -200,8 +200,8 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
         Body::Status { .. }
         | Body::JoinReq { .. }
         | Body::LeaveReq { .. }
-        | Body::AliveReq
-        | Body::Alive
+        | Body::AliveReq { .. }
+        | Body::Alive { .. }
         | Body::ReformReq { .. }
         | Body::Vote { .. }
         | Body::ResultAck { .. } => {}
@@ -649,8 +649,8 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                     },
                 ),
                 5 => (ptype::LEAVE_REQ, Body::LeaveReq { expect: a }),
-                6 => (ptype::ALIVE_REQ, Body::AliveReq),
-                7 => (ptype::ALIVE, Body::Alive),
+                6 => (ptype::ALIVE_REQ, Body::AliveReq { token: a as u32 }),
+                7 => (ptype::ALIVE, Body::Alive { token: b as u32 }),
                 8 => (
                     ptype::REFORM_REQ,
                     Body::ReformReq {

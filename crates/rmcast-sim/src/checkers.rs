@@ -384,8 +384,21 @@ pub(crate) fn check_seqs<I: Copy + Eq + fmt::Display>(
 /// [`crate::log::verify_logs`] runs too, by the same code), and any two hosts deliver their
 /// common messages in the same order.
 pub fn total_order(rec: &Record) -> Verdict {
+    total_order_among(&rec.trusted_hosts().collect::<Vec<_>>())
+}
+
+/// [`total_order`] over every host, the failed ones included: what a member delivered before
+/// the group went on without it agrees with what the others delivered. Not one of
+/// [`CHECKERS`]: an engine that delivers before a majority holds a message (the Sequencer with
+/// `r = 0`) promises this only of members that do not fail. It holds of a member that merely
+/// stood still (a pause, a SIGSTOP) and was expelled meanwhile, which is what it is for: such a
+/// member must not order what waited in its socket in a view the others have left.
+pub fn uniform_total_order(rec: &Record) -> Verdict {
+    total_order_among(&rec.hosts.iter().collect::<Vec<_>>())
+}
+
+fn total_order_among(hosts: &[&HostRecord]) -> Verdict {
     let mut f = Found::default();
-    let hosts: Vec<&HostRecord> = rec.trusted_hosts().collect();
     let lists: Vec<SeqList<Ordered>> = hosts
         .iter()
         .map(|h| {

@@ -747,12 +747,32 @@ struct Member {
     id: u32,
     /// Deliveries in order: (seq, message).
     delivs: Vec<(u64, Msg)>,
+    /// Where in `delivs` each stint in the group begins: 0, and after every expulsion (the
+    /// member rejoins as a new member; what the group ordered meanwhile was never its to
+    /// deliver).
+    stints: Vec<usize>,
     /// Own messages whose send completed: (view the message was delivered in, msg).
     completions: Vec<(u64, u64)>,
     /// Where each delivered message was delivered: (sender, msg) -> (seq, view).
     delivered: HashMap<(u32, u64), (u64, u64)>,
     /// Seqs delivered in each view that this member saw end (a later view followed).
     closed_views: BTreeMap<u64, BTreeSet<u64>>,
+}
+
+impl Member {
+    /// Its deliveries, one slice per stint in the group.
+    fn stint_slices(&self) -> impl Iterator<Item = &[(u64, Msg)]> + '_ {
+        let ends = self
+            .stints
+            .iter()
+            .skip(1)
+            .copied()
+            .chain([self.delivs.len()]);
+        self.stints
+            .iter()
+            .zip(ends)
+            .map(|(&a, b)| &self.delivs[a..b])
+    }
 }
 
 struct Violations(Vec<Violation>);
@@ -829,6 +849,7 @@ pub fn verify_logs_for(
         let mut m = Member {
             id,
             delivs: Vec::new(),
+            stints: vec![0],
             completions: Vec::new(),
             delivered: HashMap::new(),
             closed_views: BTreeMap::new(),
@@ -881,6 +902,15 @@ pub fn verify_logs_for(
                     // it): what counts is the view its message was delivered in here.
                     let view = m.delivered.get(&(id, *msg)).map_or(rec.view, |&(_, dv)| dv);
                     m.completions.push((view, *msg));
+                }
+                Event::Recovery(Recovery::Expelled { .. }) => {
+                    if m.stints.last() != Some(&m.delivs.len()) {
+                        m.stints.push(m.delivs.len());
+                    }
+                    // Its view did not end here, it was cut out of it: nothing that completed
+                    // there is required of it.
+                    current_view = None;
+                    in_view.clear();
                 }
                 Event::Recovery(Recovery::Reset {
                     incarnation,
@@ -988,41 +1018,45 @@ pub fn verify_logs_for(
         .collect::<BTreeSet<_>>()
         .len();
 
-    // Members present for the same span of the total order delivered the same seqs there.
+    // Members present for the same span of the total order delivered the same seqs there
+    // (a span per stint: an expelled member that rejoined was absent in between).
     let mut pairs_compared = 0;
     for a in 0..members.len() {
         for b in a + 1..members.len() {
-            let (ma, mb) = (&members[a], &members[b]);
             if !(total && all_or_nothing) {
                 continue;
             }
-            let (Some(fa), Some(fb)) = (ma.delivs.first(), mb.delivs.first()) else {
-                continue;
-            };
-            let lo = fa.0.max(fb.0);
-            let hi = ma.delivs.last().unwrap().0.min(mb.delivs.last().unwrap().0);
-            if lo > hi {
-                continue;
-            }
-            pairs_compared += 1;
-            let span = |m: &Member| -> BTreeSet<u64> {
-                m.delivs
-                    .iter()
-                    .map(|d| d.0)
-                    .filter(|s| (lo..=hi).contains(s))
-                    .collect()
-            };
-            let (sa, sb) = (span(ma), span(mb));
-            let only_a: Vec<u64> = sa.difference(&sb).copied().take(5).collect();
-            let only_b: Vec<u64> = sb.difference(&sa).copied().take(5).collect();
-            if !only_a.is_empty() || !only_b.is_empty() {
-                v.push(
-                    "agreement",
-                    format!(
-                        "in seqs {lo}..={hi}, member {} alone delivered {only_a:?} and member {} alone delivered {only_b:?} (first 5 each)",
-                        ma.id, mb.id
-                    ),
-                );
+            let (ma, mb) = (&members[a], &members[b]);
+            for sa in ma.stint_slices() {
+                for sb in mb.stint_slices() {
+                    let (Some(fa), Some(fb)) = (sa.first(), sb.first()) else {
+                        continue;
+                    };
+                    let lo = fa.0.max(fb.0);
+                    let hi = sa[sa.len() - 1].0.min(sb[sb.len() - 1].0);
+                    if lo > hi {
+                        continue;
+                    }
+                    pairs_compared += 1;
+                    let span = |d: &[(u64, Msg)]| -> BTreeSet<u64> {
+                        d.iter()
+                            .map(|d| d.0)
+                            .filter(|s| (lo..=hi).contains(s))
+                            .collect()
+                    };
+                    let (xa, xb) = (span(sa), span(sb));
+                    let only_a: Vec<u64> = xa.difference(&xb).copied().take(5).collect();
+                    let only_b: Vec<u64> = xb.difference(&xa).copied().take(5).collect();
+                    if !only_a.is_empty() || !only_b.is_empty() {
+                        v.push(
+                            "agreement",
+                            format!(
+                                "in seqs {lo}..={hi}, member {} alone delivered {only_a:?} and member {} alone delivered {only_b:?} (first 5 each)",
+                                ma.id, mb.id
+                            ),
+                        );
+                    }
+                }
             }
         }
     }
@@ -1403,6 +1437,33 @@ mod tests {
         // between them; each completion in view 2 is required of the three survivors.
         assert_eq!(r.completions, 1 + 3 * 2 + 4);
         assert_eq!(r.completions_checked, 3 * (1 + 6));
+    }
+
+    /// Member 1 was not killed but stood still and was expelled (the others reset without it);
+    /// it rejoins in view 4. It is held to agreement in each stint apart: what the group
+    /// ordered while it was out (seqs 9..=13) was never its to deliver.
+    #[test]
+    fn an_expelled_member_that_rejoins_is_held_to_each_stint_apart() {
+        let v4 = view(4, &[2, 3, 4, 1]);
+        let last = deliv(4, 15, 2, 15);
+        let mut logs = crash_run();
+        for (i, log) in logs.iter_mut().enumerate() {
+            let m = i as u32 + 1;
+            let mut w = LogWriter::new(Vec::new(), m);
+            if m == 1 {
+                let expelled = Recovery::Expelled { incarnation: 1 };
+                w.event_at(&Event::<Bytes>::Recovery(expelled), 6).unwrap();
+            }
+            w.view_at(&v4, 6).unwrap();
+            w.deliver_at(&last, 7).unwrap();
+            log.extend(parse_log(&w.into_inner()[..]).unwrap());
+        }
+        // The killed member's log ended in a torn line: its first stint is what it delivered.
+        verify_logs(&logs).unwrap();
+        // Without the expulsion it would have been present from seq 1 to 15 and missed 9..=13.
+        logs[0].retain(|r| r.kind() != "expelled");
+        let r = rules(verify_logs(&logs));
+        assert!(r.contains(&"agreement"), "{r:?}");
     }
 
     #[test]

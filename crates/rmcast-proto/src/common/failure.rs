@@ -85,6 +85,19 @@ struct Watched {
     first_probe_at: Option<Time>,
 }
 
+/// How the member that holds a [`FailureDetector`] ran ([`FailureDetector::run`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// Within [`FailureDetector::stall_bound`] of its previous run, or watching nobody.
+    OnTime,
+    /// Later than the bound, without a heartbeat to say that it should have run sooner: it
+    /// may have been idle (a quiescent ring keeps no timer) or stood still.
+    LongIdle,
+    /// Later than the bound although its heartbeat was due: it stood still (a SIGSTOP, a VM
+    /// or GC pause, a starved CPU).
+    Stalled,
+}
+
 /// Watches a set of peers and says which to probe and which failed.
 #[derive(Clone, Debug)]
 pub struct FailureDetector {
@@ -97,6 +110,8 @@ pub struct FailureDetector {
     /// loss is `1 - rounds / probes`.
     probes_sent: f64,
     rounds: f64,
+    /// When the member that holds the detector last ran (see [`FailureDetector::run`]).
+    last_run: Option<Time>,
 }
 
 impl FailureDetector {
@@ -114,6 +129,7 @@ impl FailureDetector {
             ),
             probes_sent: PRIOR_PROBES,
             rounds: PRIOR_PROBES * (1.0 - PRIOR_LOSS),
+            last_run: None,
         }
     }
 
@@ -156,6 +172,44 @@ impl FailureDetector {
     /// and number of probes.
     pub fn failure_timeout(&self) -> Duration {
         self.params.interval + self.probe_timeout() * self.retries()
+    }
+
+    /// The longest gap between two runs of the member that is not a stall: half the failure
+    /// timeout, so that a member that ran within it was never silent long enough for a peer
+    /// to declare it failed.
+    pub fn stall_bound(&self) -> Duration {
+        self.failure_timeout() / 2
+    }
+
+    /// The member that holds the detector runs at `now` (a datagram, a timer, a call from the
+    /// application); `beating`: it kept the [`FailureDetector::heartbeat`] among its timers
+    /// since it last ran. Says whether it ran on time ([`Run`]).
+    ///
+    /// After a [`Run::Stalled`] the silence the member would hold against its peers was its
+    /// own, so every peer counts as heard now. The caller must also not order for its group
+    /// until it has confirmed its view ([`Fence`]): meanwhile its peers may have found *it*
+    /// failed and gone on without it, and its socket may hold datagrams of a group that no
+    /// longer exists.
+    pub fn run(&mut self, now: Time, beating: bool) -> Run {
+        let long = !self.peers.is_empty()
+            && self
+                .last_run
+                .is_some_and(|t| now.saturating_since(t) > self.stall_bound());
+        self.last_run = Some(self.last_run.map_or(now, |t| t.max(now)));
+        if !long {
+            return Run::OnTime;
+        }
+        if !beating {
+            return Run::LongIdle;
+        }
+        for w in &mut self.peers {
+            w.last_heard = w.last_heard.max(now);
+            w.probes = 0;
+            w.deadline = None;
+            w.first_probe_at = None;
+        }
+        self.due.clear();
+        Run::Stalled
     }
 
     /// Watch exactly `ids` from now on. Peers already watched keep their state; new ones count
@@ -256,11 +310,87 @@ impl FailureDetector {
     }
 
     /// When [`FailureDetector::on_timeout`] must next be called.
+    /// Includes [`FailureDetector::heartbeat`].
     pub fn next_timeout(&self) -> Option<Time> {
-        self.peers
+        let probes = self
+            .peers
             .iter()
             .map(|w| w.deadline.unwrap_or(w.last_heard + self.params.interval))
-            .min()
+            .min()?;
+        Some(self.heartbeat().map_or(probes, |h| probes.min(h)))
+    }
+
+    /// While peers are watched: when the member must run next at the latest, so that a gap
+    /// longer than [`FailureDetector::stall_bound`] is a stall and not idleness.
+    pub fn heartbeat(&self) -> Option<Time> {
+        if self.peers.is_empty() {
+            return None;
+        }
+        self.last_run.map(|t| t + self.stall_bound() / 2)
+    }
+}
+
+/// A member that stood still ([`FailureDetector::run`]) and orders for its group (the
+/// Sequencer's sequencer, the Ring's token site) orders nothing until a majority of its view
+/// answers a fresh probe from normal operation. Meanwhile the others may have found it failed
+/// and gone on without it: what waits in its socket belongs to a group that no longer exists,
+/// and ordering it would deliver here, in the old view, what the new group orders otherwise.
+/// The token tells the answers to this probe from stale ones that waited in the socket too.
+///
+/// Invariants: the token is not 0 (0 marks the failure detector's own probes); `confirmed`
+/// holds members of the view other than the holder, each once.
+#[derive(Clone, Debug)]
+pub struct Fence {
+    token: u32,
+    confirmed: Vec<NodeId>,
+    probe_at: Time,
+}
+
+impl Fence {
+    /// A fence for `me` in a view of `members` at `now`, probed with `token` (made non-zero);
+    /// `None` when `me` is alone: nobody could have gone on without it.
+    pub fn raise(me: NodeId, members: &[NodeId], token: u32, now: Time) -> Option<Fence> {
+        if members.iter().all(|&x| x == me) {
+            return None;
+        }
+        Some(Fence {
+            token: token.max(1),
+            confirmed: Vec::new(),
+            probe_at: now,
+        })
+    }
+
+    /// The probe's token, if one is due at `now`; the next one is due `timeout` later.
+    pub fn probe(&mut self, now: Time, timeout: Duration) -> Option<u32> {
+        if now < self.probe_at {
+            return None;
+        }
+        self.probe_at = now + timeout;
+        Some(self.token)
+    }
+
+    /// When the next probe is due.
+    pub fn deadline(&self) -> Time {
+        self.probe_at
+    }
+
+    /// `from` answered with `token`. Returns `true` once a majority of `members` (`me`
+    /// included) answered this fence's token: it may be lifted.
+    pub fn answer(&mut self, me: NodeId, members: &[NodeId], from: NodeId, token: u32) -> bool {
+        if token == self.token
+            && from != me
+            && members.contains(&from)
+            && !self.confirmed.contains(&from)
+        {
+            self.confirmed.push(from);
+        }
+        debug_assert!(self.token != 0 && !self.confirmed.contains(&me));
+        let confirmed = self
+            .confirmed
+            .iter()
+            .filter(|x| members.contains(x))
+            .count();
+        (confirmed + 1) * 2 > members.len()
     }
 }
 
@@ -300,6 +430,65 @@ mod tests {
             d.heard(NodeId(1), Time(t));
         }
         assert_eq!(d.retries(), 3);
+    }
+
+    #[test]
+    fn a_member_that_stood_still_forgives_its_peers_and_says_so() {
+        let mut d = det();
+        d.watch([NodeId(1), NodeId(2)], Time(0));
+        // failure timeout 100 + 3 × 50 ms: stalls are gaps above 125 ms, and the heartbeat
+        // wakes the member every 62.5 ms.
+        assert_eq!(d.stall_bound(), Duration::from_millis(125));
+        assert_eq!(d.run(Time(0), true), Run::OnTime);
+        assert_eq!(d.next_timeout(), Some(Time(62_500_000)));
+        assert_eq!(d.run(Time(120 * MS), true), Run::OnTime);
+        // Stopped for 2 s: nobody was heard meanwhile, but the silence was ours.
+        let woke = 2_120 * MS;
+        assert_eq!(d.run(Time(woke), true), Run::Stalled);
+        assert_eq!(d.on_timeout(Time(woke)), None);
+        assert_eq!(d.poll_probe(), None, "peers count as heard at waking");
+        // Without a heartbeat a long gap may be idleness: no forgiveness, and a peer silent
+        // all along is found failed as usual.
+        let mut d = det();
+        d.watch([NodeId(1)], Time(0));
+        assert_eq!(d.run(Time(0), false), Run::OnTime);
+        assert_eq!(d.run(Time(2_000 * MS), false), Run::LongIdle);
+        assert_eq!(d.on_timeout(Time(2_000 * MS)), None);
+        assert_eq!(d.poll_probe(), Some(NodeId(1)));
+        // Nobody watched: nobody could go on without us.
+        let mut d = det();
+        assert_eq!(d.run(Time(0), true), Run::OnTime);
+        assert_eq!(d.run(Time(9_000 * MS), true), Run::OnTime);
+        assert_eq!(d.next_timeout(), None);
+    }
+
+    #[test]
+    fn a_fence_lifts_once_a_majority_answers_its_own_token() {
+        let me = NodeId(1);
+        assert!(
+            Fence::raise(me, &[me], 7, Time(0)).is_none(),
+            "alone: no fence"
+        );
+        let three = [NodeId(1), NodeId(2), NodeId(3)];
+        let mut f = Fence::raise(me, &three, 0, Time(0)).expect("a fence");
+        // Token 0 is the detector's: the fence's is made non-zero.
+        let token = f
+            .probe(Time(0), Duration::from_millis(50))
+            .expect("due at once");
+        assert_ne!(token, 0);
+        assert_eq!(f.probe(Time(49 * MS), Duration::from_millis(50)), None);
+        assert_eq!(f.deadline(), Time(50 * MS));
+        // A stale answer (another token), a stranger and ourselves do not count.
+        assert!(!f.answer(me, &three, NodeId(2), token + 1));
+        assert!(!f.answer(me, &three, NodeId(9), token));
+        assert!(!f.answer(me, &three, me, token));
+        // Two of three (us and member 2) are a majority.
+        assert!(f.answer(me, &three, NodeId(2), token));
+        let five = [NodeId(1), NodeId(2), NodeId(3), NodeId(4), NodeId(5)];
+        let mut f = Fence::raise(me, &five, 9, Time(0)).expect("a fence");
+        assert!(!f.answer(me, &five, NodeId(4), 9));
+        assert!(!f.answer(me, &five, NodeId(4), 9), "one member counts once");
+        assert!(f.answer(me, &five, NodeId(5), 9));
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod timers;
 pub mod view;
 pub mod window;
 
-pub use failure::{DetectorParams, FailureDetector};
+pub use failure::{DetectorParams, FailureDetector, Fence, Run};
 pub use fragment::{Fragment, Fragmenter, Fragments, Reassembly, Refused, TooLarge};
 pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};

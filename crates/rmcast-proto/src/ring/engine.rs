@@ -16,7 +16,7 @@ use super::recovery::RecoveryState;
 use super::rpc::{Client, MultiRpc};
 use super::token::TokenSite;
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
-use crate::common::{Deadlines, SplitMix64, TimerKey, Timers};
+use crate::common::{Deadlines, Fence, Run, SplitMix64, TimerKey, Timers};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -24,7 +24,7 @@ use crate::engine::{
 use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};
 use crate::registry::{EngineParams, EngineSettings, Role};
 use crate::wire::{self, EngineKind, Header, Packet};
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use std::time::Duration;
 
 /// The ring's own timers (the failure detector, the gap tracker, a reformation's rounds and a
@@ -857,7 +857,12 @@ impl Ring {
     /// What the token site does now: order a membership change, order data, pass a NULL
     /// ACK after a short wait, or keep the token when the ring is quiescent.
     pub(super) fn token_work(&mut self, now: Time) {
-        if !self.token.holding || self.removed() || self.left() || self.rec.current.is_some() {
+        if !self.token.holding
+            || self.removed()
+            || self.left()
+            || self.rec.current.is_some()
+            || self.fence_if_stalled(now)
+        {
             return;
         }
         if let Some(list) = self.next_change() {
@@ -1332,6 +1337,76 @@ impl Ring {
             || self.rec.failure_reported
     }
 
+    /// The member runs at `now` (every input: a datagram, a timer, a call). If it stood still
+    /// long enough for the others to have reformed without it, its token site is fenced the
+    /// next time it would order ([`Ring::fence_if_stalled`]).
+    ///
+    /// While the ring is active the member runs at least every half stall bound (the
+    /// detector's heartbeat), so a longer gap is a stall; a quiescent ring keeps no timer (it
+    /// stays silent), so there a long idle time counts as one too (without the detector's
+    /// forgiveness): after it, a member's first turn as token site waits one round trip. (Its
+    /// socket may hold the token, passed while it stood still by a ring gone active.)
+    fn run(&mut self, now: Time) {
+        let beating = self.in_ring() && !self.detector_idle();
+        let run = match self.rec.detector.as_mut() {
+            Some(d) => d.run(now, beating),
+            None => return,
+        };
+        if !self.in_ring() {
+            return;
+        }
+        match run {
+            Run::Stalled => {
+                self.rec.stalls += 1;
+                self.token.stalled = true;
+            }
+            Run::LongIdle => self.token.stalled = true,
+            Run::OnTime => {}
+        }
+    }
+
+    /// At the token site, before it orders: if this member stood still since it last confirmed
+    /// its place, fence the order until a majority of the ring confirms it ([`Fence`]), and ask
+    /// them. Returns whether the order is fenced.
+    fn fence_if_stalled(&mut self, now: Time) -> bool {
+        if self.token.stalled && self.token.fence.is_none() {
+            self.token.stalled = false;
+            let token = self.rng.next_u64() as u32;
+            self.token.fence = Fence::raise(self.me, &self.membership.ring, token, now);
+            if self.token.fence.is_some() {
+                self.rec.fences_raised += 1;
+                self.probe_fence(now);
+            }
+        }
+        self.token.fence.is_some()
+    }
+
+    /// The fence's probe, if one is due: one multicast asks the whole ring.
+    fn probe_fence(&mut self, now: Time) {
+        let timeout = self.rec.detector.as_ref().map(|d| d.probe_timeout());
+        let (Some(f), Some(timeout)) = (self.token.fence.as_mut(), timeout) else {
+            return;
+        };
+        if let Some(token) = f.probe(now, timeout) {
+            self.send(Destination::Group, packet::PROBE, |b| b.put_u32(token));
+        }
+    }
+
+    /// A PROBE_ACK that answers a fence's probe (`token`): lift it once a majority answered.
+    fn on_fence_answer(&mut self, now: Time, from: NodeId, token: u32) {
+        let (me, ring) = (self.me, &self.membership.ring);
+        if self
+            .token
+            .fence
+            .as_mut()
+            .is_some_and(|f| f.answer(me, ring, from, token))
+        {
+            self.token.fence = None;
+            self.rec.fences_lifted += 1;
+            self.after_progress(now);
+        }
+    }
+
     /// The failure detector's timers: probes to send, and a member found failed.
     fn detect(&mut self, now: Time) {
         if !self.in_ring() || self.recovering() {
@@ -1361,7 +1436,8 @@ impl Ring {
             probes.push(p);
         }
         for p in probes {
-            self.send(Destination::Peer(p), packet::PROBE, |_| {});
+            // Token 0: the detector's probe.
+            self.send(Destination::Peer(p), packet::PROBE, |b| b.put_u32(0));
         }
         let Some(suspect) = failed else { return };
         if self.rec.policy.auto_reset {
@@ -1401,6 +1477,13 @@ impl Ring {
                     .flatten(),
             )
             .at("reform", self.rec.current.as_ref().map(|r| r.next_at))
+            .at("fence", self.token.fence.as_ref().map(Fence::deadline))
+            .at(
+                "heartbeat",
+                (self.in_ring() && !self.detector_idle())
+                    .then(|| self.rec.detector.as_ref().and_then(|d| d.heartbeat()))
+                    .flatten(),
+            )
             .at(
                 "requests",
                 self.rpc.client.as_ref().and_then(|c| c.next_timeout()),
@@ -1450,6 +1533,10 @@ impl Shelled for Ring {
         Gate::new(self.group, self.me, self.left(), None, &mut self.counters)
     }
 
+    fn clock(&mut self, now: Time) {
+        self.run(now);
+    }
+
     fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, datagram: &[u8], _: Option<u8>) {
         let h = pkt.header;
         if self.rpc.client.is_some() {
@@ -1464,26 +1551,36 @@ impl Shelled for Ring {
         }
         match h.ptype {
             packet::PROBE => {
-                if self.in_ring() && self.membership.ring.contains(&h.sender) {
+                let Ok(token) = packet::decode_probe(pkt.body) else {
+                    self.counters.malformed_dropped += 1;
+                    return;
+                };
+                if !(self.in_ring() && self.membership.ring.contains(&h.sender)) {
+                    self.tell_expelled(now, h.sender);
+                } else if token == 0 || !self.recovering() {
+                    // A fenced member's probe (a token) is answered only outside a
+                    // reformation: one under way may be forming a ring without it.
                     let next = self.order.next_ack;
                     self.send(Destination::Peer(h.sender), packet::PROBE_ACK, |b| {
-                        b.extend_from_slice(&next.to_be_bytes())
+                        b.put_u64(next);
+                        b.put_u32(token);
                     });
-                } else {
-                    self.tell_expelled(now, h.sender);
                 }
             }
             packet::PROBE_ACK => {
+                let Ok((n, token)) = packet::decode_probe_ack(pkt.body) else {
+                    self.counters.malformed_dropped += 1;
+                    return;
+                };
                 // The answer says how far the ring went: the last ACKs before it went
                 // quiescent may have been lost here, and nothing else would tell.
-                match wire::Reader::new(pkt.body).u64() {
-                    Ok(n) if n > self.order.next_ack && self.in_ring() => {
-                        self.order.highest_heard =
-                            Some(self.order.highest_heard.unwrap_or(0).max(n - 1));
-                        self.watch_gaps(now);
-                    }
-                    Ok(_) => {}
-                    Err(_) => self.counters.malformed_dropped += 1,
+                if n > self.order.next_ack && self.in_ring() {
+                    self.order.highest_heard =
+                        Some(self.order.highest_heard.unwrap_or(0).max(n - 1));
+                    self.watch_gaps(now);
+                }
+                if token != 0 {
+                    self.on_fence_answer(now, h.sender, token);
                 }
             }
             packet::EXPELLED => self.on_expelled(now, h.sender, pkt.body),
@@ -1540,6 +1637,8 @@ impl Engine for Ring {
         if self.left() {
             return;
         }
+        self.run(now);
+        self.probe_fence(now);
         if self.rpc.client.is_some() {
             return self.client_timeout(now);
         }
@@ -1646,6 +1745,7 @@ impl Engine for Ring {
     }
 
     fn submit(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        self.run(now);
         if !self.guarantees().qos.contains(qos) {
             return Err(SendError::Unsupported);
         }
@@ -1742,6 +1842,7 @@ impl Engine for Ring {
     }
 
     fn leave(&mut self, now: Time) {
+        self.run(now);
         if self.left() || self.leaving() {
             return;
         }
@@ -1844,6 +1945,9 @@ impl Engine for Ring {
             ("rto_us", self.flow.rtt.rto().as_micros() as u64),
             ("reformations", self.rec.committed),
             ("last_reformation_us", self.rec.last_took.as_micros() as u64),
+            ("stalls", self.rec.stalls),
+            ("fences_raised", self.rec.fences_raised),
+            ("fences_lifted", self.rec.fences_lifted),
         ]
     }
 

@@ -563,11 +563,30 @@ mod tests {
 // ---- failure detection and fault recovery (section 4.4) ----------------------------------
 
 /// A probe of a ring member not heard from for a while (the common failure detector's
-/// question); empty body.
+/// question, token 0), or multicast by a member that stood still and fenced its token site
+/// (a fresh token, [`crate::common::Fence`]). Body: the token (u32).
 pub const PROBE: u8 = 8;
 /// The answer to a [`PROBE`]. Body: the answerer's next ACK number (u64), so that a member
-/// that lost the last ACKs of a ring gone quiescent learns of them.
+/// that lost the last ACKs of a ring gone quiescent learns of them, and the probe's token
+/// (u32).
 pub const PROBE_ACK: u8 = 9;
+
+/// A [`PROBE`] body: the token.
+pub fn decode_probe(body: &[u8]) -> Result<u32, WireError> {
+    let mut r = Reader::new(body);
+    let token = r.u32()?;
+    r.finish()?;
+    Ok(token)
+}
+
+/// A [`PROBE_ACK`] body: the answerer's next ACK number and the probe's token.
+pub fn decode_probe_ack(body: &[u8]) -> Result<(u64, u32), WireError> {
+    let mut r = Reader::new(body);
+    let next = r.u64()?;
+    let token = r.u32()?;
+    r.finish()?;
+    Ok((next, token))
+}
 /// To a process that acts as a member but is not in the sender's ring: it was removed by a
 /// reformation and may come back only as a new member. Body: the sender's view id (u64).
 pub const EXPELLED: u8 = 10;

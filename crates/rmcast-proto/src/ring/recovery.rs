@@ -81,6 +81,11 @@ pub(super) struct RecoveryState {
     pub failure_reported: bool,
     /// What a reformation needs, and whether it starts by itself.
     pub policy: RecoveryPolicy,
+    /// Times this member found it had stood still ([`FailureDetector::run`]), and the fences
+    /// it raised and lifted then ([`crate::common::Fence`]).
+    pub stalls: u64,
+    pub fences_raised: u64,
+    pub fences_lifted: u64,
 }
 
 impl RecoveryState {
@@ -103,6 +108,9 @@ impl RecoveryState {
             }),
             failure_reported: false,
             policy,
+            stalls: 0,
+            fences_raised: 0,
+            fences_lifted: 0,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The token site (section 4.2): whether this member holds the token, the ACK that named it,
 //! the pass it repeats until the next site takes it, and the data gaps a token site asks for.
 
+use crate::common::Fence;
 use crate::engine::{NodeId, Time};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +25,11 @@ pub(super) struct TokenSite {
     /// At the token site: members whose next packet to order is missing while later ones are
     /// here, the number, and when to ask for it (again).
     pub(super) data_gaps: BTreeMap<NodeId, (u64, Time)>,
+    /// Set after this member stood still: it orders nothing until a majority of the ring
+    /// confirms it is still in it ([`Fence`]).
+    pub(super) fence: Option<Fence>,
+    /// This member stood still since it last ordered: fence before it orders again.
+    pub(super) stalled: bool,
 }
 
 impl TokenSite {

@@ -24,7 +24,7 @@ impl Shelled for Sequencer {
         )
     }
     fn clock(&mut self, now: Time) {
-        self.now = self.now.max(now);
+        self.run(now);
     }
     /// BC_RESULT names the incarnation it founds in its body: it reaches members of older
     /// ones (how a member left behind learns of the new group).

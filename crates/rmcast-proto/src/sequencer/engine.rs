@@ -16,7 +16,7 @@ use super::sender::Sender;
 use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
 use crate::common::shell::{self, EventQueue};
-use crate::common::{Reassembly, TooLarge};
+use crate::common::{Reassembly, Run, TooLarge};
 use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, Qos, SendError, Time, View};
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
@@ -296,7 +296,7 @@ impl Sequencer {
         payload: Bytes,
         _qos: Qos,
     ) -> Result<u64, SendError> {
-        self.now = self.now.max(now);
+        self.run(now);
         if self.phase == Phase::Member && self.recovering() {
             return Err(SendError::GroupFailed);
         }
@@ -418,6 +418,10 @@ impl Sequencer {
         t.set(
             Timer::Linger,
             self.ord.as_ref().and_then(Ordering::linger_deadline),
+        );
+        t.set(
+            Timer::Fence,
+            self.ord.as_ref().and_then(Ordering::fence_deadline),
         );
         t.earliest().map(|(at, _)| at)
     }
@@ -613,9 +617,40 @@ impl Sequencer {
         }
     }
 
+    /// The member runs at `now` (every input: a datagram, a timer, a call). If it stood still
+    /// long enough for the others to have gone on without it, a sequencer fences its order
+    /// until a majority confirms its view ([`Fence`](crate::common::Fence)).
+    pub(super) fn run(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        // The detector's timer includes its heartbeat whenever it watches anyone.
+        if self.rec.detector.run(now, true) != Run::Stalled || self.phase != Phase::Member {
+            return;
+        }
+        self.stats.stalls += 1;
+        let me = self.me;
+        if let Some(o) = self.ord.as_mut() {
+            o.raise_fence(me, now);
+            if o.fence.is_some() {
+                self.stats.fences_raised += 1;
+            }
+        }
+    }
+
+    /// BC_ALIVE answering a fence's probe (`token`): lift the fence once a majority answered.
+    pub(super) fn on_fence_answer(&mut self, from: NodeId, token: u32) {
+        let me = self.me;
+        if self
+            .ord
+            .as_mut()
+            .is_some_and(|o| o.on_alive(me, from, token))
+        {
+            self.stats.fences_lifted += 1;
+        }
+    }
+
     /// Timers fired at `now`.
     pub(super) fn on_timeout(&mut self, now: Time) {
-        self.now = self.now.max(now);
+        self.run(now);
         if self.phase == Phase::Left {
             return;
         }
@@ -673,7 +708,7 @@ impl Sequencer {
     }
 
     pub(super) fn request_leave(&mut self, now: Time) {
-        self.now = self.now.max(now);
+        self.run(now);
         match self.phase {
             Phase::Joining => {
                 self.set_phase(Phase::Left);

@@ -8,7 +8,7 @@ use super::packet::{self, ptype, EntryKind, ReqEntry};
 use super::retrans::Retransmissions;
 use super::sender::Sender;
 use super::shared::{SeqTimers, Stats, Timer, MAX_RETRANS_QUEUE};
-use crate::common::view_bytes;
+use crate::common::{view_bytes, Fence};
 use crate::engine::{Counters, NodeId, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -86,6 +86,11 @@ pub(super) struct Ordering {
     /// Who takes over when this sequencer leaves (its give-up time is the member's
     /// [`Timer::Handover`]).
     pub(super) successor: Option<NodeId>,
+    /// Set after a stall: nothing is ordered until a majority confirms the view (see
+    /// [`Fence`]).
+    pub(super) fence: Option<Fence>,
+    /// Fences raised so far (the next token).
+    pub(super) fences: u32,
 }
 
 impl Ordering {
@@ -112,6 +117,8 @@ impl Ordering {
             accept_due: false,
             leaving: None,
             successor: None,
+            fence: None,
+            fences: 0,
         }
     }
 
@@ -324,7 +331,8 @@ impl Ordering {
     /// Whether the sequencer may assign another sequence number: every member has room for it,
     /// and for one more entry (a reset that ends this order must fit at every member).
     pub(super) fn has_room(&self, m: &Member<'_>) -> bool {
-        self.leaving.is_none()
+        self.fence.is_none()
+            && self.leaving.is_none()
             && m.hist.has_slot(self.next_seq)
             && m.hist.payload_bytes < m.cfg.history_capacity_bytes
     }
@@ -662,7 +670,8 @@ impl Ordering {
         self.note_member_state(i, expect, 0);
         match self.members[i].departed {
             Some((seq, _)) => self.owe(m, from, seq, seq + 1),
-            None if self.leaving.is_none() => {
+            // Fenced: the leaver asks again.
+            None if self.leaving.is_none() && self.fence.is_none() => {
                 if m.hist.has_slot(self.next_seq) {
                     self.order_leave(m, from);
                 } else {
@@ -796,7 +805,36 @@ impl Ordering {
 
     /// Whether the sequencer's own leave may be ordered: not ordered yet, and room for it.
     pub(super) fn may_leave(&self, hist: &History) -> bool {
-        self.leaving.is_none() && hist.has_slot(self.next_seq)
+        self.fence.is_none() && self.leaving.is_none() && hist.has_slot(self.next_seq)
+    }
+
+    /// This sequencer stood still until `now`: fence the order (see [`Fence`]).
+    pub(super) fn raise_fence(&mut self, me: NodeId, now: Time) {
+        self.fences = self.fences.wrapping_add(1).max(1);
+        self.fence = Fence::raise(me, &self.current_member_ids(), self.fences, now);
+    }
+
+    /// BC_ALIVE with `token` from `from`. Returns `true` if it lifted the fence.
+    pub(super) fn on_alive(&mut self, me: NodeId, from: NodeId, token: u32) -> bool {
+        let members = self.current_member_ids();
+        let lifted = self
+            .fence
+            .as_mut()
+            .is_some_and(|f| f.answer(me, &members, from, token));
+        if lifted {
+            self.fence = None;
+        }
+        lifted
+    }
+
+    /// The fence's probe, if one is due at `now`: its token.
+    pub(super) fn fence_probe(&mut self, now: Time, timeout: Duration) -> Option<u32> {
+        self.fence.as_mut()?.probe(now, timeout)
+    }
+
+    /// When the fence's next probe is due.
+    pub(super) fn fence_deadline(&self) -> Option<Time> {
+        self.fence.as_ref().map(Fence::deadline)
     }
 
     /// Whether a departing sequencer is done: its leave delivered here and its successor has

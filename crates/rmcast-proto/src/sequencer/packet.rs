@@ -197,10 +197,18 @@ pub enum Body<'a> {
         /// Next sequence number to deliver.
         expect: u64,
     },
-    /// BC_ALIVEREQ.
-    AliveReq,
-    /// BC_ALIVE.
-    Alive,
+    /// BC_ALIVEREQ: is the destination alive? `token` is 0 for the failure detector's probes;
+    /// a sequencer that stood still asks with a fresh token whether it still orders (see
+    /// `Fence` in the ordering part).
+    AliveReq {
+        /// Echoed in the answer.
+        token: u32,
+    },
+    /// BC_ALIVE: the answer, with the probe's token.
+    Alive {
+        /// The token of the probe answered.
+        token: u32,
+    },
     /// BC_REFORMREQ: an invitation to the new group.
     ReformReq {
         /// The coordinator's own contiguous holding point (its vote).
@@ -453,8 +461,8 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             }
         }
         ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
-        ptype::ALIVE_REQ => Body::AliveReq,
-        ptype::ALIVE => Body::Alive,
+        ptype::ALIVE_REQ => Body::AliveReq { token: r.u32()? },
+        ptype::ALIVE => Body::Alive { token: r.u32()? },
         ptype::REFORM_REQ => Body::ReformReq {
             held_next: r.u64()?,
             target: r.u64()?,
@@ -654,7 +662,7 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u32(into.map_or(0, |n| n.0));
         }
         Body::LeaveReq { expect } => buf.put_u64(expect),
-        Body::AliveReq | Body::Alive => {}
+        Body::AliveReq { token } | Body::Alive { token } => buf.put_u32(token),
         Body::ReformReq {
             held_next,
             target,
@@ -820,8 +828,8 @@ mod tests {
                 into: Some(NodeId(4)),
             },
             Body::LeaveReq { expect: 9 },
-            Body::AliveReq,
-            Body::Alive,
+            Body::AliveReq { token: 0 },
+            Body::Alive { token: 7 },
             Body::ReformReq {
                 held_next: 7,
                 target: 9,
@@ -862,8 +870,8 @@ mod tests {
                 Body::ReqGap { .. } => ptype::REQ_GAP,
                 Body::JoinReq { .. } => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
-                Body::AliveReq => ptype::ALIVE_REQ,
-                Body::Alive => ptype::ALIVE,
+                Body::AliveReq { .. } => ptype::ALIVE_REQ,
+                Body::Alive { .. } => ptype::ALIVE,
                 Body::ReformReq { .. } => ptype::REFORM_REQ,
                 Body::Vote { .. } => ptype::VOTE,
                 Body::Result { .. } => ptype::RESULT,

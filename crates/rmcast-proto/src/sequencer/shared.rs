@@ -54,6 +54,11 @@ pub(super) struct Stats {
     pub(super) request_gaps_stale: u64,
     /// Requests announcing more fragments than a message of the maximum size has, refused.
     pub(super) requests_oversized: u64,
+    /// Times this member found it had stood still (see `FailureDetector::run`).
+    pub(super) stalls: u64,
+    /// Fences a sequencer raised after a stall, and lifted once a majority confirmed its view.
+    pub(super) fences_raised: u64,
+    pub(super) fences_lifted: u64,
 }
 
 impl Stats {
@@ -68,6 +73,9 @@ impl Stats {
             ("request_timeouts", self.request_timeouts),
             ("request_gaps_stale", self.request_gaps_stale),
             ("requests_oversized", self.requests_oversized),
+            ("stalls", self.stalls),
+            ("fences_raised", self.fences_raised),
+            ("fences_lifted", self.fences_lifted),
         ]
     }
 }
@@ -98,6 +106,8 @@ pub(super) enum Timer {
     Handover,
     /// The sequencer gives up waiting for a departed member to have its leave.
     Linger,
+    /// The probe of a fenced sequencer (after a stall), again.
+    Fence,
 }
 
 /// A member's timer table.
@@ -115,6 +125,7 @@ impl TimerKey for Timer {
         Timer::Recovery,
         Timer::Handover,
         Timer::Linger,
+        Timer::Fence,
     ];
 
     fn index(self) -> usize {
@@ -133,6 +144,7 @@ impl TimerKey for Timer {
             Timer::Recovery => "recovery",
             Timer::Handover => "handover",
             Timer::Linger => "linger",
+            Timer::Fence => "fence",
         }
     }
 }

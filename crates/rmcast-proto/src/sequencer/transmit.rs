@@ -14,7 +14,7 @@ use std::time::Duration;
 impl Sequencer {
     /// The next datagram to send, written into `buf`, and where it goes.
     pub(super) fn transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Destination> {
-        self.now = self.now.max(now);
+        self.run(now);
         if self.pump_due {
             self.pump();
         }

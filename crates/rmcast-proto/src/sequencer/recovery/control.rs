@@ -75,17 +75,25 @@ impl Sequencer {
         &mut self,
         buf: &mut Vec<u8>,
     ) -> Option<Destination> {
-        if let Some(to) = self.rec.control.alive.pop_front() {
+        if let Some((to, token)) = self.rec.control.alive.pop_front() {
             let header = self.header(ptype::ALIVE);
-            encode_control(buf, &header, &Body::Alive);
+            encode_control(buf, &header, &Body::Alive { token });
             self.counters.probes_sent += 1;
             return Some(Destination::Peer(to));
         }
         if let Some(to) = self.rec.detector.poll_probe() {
             let header = self.header(ptype::ALIVE_REQ);
-            encode_control(buf, &header, &Body::AliveReq);
+            encode_control(buf, &header, &Body::AliveReq { token: 0 });
             self.counters.probes_sent += 1;
             return Some(Destination::Peer(to));
+        }
+        let (now, timeout) = (self.now, self.rec.detector.probe_timeout());
+        if let Some(token) = self.ord.as_mut().and_then(|o| o.fence_probe(now, timeout)) {
+            // One multicast asks every member at once whether this sequencer still orders.
+            let header = self.header(ptype::ALIVE_REQ);
+            encode_control(buf, &header, &Body::AliveReq { token });
+            self.counters.probes_sent += 1;
+            return Some(Destination::Group);
         }
         let dest = if let Some(to) = self.rec.control.acks.pop_front() {
             self.write_result_ack(buf);

@@ -58,12 +58,18 @@ impl Sequencer {
     /// votes, result acknowledgements).
     pub(super) fn on_recovery_body(&mut self, from: NodeId, body: Body<'_>) {
         match body {
-            Body::AliveReq => {
-                if self.phase == Phase::Member && self.view.members.contains(&from) {
-                    self.rec.control.alive(from);
+            // A fenced sequencer's probe (a token) is answered only from normal operation: a
+            // member in recovery mode may be resetting the group without it.
+            Body::AliveReq { token } => {
+                if self.phase == Phase::Member
+                    && self.view.members.contains(&from)
+                    && (token == 0 || !self.recovering())
+                {
+                    self.rec.control.alive(from, token);
                 }
             }
-            Body::Alive => {}
+            Body::Alive { token: 0 } => {}
+            Body::Alive { token } => self.on_fence_answer(from, token),
             Body::ReformReq {
                 held_next,
                 target,

@@ -173,8 +173,8 @@ pub(in crate::sequencer::recovery) fn better(
 /// Small answers owed to single members, each queue bounded.
 #[derive(Clone, Debug, Default)]
 pub(in crate::sequencer) struct Control {
-    /// BC_ALIVE owed.
-    pub(in crate::sequencer::recovery) alive: VecDeque<NodeId>,
+    /// BC_ALIVE owed: to whom, with the token of the probe.
+    pub(in crate::sequencer::recovery) alive: VecDeque<(NodeId, u32)>,
     /// BC_RESULTACK owed.
     pub(in crate::sequencer::recovery) acks: VecDeque<NodeId>,
     /// Whom to follow, told to members that followed us, or a better coordinator told to the
@@ -196,8 +196,8 @@ fn push_bounded<T: PartialEq>(q: &mut VecDeque<T>, x: T) {
 }
 
 impl Control {
-    pub(in crate::sequencer) fn alive(&mut self, to: NodeId) {
-        push_bounded(&mut self.alive, to);
+    pub(in crate::sequencer) fn alive(&mut self, to: NodeId, token: u32) {
+        push_bounded(&mut self.alive, (to, token));
     }
 
     /// Ask `to` what happened (it is of a newer incarnation), at most once per `gap`.
