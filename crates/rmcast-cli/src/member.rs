@@ -288,17 +288,23 @@ impl GroupArgs {
         group.engine = EngineChoice::named(&self.engine)?
             .resilience(self.resilience)
             .recovery(self.recovery.policy());
-        if self.engine == "tree" && group.mode == OpenMode::Join {
-            // RMTP receivers join silently and nobody admits them: a tree member that joins
-            // opens its group as a receiver, in create mode, as `rmcast receive` does (a join
-            // would wait for an admission that never comes).
+        if self.engine == "tree" {
+            // A member runs on a LAN or one host: the LAN parameters, not Table III's 25
+            // packets a second (`TreeConfig::lan`). RMTP receivers join silently and nobody
+            // admits them: a tree member that joins opens its group as a receiver, in create
+            // mode, as `rmcast receive` does (a join would wait for an admission that never
+            // comes).
             let settings = group.engine.settings;
-            group.engine = EngineChoice::custom(std::sync::Arc::new(
-                rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::table_iii())
-                    .receiver(),
-            ));
+            let factory =
+                rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::lan());
+            let factory = if group.mode == OpenMode::Join {
+                group.mode = OpenMode::Create;
+                factory.receiver()
+            } else {
+                factory
+            };
+            group.engine = EngineChoice::custom(std::sync::Arc::new(factory));
             group.engine.settings = settings;
-            group.mode = OpenMode::Create;
         }
         // The group's own level is the flag's (or the engine's strongest): an engine that does
         // not serve the runtime's default (totally ordered) must still open a group.

@@ -544,11 +544,13 @@ fn trace(h: &HostRecord) -> Trace<'_> {
 }
 
 /// The view rules, shared by [`virtual_synchrony`] and [`crate::log::verify_logs_for`] (`who`
-/// names a trace's owner in the reports): a view id names one membership and coordinator
-/// everywhere (rule `view-agreement`) and each trace's views increase (`order`); with `vs`
-/// (virtual synchrony) also a delivery carries the view last installed before it, and none
-/// comes before the first (`view-field`), and two traces that both go from view `v` to view
-/// `v'` deliver the same messages in between (`virtual-synchrony`).
+/// names a trace's owner in the reports): a view id names one membership everywhere (rule
+/// `view-agreement`) and each trace's views increase (`order`); with `vs` (virtual synchrony:
+/// views installed in the group's order) also one coordinator everywhere, a delivery carries
+/// the view last installed before it, and none comes before the first (`view-field`), and two
+/// traces that both go from view `v` to view `v'` deliver the same messages in between
+/// (`virtual-synchrony`). Without it a view's coordinator is a member's own notion (a
+/// transaction source names itself).
 pub(crate) fn check_views(
     who: &str,
     traces: &[Trace<'_>],
@@ -569,7 +571,7 @@ pub(crate) fn check_views(
                         *views
                             .entry(v.id)
                             .or_insert((v.members.as_slice(), v.coordinator, *id));
-                    if members != v.members.as_slice() || coord != v.coordinator {
+                    if members != v.members.as_slice() || (vs && coord != v.coordinator) {
                         push(
                             "view-agreement",
                             format!(

@@ -107,6 +107,40 @@ impl TreeConfig {
     }
 }
 
+impl TreeConfig {
+    /// For a LAN or one host, where `rmcast member` runs: Table III paces the sender at 15
+    /// packets per 600 ms (25 a second, the paper's wide-area network of 1995), which a group
+    /// that chats or pipes lines outruns at once. Here the sender may have 1,024 packets of up
+    /// to 1 KiB beyond the slowest receiver, every 2 ms; repairs are served every 2 ms;
+    /// receivers ACK as the measured RTT says (between 1 ms and 5 s); no congestion control
+    /// (as `rmcast send`'s default); a receiver silent for 3 s is gone, and one that holds the
+    /// window for 5 s catches up from the cache while the others go on.
+    pub const fn lan() -> Self {
+        TreeConfig {
+            send_window_pkts: 1024,
+            recv_window_pkts: 2048,
+            t_send_ms: 2,
+            t_retx_ms: 2,
+            t_rtt_ms: 500,
+            t_sap_ms: 500,
+            t_dally_ms: 2000,
+            packet_size_bytes: 1024,
+            cache_size_pkts: 2048,
+            cong_thresh: None,
+            cong_response: CongestionResponse::Halve,
+            mcast_thresh: 3,
+            designated_receivers: Vec::new(),
+            ad_ttl: 64,
+            child_silence_ms: 3000,
+            child_stall_ms: 5000,
+            max_children: 4096,
+            t_ack_min_ms: 1,
+            t_ack_max_ms: 5000,
+            deliver_own: true,
+        }
+    }
+}
+
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
