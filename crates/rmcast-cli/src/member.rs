@@ -306,6 +306,20 @@ impl GroupArgs {
             group.engine = EngineChoice::custom(std::sync::Arc::new(factory));
             group.engine.settings = settings;
         }
+        if self.engine == "txn" {
+            // One transaction per line: decide each open once the last set's receivers
+            // answered, rather than wait out the open's timeout every time
+            // (`txn::Config::early_open`).
+            let settings = group.engine.settings;
+            let cfg = rmcast_proto::txn::Config {
+                early_open: true,
+                ..rmcast_proto::txn::Config::from_settings(&settings)
+            };
+            group.engine = EngineChoice::custom(std::sync::Arc::new(
+                rmcast_proto::txn::TxnFactory::with_config(cfg),
+            ));
+            group.engine.settings = settings;
+        }
         // The group's own level is the flag's (or the engine's strongest): an engine that does
         // not serve the runtime's default (totally ordered) must still open a group.
         group.qos = self.qos()?;

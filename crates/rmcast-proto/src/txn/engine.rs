@@ -106,6 +106,9 @@ struct Forward {
     open_tries: u32,
     /// Receivers dropped from the set (silent, or closed), for the failure's reason.
     dropped: Vec<NodeId>,
+    /// Late answers to an open decided early ([`Config::early_open`]) that made the next set
+    /// wait for one more: each late receiver counts once.
+    late: Vec<NodeId>,
 }
 
 impl Forward {
@@ -708,7 +711,8 @@ impl Txn {
                     },
                 );
                 self.extra.accepted += 1;
-                let full = f.set.len() >= max;
+                let enough = self.cfg.early_open && f.set.len() >= self.set_estimate;
+                let full = f.set.len() >= max || enough;
                 self.accept(from, s.key, true);
                 if full {
                     self.decide_open(now, txn);
@@ -716,6 +720,12 @@ impl Txn {
                 // Fall through to take the report itself.
             } else {
                 self.extra.refused += 1;
+                if self.cfg.early_open && !opening && !f.late.contains(&from) && f.late.len() < max
+                {
+                    // Late for a set decided early: the next set waits for one more.
+                    f.late.push(from);
+                    self.set_estimate = (self.set_estimate + 1).min(max);
+                }
                 self.accept(from, s.key, false);
                 return;
             }
@@ -1728,6 +1738,7 @@ impl Engine for Txn {
                 probe_mark: 0,
                 probe_at: None,
                 dropped: Vec::new(),
+                late: Vec::new(),
             },
         );
         self.send_first(msg);

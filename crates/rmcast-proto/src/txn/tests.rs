@@ -655,3 +655,48 @@ fn the_registry_offers_txn_with_replies() {
     };
     assert!(bad.validate(1472).is_err());
 }
+
+/// `early_open` (what `rmcast member` runs): the first open waits out its timeout, as the
+/// paper's X_MRopen with fewer than `max` receivers does; later ones are decided as soon as as
+/// many receivers answered as were in the last set. A receiver that answers an open decided
+/// without it makes the next set wait for it too.
+#[test]
+fn early_open_decides_once_the_last_sets_receivers_answered() {
+    let mut net = Net::new(
+        5,
+        Config {
+            early_open: true,
+            ..cfg()
+        },
+    );
+    net.crash(4);
+    let done = |net: &Net, m: u64| {
+        (net.events[0].iter().zip(&net.taken_at[0]))
+            .find(|(e, _)| **e == Event::SendComplete { msg: m })
+            .map(|(_, t)| *t)
+    };
+    let start = net.now;
+    let m1 = net.submit(0, b"first");
+    net.run_for(400 * MS);
+    assert_eq!(net.node(0).set_of(m1).unwrap().len(), 3);
+    assert!(
+        done(&net, m1).unwrap() >= start + 200 * MS,
+        "the first open waits"
+    );
+    let start = net.now;
+    let m2 = net.submit(0, b"second");
+    net.run_for(100 * MS);
+    assert_eq!(net.node(0).set_of(m2).unwrap().len(), 3);
+    assert!(done(&net, m2).unwrap() < start + 20 * MS, "decided early");
+    // Node 4 comes back: the next open is decided at the first three answers, and the fourth,
+    // late, makes the set after that wait for every one of them.
+    net.down[4] = false;
+    let m3 = net.submit(0, b"third");
+    net.run_for(400 * MS);
+    assert_eq!(net.node(0).set_of(m3).unwrap().len(), 3);
+    assert_eq!((1..5).filter(|&i| net.delivered(i, 0, m3)).count(), 3);
+    let m4 = net.submit(0, b"fourth");
+    net.run_for(400 * MS);
+    assert_eq!(net.node(0).set_of(m4).unwrap().len(), 4);
+    assert!((1..5).all(|i| net.delivered(i, 0, m4)));
+}
