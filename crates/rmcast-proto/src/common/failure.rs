@@ -112,13 +112,16 @@ pub struct FailureDetector {
     rounds: f64,
     /// When the member that holds the detector last ran (see [`FailureDetector::run`]).
     last_run: Option<Time>,
+    /// [`FailureDetector::stall_bound`] as of the last timeout: `run` and `heartbeat` are
+    /// called on every input, and the failure timeout takes a logarithm.
+    bound: Duration,
 }
 
 impl FailureDetector {
     /// A detector that watches nobody yet.
     pub fn new(params: DetectorParams) -> Self {
         assert!(params.retries >= 1, "at least one probe before a failure");
-        FailureDetector {
+        let mut d = FailureDetector {
             params,
             peers: Vec::new(),
             due: VecDeque::new(),
@@ -130,7 +133,10 @@ impl FailureDetector {
             probes_sent: PRIOR_PROBES,
             rounds: PRIOR_PROBES * (1.0 - PRIOR_LOSS),
             last_run: None,
-        }
+            bound: Duration::ZERO,
+        };
+        d.bound = d.failure_timeout() / 2;
+        d
     }
 
     /// The fraction of probes that went unanswered, as observed in completed rounds.
@@ -175,10 +181,10 @@ impl FailureDetector {
     }
 
     /// The longest gap between two runs of the member that is not a stall: half the failure
-    /// timeout, so that a member that ran within it was never silent long enough for a peer
-    /// to declare it failed.
+    /// timeout (as of the last [`FailureDetector::on_timeout`]), so that a member that ran
+    /// within it was never silent long enough for a peer to declare it failed.
     pub fn stall_bound(&self) -> Duration {
-        self.failure_timeout() / 2
+        self.bound
     }
 
     /// The member that holds the detector runs at `now` (a datagram, a timer, a call from the
@@ -274,6 +280,7 @@ impl FailureDetector {
     pub fn on_timeout(&mut self, now: Time) -> Option<NodeId> {
         let timeout = self.probe_timeout();
         let retries = self.retries();
+        self.bound = (self.params.interval + timeout * retries) / 2;
         let mut failed = None;
         for w in &mut self.peers {
             match w.deadline {
@@ -413,6 +420,7 @@ mod tests {
         let mut d = FailureDetector::new(params());
         d.probes_sent = 0.0;
         d.rounds = 0.0;
+        d.bound = d.failure_timeout() / 2;
         d
     }
 

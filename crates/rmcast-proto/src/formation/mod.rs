@@ -804,9 +804,13 @@ impl Engine for Formation {
     }
 
     fn poll_event(&mut self) -> Option<Event> {
-        let ev = self.engine.poll_event()?;
-        self.observe(&ev);
-        Some(ev)
+        // Returned as the engine gave it (no unwrap and rewrap of a large value on the path of
+        // every delivery): only views and recovery concern formation.
+        let ev = self.engine.poll_event();
+        if let Some(e @ (Event::View(_) | Event::Recovery(_))) = &ev {
+            self.observe(e);
+        }
+        ev
     }
 
     fn poll_timeout(&self) -> Option<Time> {
