@@ -366,6 +366,13 @@ impl Ring {
             if ack.next_site == self.me && self.token.accepted == Some((ack.num, from)) {
                 self.confirm(from, ack.num);
             }
+            if ack.next_site == self.me && self.token.named == Some(ack.num) {
+                // The pass repeated: this member did not take the token when it was named
+                // (its application was behind: a delivery backlog past `max_backlog`), and
+                // nothing else makes it look again once the application has caught up. Without
+                // this the ring stopped for good under a slow reader.
+                self.after_progress(now);
+            }
             return;
         }
         if ack.num >= self.order.next_ack + self.cfg.max_early_acks {

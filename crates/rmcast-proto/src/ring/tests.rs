@@ -880,3 +880,41 @@ fn the_survivor_of_a_ring_of_two_waiting_in_recovery_leaves_at_once() {
     });
     assert_eq!(v, Some(vec![NodeId(0)]));
 }
+
+/// A member whose application takes no events for a while (stdout into a slow pipe) falls
+/// behind by more than `max_backlog` deliveries and refuses the token when it is named; the
+/// passer repeats the pass. Once the application catches up, the repeated pass must make it
+/// take the token: the ring used to stop for good there, its sender blocked on a window that
+/// stability no longer moved.
+#[test]
+fn a_member_named_while_its_application_is_behind_takes_the_token_once_it_caught_up() {
+    let mut net = Net::new(3);
+    net.paused[2] = true;
+    let mut sent = 0u64;
+    let mut refused = 0;
+    while sent < 4000 && refused < 1000 {
+        match net.nodes[0].submit(net.now, Bytes::from(vec![1u8; 8]), Qos::TotallyOrdered) {
+            Ok(_) => sent += 1,
+            Err(_) => {
+                refused += 1;
+                net.run_for(Duration::from_millis(5));
+            }
+        }
+        net.poll(0);
+    }
+    net.run_for(Duration::from_millis(500));
+    assert!(
+        net.delivered(0).len() < sent as usize,
+        "the ring waits for the member that is behind"
+    );
+    net.paused[2] = false;
+    net.poll(2);
+    net.run_for(Duration::from_secs(3));
+    for i in 0..3 {
+        assert_eq!(net.delivered(i).len(), sent as usize, "member {i}");
+    }
+    let done = (net.events[0].iter())
+        .filter(|e| matches!(e, Event::SendComplete { .. }))
+        .count();
+    assert_eq!(done, sent as usize);
+}
