@@ -50,7 +50,10 @@
 //! a K-resilient message survives K failures, a majority-resilient one any failures after
 //! which a majority goes on, a totally resilient one any failures a member survives. A member
 //! left out may come back only as a new member. A quiescent ring stays nearly silent: it looks
-//! for crashed members with one probing round every two seconds.
+//! for crashed members with one probing round every two seconds. A member that stood still (a
+//! SIGSTOP, a VM pause: [`crate::common::FailureDetector::run`]) orders nothing as token site
+//! until a majority of its ring answers a fresh probe ([`crate::common::Fence`]), so that it
+//! never orders in a ring that reformed without it.
 
 pub mod config;
 mod engine;

@@ -33,6 +33,10 @@
 //! the majority policy (the default: only a majority may reset the group) a send completes only
 //! once a majority of its view holds it ([`packet::SeqState::complete_next`]), so every group
 //! formed after any failures or partitions holds it, and no send completes on a minority side.
+//! A sequencer that stood still (a SIGSTOP, a VM pause: [`crate::common::FailureDetector::run`])
+//! orders nothing more until a majority of its view answers a fresh probe
+//! ([`crate::common::Fence`]): meanwhile the others may have reset the group without it, and
+//! the requests waiting in its socket must not be delivered here in a view they left.
 //!
 //! **Layout.** One [`Sequencer`] per member, made of parts that each keep their own state and
 //! check their own invariants. The parts import nothing of the member that holds them; the
