@@ -90,6 +90,9 @@ pub struct Ring {
     pub(super) out: OutQueue,
     pub(super) events: EventQueue,
     pub(super) rng: SplitMix64,
+    /// The highest view id this member held in any ring it was in (kept across
+    /// [`Ring::start_over`]): a ring it creates anew numbers its views above.
+    pub(super) views_seen: u64,
     pub(super) timers: Timers<RingTimer>,
     /// The membership phase, the ring and its views, List Change Requests, leavers.
     pub(super) membership: Membership,
@@ -114,6 +117,11 @@ impl Ring {
 
     /// A ring member with configuration `cfg`.
     pub fn with_config(p: &EngineParams<'_>, cfg: Config) -> Ring {
+        Ring::build(p, cfg, 1)
+    }
+
+    /// [`Ring::with_config`], a creator's first view numbered `first_view`.
+    fn build(p: &EngineParams<'_>, cfg: Config, first_view: u64) -> Ring {
         let mut r = Ring {
             group: p.group,
             me: p.me,
@@ -124,6 +132,7 @@ impl Ring {
             out: OutQueue::new(cfg.max_out),
             events: EventQueue::new(cfg.max_events),
             rng: SplitMix64::new(p.seed),
+            views_seen: 0,
             timers: Timers::new(),
             membership: Membership::new(p.me),
             token: TokenSite::default(),
@@ -141,10 +150,10 @@ impl Ring {
             }
             r.membership.enter(Phase::Member);
             r.membership.ring = vec![p.me];
-            r.membership.view_id = 1;
+            r.membership.view_id = first_view;
             r.order.ordered_next.insert(p.me, 0);
             r.order.q.push(Entry::View(View {
-                id: 1,
+                id: first_view,
                 seq: 0,
                 members: vec![p.me],
                 coordinator: p.me,
@@ -1507,7 +1516,12 @@ impl Ring {
             return Err(SendError::NotMember);
         }
         let settings = self.settings;
-        let mut fresh = Ring::with_config(
+        // A ring started over numbers its views above every view this member saw: the ring it
+        // left may go on with the old numbers (a member still counting us), and an EXPELLED
+        // from us must not read to it as news from an older view.
+        let views_seen = self.views_seen.max(self.membership.view_id);
+        let first_view = views_seen + 1;
+        let mut fresh = Ring::build(
             &EngineParams {
                 role,
                 group: self.group,
@@ -1518,8 +1532,10 @@ impl Ring {
                 settings: &settings,
             },
             self.cfg,
+            first_view,
         );
         fresh.counters = self.counters.clone();
+        fresh.views_seen = views_seen;
         // Message numbers go on, so that no message is taken for one sent before.
         fresh.flow.own_next = self.flow.own_next;
         fresh.flow.own_stable = self.flow.own_next;
