@@ -288,36 +288,38 @@ impl GroupArgs {
         group.engine = EngineChoice::named(&self.engine)?
             .resilience(self.resilience)
             .recovery(self.recovery.policy());
-        if self.engine == "tree" {
-            // A member runs on a LAN or one host: the LAN parameters, not Table III's 25
-            // packets a second (`TreeConfig::lan`). RMTP receivers join silently and nobody
-            // admits them: a tree member that joins opens its group as a receiver, in create
-            // mode, as `rmcast receive` does (a join would wait for an admission that never
-            // comes).
-            let settings = group.engine.settings;
-            let factory =
-                rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::lan());
-            let factory = if group.mode == OpenMode::Join {
-                group.mode = OpenMode::Create;
-                factory.receiver()
-            } else {
-                factory
+        // Engines whose registry defaults suit the papers' experiments, not a member on a LAN
+        // or one host: they run their own parameters here, with the settings of the flags.
+        let tuned: Option<std::sync::Arc<dyn rmcast_proto::EngineFactory>> =
+            match self.engine.as_str() {
+                // The LAN parameters, not Table III's 25 packets a second (`TreeConfig::lan`).
+                // RMTP receivers join silently and nobody admits them: a tree member that joins
+                // opens its group as a receiver, in create mode, as `rmcast receive` does (a
+                // join would wait for an admission that never comes).
+                "tree" => {
+                    let f =
+                        rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::lan());
+                    Some(std::sync::Arc::new(if group.mode == OpenMode::Join {
+                        group.mode = OpenMode::Create;
+                        f.receiver()
+                    } else {
+                        f
+                    }))
+                }
+                // One transaction per line: decide each open once the last set's receivers
+                // answered, rather than wait out the open's timeout every time
+                // (`txn::Config::early_open`).
+                "txn" => Some(std::sync::Arc::new(
+                    rmcast_proto::txn::TxnFactory::with_config(rmcast_proto::txn::Config {
+                        early_open: true,
+                        ..rmcast_proto::txn::Config::from_settings(&group.engine.settings)
+                    }),
+                )),
+                _ => None,
             };
-            group.engine = EngineChoice::custom(std::sync::Arc::new(factory));
-            group.engine.settings = settings;
-        }
-        if self.engine == "txn" {
-            // One transaction per line: decide each open once the last set's receivers
-            // answered, rather than wait out the open's timeout every time
-            // (`txn::Config::early_open`).
+        if let Some(factory) = tuned {
             let settings = group.engine.settings;
-            let cfg = rmcast_proto::txn::Config {
-                early_open: true,
-                ..rmcast_proto::txn::Config::from_settings(&settings)
-            };
-            group.engine = EngineChoice::custom(std::sync::Arc::new(
-                rmcast_proto::txn::TxnFactory::with_config(cfg),
-            ));
+            group.engine = EngineChoice::custom(factory);
             group.engine.settings = settings;
         }
         // The group's own level is the flag's (or the engine's strongest): an engine that does
