@@ -289,9 +289,19 @@ impl Record {
 
     /// Hosts the group went on without: crashed, expelled, removed by a reset, or that ended
     /// in a view no member at the end ever installed (they went on, or left, on the losing side
-    /// of a partition: a departing sequencer there, a member that joined there).
+    /// of a partition: a departing sequencer there, a member that joined there). A host counts
+    /// once however many of its records failed.
     pub fn failed_hosts(&self) -> BTreeSet<NodeId> {
         let mut failed: BTreeSet<NodeId> = self.removed_by_resets();
+        let is_failed = self.record_failed();
+        failed.extend(self.hosts.iter().filter(|h| is_failed(h)).map(|h| h.id));
+        failed
+    }
+
+    /// Whether one record (one incarnation of a host) failed: crashed, expelled, or ended in a
+    /// view no member at the end installed. Removal by a reset is by host, in
+    /// [`Record::failed_hosts`].
+    fn record_failed(&self) -> impl Fn(&HostRecord) -> bool + '_ {
         let views: BTreeSet<(u64, &[NodeId])> = self
             .members_at_end()
             .flat_map(|h| &h.events)
@@ -300,15 +310,12 @@ impl Record {
                 _ => None,
             })
             .collect();
-        for h in &self.hosts {
+        move |h: &HostRecord| {
             let diverged = !views.is_empty()
                 && h.last_view()
                     .is_some_and(|v| !views.contains(&(v.id, &v.members[..])));
-            if h.failed() || diverged {
-                failed.insert(h.id);
-            }
+            h.failed() || diverged
         }
-        failed
     }
 
     /// How many hosts failed (see [`Record::failed_hosts`]).
@@ -339,12 +346,16 @@ impl Record {
 
     /// The hosts whose deliveries every checker holds to one order: all of them within the
     /// resilience degree, else those that did not fail.
+    ///
+    /// Trust is by record: a host expelled once and admitted again is held to the order in the
+    /// incarnation that stayed (its earlier one is not).
     pub fn trusted_hosts(&self) -> impl Iterator<Item = &HostRecord> + '_ {
-        let failed = self.failed_hosts();
-        let all = failed.len() <= self.resilience() as usize;
-        self.hosts
-            .iter()
-            .filter(move |h| all || !failed.contains(&h.id))
+        let all = self.failures() <= self.resilience() as usize;
+        let removed = self.removed_by_resets();
+        let is_failed = self.record_failed();
+        self.hosts.iter().filter(move |h| {
+            all || !(is_failed(h) || (removed.contains(&h.id) && !h.member_at_end()))
+        })
     }
 }
 

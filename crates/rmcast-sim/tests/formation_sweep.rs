@@ -202,6 +202,37 @@ fn two_groups_heard_in_turn_do_not_hold_a_merge_off() {
     }
 }
 
+/// A joiner ordered out of a ring it was just admitted to (the site took it for the joiner of
+/// another ring) was told so by a view that removed it, and took that for its own leave: it
+/// stopped for good instead of joining again (ring seeds 3550, 6425, 6456, 7299, 8413).
+#[test]
+fn ring_joiner_ordered_out_without_asking_joins_again() {
+    for seed in [3550, 6425, 6456, 7299, 8413] {
+        assert_eq!(check("ring", seed), None);
+    }
+}
+
+/// A token site paused with a null pass due woke fenced (its stall fence waits for a majority)
+/// and left the null timer due in the past: the simulator's clock stood still (ring seed
+/// 9810).
+#[test]
+fn ring_fenced_site_with_a_null_pass_due_does_not_spin() {
+    assert_eq!(check("ring", 9810), None);
+}
+
+/// A joiner paused through its join wait created a ring of its own on waking, while the join
+/// it sent before was admitted by the group, which then passed it the token for ever (ring
+/// seeds 8948, 8958: the group learns the joiner's view is older than its admission and orders
+/// it out, removals first; seed 4474: a joiner whose admission holds the token, its view not
+/// shown yet, is not rebuilt as a creator; seed 4135: the checkers trust a host's incarnation
+/// that stayed although an earlier one was expelled).
+#[test]
+fn ring_joiner_that_created_its_own_ring_is_ordered_out() {
+    for seed in [8948, 8958, 4474, 4135] {
+        assert_eq!(check("ring", seed), None);
+    }
+}
+
 /// The schedules cover what they claim: same-instant starts, partitions that split the
 /// hosts into groups that then merged, and pauses.
 #[test]

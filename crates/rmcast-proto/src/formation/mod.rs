@@ -597,6 +597,14 @@ impl Formation {
         if now < deadline {
             return;
         }
+        if self.engine.info().members.contains(&self.cfg.me) {
+            // Admitted, the view not shown yet (a ring shows it once the token went on past
+            // the joiner, which may hold it now): rebuilding the engine would lose the token.
+            self.stage = Stage::Joining {
+                deadline: Some(now + LOOKER_FRESH),
+            };
+            return;
+        }
         match self.cfg.entry {
             Entry::JoinOrCreate => match self.lowest_looker(now).filter(|l| *l < self.cfg.me) {
                 Some(to) => {

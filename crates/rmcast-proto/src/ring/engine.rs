@@ -352,6 +352,12 @@ impl Ring {
                     return self.tell_expelled(now, from);
                 }
             }
+            if ack.next_site == self.me && ack.view > self.membership.view_id {
+                // A site of a newer view passes us the token: we are behind (the tell is then
+                // ignored), or it admitted a join of ours that we gave up on to create a ring
+                // of our own (it orders us out, `on_expelled`).
+                self.tell_expelled(now, from);
+            }
         }
         if !self.member() {
             match &ack.body {
@@ -525,6 +531,12 @@ impl Ring {
                 }
                 let old = std::mem::replace(&mut self.membership.ring, l.members.clone());
                 self.membership.view_id = l.view_id;
+                if let Some(j) = l.joined {
+                    self.membership.admitted_in.insert(j, l.view_id);
+                }
+                let ring = &self.membership.ring;
+                self.membership.admitted_in.retain(|m, _| ring.contains(m));
+                debug_assert!(self.membership.admitted_in.len() <= ring.len());
                 self.drop_removed(&old, &old_next);
                 self.watch_ring(now);
                 if let Some(gone) = l.left {
@@ -738,7 +750,15 @@ impl Ring {
                         for _ in 0..2 {
                             self.send(Destination::Group, packet::GOODBYE, |_| {});
                         }
-                        self.finish_leave();
+                        if self.membership.phase().asked_to_leave() {
+                            self.finish_leave();
+                        } else {
+                            // Ordered out without asking (a joiner the site took for the
+                            // joiner of another ring): an expulsion, after which the member
+                            // may join again, not a leave.
+                            let id = self.membership.delivered_view.id;
+                            self.expel(id);
+                        }
                     }
                 }
                 Entry::Lock(op) => {
@@ -879,6 +899,11 @@ impl Ring {
             || self.rec.current.is_some()
             || self.fence_if_stalled(now)
         {
+            // A null pass due while the token may not move waits for whatever unblocks it
+            // (each calls this again); left armed in the past it would fire for ever.
+            if self.timers.due(RingTimer::Null, now) {
+                self.timers.clear(RingTimer::Null);
+            }
             return;
         }
         if let Some(list) = self.next_change() {
@@ -991,7 +1016,14 @@ impl Ring {
 
     /// The next valid List Change Request as a New List.
     fn next_change(&mut self) -> Option<NewList> {
-        while let Some((&who, &(kind, first_sseq))) = self.membership.lcrs.iter().next() {
+        loop {
+            // Removals first: a member ordered out (one that joined another ring of this name)
+            // must not be passed the token by a New List that changes something else.
+            let lcrs = &self.membership.lcrs;
+            let leave = lcrs.iter().find(|(w, (k, _))| {
+                *k == packet::LCR_LEAVE && **w != self.me && self.membership.ring.contains(w)
+            });
+            let (&who, &(kind, first_sseq)) = leave.or_else(|| lcrs.iter().next())?;
             self.membership.lcrs.remove(&who);
             let mut members = self.membership.ring.clone();
             let (joined, left) = match kind {
@@ -1039,7 +1071,6 @@ impl Ring {
                 unicast_only,
             });
         }
-        None
     }
 
     /// Data this site holds that can be ordered: each member's packets in sequence.
@@ -1291,6 +1322,13 @@ impl Ring {
             }
         }
         match kind {
+            packet::LCR_JOIN
+                if member
+                    && self.membership.lcrs.get(&from).map(|l| l.0) == Some(packet::LCR_LEAVE) =>
+            {
+                // Being ordered out (it took part in another ring): its old admission is
+                // void; it joins afresh once the removal is ordered.
+            }
             packet::LCR_JOIN if member => {
                 // Admitted already: the New List again, to the joiner only.
                 let list = self.order.log.values().find(|e| {

@@ -104,6 +104,10 @@ pub(super) struct Membership {
     /// While joining to merge into another ring of this name: a member of that ring, so that
     /// only it admits us ([`crate::Engine::rejoin`]).
     pub(super) join_into: Option<NodeId>,
+    /// The view in which each member this member saw admitted joined (members of the ring
+    /// only). A member's own view never falls below it: one that says it is in an older view
+    /// is in another ring of this name.
+    pub(super) admitted_in: BTreeMap<NodeId, u64>,
 }
 
 impl Membership {
@@ -128,6 +132,7 @@ impl Membership {
             unicast_members: BTreeSet::new(),
             unicast_joiners: BTreeSet::new(),
             join_into: None,
+            admitted_in: BTreeMap::new(),
         }
     }
 

@@ -783,6 +783,30 @@ impl Ring {
             self.membership.lcrs.insert(from, (packet::LCR_LEAVE, 0));
             return self.after_progress(now);
         }
+        if self.in_ring()
+            && !self.leaving()
+            && self
+                .membership
+                .admitted_in
+                .get(&from)
+                .is_some_and(|&v| view < v)
+        {
+            // A view older than the one it was admitted in: it is the member of another ring
+            // of this name (a joiner that gave up waiting and created its own while its join
+            // was admitted here), and never takes part in ours. It is ordered out; a token
+            // passed to it comes back.
+            if self
+                .token
+                .passing
+                .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack)
+            {
+                self.token.passing = None;
+                self.token.holding = true;
+                self.timers.clear(RingTimer::Pass);
+            }
+            self.membership.lcrs.insert(from, (packet::LCR_LEAVE, 0));
+            return self.after_progress(now);
+        }
         // A leaver behind its own removal is told it is out: that is its leave, which it
         // finishes by catching up (the others keep what it lacks for it).
         if !self.in_ring()
