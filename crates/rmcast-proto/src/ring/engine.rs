@@ -352,12 +352,6 @@ impl Ring {
                     return self.tell_expelled(now, from);
                 }
             }
-            if ack.next_site == self.me && ack.view > self.membership.view_id {
-                // A site of a newer view passes us the token: we are behind (the tell is then
-                // ignored), or it admitted a join of ours that we gave up on to create a ring
-                // of our own (it orders us out, `on_expelled`).
-                self.tell_expelled(now, from);
-            }
         }
         if !self.member() {
             match &ack.body {
