@@ -284,6 +284,14 @@ impl Measurement {
         self.members.iter().map(|m| m.msgs_per_sec).sum::<f64>() / self.members.len() as f64
     }
 
+    /// The slowest member's rate: it bounds how long a run of a given count takes.
+    fn min_rate(&self) -> f64 {
+        self.members
+            .iter()
+            .map(|m| m.msgs_per_sec)
+            .fold(f64::NAN, f64::min)
+    }
+
     /// Median of the members' p50.
     fn p50_us(&self) -> f64 {
         let mut v: Vec<f64> = self.members.iter().map(|m| m.latency_p50_us).collect();
@@ -1029,6 +1037,10 @@ impl Probe {
 const CALIBRATION_MSGS: u64 = 3_000;
 /// Upper bound of messages per sender, whatever the calibration says.
 const MAX_RMCAST_MSGS: u64 = 50_000_000;
+/// A calibration run shorter than this is repeated with ten times the messages.
+const MIN_CALIBRATION_SECS: f64 = 0.1;
+/// The most messages per sender a calibration run grows to.
+const MAX_CALIBRATION_MSGS: u64 = 300_000;
 
 fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
     let mut notes = Vec::new();
@@ -1044,15 +1056,28 @@ fn run_rmcast(cfg: &RunConfig) -> Result<Measurement> {
                 perturb: None,
                 ..cfg.clone()
             };
-            let probe = run_workers(&calibration, CALIBRATION_MSGS, "rmcast probe", None)?;
-            let rate = probe.mean_rate() / cfg.senders as f64;
-            // Also catches NaN from a run that delivered nothing.
-            if rate.is_nan() || rate <= 0.0 {
-                bail!("the calibration run delivered nothing");
-            }
+            // Small messages bundle into a few datagrams: a probe that short may be delivered
+            // in one burst and measure a rate no group sustains (a 50-million-message run
+            // followed). The probe grows until it lasts long enough to time, and the slowest
+            // member's rate sizes the run.
+            let mut probe_msgs = CALIBRATION_MSGS;
+            let rate = loop {
+                let probe = run_workers(&calibration, probe_msgs, "rmcast probe", None)?;
+                let rate = probe.min_rate() / cfg.senders as f64;
+                // Also catches NaN from a run that delivered nothing.
+                if rate.is_nan() || rate <= 0.0 {
+                    bail!("the calibration run delivered nothing");
+                }
+                if probe_msgs as f64 / rate >= MIN_CALIBRATION_SECS
+                    || probe_msgs >= MAX_CALIBRATION_MSGS
+                {
+                    break rate;
+                }
+                probe_msgs *= 10;
+            };
             let n = ((rate * d.as_secs_f64()) as u64).clamp(CALIBRATION_MSGS, MAX_RMCAST_MSGS);
             notes.push(format!(
-                "{n} messages per sender, from a {CALIBRATION_MSGS}-message calibration run at {} msgs/s",
+                "{n} messages per sender, from a {probe_msgs}-message calibration run at {} msgs/s",
                 si(rate)
             ));
             n

@@ -348,6 +348,7 @@ impl Formation {
             self.counters.notices_dropped += 1;
         }
         self.notices.push_back(n);
+        debug_assert!(self.notices.len() <= MAX_NOTICES);
     }
 
     fn encode(&mut self, h: Hello, buf: &mut Vec<u8>) {
@@ -368,6 +369,7 @@ impl Formation {
             return false;
         }
         *n += 1;
+        debug_assert!(*n <= MAX_ANSWERS);
         true
     }
 
@@ -417,6 +419,7 @@ impl Formation {
             }
         }
         self.heard.push(id);
+        debug_assert!(self.heard.len() <= MAX_LOOKERS);
     }
 
     /// A HELLO of `id` said its path takes datagrams of `bytes`.
@@ -436,6 +439,7 @@ impl Formation {
                 self.paths.push((id, bytes));
             }
         }
+        debug_assert!(self.paths.len() <= MAX_LOOKERS);
         self.fit_datagrams();
     }
 
@@ -453,6 +457,8 @@ impl Formation {
             return;
         }
         if self.engine.limit_datagram_bytes(want) {
+            // Datagrams only ever shrink.
+            debug_assert!(want < self.datagram_bytes);
             self.datagram_bytes = want;
             self.notice(Notice::DatagramsLimited { bytes: want });
         }
@@ -472,6 +478,7 @@ impl Formation {
             }
         }
         self.lookers.push((id, now));
+        debug_assert!(self.lookers.len() <= MAX_LOOKERS);
     }
 
     /// The lowest id among the lookers heard in the last [`LOOKER_FRESH`].
