@@ -7,7 +7,7 @@ use rmcast::{Counters, GroupInfo, GroupSender};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -178,6 +178,12 @@ impl Publisher {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        // In a shared temp dir another user may have made the directory first (or a link
+        // named like it): it must be ours, a real directory, and closed to others.
+        if let Some(base) = dir.parent() {
+            check_private_dir(base)?;
+        }
+        check_private_dir(&dir)?;
         let path = dir.join(format!("{}.json", sender.me()));
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, path2) = (stop.clone(), path.clone());
@@ -217,10 +223,54 @@ impl Drop for Publisher {
     }
 }
 
+/// Whether `dir` is a directory (not a link to one) owned by this user and closed to others;
+/// an error that says what is wrong otherwise.
+fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    let m = std::fs::symlink_metadata(dir)?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let wrong = if !m.file_type().is_dir() {
+        Some("is not a directory (a symbolic link?)".to_string())
+    } else if m.uid() != uid {
+        Some(format!(
+            "is owned by uid {}, not by this user ({uid})",
+            m.uid()
+        ))
+    } else if m.mode() & 0o077 != 0 {
+        Some(format!(
+            "is open to other users (mode {:o})",
+            m.mode() & 0o777
+        ))
+    } else {
+        None
+    };
+    match wrong {
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} {why}", dir.display()),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Write `p` to a temporary file and rename it over `path`: a reader never sees half a file.
+/// The temporary file is created anew, never through a link (a stale one is removed first),
+/// readable by this user only.
 fn write_atomically(path: &Path, p: &Published) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(p)?)?;
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(&serde_json::to_vec(p)?)?;
+    drop(f);
+    // A rename replaces whatever `path` is (a link included) and follows nothing.
     std::fs::rename(&tmp, path)
 }
 
@@ -312,6 +362,10 @@ fn table(group: &str, rows: &[(Published, bool)]) -> String {
 /// Run `rmcast stat`.
 pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     let dir = group_dir(&args.group);
+    // Counters read from a directory another user controls could be anybody's.
+    if std::fs::symlink_metadata(&dir).is_ok() {
+        check_private_dir(&dir)?;
+    }
     let terminal = std::io::stdout().is_terminal();
     loop {
         let text = table(&args.group, &read_all(&dir));
@@ -397,4 +451,84 @@ pub fn prometheus_text(s: &Stats) -> String {
     put("recovering", "gauge", s.info.recovering as u64);
     put("buffered_messages", "gauge", s.info.buffered_msgs as u64);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A fresh directory of this test's own under the temp dir.
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("rmcast-stats-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_private_directory_passes_and_others_are_refused_with_the_reason() {
+        let d = scratch("dirs");
+        check_private_dir(&d).unwrap();
+        // Open to others.
+        let open = d.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_private_dir(&open).unwrap_err().to_string();
+        assert!(e.contains("open to other users"), "{e}");
+        // A link to a private directory is not one.
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        let e = check_private_dir(&link).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        // Owned by somebody else (only root can make one here).
+        if unsafe { libc::getuid() } == 0 {
+            let theirs = d.join("theirs");
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&theirs)
+                .unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            let e = check_private_dir(&theirs).unwrap_err().to_string();
+            assert!(e.contains("owned by uid 65534"), "{e}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn counters_are_never_written_through_a_link() {
+        let d = scratch("links");
+        let victim = d.join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let path = d.join("7.json");
+        // A link planted where the temporary file goes, and one where the file goes.
+        std::os::unix::fs::symlink(&victim, path.with_extension("json.tmp")).unwrap();
+        let p = Published {
+            group: "g".into(),
+            engine: "sequencer".into(),
+            member: 7,
+            pid: 1,
+            updated_ns: 1,
+            view: 1,
+            members: vec![7],
+            coordinator: Some(7),
+            incarnation: 0,
+            recovering: false,
+            counters: BTreeMap::new(),
+        };
+        write_atomically(&path, &p).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        write_atomically(&path, &p).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        assert!(!std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
