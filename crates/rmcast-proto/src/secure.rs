@@ -152,10 +152,15 @@ impl GroupKey {
         Ok(GroupKey::from_bytes(out))
     }
 
-    /// The key a key file holds: exactly 32 bytes are the key itself (what `rmcast keygen`
-    /// writes); anything else is a passphrase, without the line ends around it.
+    /// The key a key file holds: exactly 32 bytes that are not all printable text are the key
+    /// itself (what `rmcast keygen` writes); anything else is a passphrase, without the line
+    /// ends around it. (32 random bytes are all printable once in about 10^14 keys; a 31-letter
+    /// passphrase and its newline, or one of 32 letters, would otherwise be used unstretched.)
     pub fn from_file_contents(contents: &[u8]) -> Result<Self, KeyError> {
-        if let Ok(bytes) = <[u8; KEY_LEN]>::try_from(contents) {
+        let text = contents
+            .iter()
+            .all(|&b| (0x20..=0x7e).contains(&b) || b == b'\n' || b == b'\r');
+        if let (Ok(bytes), false) = (<[u8; KEY_LEN]>::try_from(contents), text) {
             return Ok(GroupKey::from_bytes(bytes));
         }
         let trimmed = contents.strip_suffix(b"\n").unwrap_or(contents);
@@ -825,6 +830,16 @@ mod tests {
 
     #[test]
     fn key_files() {
+        // A passphrase of 31 letters and a newline, or of 32 letters, is 32 bytes: stretched
+        // as a passphrase, not taken as the key.
+        let p31 = GroupKey::from_file_contents(b"0123456789abcdefghijklmnopqrstu\n").unwrap();
+        assert_eq!(
+            p31,
+            GroupKey::from_passphrase(b"0123456789abcdefghijklmnopqrstu").unwrap()
+        );
+        assert_ne!(p31.bytes(), b"0123456789abcdefghijklmnopqrstu\n");
+        let p32 = GroupKey::from_file_contents(b"0123456789abcdefghijklmnopqrstuv").unwrap();
+        assert_ne!(p32.bytes(), b"0123456789abcdefghijklmnopqrstuv");
         let raw = GroupKey::from_file_contents(&[9u8; KEY_LEN]).unwrap();
         assert_eq!(raw, GroupKey::from_bytes([9u8; KEY_LEN]));
         assert_eq!(
