@@ -1,8 +1,9 @@
 //! Key files of secure groups ([`crate::GroupConfig::keys`]).
 //!
-//! A key file holds exactly 32 bytes that are not all printable text, the key itself (what [`write_key_file`] and
-//! `rmcast keygen` write, from the operating system's random generator), or else a passphrase,
-//! stretched into a key with PBKDF2-HMAC-SHA-256 ([`GroupKey::from_file_contents`]). Keys come
+//! A key file holds exactly 32 bytes that are not all printable text, the key itself (what
+//! [`write_key_file`] and `rmcast keygen` write, from the operating system's random generator),
+//! or else a passphrase, stretched into a key with PBKDF2-HMAC-SHA-256
+//! ([`GroupKey::from_file_contents`]). Keys come
 //! from files (or a file named by [`KEY_FILE_ENV`]), never from a command line, where every user
 //! of the host could read them.
 
