@@ -808,9 +808,13 @@ impl Ring {
             return self.after_progress(now);
         }
         // A leaver behind its own removal is told it is out: that is its leave, which it
-        // finishes by catching up (the others keep what it lacks for it).
+        // finishes by catching up (the others keep what it lacks for it). A leaver in a
+        // reformation told of a newer view was left out by a reformation: no New List removes
+        // it, there is nothing to catch up to, and its reformation would try for ever.
+        let leaver_reformed_out =
+            self.leaving() && self.rec.current.is_some() && view > self.membership.view_id;
         if !self.in_ring()
-            || self.leaving()
+            || (self.leaving() && !leaver_reformed_out)
             || !self.membership.ring.contains(&from)
             || view < self.membership.view_id
         {
