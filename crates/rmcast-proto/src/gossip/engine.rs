@@ -77,6 +77,8 @@ struct Stats {
     table_full: u64,
     idle_periods: u64,
     unknown_origin: u64,
+    /// Membership entries refused: a version too far ahead (see [`super::membership`]).
+    forged_entries: u64,
 }
 
 /// The gossip engine (see the module docs).
@@ -227,11 +229,12 @@ impl Gossip {
     /// After the table changed: refute a false departure, install the new view.
     fn view_update(&mut self, now: Time) {
         if self.member && self.leaving.is_none() && !self.table.is_alive(self.me) {
-            // Found silent (or a stale leave) while alive: a higher version says otherwise.
+            // Found silent (or a stale or forged leave) while alive: the next version says
+            // otherwise; versions wrap, so there is always a next one.
             let version = self
                 .table
                 .get(self.me)
-                .map_or(1, |e| e.version.saturating_add(1));
+                .map_or(1, |e| e.version.wrapping_add(1));
             self.table.merge(
                 self.me,
                 MemberEntry {
@@ -314,6 +317,7 @@ impl Gossip {
             match self.table.merge(id, MemberEntry { version, alive }) {
                 Merged::Changed => changed = true,
                 Merged::Full => self.stats.table_full += 1,
+                Merged::Forged => self.stats.forged_entries += 1,
                 Merged::Unchanged => {}
             }
         }
@@ -334,6 +338,10 @@ impl Gossip {
             }
             Merged::Full => {
                 self.stats.table_full += 1;
+                return;
+            }
+            Merged::Forged => {
+                self.stats.forged_entries += 1;
                 return;
             }
             Merged::Unchanged => {}
@@ -393,8 +401,10 @@ impl Gossip {
             return;
         }
         for &(id, version, alive) in &w.members {
-            if self.table.merge(id, MemberEntry { version, alive }) == Merged::Full {
-                self.stats.table_full += 1;
+            match self.table.merge(id, MemberEntry { version, alive }) {
+                Merged::Full => self.stats.table_full += 1,
+                Merged::Forged => self.stats.forged_entries += 1,
+                Merged::Changed | Merged::Unchanged => {}
             }
         }
         self.table.admit(self.me);
@@ -439,6 +449,8 @@ impl Gossip {
             self.counters.malformed_dropped += 1;
             return;
         }
+        // A LEAVE names no member: it is its sender's own (a member leaves by itself; others
+        // find it silent), so nobody can leave for another. Its version is bounded as any entry.
         if self.member {
             self.merge_entries(now, &[(from, version, false)]);
         }
@@ -1148,6 +1160,7 @@ impl Engine for Gossip {
             ("table_full", s.table_full),
             ("idle_periods", s.idle_periods),
             ("unknown_origin", s.unknown_origin),
+            ("forged_entries", s.forged_entries),
             (
                 "buffered",
                 self.streams.values().map(|h| h.held_count() as u64).sum(),

@@ -8,9 +8,17 @@
 //! versions strictly increases with every change a table takes in (a merge that changes
 //! anything raises at least one entry, or adds one).
 //!
+//! **Refutable, bounded versions** (SWIM's incarnation rule). Versions compare as serial
+//! numbers (RFC 1982, wrapping), so that no version is highest forever: a member declared
+//! departed at version `v` (found silent, or by a forged entry) always refutes it with `v + 1`.
+//! An entry more than [`MAX_VERSION_STEP`] ahead of the version known for its member (for a
+//! member not in the table, above the step itself) is refused ([`Merged::Forged`]): versions
+//! rise by one or two per join, leave, suspicion or refutation, so only a forger jumps, and a
+//! jump past half the range would make an old version look new.
+//!
 //! The view id is that sum in the high 32 bits and a hash of the whole table in the low 32:
-//! it increases at every member with every change, and two members with the same id hold the
-//! same table (up to a 32-bit hash collision), so the same members.
+//! it increases at every member with every change (until a version wraps, which takes a forger
+//! tens of thousands of accepted steps), and two members with the same id hold the same table (up to a 32-bit hash collision), so the same members.
 //!
 //! Entries are never removed (a departed member's entry keeps a late copy of an old live entry
 //! from bringing it back); the table is bounded by `capacity`, and entries of unknown members
@@ -19,6 +27,15 @@
 use crate::common::group::fnv1a64;
 use crate::engine::NodeId;
 use std::collections::BTreeMap;
+
+/// How far ahead of the version known for a member an entry may be; beyond, it is forged.
+pub const MAX_VERSION_STEP: u32 = 1 << 16;
+
+/// Whether version `a` is after `b` in serial-number order (RFC 1982).
+fn serial_after(a: u32, b: u32) -> bool {
+    let d = a.wrapping_sub(b);
+    d != 0 && d < 1 << 31
+}
 
 /// One member's entry.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -32,7 +49,7 @@ pub struct MemberEntry {
 impl MemberEntry {
     /// Whether `other` wins over `self` in a merge.
     fn loses_to(self, other: MemberEntry) -> bool {
-        other.version > self.version
+        serial_after(other.version, self.version)
             || (other.version == self.version && self.alive && !other.alive)
     }
 }
@@ -46,6 +63,8 @@ pub enum Merged {
     Unchanged,
     /// A new member was refused: the table is full.
     Full,
+    /// The entry was refused: its version jumps more than [`MAX_VERSION_STEP`] ahead.
+    Forged,
 }
 
 /// The membership table (see the module docs).
@@ -82,12 +101,28 @@ impl Membership {
         // afterwards loses neither to what it held nor to what came in (unless refused).
         debug_assert!(self.entries.len() <= self.capacity);
         debug_assert!(before.is_none_or(|b| self.get(id).is_some_and(|now| !now.loses_to(b))));
-        debug_assert!(merged == Merged::Full || self.get(id).is_some_and(|now| !now.loses_to(e)));
+        debug_assert!(
+            matches!(merged, Merged::Full | Merged::Forged)
+                || self.get(id).is_some_and(|now| !now.loses_to(e))
+        );
+        debug_assert!(merged != Merged::Forged || self.get(id) == before);
         merged
     }
 
     fn merge_entry(&mut self, id: NodeId, e: MemberEntry) -> Merged {
         let full = self.entries.len() >= self.capacity;
+        // Nobody can know a version this far ahead of ours (or of none): refused, so that a
+        // forged entry can neither win for ever nor make our old versions look new.
+        let forged = match self.get(id) {
+            Some(c) => {
+                serial_after(e.version, c.version)
+                    && e.version.wrapping_sub(c.version) > MAX_VERSION_STEP
+            }
+            None => e.version > MAX_VERSION_STEP,
+        };
+        if forged {
+            return Merged::Forged;
+        }
         match self.entries.get_mut(&id) {
             Some(cur) if cur.loses_to(e) => {
                 *cur = e;
@@ -107,7 +142,7 @@ impl Membership {
     pub fn admit(&mut self, id: NodeId) -> Merged {
         let version = match self.get(id) {
             Some(e) if e.alive => return Merged::Unchanged,
-            Some(e) => e.version.saturating_add(1),
+            Some(e) => e.version.wrapping_add(1),
             None => 1,
         };
         self.merge(
@@ -124,7 +159,7 @@ impl Membership {
     pub fn depart(&mut self, id: NodeId) -> bool {
         match self.entries.get_mut(&id) {
             Some(e) if e.alive => {
-                e.version = e.version.saturating_add(1);
+                e.version = e.version.wrapping_add(1);
                 e.alive = false;
                 true
             }
@@ -218,5 +253,30 @@ mod tests {
         assert_eq!(m.admit(NodeId(2)), Merged::Changed);
         assert_eq!(m.admit(NodeId(3)), Merged::Full);
         assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn no_version_wins_for_ever_and_jumps_are_refused() {
+        let mut m = Membership::new(4);
+        m.admit(NodeId(1));
+        // The top of the range is old news to version 1, a long jump is refused.
+        assert_eq!(m.merge(NodeId(1), e(u32::MAX, false)), Merged::Unchanged);
+        let far = MAX_VERSION_STEP + 2;
+        assert_eq!(m.merge(NodeId(1), e(far, false)), Merged::Forged);
+        assert_eq!(m.merge(NodeId(2), e(far, false)), Merged::Forged);
+        assert_eq!(m.len(), 1);
+        // Even at the top, the next version (wrapped) refutes a departure.
+        let mut m = Membership::new(4);
+        assert_eq!(
+            m.merge(NodeId(1), e(MAX_VERSION_STEP, true)),
+            Merged::Changed
+        );
+        let mut v = MAX_VERSION_STEP;
+        while v != u32::MAX {
+            v = v.saturating_add(MAX_VERSION_STEP);
+            assert_eq!(m.merge(NodeId(1), e(v, false)), Merged::Changed);
+        }
+        assert_eq!(m.admit(NodeId(1)), Merged::Changed);
+        assert_eq!(m.get(NodeId(1)), Some(e(0, true)));
     }
 }

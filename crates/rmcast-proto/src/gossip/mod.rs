@@ -52,7 +52,9 @@
 //! itself so removed while alive refutes it with a higher version. A datagram from a member
 //! counted as departed (after a long partition or pause) sends it the table, so that the two
 //! merge; two sides of a partition longer than the silence timeout stay apart until a datagram
-//! crosses.
+//! crosses. **Role checks**: a LEAVE is only ever its sender's own, versions compare wrapping
+//! (RFC 1982) so a member can always refute a departure, and entries jumping more than
+//! [`membership::MAX_VERSION_STEP`] ahead are refused and counted (`forged_entries`).
 //!
 //! **Quiet groups.** Pbcast gossips forever; this engine stops when there is nothing to gossip
 //! about, so that an idle group sends nothing (and a simulation can end): once a member holds

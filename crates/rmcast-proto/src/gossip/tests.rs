@@ -501,3 +501,72 @@ fn malformed_datagrams_are_counted_and_dropped() {
     let got = net.delivered(1, 0);
     assert!(got.ends_with(&sent), "{got:?}");
 }
+
+#[test]
+fn forged_departures_are_refuted_or_refused_and_the_member_stays() {
+    let mut net = Net::new(4, cfg());
+    let all: Vec<NodeId> = (0..4).map(NodeId).collect();
+    // Member 3 (a key holder) forges: a LEAVE in member 1's name, and tables declaring member
+    // 1 departed at the top of the version range, far ahead of its version, and just ahead.
+    let forged = |ptype: u8, body: &dyn Fn(&mut Vec<u8>)| {
+        let sender = if ptype == packet::LEAVE { 1 } else { 3 };
+        let mut b = Vec::new();
+        Header {
+            engine: EngineKind::Gossip,
+            ptype,
+            flags: 0,
+            group: 7,
+            incarnation: 0,
+            sender: NodeId(sender),
+        }
+        .encode(&mut b);
+        body(&mut b);
+        b
+    };
+    let members = |version: u32| {
+        forged(packet::MEMBERS, &|b| {
+            packet::Members {
+                want_reply: false,
+                view_id: 0,
+                entries: vec![(NodeId(1), version, false)],
+            }
+            .encode(b)
+        })
+    };
+    let leave = |version: u32| forged(packet::LEAVE, &|b| b.extend(version.to_be_bytes()));
+    let far = super::membership::MAX_VERSION_STEP + 10;
+    for d in [
+        members(u32::MAX),
+        leave(u32::MAX),
+        members(far),
+        leave(far),
+        members(3),
+    ] {
+        for i in [0, 1, 2] {
+            let now = net.now;
+            net.node(i).handle_datagram(now, NodeId(3), &d);
+            net.poll(i);
+        }
+        net.run_for(Duration::from_secs(1));
+        for i in 0..4 {
+            assert_eq!(net.last_view(i).1, all, "member {i}");
+        }
+    }
+    // The far jumps were refused and counted; the near one was refuted by member 1 itself.
+    for i in [0, 2] {
+        assert_eq!(net.counter(i, "forged_entries"), 2, "member {i}");
+    }
+    assert!(net.counter(1, "refutations") >= 1);
+    // Member 1 still receives and is received.
+    let a = net.send(0, 3);
+    let b = net.send(1, 3);
+    net.run_for(Duration::from_secs(2));
+    for i in 0..4 {
+        if i != 0 {
+            assert_eq!(net.delivered(i, 0), a, "member {i}");
+        }
+        if i != 1 {
+            assert_eq!(net.delivered(i, 1), b, "member {i}");
+        }
+    }
+}
