@@ -260,6 +260,10 @@ struct Ext {
     beyond_window: u64,
     adverts_sent: u64,
     rtt_samples: u64,
+    /// DATA or DATA_EOF naming the session's origin but sent by a node that is neither the
+    /// origin nor an ACK processor heard in the session (a forgery, or a relay before the
+    /// origin announced itself): dropped.
+    not_from_origin: u64,
 }
 
 impl Tree {
@@ -855,9 +859,34 @@ impl Tree {
             .is_some_and(|r| r.origin.is_none_or(|o| o == origin))
     }
 
-    fn on_data(&mut self, now: Time, origin: NodeId, seq: u64, payload: &[u8]) {
+    /// Whether DATA or DATA_EOF of `origin`'s session may come from `from`: the origin itself,
+    /// or, once the origin is fixed, an ACK processor (a DR repairing) heard in the session.
+    /// The origin is fixed by its own first announcement (level-0 SND_ACK_TOME, DATA or
+    /// DATA_EOF sent by itself), never by a packet that only names it.
+    fn may_send_for(&self, from: NodeId, origin: NodeId) -> bool {
+        from == origin
+            || self.rcv.as_ref().is_some_and(|r| {
+                r.origin == Some(origin)
+                    && (r.ap == Some(from)
+                        || r.heard.get(&from).is_some_and(|h| h.advert.level > 0))
+            })
+    }
+
+    /// Whether a session packet from `from` naming `origin` is taken; counts what is not.
+    fn session_packet(&mut self, from: NodeId, origin: NodeId) -> bool {
         if !self.is_origin(origin) || origin == self.me {
             self.counters.foreign_dropped += 1;
+            return false;
+        }
+        if !self.may_send_for(from, origin) {
+            self.ext.not_from_origin += 1;
+            return false;
+        }
+        true
+    }
+
+    fn on_data(&mut self, now: Time, from: NodeId, origin: NodeId, seq: u64, payload: &[u8]) {
+        if !self.session_packet(from, origin) {
             return;
         }
         self.connect(origin, now);
@@ -935,9 +964,8 @@ impl Tree {
         }
     }
 
-    fn on_eof(&mut self, now: Time, origin: NodeId, total: u64) {
-        if !self.is_origin(origin) || origin == self.me {
-            self.counters.foreign_dropped += 1;
+    fn on_eof(&mut self, now: Time, from: NodeId, origin: NodeId, total: u64) {
+        if !self.session_packet(from, origin) {
             return;
         }
         self.connect(origin, now);
@@ -1135,9 +1163,11 @@ impl Tree {
         };
         match p {
             Packet::Data { seq, payload } if seq < u64::MAX / 2 => {
-                self.on_data(now, origin, seq, payload)
+                self.on_data(now, h.sender, origin, seq, payload)
             }
-            Packet::Eof { total } if total < u64::MAX / 2 => self.on_eof(now, origin, total),
+            Packet::Eof { total } if total < u64::MAX / 2 => {
+                self.on_eof(now, h.sender, origin, total)
+            }
             Packet::Ack {
                 txnow,
                 l,
@@ -1484,6 +1514,7 @@ impl Engine for Tree {
             ("beyond_window", e.beyond_window),
             ("adverts_sent", e.adverts_sent),
             ("rtt_samples", e.rtt_samples),
+            ("not_from_origin", e.not_from_origin),
             ("level", u64::from(level)),
         ];
         if let Some(s) = &self.snd {

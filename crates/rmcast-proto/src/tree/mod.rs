@@ -31,7 +31,11 @@
 //! already queued, so that a repair is not overtaken by the receiver's next request for it;
 //! a receiver that holds everything it knows of repeats its last ACK at growing intervals
 //! (the paper's ACKs stay periodic), then falls silent once its AP would have stopped waiting
-//! for it (`child_silence_ms`), so that an idle session goes quiet.
+//! for it (`child_silence_ms`), so that an idle session goes quiet. **Role checks**: the
+//! session's origin is fixed by its own first announcement (level-0 SND_ACK_TOME, or DATA or
+//! DATA_EOF it sent itself); its DATA and DATA_EOF are then taken only from it or from an ACK
+//! processor heard in the session, RESET only from it, and only it advertises at level 0;
+//! anything else is dropped and counted (`not_from_origin`, or `foreign_dropped`).
 
 #[cfg(test)]
 mod ack_repeat;

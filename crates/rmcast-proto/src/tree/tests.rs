@@ -503,3 +503,65 @@ fn a_repair_goes_out_before_new_data_already_queued() {
     assert_eq!(repair, 0, "queued first: {order:?}");
     assert!(data_after > 1, "no new data was queued: {order:?}");
 }
+
+#[test]
+fn another_node_forging_the_sessions_data_is_ignored() {
+    let mut net = Net::new(fast(), flat(3, 1), 0.0, true);
+    for i in 1..3 {
+        net.start(i);
+    }
+    // Node 9 (a key holder) forges DATA and DATA_EOF naming host 0 as their origin, and
+    // advertises itself as the top of the tree: before the session starts, and during it.
+    let forge = |net: &mut Net| {
+        let mut forged = Vec::new();
+        for seq in 0..40u64 {
+            let mut b = Vec::new();
+            crate::wire::Header {
+                engine: crate::wire::EngineKind::Tree,
+                ptype: packet::DATA,
+                flags: 0,
+                group: 7,
+                incarnation: 0,
+                sender: NodeId(9),
+            }
+            .encode(&mut b);
+            b.extend(0u32.to_be_bytes());
+            b.extend(seq.to_be_bytes());
+            b.extend_from_slice(b"forged");
+            forged.push(b);
+        }
+        let mut eof = Vec::new();
+        crate::wire::Header {
+            engine: crate::wire::EngineKind::Tree,
+            ptype: packet::DATA_EOF,
+            flags: 0,
+            group: 7,
+            incarnation: 0,
+            sender: NodeId(9),
+        }
+        .encode(&mut eof);
+        eof.extend(0u32.to_be_bytes());
+        eof.extend(3u64.to_be_bytes());
+        forged.push(eof);
+        for i in 1..3 {
+            for d in &forged {
+                let now = net.now;
+                net.nodes[i].handle_datagram(now, NodeId(9), d);
+            }
+            net.poll(i);
+        }
+    };
+    forge(&mut net);
+    let mut f = feed(100, false);
+    net.step_until(Time(200 * MS), &mut f);
+    forge(&mut net);
+    net.step_until(Time(3_000 * MS), &mut f);
+    expect_all(&net, 100, 0..3);
+    for i in 1..3 {
+        assert_eq!(
+            counter(&net.nodes[i], "not_from_origin"),
+            2 * 41,
+            "host {i}"
+        );
+    }
+}
