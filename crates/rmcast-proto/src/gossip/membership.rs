@@ -18,7 +18,8 @@
 //!
 //! The view id is that sum in the high 32 bits and a hash of the whole table in the low 32:
 //! it increases at every member with every change (until a version wraps, which takes a forger
-//! tens of thousands of accepted steps), and two members with the same id hold the same table (up to a 32-bit hash collision), so the same members.
+//! tens of thousands of accepted steps), and two members with the same id hold the same table
+//! (up to a 32-bit hash collision), so the same members.
 //!
 //! Entries are never removed (a departed member's entry keeps a late copy of an old live entry
 //! from bringing it back); the table is bounded by `capacity`, and entries of unknown members
