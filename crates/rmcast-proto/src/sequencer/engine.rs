@@ -474,8 +474,8 @@ impl Sequencer {
             view,
         } = body
         {
-            // A result names its incarnation itself: it reaches members of older ones.
-            self.rec.detector.heard(from, now);
+            // A result names its incarnation itself: it reaches members of older ones. Its
+            // sender counts as heard only if it was entitled to send it (`on_result`).
             self.on_result(from, incarnation, seq, stable, settled, view);
             self.pump();
             return;
@@ -501,16 +501,22 @@ impl Sequencer {
     fn dispatch(&mut self, from: NodeId, body: Body<'_>, data: &Bytes) {
         let seq_role = self.is_sequencer();
         let recovering = self.recovering();
-        // Roles, not claims: a member takes ordering state only from a member of its view (the
-        // sequencer, its successor, a recovery coordinator), never from an id it does not know.
+        // Roles, not claims: a member takes ordering state only from the member entitled to
+        // order here (see `orders_here`), never from another member of the view or an id it
+        // does not know: one forged BC_BCAST would otherwise put its entries in the total order.
         // A joiner admitted before it installed any view (its first view entry is still on the
         // way, perhaps from a sequencer that took over since) has no roles to check yet.
-        let ordering = matches!(body, Body::Ordered { .. } | Body::Accept(_) | Body::Sync(_));
-        if ordering
-            && self.phase == Phase::Member
-            && !self.view.members.is_empty()
-            && !self.orders_here(from)
-        {
+        let claim = match &body {
+            Body::Ordered { state, .. } | Body::Accept(state) | Body::Sync(state) => {
+                Some(state.next_seq)
+            }
+            _ => None,
+        };
+        if claim.is_some_and(|next_seq| {
+            self.phase == Phase::Member
+                && !self.view.members.is_empty()
+                && !self.orders_here(from, next_seq)
+        }) {
             self.stats.ordering_refused += 1;
             return;
         }
@@ -585,11 +591,47 @@ impl Sequencer {
         }
     }
 
-    /// Whether `from` may send ordering state to this member.
-    fn orders_here(&self, from: NodeId) -> bool {
+    /// Whether `from` may send ordering state (claiming numbers up to `next_seq`) to this
+    /// member: the sequencer of its view, the one it follows (after a reset, a handover), the
+    /// successor named by a handover it holds but has not delivered yet, and in recovery the
+    /// member it repairs from (the repairs are the old order's entries, which only they hold for
+    /// it). A member that missed the handover altogether cannot know the successor, and its
+    /// old sequencer goes once the successor has the handover: another member of the view that
+    /// orders beyond all we know is followed, but only once the sequencer we follow has left a
+    /// probe unanswered (a live one is heard within that time, so a member cannot take its
+    /// role while it runs).
+    fn orders_here(&self, from: NodeId, next_seq: u64) -> bool {
         from == self.view.coordinator
             || from == self.sequencer_hint
-            || self.view.members.contains(&from)
+            || self.recovery_source(from)
+            || self.named_by_held_view(from)
+            || (!self.recovering()
+                && self.view.members.contains(&from)
+                && next_seq >= self.hist.seq_next_known
+                && self.sequencer_quiet())
+    }
+
+    /// Whether the sequencer this member follows has been silent for longer than it takes a
+    /// live one to answer a probe.
+    fn sequencer_quiet(&self) -> bool {
+        let answer =
+            Duration::from_millis(self.cfg.alive_interval_ms) + self.rec.detector.probe_timeout();
+        self.now.saturating_since(self.rec.last_heard_sequencer) >= answer
+    }
+
+    /// Whether a membership entry held here and not yet delivered names `from` as the
+    /// sequencer: its successor orders the numbers after a handover before this member
+    /// delivers it. Entries here came from members entitled to order, so the name is theirs.
+    fn named_by_held_view(&self, from: NodeId) -> bool {
+        (self.hist.next_deliver..self.hist.seq_next_known).any(|s| {
+            self.hist.buffer.get(s).is_some_and(|e| {
+                e.kind != packet::EntryKind::Data
+                    && e.payload
+                        .as_deref()
+                        .and_then(|p| crate::common::decode_view(p).ok())
+                        .is_some_and(|(_, coordinator, _)| coordinator == from)
+            })
+        })
     }
 
     /// BC_SYNC: report where we stand.

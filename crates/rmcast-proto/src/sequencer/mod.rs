@@ -38,6 +38,11 @@
 //! ([`crate::common::Fence`]): meanwhile the others may have reset the group without it, and
 //! the requests waiting in its socket must not be delivered here in a view they left.
 //!
+//! **Roles, not claims.** Ordered data, accepts and syncs are taken only from the member
+//! entitled to order here (the sequencer, its named successor, in recovery the member repaired
+//! from), and BC_RESULT only from a member of the group it founds, in the way its role allows
+//! (`Sequencer::orders_here`, `Sequencer::result_entitled`); others are refused and counted.
+//!
 //! **Layout.** One [`Sequencer`] per member, made of parts that each keep their own state and
 //! check their own invariants. The parts import nothing of the member that holds them; the
 //! protocol steps that work on the whole member (`impl Sequencer` in `engine`, `delivery`,

@@ -38,9 +38,13 @@ pub(super) const MAX_RETRANS_QUEUE: usize = 256;
 pub(super) struct Stats {
     /// BC_SYNC datagrams sent.
     pub(super) syncs_sent: u64,
-    /// Ordering state (BC_BCAST, accepts, syncs) from a node that is not a member of the view,
-    /// refused: roles, not claims.
+    /// Ordering state (BC_BCAST, accepts, syncs) from a node not entitled to order here (not
+    /// the sequencer, its named successor, or in recovery the member repaired from), refused:
+    /// roles, not claims.
     pub(super) ordering_refused: u64,
+    /// BC_RESULT from a node not entitled to send it (see `Sequencer::result_entitled`),
+    /// refused.
+    pub(super) results_refused: u64,
     /// Requests further ahead of their sender's stream than a send window, refused.
     pub(super) requests_far_ahead: u64,
     /// Gaps in a sender's requests this sequencer asked the sender to fill at once.
@@ -67,6 +71,7 @@ impl Stats {
         vec![
             ("syncs_sent", self.syncs_sent),
             ("ordering_refused", self.ordering_refused),
+            ("results_refused", self.results_refused),
             ("requests_far_ahead", self.requests_far_ahead),
             ("request_gaps_asked", self.request_gaps_asked),
             ("request_gaps_filled", self.request_gaps_filled),

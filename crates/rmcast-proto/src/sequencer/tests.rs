@@ -1110,3 +1110,150 @@ fn the_survivor_of_two_waiting_in_recovery_leaves_at_once() {
     assert!(k.contains(&"reset") && k.last() == Some(&"left"), "{k:?}");
     assert_eq!(last_view(&net.events[0]).unwrap().members, [NodeId(1)]);
 }
+
+/// A header for a datagram forged by member `from` of the test group, in incarnation 0.
+fn forged_header(ptype: u8, from: u32) -> crate::wire::Header {
+    crate::wire::Header {
+        engine: crate::wire::EngineKind::Sequencer,
+        ptype,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(from),
+    }
+}
+
+/// BC_RESULT forged by member `from`: a reset to `incarnation` at `seq`, founding `members`
+/// with `coordinator` as sequencer.
+fn forged_result(
+    from: u32,
+    incarnation: u32,
+    seq: u64,
+    coordinator: u32,
+    members: &[u32],
+) -> Vec<u8> {
+    let members: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let view = crate::common::view_bytes(1, NodeId(coordinator), &members);
+    let mut buf = Vec::new();
+    packet::encode_control(
+        &mut buf,
+        &forged_header(ptype::RESULT, from),
+        &packet::Body::Result {
+            incarnation,
+            seq,
+            stable: 0,
+            settled: true,
+            view: &view,
+        },
+    );
+    buf
+}
+
+/// Roles, not claims: a member that is not the sequencer forges BC_RESULT (which passes the
+/// incarnation filter) to the other members of a 3-member group in normal operation: one that
+/// removes everybody (its sender included), one that names the sequencer as coordinator of a
+/// group without the receiver, one that founds a group of the forger alone, and one that makes
+/// the forger the sequencer. Each is refused and counted; nobody is expelled or reset, the view
+/// and the incarnation stay, and the group goes on delivering in one total order.
+#[test]
+fn a_forged_result_from_a_member_changes_nothing() {
+    let cases: [(&str, u32, u32, &[u32]); 4] = [
+        ("removes everybody", 1, 1, &[]),
+        ("not from the coordinator it names", 1, 1, &[1, 3]),
+        ("a group of the forger alone", 1, 3, &[3]),
+        ("installs the forger as sequencer", 1, 3, &[1, 2, 3]),
+    ];
+    for (case, incarnation, coordinator, members) in cases {
+        let mut net = Net::new(3, cfg(0));
+        net.nodes[0]
+            .submit(net.now, Bytes::from_static(b"before"), Qos::default())
+            .unwrap();
+        net.run_for(Duration::from_millis(100));
+        let views: Vec<_> = (0..3).map(|i| net.nodes[i].info().members).collect();
+        for to in 0..2 {
+            let seq = net.nodes[to].hist.held_next;
+            let forged = forged_result(3, incarnation, seq, coordinator, members);
+            net.nodes[to].handle_datagram(net.now, NodeId(3), &forged);
+        }
+        for round in 0..5u8 {
+            for i in 0..3 {
+                let _ =
+                    net.nodes[i].submit(net.now, Bytes::from(vec![i as u8, round]), Qos::default());
+            }
+            net.run_for(Duration::from_millis(20));
+        }
+        net.run_for(Duration::from_millis(500));
+        for (i, view) in views.iter().enumerate() {
+            let k = kinds(&net.events[i]);
+            assert!(
+                !k.contains(&"expelled") && !k.contains(&"reset") && !k.contains(&"failed"),
+                "{case}: node {i}: {k:?}"
+            );
+            let info = net.nodes[i].info();
+            assert_eq!(info.incarnation, 0, "{case}: node {i}");
+            assert_eq!(&info.members, view, "{case}: node {i}");
+            assert_eq!(net.deliveries(i).len(), 16, "{case}: node {i}");
+        }
+        assert_eq!(net.deliveries(0), net.deliveries(1), "{case}");
+        assert_eq!(net.deliveries(0), net.deliveries(2), "{case}");
+        for to in 0..2 {
+            let refused = engine_counter(&net.nodes[to], "results_refused");
+            assert_eq!(refused, 1, "{case}: node {to}");
+        }
+    }
+}
+
+/// Roles, not claims: a member of the view that is not the sequencer forges ordered data (a
+/// message of its own at the next sequence number, accepted at once) and an accept to another
+/// member. Both are refused and counted: the member delivers only what the sequencer ordered,
+/// in the same order as the others.
+#[test]
+fn ordered_data_and_accepts_only_from_the_sequencer() {
+    let mut net = Net::new(3, cfg(1));
+    net.nodes[0]
+        .submit(net.now, Bytes::from_static(b"before"), Qos::default())
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    // Forged while the sequencer runs (heard within the last 100 ms): no member may take its
+    // role.
+    let next = net.nodes[0].seq_state().next_seq;
+    let state = packet::SeqState {
+        accepted_next: next + 1,
+        stable: 0,
+        next_seq: next + 1,
+        complete_next: next + 1,
+    };
+    let mut buf = Vec::new();
+    let mut w =
+        packet::OrderedWriter::new(&mut buf, &forged_header(ptype::ORDERED, 3), state, next);
+    w.push(&packet::OrderedEntry {
+        kind: packet::EntryKind::Data,
+        has_payload: true,
+        sender: NodeId(3),
+        pnum: 1_000,
+        frag_index: 0,
+        frag_count: 1,
+        payload: b"forged",
+    });
+    net.nodes[1].handle_datagram(net.now, NodeId(3), &buf);
+    let mut accept = Vec::new();
+    packet::encode_control(
+        &mut accept,
+        &forged_header(ptype::ACCEPT, 3),
+        &packet::Body::Accept(state),
+    );
+    net.nodes[1].handle_datagram(net.now, NodeId(3), &accept);
+    for round in 0..5u8 {
+        for i in 0..3 {
+            let _ = net.nodes[i].submit(net.now, Bytes::from(vec![i as u8, round]), Qos::default());
+        }
+        net.run_for(Duration::from_millis(20));
+    }
+    net.run_for(Duration::from_millis(500));
+    assert_eq!(net.deliveries(1).len(), 16);
+    assert!(net.deliveries(1).iter().all(|d| &d.3[..] != b"forged"));
+    assert_eq!(net.deliveries(0), net.deliveries(1));
+    assert_eq!(net.deliveries(0), net.deliveries(2));
+    assert_views_agree(&net);
+    assert_eq!(engine_counter(&net.nodes[1], "ordering_refused"), 2);
+}

@@ -439,6 +439,19 @@ impl Sequencer {
         }
     }
 
+    /// Whether `from` is where this member repairs from in recovery mode: the coordinator it
+    /// follows, or (as coordinator) the best member.
+    pub(super) fn recovery_source(&self, from: NodeId) -> bool {
+        let Some(r) = self.rec.mode.as_ref() else {
+            return false;
+        };
+        match &r.role {
+            Role::Participant { coordinator, .. } => *coordinator == from,
+            Role::Coordinator(_) => self.rec.repair_from == Some(from),
+            Role::Idle => false,
+        }
+    }
+
     /// Our holding point moved during recovery: tell the coordinator, or re-check as one.
     pub(super) fn recovery_progress(&mut self) {
         let Some(r) = self.rec.mode.as_mut() else {

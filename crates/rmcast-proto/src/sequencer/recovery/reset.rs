@@ -467,10 +467,15 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return;
         }
-        let Ok((_, _, members)) = decode_view(view) else {
+        let Ok((_, coordinator, members)) = decode_view(view) else {
             return;
         };
         let mine = members.contains(&self.me);
+        if !self.result_entitled(from, incarnation, seq, coordinator, &members) {
+            self.stats.results_refused += 1;
+            return;
+        }
+        self.rec.detector.heard(from, self.now);
         if incarnation == self.incarnation {
             let same = self
                 .rec
@@ -497,8 +502,10 @@ impl Sequencer {
             view: Bytes::copy_from_slice(view),
         };
         if incarnation == self.incarnation.wrapping_add(1) && mine && self.hist.held_next >= seq {
-            self.install_result(from, &res);
-            self.rec.control.ack(from);
+            // The coordinator it names orders next and waits for our acknowledgement, whoever
+            // of its group answered us with it.
+            self.install_result(coordinator, &res);
+            self.rec.control.ack(coordinator);
             return;
         }
         if incarnation == self.incarnation.wrapping_add(1) {
@@ -513,6 +520,58 @@ impl Sequencer {
         if self.phase == Phase::Member {
             self.expel(incarnation);
         }
+    }
+
+    /// Whether `from` may send this member the result of a reset (incarnation `incarnation`,
+    /// entry at `seq`, founding `members` with `coordinator` as sequencer). It passes the
+    /// incarnation filter, so the roles are checked here:
+    ///
+    /// - whoever sends a result built it or installed it: it is a member of the group it founds
+    ///   (a result that removes everybody, its sender included, comes from nobody);
+    /// - a result installed here makes the coordinator it names our sequencer: only while we
+    ///   take part in a recovery (a group names us only if we voted for it), and never one
+    ///   naming us (we would have built it);
+    /// - a result that leaves us out (or is further ahead) ends our membership: while we take
+    ///   part in a recovery any member of the group that went on may answer our invitations
+    ///   with it; in normal operation only its coordinator or our own sequencer (which answers
+    ///   our probes with it), and under the majority policy only for a group that holds a
+    ///   majority of our view (a reset needs one), so that one member's datagram cannot expel
+    ///   the rest. A refused result does not count as hearing from its sender: a member whose
+    ///   sequencer answers its probes only with results finds it failed, and in recovery takes
+    ///   the result from any member of the group that went on.
+    fn result_entitled(
+        &self,
+        from: NodeId,
+        incarnation: u32,
+        seq: u64,
+        coordinator: NodeId,
+        members: &[NodeId],
+    ) -> bool {
+        if !members.contains(&from) {
+            return false;
+        }
+        if incarnation <= self.incarnation {
+            // Ours (an acknowledgement lost; a second group of ours that settled, acted on only
+            // in recovery) or older (ignored).
+            return true;
+        }
+        let took_part = self.recovering() || self.rec.awaiting.is_some();
+        let install = incarnation == self.incarnation.wrapping_add(1)
+            && members.contains(&self.me)
+            && self.hist.held_next >= seq;
+        if install {
+            // Not one naming us: we would have built it.
+            return took_part && coordinator != self.me;
+        }
+        if took_part {
+            return true;
+        }
+        let held = members
+            .iter()
+            .filter(|m| self.view.members.contains(m))
+            .count();
+        (from == coordinator || from == self.sequencer_hint || from == self.view.coordinator)
+            && (!self.cfg.majority_policy() || held > self.view.members.len() / 2)
     }
 
     /// Where our own stream of requests stands after a reset: the last protocol number ordered
