@@ -191,7 +191,19 @@ impl Publisher {
             while !stop2.load(Ordering::Relaxed) {
                 match snapshot(&sender) {
                     Ok(s) => {
-                        let _ = write_atomically(&path2, &Published::new(&s));
+                        let p = Published::new(&s);
+                        if let Err(e) = write_atomically(&path2, &p) {
+                            // The last other member of the group on this host took the
+                            // directory away as it left: made again, as at the start.
+                            if e.kind() == std::io::ErrorKind::NotFound {
+                                if let Some(dir) = path2.parent() {
+                                    let made = std::fs::DirBuilder::new().mode(0o700).create(dir);
+                                    if made.is_ok() && check_private_dir(dir).is_ok() {
+                                        let _ = write_atomically(&path2, &p);
+                                    }
+                                }
+                            }
+                        }
                     }
                     Err(rmcast::Error::Closed) => break,
                     Err(_) => {}
@@ -220,6 +232,10 @@ impl Drop for Publisher {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.path);
+        // The group's directory goes with its last member (it stays while others publish).
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

@@ -1031,8 +1031,18 @@ fn stats_in_member_and_rmcast_stat_show_the_members_of_this_host() {
     for m in [&mut a, &mut b] {
         assert!(m.finish(t).success());
     }
-    // Members that left remove their files.
+    // Members that left remove their files, and the last one the group's directory.
     assert!(stat().contains("0 member(s)"), "{}", stat());
+    let base = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => std::path::PathBuf::from(d).join("rmcast"),
+        _ => std::env::temp_dir().join(format!("rmcast-{}", unsafe { libc::getuid() })),
+    };
+    let hex: String = group.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !base.join(&hex).exists(),
+        "{} is left behind",
+        base.join(&hex).display()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
