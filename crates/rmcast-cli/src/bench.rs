@@ -945,9 +945,7 @@ fn raw_send(
         }
         // Time and the stop flag are read every 64 messages: cheap enough, and a duration run
         // overshoots by at most 64 datagrams.
-        if n.is_multiple_of(64)
-            && (sh.now_ns() >= deadline_ns || sh.stop_tx.load(Ordering::Relaxed))
-        {
+        if n % 64 == 0 && (sh.now_ns() >= deadline_ns || sh.stop_tx.load(Ordering::Relaxed)) {
             break;
         }
         if n - acked >= window {
@@ -989,7 +987,7 @@ fn raw_send(
             }
         }
         n += 1;
-        if n.is_multiple_of(64) {
+        if n % 64 == 0 {
             sh.sent[s].store(n, Ordering::Relaxed);
         }
     }

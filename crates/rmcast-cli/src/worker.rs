@@ -471,7 +471,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         // Flat out, the clock is read every 32 sends rather than every one (it is a measurable
         // part of the worker's time); paced, waiting or retrying, every turn.
         let more_to_send = if stream { !stopped } else { sent < args.count };
-        if interval.is_some() || !more_to_send || next.is_some() || turns.is_multiple_of(32) {
+        if interval.is_some() || !more_to_send || next.is_some() || turns % 32 == 0 {
             now = Instant::now();
             // Read with `now`: a stamp up to 31 sends old makes latencies err long, not short.
             stamp_ns = wall_clock_ns();

@@ -35,8 +35,8 @@ fn params(seed: u64) -> TreeConfig {
         cache_size_pkts: CACHE,
         // Half the seeds run the paper's slow start on every request (CONG_thresh 0), the
         // others halve the window beyond two requests per T_send.
-        cong_thresh: Some(if seed.is_multiple_of(2) { 0 } else { 2 }),
-        cong_response: if seed.is_multiple_of(2) {
+        cong_thresh: Some(if seed % 2 == 0 { 0 } else { 2 }),
+        cong_response: if seed % 2 == 0 {
             CongestionResponse::Reset
         } else {
             CongestionResponse::Halve

@@ -220,7 +220,7 @@ fn put_set(b: &mut Vec<u8>, set: &[NodeId]) {
 
 fn set_field<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], WireError> {
     let set = r.rest();
-    if !set.len().is_multiple_of(4) {
+    if set.len() % 4 != 0 {
         return Err(WireError::BadValue("set"));
     }
     Ok(set)
