@@ -173,17 +173,7 @@ impl Publisher {
     /// Start publishing `sender`'s counters for `rmcast stat`.
     pub fn start(sender: GroupSender) -> std::io::Result<Publisher> {
         let dir = group_dir(sender.name());
-        // Only this user's processes write or read their counters.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        // In a shared temp dir another user may have made the directory first (or a link
-        // named like it): it must be ours, a real directory, and closed to others.
-        if let Some(base) = dir.parent() {
-            check_private_dir(base)?;
-        }
-        check_private_dir(&dir)?;
+        make_private_dir(&dir)?;
         let path = dir.join(format!("{}.json", sender.me()));
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, path2) = (stop.clone(), path.clone());
@@ -197,8 +187,7 @@ impl Publisher {
                             // directory away as it left: made again, as at the start.
                             if e.kind() == std::io::ErrorKind::NotFound {
                                 if let Some(dir) = path2.parent() {
-                                    let made = std::fs::DirBuilder::new().mode(0o700).create(dir);
-                                    if made.is_ok() && check_private_dir(dir).is_ok() {
+                                    if make_private_dir(dir).is_ok() {
                                         let _ = write_atomically(&path2, &p);
                                     }
                                 }
@@ -237,6 +226,20 @@ impl Drop for Publisher {
             let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+/// Make `dir` (and what leads to it) for this user's processes only, and check it and its
+/// parent: in a shared temp dir another user may have made them first (or a link named like
+/// them).
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    if let Some(base) = dir.parent() {
+        check_private_dir(base)?;
+    }
+    check_private_dir(dir)
 }
 
 /// Whether `dir` is a directory (not a link to one) owned by this user and closed to others;

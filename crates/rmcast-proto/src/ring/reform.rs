@@ -769,37 +769,23 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        if self
+        let passed_to_it = self
             .token
             .passing
-            .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack)
-            && self.admitted_at(self.order.next_ack - 1) == Some(from)
-        {
-            // The joiner this site just admitted joined another ring of this name instead (its
-            // untargeted join was heard by both): it never takes the token, so the site takes
-            // it back and orders the joiner out again.
-            self.token.passing = None;
-            self.token.holding = true;
-            self.membership.lcrs.insert(from, (packet::LCR_LEAVE, 0));
-            return self.after_progress(now);
-        }
-        if self.in_ring()
+            .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack);
+        // The joiner this site just admitted joined another ring of this name instead (its
+        // untargeted join was heard by both): it never takes the token.
+        let just_admitted_elsewhere =
+            passed_to_it && self.admitted_at(self.order.next_ack - 1) == Some(from);
+        // A view older than the one it was admitted in: it is the member of another ring of
+        // this name (a joiner that gave up waiting and created its own while its join was
+        // admitted here), and never takes part in ours.
+        let older_than_its_admission = self.in_ring()
             && !self.leaving()
-            && self
-                .membership
-                .admitted_in
-                .get(&from)
-                .is_some_and(|&v| view < v)
-        {
-            // A view older than the one it was admitted in: it is the member of another ring
-            // of this name (a joiner that gave up waiting and created its own while its join
-            // was admitted here), and never takes part in ours. It is ordered out; a token
-            // passed to it comes back.
-            if self
-                .token
-                .passing
-                .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack)
-            {
+            && (self.membership.admitted_in.get(&from)).is_some_and(|&v| view < v);
+        if just_admitted_elsewhere || older_than_its_admission {
+            // Ordered out; a token just passed to it comes back.
+            if passed_to_it {
                 self.token.passing = None;
                 self.token.holding = true;
                 self.timers.clear(RingTimer::Pass);
