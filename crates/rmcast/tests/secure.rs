@@ -1,26 +1,32 @@
-//! Secure groups over real loopback sockets, and an attacker on the same network: three
-//! sequencer members stream messages while a test tool injects random bytes, each packet type
-//! forged with a member's id (plain and with a forged authentication block), replays of captured
-//! datagrams and captured datagrams with one bit flipped, to the group's multicast address and
-//! to each member's unicast address.
+//! Secure groups over real loopback sockets, and an attacker on the same network: three members
+//! of one engine (every engine of the registry in turn) stream messages while a test tool
+//! injects random bytes, each packet type of the engine and of group formation forged with a
+//! member's id (plain and with a forged authentication block), replays of captured datagrams
+//! and captured datagrams with one bit flipped, to the group's multicast address and to each
+//! member's unicast address.
 //!
 //! With a key, every injected datagram must be refused and counted by every member that
 //! received it (the sum of the rejection counters equals the receipts, exactly), the members
-//! deliver exactly what they sent, in one order, with no view change, and their logs pass the
-//! log verifier. Without a key the same injection documents what an attacker can do.
+//! deliver exactly what they sent, with no view change, and their logs pass the log verifier
+//! against what the engine declares at the strongest QoS it serves. Without a key the same
+//! injection documents what an attacker can do.
 //!
-//! The default run injects tens of thousands of datagrams; the million-injection run is
-//! `cargo test --release -p rmcast --test secure -- --ignored` (about a minute).
+//! The default run injects tens of thousands of datagrams per engine; the million-injection
+//! runs (one per engine) are `cargo test --release -p rmcast --test secure -- --ignored
+//! million` (about a minute each).
 
 mod common;
 
 use common::*;
 use rmcast::{
-    EngineChoice, Group, GroupEvent, GroupKey, Keyring, Node, NodeCounters, NodeId, OpenMode,
+    EngineChoice, Group, GroupEvent, GroupKey, Keyring, Node, NodeCounters, NodeId, OpenMode, Qos,
 };
+use rmcast_proto::guarantees::Senders;
 use rmcast_proto::wire::{self, EngineKind, Header, FLAG_AUTH};
+use rmcast_sim::scenario::strongest_qos;
 use std::collections::{HashSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A small deterministic RNG (xorshift64*), enough to vary forgeries.
@@ -84,6 +90,8 @@ struct Attacker {
     group_addr: SocketAddr,
     members: Vec<(NodeId, SocketAddr)>,
     gid: u32,
+    /// The engine whose packets are forged (and, one time in four, group formation's).
+    engine: EngineKind,
     captured: VecDeque<Vec<u8>>,
     rng: Rng,
     /// Bit to flip next (cycles through every bit of the captured datagrams).
@@ -96,7 +104,7 @@ struct Attacker {
 const CAPTURE: usize = 512;
 
 impl Attacker {
-    fn new(group: &Group, gid: u32, nodes: &[Node]) -> Attacker {
+    fn new(group: &Group, gid: u32, nodes: &[Node], engine: EngineKind) -> Attacker {
         let maddr = group.multicast_addr().expect("multicast group");
         let sniff = socket2::Socket::new(
             socket2::Domain::IPV4,
@@ -130,6 +138,7 @@ impl Attacker {
                 .map(|n| (n.id(), SocketAddr::V4(n.local_addr())))
                 .collect(),
             gid,
+            engine,
             captured: VecDeque::new(),
             rng: Rng(0x9e37_79b9_7f4a_7c15),
             flip: 0,
@@ -163,9 +172,15 @@ impl Attacker {
 
     fn forged(&mut self, flags: u8, key_id: Option<u32>) -> Vec<u8> {
         let (member, _) = self.members[self.rng.below(self.members.len() as u64) as usize];
-        let ptype = match self.rng.below(17) {
-            16 => 0xFF,
+        // Every engine numbers its packet types below 32.
+        let ptype = match self.rng.below(33) {
+            32 => 0xFF,
             t => t as u8,
+        };
+        let engine = if self.rng.below(4) == 0 {
+            EngineKind::Formation
+        } else {
+            self.engine
         };
         let incarnation = self
             .captured
@@ -174,7 +189,7 @@ impl Attacker {
             .map_or(0, |p| p.header.incarnation);
         let mut buf = Vec::new();
         Header {
-            engine: EngineKind::Sequencer,
+            engine,
             ptype,
             flags,
             group: self.gid,
@@ -248,54 +263,139 @@ impl Attacker {
 }
 
 struct Outcome {
+    /// The QoS every message was sent at.
+    qos: Qos,
+    /// Views each member had installed when the attack began.
+    views_formed: Vec<usize>,
     injected: u64,
     receipts: u64,
     rejected: u64,
     counters: Vec<NodeCounters>,
     seen: Vec<Seen>,
     delivered_all: bool,
+    /// Members that streamed (the tree: its sender alone).
+    sending: usize,
 }
 
-/// Three members (sequencer, resilience 1) with `keys`, each streaming `per_member` messages
-/// while the attacker injects `injections` datagrams, in batches after which it waits until
-/// every member has counted what it sent (for a secure group), so that the socket buffers never
-/// overflow and the accounting is exact.
-fn attack(keys: Option<Keyring>, per_member: usize, injections: u64) -> Outcome {
+/// How member `joiner` opens a group of `engine`, as `rmcast member` does: RMTP receivers join
+/// silently (nobody admits them: a tree joiner opens a receiver, in create mode) and run the LAN
+/// parameters; a txn endpoint keeps no membership and opens its own, deciding each open once
+/// the last set's receivers answered.
+fn member_of(engine: &EngineChoice, joiner: bool) -> (EngineChoice, OpenMode) {
+    let join = if joiner {
+        OpenMode::Join
+    } else {
+        OpenMode::Create
+    };
+    let custom = |f: Arc<dyn rmcast_proto::EngineFactory>| {
+        let mut e = EngineChoice::custom(f);
+        e.settings = engine.settings;
+        e
+    };
+    match engine.name() {
+        "tree" => {
+            let f = rmcast_proto::tree::TreeFactory::new(rmcast_proto::tree::TreeConfig::lan());
+            if joiner {
+                (custom(Arc::new(f.receiver())), OpenMode::Create)
+            } else {
+                (custom(Arc::new(f)), join)
+            }
+        }
+        "txn" => (
+            custom(Arc::new(rmcast_proto::txn::TxnFactory::with_config(
+                rmcast_proto::txn::Config {
+                    early_open: true,
+                    ..rmcast_proto::txn::Config::from_settings(&engine.settings)
+                },
+            ))),
+            OpenMode::Create,
+        ),
+        _ => (engine.clone(), join),
+    }
+}
+
+/// Three members of `engine` with `keys`, each streaming `per_member` messages at the
+/// strongest QoS the engine serves while the attacker injects `injections` datagrams, in batches
+/// after which it waits until every member has counted what it sent (for a secure group), so
+/// that the socket buffers never overflow and the accounting is exact.
+fn attack(
+    engine: &EngineChoice,
+    keys: Option<Keyring>,
+    per_member: usize,
+    injections: u64,
+) -> Outcome {
     let name = unique_name(if keys.is_some() { "secure" } else { "open" });
-    let engine = EngineChoice::sequencer(1);
+    let qos = strongest_qos(&engine.guarantees());
     let nodes = [node(301), node(302), node(303)];
     let mut groups = Vec::new();
     let mut seen: Vec<Seen> = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
-        let mode = if i == 0 {
-            OpenMode::Create
-        } else {
-            OpenMode::Join
-        };
-        let mut c = cfg(&name, &engine, mode);
+        let (member_engine, mode) = member_of(engine, i > 0);
+        let mut c = cfg(&name, &member_engine, mode);
         c.keys = keys.clone();
+        c.qos = qos;
         c.completion_events = true;
         c.event_queue_capacity = 1 << 16;
         groups.push(n.open_group(c).expect("open group"));
         seen.push(Seen::default());
     }
-    for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
-        recv_until(g, s, Duration::from_secs(10), view_has(3));
+    let declared = engine.guarantees();
+    // Engines without membership (the tree's receivers, the txn's endpoints) install one view
+    // naming nobody; they are formed once every member delivered a probe of the first member.
+    recv_until(&mut groups[0], &mut seen[0], Duration::from_secs(10), |s| {
+        !s.views.is_empty()
+    });
+    let silent = seen[0].views[0].members.is_empty();
+    if silent {
+        let probe = groups[0].sender();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut n = 0;
+        while !seen.iter().all(|s| !s.deliveries.is_empty()) {
+            assert!(Instant::now() < deadline, "a silent group did not form");
+            probe.send_nowait(format!("warmup-{n}")).expect("probe");
+            n += 1;
+            std::thread::sleep(Duration::from_millis(50));
+            for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
+                while let Ok(Some(ev)) = g.try_recv() {
+                    s.record(g.me(), ev);
+                }
+            }
+        }
+    } else {
+        for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
+            recv_until(g, s, Duration::from_secs(10), view_has(3));
+        }
     }
+    // Who sends: every member, or the creator alone (RMTP's one sender).
+    let sending = if declared.senders == Senders::Any {
+        3
+    } else {
+        1
+    };
+    let views_formed: Vec<usize> = seen.iter().map(|s| s.views.len()).collect();
     let before: Vec<u64> = nodes.iter().map(|n| rejections(&n.counters())).collect();
     if keys.is_some() {
         assert_eq!(before, vec![0; 3], "honest traffic was refused");
     }
     let key_id = keys.as_ref().map_or(0x0bad_cafe, |k| k.current().id());
     let gid = rmcast_proto::common::group_id(&name);
-    let mut attacker = Attacker::new(&groups[0], gid, &nodes);
+    let kind = match engine.name() {
+        "sequencer" => EngineKind::Sequencer,
+        "ring" => EngineKind::Ring,
+        "gossip" => EngineKind::Gossip,
+        "tree" => EngineKind::Tree,
+        "txn" => EngineKind::Txn,
+        other => panic!("no wire kind for engine {other}"),
+    };
+    let mut attacker = Attacker::new(&groups[0], gid, &nodes, kind);
     // Let some traffic be captured first.
-    let warmup: Vec<_> = groups.iter().map(|g| g.sender()).collect();
+    let warmup: Vec<_> = groups.iter().take(sending).map(|g| g.sender()).collect();
     for s in &warmup {
         s.send("warmup").expect("warmup send");
     }
     let senders: Vec<_> = groups
         .iter()
+        .take(sending)
         .map(|g| {
             let s = g.sender();
             std::thread::spawn(move || {
@@ -347,9 +447,9 @@ fn attack(keys: Option<Keyring>, per_member: usize, injections: u64) -> Outcome 
     for t in senders {
         t.join().unwrap();
     }
-    // Everything sent (warmup included) is delivered everywhere, unless the attack broke the
-    // group (only possible without a key).
-    let total = 3 * (per_member + 1);
+    // Every member's stream is delivered everywhere, unless the attack broke the group (only
+    // possible without a key).
+    let total = sending * per_member;
     // Without a key the group may well be broken by now: a shorter wait.
     let wait = if keys.is_some() { 20 } else { 3 };
     let deadline = Instant::now() + Duration::from_secs(wait);
@@ -360,7 +460,7 @@ fn attack(keys: Option<Keyring>, per_member: usize, injections: u64) -> Outcome 
                 s.record(g.me(), ev);
             }
         }
-        if seen.iter().all(|s| s.deliveries.len() >= total) {
+        if seen.iter().all(|s| stream_deliveries(s) >= total) {
             delivered_all = true;
             break;
         }
@@ -379,13 +479,24 @@ fn attack(keys: Option<Keyring>, per_member: usize, injections: u64) -> Outcome 
         let _ = g.leave();
     }
     Outcome {
+        qos,
+        views_formed,
         injected: attacker.injected,
         receipts: attacker.receipts,
         rejected,
         counters,
         seen,
         delivered_all,
+        sending,
     }
+}
+
+/// Deliveries of the members' streams (the warmups and the probes, `warmup-N`, aside).
+fn stream_deliveries(seen: &Seen) -> usize {
+    seen.deliveries
+        .iter()
+        .filter(|d| !d.payload.starts_with(b"warmup"))
+        .count()
 }
 
 /// The payloads a member delivered that no member sent (or sent once and delivered twice).
@@ -394,7 +505,7 @@ fn foreign_deliveries(seen: &Seen, per_member: usize) -> usize {
     let mut bad = 0;
     for d in &seen.deliveries {
         let text = String::from_utf8_lossy(&d.payload).to_string();
-        let legit = text == "warmup"
+        let legit = text.starts_with("warmup")
             || text
                 .split_once(':')
                 .and_then(|(s, k)| Some((s.parse::<u32>().ok()?, k.parse::<usize>().ok()?)))
@@ -410,19 +521,27 @@ fn key() -> Keyring {
     Keyring::new(GroupKey::generate().unwrap())
 }
 
-fn check_secure(per_member: usize, injections: u64) {
-    let o = attack(Some(key()), per_member, injections);
+fn check_secure(engine: &str, per_member: usize, injections: u64) {
+    let engine = EngineChoice::named(engine).expect("registered engine");
+    let o = attack(&engine, Some(key()), per_member, injections);
     assert_eq!(o.injected, injections);
     // Every receipt of every injection was refused and counted: none was accepted.
     assert_eq!(o.rejected, o.receipts);
     assert!(o.delivered_all, "the stream did not complete under attack");
-    for (s, c) in o.seen.iter().zip(&o.counters) {
+    for ((s, c), formed) in o.seen.iter().zip(&o.counters).zip(&o.views_formed) {
         assert_eq!(foreign_deliveries(s, per_member), 0);
         // The views of the three joins, and no other.
+        assert_eq!(
+            s.views.len(),
+            *formed,
+            "a view change under attack: {:?}",
+            s.views
+        );
+        // Three members, or nobody where the engine keeps no membership.
         let last = s.views.last().expect("a view");
         assert!(
-            last.id == 3 && last.members.len() == 3 && s.views.iter().all(|v| v.left.is_none()),
-            "a view change under attack: {:?}",
+            matches!(last.members.len(), 0 | 3) && s.views.iter().all(|v| v.left.is_none()),
+            "{:?}",
             s.views
         );
         assert!(
@@ -441,19 +560,24 @@ fn check_secure(per_member: usize, injections: u64) {
         );
         assert_eq!(c.auth_unexpected, 0);
     }
-    let report =
-        rmcast_sim::log::verify_logs(&o.seen.iter().map(Seen::records).collect::<Vec<_>>())
-            .expect("logs verify");
-    let total = 3 * (per_member + 1);
+    let report = rmcast_sim::log::verify_logs_for(
+        &o.seen.iter().map(Seen::records).collect::<Vec<_>>(),
+        &engine.guarantees().at_qos(o.qos),
+    )
+    .expect("logs verify");
+    let total = o.sending * per_member;
     assert_eq!(
-        report.per_member.iter().map(|p| p.1).collect::<Vec<_>>(),
+        o.seen.iter().map(stream_deliveries).collect::<Vec<_>>(),
         vec![total; 3]
     );
+    assert_eq!(report.members, 3);
     let sum = |f: fn(&NodeCounters) -> u64| o.counters.iter().map(f).sum::<u64>();
     println!(
-        "secure group: {} injected, {} receipts, {} refused (auth_failed {}, auth_unknown_key {}, \
-         auth_missing {}, replays_dropped {}, malformed {}, foreign_dropped {}), 0 accepted; \
-         {} messages delivered by each member, logs verified",
+        "{} (secure, {:?}): {} injected, {} receipts, {} refused (auth_failed {}, \
+         auth_unknown_key {}, auth_missing {}, replays_dropped {}, malformed {}, foreign_dropped \
+         {}), 0 accepted; {} messages delivered by each member, logs verified",
+        engine.name(),
+        o.qos,
         o.injected,
         o.receipts,
         o.rejected,
@@ -467,16 +591,45 @@ fn check_secure(per_member: usize, injections: u64) {
     );
 }
 
+/// Every engine of the registry (the file's engines are tried by `rmcast-cli`'s keyed tests).
+const ENGINES: [&str; 5] = ["sequencer", "ring", "gossip", "tree", "txn"];
+
 #[test]
-fn a_secure_group_refuses_every_injection() {
-    check_secure(150, 30_000);
+fn a_secure_group_refuses_every_injection_sequencer() {
+    check_secure("sequencer", 150, 30_000);
 }
 
-/// The million-injection run: `cargo test --release -p rmcast --test secure -- --ignored`.
+#[test]
+fn a_secure_group_refuses_every_injection_ring() {
+    check_secure("ring", 150, 20_000);
+}
+
+#[test]
+fn a_secure_group_refuses_every_injection_gossip() {
+    check_secure("gossip", 150, 20_000);
+}
+
+#[test]
+fn a_secure_group_refuses_every_injection_tree() {
+    check_secure("tree", 150, 20_000);
+}
+
+#[test]
+fn a_secure_group_refuses_every_injection_txn() {
+    check_secure("txn", 150, 20_000);
+}
+
+/// The million-injection runs, one per engine: `cargo test --release -p rmcast --test secure
+/// -- --ignored million` (or `RMCAST_ENGINES=ring,tree` for some of them).
 #[test]
 #[ignore]
 fn a_secure_group_refuses_a_million_injections() {
-    check_secure(2_000, 1_000_000);
+    let only = std::env::var("RMCAST_ENGINES").ok();
+    for e in ENGINES {
+        if only.as_deref().is_none_or(|o| o.split(',').any(|x| x == e)) {
+            check_secure(e, 2_000, 1_000_000);
+        }
+    }
 }
 
 /// The same attacker against a group without a key: forged and replayed datagrams reach the
@@ -485,7 +638,7 @@ fn a_secure_group_refuses_a_million_injections() {
 #[test]
 fn a_group_without_a_key_trusts_its_network() {
     let per_member = 100;
-    let o = attack(None, per_member, 12_000);
+    let o = attack(&EngineChoice::sequencer(1), None, per_member, 12_000);
     let foreign: Vec<usize> = o
         .seen
         .iter()
@@ -524,7 +677,7 @@ fn a_group_without_a_key_trusts_its_network() {
         o.rejected,
         o.delivered_all,
         delivered,
-        3 * (per_member + 1),
+        o.sending * per_member,
         foreign,
         views,
         recoveries,
