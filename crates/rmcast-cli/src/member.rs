@@ -308,13 +308,17 @@ impl GroupArgs {
                 }
                 // One transaction per line: decide each open once the last set's receivers
                 // answered, rather than wait out the open's timeout every time
-                // (`txn::Config::early_open`).
-                "txn" => Some(std::sync::Arc::new(
+                // (`txn::Config::early_open`). Endpoints keep no membership and nobody admits
+                // one: a joiner opens its own, as the creator does.
+                "txn" => Some(std::sync::Arc::new({
+                    if group.mode == OpenMode::Join {
+                        group.mode = OpenMode::Create;
+                    }
                     rmcast_proto::txn::TxnFactory::with_config(rmcast_proto::txn::Config {
                         early_open: true,
                         ..rmcast_proto::txn::Config::from_settings(&group.engine.settings)
-                    }),
-                )),
+                    })
+                })),
                 _ => None,
             };
         if let Some(factory) = tuned {

@@ -111,6 +111,11 @@ pub struct WorkerArgs {
     /// Create this file once the worker is in the group (for whoever starts the others).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
+    /// Send nothing until this file exists (receiving meanwhile): whoever starts the workers
+    /// creates it once every one is in, which is the only way to know it for engines that keep
+    /// no membership (the tree's receivers, the txn's endpoints), whose views name nobody.
+    #[arg(long)]
+    pub start_file: Option<PathBuf>,
     /// Sequencer engine only: slots of its history buffer [default: the engine's, 4096]. The
     /// history is the sequencer's flow control (a message stays until every member has it),
     /// so a small one makes the sender wait for the slowest member. Every member must use the
@@ -126,6 +131,8 @@ struct Tally {
     last_flush: Instant,
     /// Members of the current view.
     view: Vec<u32>,
+    /// Views installed so far.
+    views: u64,
     delivered: u64,
     bytes: u64,
     done_from: HashSet<u32>,
@@ -179,7 +186,10 @@ impl Tally {
                     }
                 }
             }
-            GroupEvent::View(v) => self.view = v.members.iter().map(|m| m.0).collect(),
+            GroupEvent::View(v) => {
+                self.views += 1;
+                self.view = v.members.iter().map(|m| m.0).collect();
+            }
             GroupEvent::SendComplete { .. } => self.completions += 1,
             // Workers neither answer messages nor run engines that lose them; the runtime
             // closes the group on `Left` instead of passing it on.
@@ -422,6 +432,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         log,
         last_flush: Instant::now(),
         view: Vec::new(),
+        views: 0,
         delivered: 0,
         bytes: 0,
         done_from: HashSet::new(),
@@ -441,11 +452,23 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         reset_due: false,
     };
 
-    // 1. Everyone in: a message sent before the last member joined would not reach it.
-    while t.view.len() < args.members && Instant::now() < deadline && !t.expelled {
+    // 1. Everyone in: a message sent before the last member joined would not reach it. The
+    // start file says every worker opened its group; a view says who is in it, except where
+    // the engine keeps no membership (its one view names nobody): there the start file is all.
+    while let Some(f) = args.start_file.as_ref() {
+        if f.exists() || Instant::now() >= deadline || t.expelled {
+            break;
+        }
+        t.wait(&mut group, (Instant::now() + STOP_FILE_POLL).min(deadline))?;
+    }
+    while t.views == 0 && Instant::now() < deadline {
         t.wait(&mut group, deadline)?;
     }
-    if t.view.len() < args.members {
+    let silent = t.views > 0 && t.view.is_empty();
+    while !silent && t.view.len() < args.members && Instant::now() < deadline && !t.expelled {
+        t.wait(&mut group, deadline)?;
+    }
+    if !silent && t.view.len() < args.members {
         say!(
             "worker {me}: only {} of {} members joined in time",
             t.view.len(),
@@ -539,11 +562,12 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
 
     // 3. Barrier: leave only once every member has everything, so that nobody leaves while
-    // another may still need it for a retransmission.
+    // another may still need it for a retransmission. Without membership there is nobody to
+    // wait for (and receivers may not send): the tree's sender dallies as it leaves.
     let barrier_deadline = deadline.max(Instant::now() + Duration::from_secs(BARRIER_MIN_S));
     let done = payload(me, DONE_COUNTER, wall_clock_ns(), PAYLOAD_HEADER_BYTES);
     let mut done_sent = false;
-    while !t.barrier_complete() && Instant::now() < barrier_deadline && !t.expelled {
+    while !silent && !t.barrier_complete() && Instant::now() < barrier_deadline && !t.expelled {
         if !done_sent {
             match group.try_send_with(done.clone(), barrier_qos) {
                 Ok(()) => done_sent = true,
@@ -558,7 +582,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         t.wait(&mut group, barrier_deadline)?;
     }
-    let barrier = t.barrier_complete();
+    let barrier = silent || t.barrier_complete();
     if best_effort && barrier && !t.expelled && !complete {
         if t.delivered < expected {
             say!(

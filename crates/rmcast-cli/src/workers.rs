@@ -461,9 +461,12 @@ impl WorkerSpec<'_> {
         Ok(outcomes)
     }
 
-    /// Start worker 1, wait until it is in the group, then the others.
+    /// Start worker 1, wait until it is in the group, then the others; once every one is in,
+    /// create the start file they wait for before sending.
     fn start(&self, set: &mut WorkerSet, args: &impl Fn(usize, &mut Command)) -> Result<()> {
         let exe = std::env::current_exe().context("finding this executable")?;
+        let start = self.dir.join(START_FILE);
+        let _ = std::fs::remove_file(&start);
         for index in 1..=self.members {
             let ready = self.dir.join(format!("ready-{index}"));
             let _ = std::fs::remove_file(&ready);
@@ -475,6 +478,8 @@ impl WorkerSpec<'_> {
             args(index, &mut cmd);
             cmd.arg("--ready-file")
                 .arg(&ready)
+                .arg("--start-file")
+                .arg(self.dir.join(START_FILE))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped());
             let stderr_path = match self.stderr {
@@ -518,9 +523,29 @@ impl WorkerSpec<'_> {
                 }
             }
         }
+        let noun = self.noun;
+        for w in set.0.iter_mut() {
+            let ready = self.dir.join(format!("ready-{}", w.index));
+            while !ready.exists() {
+                if let Some(status) = w.child.try_wait()? {
+                    bail!(
+                        "{noun} {} exited before it was in the group ({status})",
+                        w.index
+                    );
+                }
+                if Instant::now() >= self.deadline {
+                    bail!("{noun} {} was not in the group by the deadline", w.index);
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+        std::fs::write(&start, b"").with_context(|| format!("creating {}", start.display()))?;
         Ok(())
     }
 }
+
+/// The file every worker waits for before sending (`rmcast worker --start-file`).
+const START_FILE: &str = "start";
 
 #[cfg(test)]
 mod tests {

@@ -408,10 +408,25 @@ fn replay() {
         assert!(bad.is_none(), "{}", bad.unwrap_or_default());
         return;
     }
-    let rep = rmcast_sim::run(&config(&name, seed));
-    // Each host's engine at the end, as the engine describes itself.
+    let cfg = config(&name, seed);
+    if std::env::var_os("EVERY_EVENTS").is_some() {
+        println!(
+            "churn {:?}\npartitions {:?}\npauses {:?}\ncrashes {:?}",
+            cfg.churn, cfg.faults.partitions, cfg.faults.pauses, cfg.faults.crashes
+        );
+    }
+    let rep = rmcast_sim::run(&cfg);
+    // Each host's engine at the end, as the engine describes itself, and with `EVERY_EVENTS`
+    // set every event it gave (deliveries aside).
     for h in &rep.record.hosts {
         println!("host {}: {}", h.id, h.final_state);
+        if std::env::var_os("EVERY_EVENTS").is_some() {
+            for e in &h.events {
+                if !matches!(e.event, rmcast_proto::Event::Deliver(_)) {
+                    println!("  {:?} {:?}", e.at, e.event);
+                }
+            }
+        }
     }
     println!("{}", rep.summary());
     assert!(rep.passed(), "{}", replay_command(&name, seed));
