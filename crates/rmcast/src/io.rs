@@ -12,6 +12,7 @@ use crate::batch::RecvBatch;
 use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::net;
+use crate::peers::{self, Path, Peers, Route};
 use crate::queue::{Batched, TryNext};
 use crate::shared::{
     AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
@@ -48,8 +49,6 @@ const EVENTS_BUDGET: usize = 1024;
 /// Rounds of (messages in, datagrams out, events out) per group per turn: a completion can let
 /// more messages in, which makes more datagrams.
 const PUMP_ROUNDS: usize = 4;
-/// Peers whose unicast address is remembered; a bound on memory against forged senders.
-const MAX_PEERS: usize = 65_536;
 /// How long a stopping node waits at most for its socket to take the last datagrams.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(200);
 /// How long a closing group holds up the loop at most while the socket pushes back on its last
@@ -120,7 +119,6 @@ pub(crate) fn spawn(
                 net: Net {
                     sock: unicast,
                     local: SocketAddr::V4(local_addr),
-                    peers: HashMap::new(),
                     ttl: cfg.multicast_ttl,
                     backlog: VecDeque::new(),
                     spare: Vec::new(),
@@ -148,9 +146,6 @@ pub(crate) fn spawn(
 struct Net {
     sock: mio::net::UdpSocket,
     local: SocketAddr,
-    /// Unicast address of each peer, learnt from the source of its datagrams (HELLOs
-    /// included, see [`rmcast_proto::formation`]).
-    peers: HashMap<NodeId, SocketAddr>,
     /// The socket's multicast TTL ([`NodeConfig::multicast_ttl`]).
     ttl: u32,
     /// Datagrams the socket refused with `WouldBlock` (with the TTL of a scoped multicast),
@@ -326,25 +321,6 @@ impl Net {
         }
     }
 
-    /// Remember where `sender` lives.
-    fn learn(&mut self, me: NodeId, sender: NodeId, from: SocketAddr) {
-        if sender == me {
-            return;
-        }
-        let known = self.peers.len();
-        match self.peers.get_mut(&sender) {
-            Some(a) if *a != from => {
-                debug!(peer = %sender, old = %a, new = %from, "peer address changed");
-                *a = from;
-            }
-            Some(_) => {}
-            None if known < MAX_PEERS => {
-                trace!(peer = %sender, addr = %from, "learnt peer address");
-                self.peers.insert(sender, from);
-            }
-            None => {}
-        }
-    }
 }
 
 /// A leave in progress.
@@ -375,6 +351,9 @@ struct GroupState {
     client: bool,
     /// A secure group's keys and replay windows ([`crate::GroupConfig::keys`]).
     cipher: Option<GroupCipher>,
+    /// Where this group's peers live and which addresses are validated ([`crate::peers`]):
+    /// one table per group, so that one group's traffic never redirects another's unicasts.
+    peers: Peers,
     /// The engine, inside group formation: joins, creates, HELLOs, merges and rejoins.
     engine: Formation,
     /// The multicast socket and whether it may still hold unread datagrams.
@@ -791,6 +770,7 @@ impl IoLoop {
             completion_events: cfg.completion_events,
             client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
+            peers: Peers::new(cfg.keys.is_some(), os_seed()),
             engine,
             mcast,
             mcast_pending: false,
@@ -932,13 +912,34 @@ impl IoLoop {
             AtomicNodeCounters::add(&counters.replays_dropped, 1);
             return;
         }
-        if header.sender == self.shared.id {
+        let me = self.shared.id;
+        if g.cipher.is_none() {
+            if let Some(path) = peers::parse_path(&header, data) {
+                // The runtime's own address validation: no engine sees it.
+                if header.sender != me {
+                    path_packet(g, &mut self.net, header.sender, from, path, now, me);
+                }
+                return;
+            }
+        }
+        if header.sender == me {
             // Another node uses our id (our own datagrams come from `local`).
             let ask = hello::decode(data).is_ok_and(|r| r.hello == hello::Hello::Ask);
+            if g.cipher.is_none() {
+                g.peers.count(from, data.len());
+            }
             self.duplicate_id(i, from, ask, now);
             return;
         }
-        self.net.learn(self.shared.id, header.sender, from);
+        if g.cipher.is_some() {
+            // Verified: the address is proven (see `crate::peers`).
+            g.peers.learn_verified(header.sender, from);
+        } else if let Some(challenge) =
+            g.peers
+                .observe(header.sender, from, data.len(), g.gid, me, now, counters)
+        {
+            self.net.send(challenge, from);
+        }
         if header.engine == EngineKind::Formation {
             // Formation's own: it takes them out before the engine sees anything.
             AtomicNodeCounters::add(&counters.hellos_received, 1);
@@ -983,14 +984,7 @@ impl IoLoop {
             };
             n += 1;
             let peer = match t.destination {
-                Destination::Peer(id) => match self.net.peers.get(&id) {
-                    Some(to) => Some(*to),
-                    None => {
-                        // Unknown so far: the whole group gets it, so the peer does too.
-                        AtomicNodeCounters::add(&self.shared.counters.peer_unknown, 1);
-                        None
-                    }
-                },
+                Destination::Peer(id) => Some(id),
                 Destination::Group | Destination::Scoped { .. } => None,
             };
             // Several datagrams for one destination (`segment_size`) go one by one; UDP GSO
@@ -1008,8 +1002,25 @@ impl IoLoop {
                 ) else {
                     continue;
                 };
-                match (peer, t.destination, g.multicast) {
-                    (Some(to), _, _) => self.net.send(d, to),
+                let to = peer.map(|id| g.peers.route(id, d.len()));
+                match (to, t.destination, g.multicast) {
+                    (Some(Route::Send(to)), _, _) => self.net.send(d, to),
+                    (Some(Route::Limited(to)), _, _) => {
+                        // Not validated and over its budget: held until it answers its
+                        // challenge, or dropped (the engine repairs it as a loss).
+                        let c = &self.shared.counters;
+                        AtomicNodeCounters::add(&c.amplification_limited, 1);
+                        if !g.peers.hold(to, d, now, c) {
+                            AtomicNodeCounters::add(&c.amplification_dropped, 1);
+                        }
+                    }
+                    (Some(Route::Unknown), _, _) => {
+                        // Unknown so far: the whole group gets it, so the peer does too.
+                        AtomicNodeCounters::add(&self.shared.counters.peer_unknown, 1);
+                        for to in &g.group_dests {
+                            self.net.send(d, *to);
+                        }
+                    }
                     // Scoping needs multicast; a unicast fan-out reaches the whole group.
                     (None, Destination::Scoped { ttl }, true) => {
                         for to in &g.group_dests {
@@ -1055,9 +1066,13 @@ impl IoLoop {
                 &mut self.seal_buf,
                 c,
             );
-            if let Some(d) = sealed {
+            // Not validated, `from` gets no more than its budget allows.
+            if let Some(d) = sealed.filter(|d| g.peers.charge(from, d.len())) {
                 AtomicNodeCounters::add(&c.hellos_sent, 1);
                 self.net.send(d, from);
+            } else if sealed.is_some() {
+                AtomicNodeCounters::add(&c.amplification_limited, 1);
+                AtomicNodeCounters::add(&c.amplification_dropped, 1);
             }
         }
     }
@@ -1462,6 +1477,47 @@ fn drain_notices(g: &mut GroupState) -> bool {
         }
     }
     rejoined
+}
+
+/// A path challenge or response (`path`) from `sender` at `from` for group `g`, a group
+/// without a key: a challenge is answered to where it came from (within that address's
+/// budget); a response that carries the cookie sent there validates the address, and the
+/// unicasts held for it go.
+fn path_packet(
+    g: &mut GroupState,
+    net: &mut Net,
+    sender: NodeId,
+    from: SocketAddr,
+    path: Path,
+    now: Time,
+    me: NodeId,
+) {
+    let shared = net.shared.clone();
+    let counters = &shared.counters;
+    match path {
+        Path::Challenge(cookie) => {
+            // Learn the challenger as any sender (it may be challenged in turn).
+            if let Some(ch) = g
+                .peers
+                .observe(sender, from, peers::PATH_LEN, g.gid, me, now, counters)
+            {
+                net.send(ch, from);
+            }
+            if let Some(r) = g.peers.respond(from, g.gid, me, cookie) {
+                net.send(r, from);
+            }
+        }
+        Path::Response(cookie) => {
+            g.peers.count(from, peers::PATH_LEN);
+            if g.peers.validate(sender, from, cookie, counters) {
+                let mut held = Vec::new();
+                g.peers.release(from, now, counters, &mut held);
+                for d in &held {
+                    net.send(d, from);
+                }
+            }
+        }
+    }
 }
 
 /// `plain` as it goes on the wire: sealed into `buf` for a secure group (`cipher`), as it is

@@ -97,6 +97,7 @@ mod io;
 mod keyfile;
 mod net;
 mod node;
+mod peers;
 mod queue;
 mod shared;
 mod timer;

@@ -231,6 +231,21 @@ node_counters! {
     replays_dropped,
     /// Secure groups: datagrams an engine wrote that could not be sealed (not sent; a bug).
     seal_errors,
+    /// Groups without a key: unicasts held back or dropped because their address is not
+    /// validated yet and was already sent three times the bytes it sent
+    /// (`crate::peers`: no amplification); held ones go once it answers its challenge.
+    amplification_limited,
+    /// Of those, the ones dropped: the hold was full, or the address did not validate in
+    /// time (the engine repairs them as lost datagrams).
+    amplification_dropped,
+    /// Groups without a key: path challenges sent to addresses not yet validated.
+    path_challenges,
+    /// Groups without a key: addresses validated by a path response.
+    paths_validated,
+    /// Groups without a key: datagrams with a known peer's id from an address other than its
+    /// validated one; processed, but the peer's unicasts stay at the validated address until
+    /// the new one answers a challenge.
+    peer_address_kept,
     /// Testing: received datagrams dropped at random by [`NodeConfig::receive_loss`]
     /// (`RMCAST_RECEIVE_LOSS`), before any engine saw them; 0 unless it is set.
     ///
