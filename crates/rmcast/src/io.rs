@@ -320,7 +320,6 @@ impl Net {
             self.flush_backlog();
         }
     }
-
 }
 
 /// A leave in progress.
@@ -1497,9 +1496,9 @@ fn path_packet(
     match path {
         Path::Challenge(cookie) => {
             // Learn the challenger as any sender (it may be challenged in turn).
-            if let Some(ch) = g
-                .peers
-                .observe(sender, from, peers::PATH_LEN, g.gid, me, now, counters)
+            if let Some(ch) =
+                g.peers
+                    .observe(sender, from, peers::PATH_LEN, g.gid, me, now, counters)
             {
                 net.send(ch, from);
             }

@@ -67,7 +67,12 @@
 //! address can send into it. With [`GroupConfig::keys`] every datagram is sealed with
 //! AES-256-GCM and verified before any engine sees it; forgeries, replays and datagrams without
 //! the authentication block are counted ([`NodeCounters`]) and dropped, and peers' addresses are
-//! learnt only from verified datagrams. Keys come from key files ([`load_key_file`],
+//! learnt only from verified datagrams. Each group keeps its own table of peer addresses, so
+//! that one group's traffic never redirects another's unicasts. A group without a key is not
+//! an amplifier: an address is sent at most three times the bytes received from it until it
+//! answers a path challenge (a random cookie sent there), and a peer's validated address is
+//! not moved by one datagram from elsewhere (see `peers.rs`; counters
+//! `amplification_limited`, `path_challenges`, `paths_validated`, `peer_address_kept`). Keys come from key files ([`load_key_file`],
 //! [`write_key_file`]); see [`rmcast_proto::secure`] for nonces, replay windows and rotation.
 //!
 //! **Bounded memory.** The send queue and the event queue have fixed capacities

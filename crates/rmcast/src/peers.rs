@@ -296,7 +296,9 @@ impl Peers {
     ) -> Option<&[u8]> {
         let fresh = self.cookie();
         let a = self.addrs.get_mut(&from)?;
-        let due = a.challenged.is_none_or(|t| now.0.saturating_sub(t.0) >= CHALLENGE_RETRY.as_nanos() as u64);
+        let due = a
+            .challenged
+            .is_none_or(|t| now.0.saturating_sub(t.0) >= CHALLENGE_RETRY.as_nanos() as u64);
         if a.validated || !due || !fits(a, PATH_LEN) {
             return None;
         }
@@ -514,7 +516,10 @@ mod tests {
         encode_path(GID, ME, PATH_RESPONSE, 0xdead_beef, &mut buf);
         assert_eq!(buf.len(), PATH_LEN);
         let p = rmcast_proto::wire::decode(&buf).unwrap();
-        assert_eq!(parse_path(&p.header, &buf), Some(Path::Response(0xdead_beef)));
+        assert_eq!(
+            parse_path(&p.header, &buf),
+            Some(Path::Response(0xdead_beef))
+        );
         let mut hello = Vec::new();
         rmcast_proto::formation::hello::encode(
             GID,
@@ -537,7 +542,10 @@ mod tests {
         let c = AtomicNodeCounters::default();
         let mut p = Peers::new(false, 5);
         let (peer, a) = (NodeId(9), addr(4000));
-        let challenge = p.observe(peer, a, 40, GID, ME, t(0), &c).expect("a challenge").to_vec();
+        let challenge = p
+            .observe(peer, a, 40, GID, ME, t(0), &c)
+            .expect("a challenge")
+            .to_vec();
         assert_eq!(challenge.len(), PATH_LEN);
         // 120 bytes of budget, 28 used by the challenge: 92 left.
         assert_eq!(p.route(peer, 90), Route::Send(a));
@@ -563,15 +571,24 @@ mod tests {
         let c = AtomicNodeCounters::default();
         let mut p = Peers::new(false, 5);
         let (peer, home, spoof) = (NodeId(9), addr(4000), addr(4001));
-        let ch = p.observe(peer, home, 40, GID, ME, t(0), &c).unwrap().to_vec();
+        let ch = p
+            .observe(peer, home, 40, GID, ME, t(0), &c)
+            .unwrap()
+            .to_vec();
         assert!(p.validate(peer, home, cookie_of(&ch), &c));
         // Many datagrams from another address: challenged (once per retry interval), not moved.
-        let ch2 = p.observe(peer, spoof, 40, GID, ME, t(1), &c).unwrap().to_vec();
+        let ch2 = p
+            .observe(peer, spoof, 40, GID, ME, t(1), &c)
+            .unwrap()
+            .to_vec();
         assert!(p.observe(peer, spoof, 40, GID, ME, t(2), &c).is_none());
         assert_eq!(p.route(peer, 1000), Route::Send(home));
         assert_eq!(c.snapshot().peer_address_kept, 2);
         // Again after the retry interval, with the same cookie.
-        let ch3 = p.observe(peer, spoof, 40, GID, ME, t(30), &c).unwrap().to_vec();
+        let ch3 = p
+            .observe(peer, spoof, 40, GID, ME, t(30), &c)
+            .unwrap()
+            .to_vec();
         assert_eq!(cookie_of(&ch2), cookie_of(&ch3));
         // The new address answers: the peer moves.
         assert!(p.validate(peer, spoof, cookie_of(&ch2), &c));
