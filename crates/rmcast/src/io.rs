@@ -142,7 +142,8 @@ pub(crate) fn spawn(
     Ok((shared, thread))
 }
 
-/// The unicast socket, where every datagram leaves from, and what is known about peers.
+/// The unicast socket, where every datagram leaves from (what is known about peers is each
+/// group's own: [`GroupState::peers`]).
 struct Net {
     sock: mio::net::UdpSocket,
     local: SocketAddr,
