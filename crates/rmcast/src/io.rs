@@ -770,7 +770,7 @@ impl IoLoop {
             completion_events: cfg.completion_events,
             client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
-            peers: Peers::new(cfg.keys.is_some(), os_seed()),
+            peers: Peers::new(cfg.keys.is_some(), gid, self.shared.id),
             engine,
             mcast,
             mcast_pending: false,
@@ -917,7 +917,7 @@ impl IoLoop {
             if let Some(path) = peers::parse_path(&header, data) {
                 // The runtime's own address validation: no engine sees it.
                 if header.sender != me {
-                    path_packet(g, &mut self.net, header.sender, from, path, now, me);
+                    path_packet(g, &mut self.net, header.sender, from, path, now);
                 }
                 return;
             }
@@ -936,7 +936,7 @@ impl IoLoop {
             g.peers.learn_verified(header.sender, from);
         } else if let Some(challenge) =
             g.peers
-                .observe(header.sender, from, data.len(), g.gid, me, now, counters)
+                .observe(header.sender, from, data.len(), now, counters)
         {
             self.net.send(challenge, from);
         }
@@ -1490,20 +1490,19 @@ fn path_packet(
     from: SocketAddr,
     path: Path,
     now: Time,
-    me: NodeId,
 ) {
     let shared = net.shared.clone();
     let counters = &shared.counters;
     match path {
         Path::Challenge(cookie) => {
             // Learn the challenger as any sender (it may be challenged in turn).
-            if let Some(ch) =
-                g.peers
-                    .observe(sender, from, peers::PATH_LEN, g.gid, me, now, counters)
+            if let Some(ch) = g
+                .peers
+                .observe(sender, from, peers::PATH_LEN, now, counters)
             {
                 net.send(ch, from);
             }
-            if let Some(r) = g.peers.respond(from, g.gid, me, cookie) {
+            if let Some(r) = g.peers.respond(from, cookie) {
                 net.send(r, from);
             }
         }

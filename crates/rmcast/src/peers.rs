@@ -127,43 +127,49 @@ pub(crate) enum Route {
 pub(crate) struct Peers {
     /// A keyed group: every address learnt verified, nothing limited.
     keyed: bool,
+    /// The group's id and this node's, for the path packets.
+    group: u32,
+    me: NodeId,
     peers: HashMap<NodeId, Peer>,
     addrs: HashMap<SocketAddr, Addr>,
     /// Unicasts waiting for their address to validate, oldest first.
     held: VecDeque<(SocketAddr, Time, Vec<u8>)>,
     held_bytes: usize,
-    /// Cookie generator (xorshift64*, seeded from the operating system).
-    rng: u64,
+    /// Cookies drawn from the operating system's generator, a batch at a time: an attacker
+    /// who sees the cookies sent to its own address must not predict the next ones.
+    cookies: [u64; COOKIE_BATCH],
+    /// Cookies of the batch used so far.
+    used: usize,
     /// A path datagram on its way out.
     buf: Vec<u8>,
 }
 
 impl Peers {
-    /// The table of a group with a key (`keyed`) or without, cookies drawn from `seed`.
-    pub(crate) fn new(keyed: bool, seed: u64) -> Peers {
+    /// The table of group `group` with a key (`keyed`) or without, at node `me`.
+    pub(crate) fn new(keyed: bool, group: u32, me: NodeId) -> Peers {
         Peers {
             keyed,
+            group,
+            me,
             peers: HashMap::new(),
             addrs: HashMap::new(),
             held: VecDeque::new(),
             held_bytes: 0,
-            rng: seed | 1,
+            cookies: [0; COOKIE_BATCH],
+            used: COOKIE_BATCH,
             buf: Vec::with_capacity(PATH_LEN),
         }
     }
 
+    /// A fresh unpredictable cookie, never 0 (0 says "no challenge sent").
     fn cookie(&mut self) -> u64 {
-        loop {
-            let mut x = self.rng;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.rng = x;
-            let c = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-            if c != 0 {
-                return c;
-            }
+        if self.used == COOKIE_BATCH {
+            fill_random(&mut self.cookies);
+            self.used = 0;
         }
+        let c = self.cookies[self.used];
+        self.used += 1;
+        c.max(1)
     }
 
     /// The address `sender`'s unicasts go to, and whether it is validated.
@@ -239,8 +245,6 @@ impl Peers {
         sender: NodeId,
         from: SocketAddr,
         len: usize,
-        group: u32,
-        me: NodeId,
         now: Time,
         counters: &AtomicNodeCounters,
     ) -> Option<&[u8]> {
@@ -260,13 +264,10 @@ impl Peers {
                 p.addr = from;
                 p.validated = true;
             }
-            Some(p) => {
-                // One datagram from a new address moves nothing: the old address keeps the
-                // peer's unicasts until the new one answers a challenge.
-                if p.validated {
-                    AtomicNodeCounters::add(&counters.peer_address_kept, 1);
-                }
-            }
+            // One datagram from a new address moves nothing: the old address keeps the peer's
+            // unicasts until the new one answers a challenge.
+            Some(p) if p.validated => AtomicNodeCounters::add(&counters.peer_address_kept, 1),
+            Some(_) => {}
             None if room => {
                 tracing::trace!(peer = %sender, addr = %from, validated, "learnt peer address");
                 self.peers.insert(
@@ -282,26 +283,27 @@ impl Peers {
         if validated {
             return None;
         }
-        self.challenge(from, group, me, now, counters)
+        self.challenge(from, now, counters)
     }
 
     /// A path challenge for `from` if one is due and fits its budget.
     fn challenge(
         &mut self,
         from: SocketAddr,
-        group: u32,
-        me: NodeId,
         now: Time,
         counters: &AtomicNodeCounters,
     ) -> Option<&[u8]> {
-        let fresh = self.cookie();
-        let a = self.addrs.get_mut(&from)?;
+        let retry = CHALLENGE_RETRY.as_nanos() as u64;
+        let a = self.addrs.get(&from)?;
         let due = a
             .challenged
-            .is_none_or(|t| now.0.saturating_sub(t.0) >= CHALLENGE_RETRY.as_nanos() as u64);
+            .is_none_or(|t| now.0.saturating_sub(t.0) >= retry);
         if a.validated || !due || !fits(a, PATH_LEN) {
             return None;
         }
+        // One cookie per address, the same in every retry: a late answer still counts.
+        let fresh = if a.cookie == 0 { self.cookie() } else { 0 };
+        let a = self.addrs.get_mut(&from)?;
         if a.cookie == 0 {
             a.cookie = fresh;
         }
@@ -309,23 +311,17 @@ impl Peers {
         a.challenged = Some(now);
         let cookie = a.cookie;
         AtomicNodeCounters::add(&counters.path_challenges, 1);
-        encode_path(group, me, PATH_CHALLENGE, cookie, &mut self.buf);
+        encode_path(self.group, self.me, PATH_CHALLENGE, cookie, &mut self.buf);
         Some(&self.buf)
     }
 
     /// A path challenge of `cookie` came from `from` (its bytes already counted): the response
     /// to send back, if `from`'s budget takes it.
-    pub(crate) fn respond(
-        &mut self,
-        from: SocketAddr,
-        group: u32,
-        me: NodeId,
-        cookie: u64,
-    ) -> Option<&[u8]> {
+    pub(crate) fn respond(&mut self, from: SocketAddr, cookie: u64) -> Option<&[u8]> {
         if !self.charge(from, PATH_LEN) {
             return None;
         }
-        encode_path(group, me, PATH_RESPONSE, cookie, &mut self.buf);
+        encode_path(self.group, self.me, PATH_RESPONSE, cookie, &mut self.buf);
         Some(&self.buf)
     }
 
@@ -480,6 +476,40 @@ impl Peers {
     }
 }
 
+/// Cookies drawn from the system per batch (one system call for this many challenges).
+const COOKIE_BATCH: usize = 32;
+
+/// Fill `out` from the operating system's random number generator (`getrandom(2)`, else
+/// `/dev/urandom`); should both fail, from the keyed SipHash of the standard library's
+/// `RandomState`, whose keys come from the system's generator too.
+fn fill_random(out: &mut [u64; COOKIE_BATCH]) {
+    let mut bytes = [0u8; COOKIE_BATCH * 8];
+    #[cfg(target_os = "linux")]
+    let got = {
+        // SAFETY: a valid buffer of the length given.
+        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        n == bytes.len() as isize
+    };
+    #[cfg(not(target_os = "linux"))]
+    let got = false;
+    let got = got || {
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .is_ok()
+    };
+    for (i, c) in out.iter_mut().enumerate() {
+        *c = if got {
+            u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([1; 8]))
+        } else {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(i);
+            h.finish()
+        };
+    }
+}
+
 /// Whether `a`'s budget takes `len` more bytes.
 fn fits(a: &Addr, len: usize) -> bool {
     a.sent.saturating_add(len as u64) <= a.received.saturating_mul(AMPLIFICATION_FACTOR)
@@ -508,6 +538,17 @@ mod tests {
             Some(Path::Challenge(c)) => c,
             other => panic!("not a challenge: {other:?}"),
         }
+    }
+
+    /// Cookies are not 0 and do not repeat across batches.
+    #[test]
+    fn cookies_are_fresh() {
+        let mut p = Peers::new(false, GID, ME);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..3 * COOKIE_BATCH {
+            assert!(seen.insert(p.cookie()));
+        }
+        assert!(!seen.contains(&0));
     }
 
     #[test]
@@ -540,10 +581,10 @@ mod tests {
     #[test]
     fn an_unvalidated_address_gets_three_times_its_bytes_until_it_answers() {
         let c = AtomicNodeCounters::default();
-        let mut p = Peers::new(false, 5);
+        let mut p = Peers::new(false, GID, ME);
         let (peer, a) = (NodeId(9), addr(4000));
         let challenge = p
-            .observe(peer, a, 40, GID, ME, t(0), &c)
+            .observe(peer, a, 40, t(0), &c)
             .expect("a challenge")
             .to_vec();
         assert_eq!(challenge.len(), PATH_LEN);
@@ -569,26 +610,17 @@ mod tests {
     #[test]
     fn one_datagram_from_a_new_address_does_not_move_a_validated_peer() {
         let c = AtomicNodeCounters::default();
-        let mut p = Peers::new(false, 5);
+        let mut p = Peers::new(false, GID, ME);
         let (peer, home, spoof) = (NodeId(9), addr(4000), addr(4001));
-        let ch = p
-            .observe(peer, home, 40, GID, ME, t(0), &c)
-            .unwrap()
-            .to_vec();
+        let ch = p.observe(peer, home, 40, t(0), &c).unwrap().to_vec();
         assert!(p.validate(peer, home, cookie_of(&ch), &c));
         // Many datagrams from another address: challenged (once per retry interval), not moved.
-        let ch2 = p
-            .observe(peer, spoof, 40, GID, ME, t(1), &c)
-            .unwrap()
-            .to_vec();
-        assert!(p.observe(peer, spoof, 40, GID, ME, t(2), &c).is_none());
+        let ch2 = p.observe(peer, spoof, 40, t(1), &c).unwrap().to_vec();
+        assert!(p.observe(peer, spoof, 40, t(2), &c).is_none());
         assert_eq!(p.route(peer, 1000), Route::Send(home));
         assert_eq!(c.snapshot().peer_address_kept, 2);
         // Again after the retry interval, with the same cookie.
-        let ch3 = p
-            .observe(peer, spoof, 40, GID, ME, t(30), &c)
-            .unwrap()
-            .to_vec();
+        let ch3 = p.observe(peer, spoof, 40, t(30), &c).unwrap().to_vec();
         assert_eq!(cookie_of(&ch2), cookie_of(&ch3));
         // The new address answers: the peer moves.
         assert!(p.validate(peer, spoof, cookie_of(&ch2), &c));
@@ -598,7 +630,7 @@ mod tests {
     /// A keyed group learns from verified datagrams and limits nothing.
     #[test]
     fn keyed_groups_learn_verified_addresses_and_limit_nothing() {
-        let mut p = Peers::new(true, 5);
+        let mut p = Peers::new(true, GID, ME);
         let peer = NodeId(9);
         assert_eq!(p.route(peer, 10), Route::Unknown);
         p.learn_verified(peer, addr(4000));
@@ -611,9 +643,9 @@ mod tests {
     #[test]
     fn the_hold_is_bounded_and_expires() {
         let c = AtomicNodeCounters::default();
-        let mut p = Peers::new(false, 5);
+        let mut p = Peers::new(false, GID, ME);
         let (peer, a) = (NodeId(9), addr(4000));
-        let _ = p.observe(peer, a, 20, GID, ME, t(0), &c);
+        let _ = p.observe(peer, a, 20, t(0), &c);
         let big = vec![0u8; 60_000];
         assert!(p.hold(a, &big, t(0), &c));
         assert!(!p.hold(a, &big, t(0), &c), "over the per-address bound");
@@ -632,14 +664,14 @@ mod tests {
     #[test]
     fn challenges_stay_within_the_budget() {
         let c = AtomicNodeCounters::default();
-        let mut p = Peers::new(false, 5);
+        let mut p = Peers::new(false, GID, ME);
         let a = addr(4000);
         // 10 bytes in: 30 of budget, a challenge is 28.
-        assert!(p.observe(NodeId(9), a, 10, GID, ME, t(0), &c).is_some());
+        assert!(p.observe(NodeId(9), a, 10, t(0), &c).is_some());
         // 10 more: 60 of budget, 28 used; a second challenge (56) fits, a third (84) not
         // without more bytes in.
-        assert!(p.observe(NodeId(9), a, 10, GID, ME, t(50), &c).is_some());
-        assert!(p.observe(NodeId(9), a, 1, GID, ME, t(100), &c).is_none());
+        assert!(p.observe(NodeId(9), a, 10, t(50), &c).is_some());
+        assert!(p.observe(NodeId(9), a, 1, t(100), &c).is_none());
         assert_eq!(c.snapshot().path_challenges, 2);
     }
 }

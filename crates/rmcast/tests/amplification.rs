@@ -664,7 +664,7 @@ fn an_unkeyed_group_cannot_redirect_a_keyed_groups_unicasts() {
     let keyed_name = unique_name("amp-keyed");
     let mut open = Vec::new();
     let mut keyed = Vec::new();
-    let mut seen_open = vec![Seen::default(), Seen::default()];
+    let mut seen_open = [Seen::default(), Seen::default()];
     // Node 751 creates the open group; node 752 creates the keyed one and orders it, so
     // that node 751's messages there go to node 752 point to point.
     for (i, n) in nodes.iter().enumerate() {
@@ -686,7 +686,7 @@ fn an_unkeyed_group_cannot_redirect_a_keyed_groups_unicasts() {
         keyed.push(n.open_group(c).unwrap());
     }
     // keyed[0] is node 752's, keyed[1] node 751's.
-    let mut seen_keyed = vec![Seen::default(), Seen::default()];
+    let mut seen_keyed = [Seen::default(), Seen::default()];
     for (g, s) in open.iter_mut().zip(seen_open.iter_mut()) {
         recv_until(g, s, Duration::from_secs(20), view_has(2));
     }
