@@ -70,15 +70,44 @@ pub fn run(args: ReceiveArgs) -> Result<ExitCode> {
     )?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    // The last file received: a sender that lingers after its transfer (its dally) still
+    // offers it, and a receiver listening again would take it for a new one.
+    let mut last: Option<(String, [u8; 32])> = None;
+    let mut again = false;
     loop {
-        let code = receive_one(&args, keys.clone())?;
-        if !args.keep_listening || code != ExitCode::SUCCESS {
-            return Ok(code);
+        match receive_one(&args, keys.clone(), last.as_ref(), again)? {
+            Received::File(name_and_digest) => {
+                if !args.keep_listening {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                last = Some(name_and_digest);
+                again = false;
+            }
+            Received::Again => {
+                again = true;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Received::Failed => return Ok(ExitCode::FAILURE),
         }
     }
 }
 
-fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<ExitCode> {
+/// How one listen ended.
+enum Received {
+    /// A file, named so, with this digest.
+    File((String, [u8; 32])),
+    /// The file received last was offered again (its sender still there): listen anew.
+    Again,
+    /// The transfer failed (said on stderr).
+    Failed,
+}
+
+fn receive_one(
+    args: &ReceiveArgs,
+    keys: Option<rmcast::Keyring>,
+    previous: Option<&(String, [u8; 32])>,
+    again: bool,
+) -> Result<Received> {
     let node = node(&args.net)?;
     let me = node.id();
     let file: Arc<Mutex<Option<(File, u64)>>> = Arc::new(Mutex::new(None));
@@ -101,15 +130,17 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
         .engine(EngineChoice::custom(Arc::new(factory)));
     cfg.qos = Qos::SourceOrdered;
     cfg.keys = keys;
-    eprintln!(
-        "waiting for a sender on group {}{}",
-        args.group,
-        if args.dr {
-            " (designated receiver)"
-        } else {
-            ""
-        }
-    );
+    if !again {
+        eprintln!(
+            "waiting for a sender on group {}{}",
+            args.group,
+            if args.dr {
+                " (designated receiver)"
+            } else {
+                ""
+            }
+        );
+    }
     let mut group = node.open_group(cfg).context("opening the group")?;
     let mut header: Option<FileHeader> = None;
     let mut part = PathBuf::new();
@@ -128,7 +159,7 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
                         "error: no sender on group {} within {} s",
                         args.group, args.wait
                     );
-                    return Ok(ExitCode::FAILURE);
+                    return Ok(Received::Failed);
                 }
                 if header.is_some() && last.elapsed() > idle {
                     eprintln!(
@@ -137,7 +168,7 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
                         written,
                         header.as_ref().map_or(0, |h| h.size)
                     );
-                    return Ok(ExitCode::FAILURE);
+                    return Ok(Received::Failed);
                 }
                 continue;
             }
@@ -148,6 +179,11 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
                 last = Instant::now();
                 let h = FileHeader::decode(&d.payload)
                     .context("the first packet is not an rmcast file header")?;
+                if previous.is_some_and(|(name, digest)| *name == h.name && *digest == h.sha256) {
+                    drop(group);
+                    node.shutdown();
+                    return Ok(Received::Again);
+                }
                 let dest = args.out.join(&h.name);
                 if !args.overwrite && std::fs::symlink_metadata(&dest).is_ok() {
                     bail!(
@@ -207,7 +243,7 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
             GroupEvent::Left => {
                 eprintln!("error: the sender aborted the transfer (RESET)");
                 let _ = std::fs::remove_file(&part);
-                return Ok(ExitCode::FAILURE);
+                return Ok(Received::Failed);
             }
             _ => {}
         }
@@ -293,7 +329,7 @@ fn receive_one(args: &ReceiveArgs, keys: Option<rmcast::Keyring>) -> Result<Exit
     }
     drop(group);
     node.shutdown();
-    Ok(ExitCode::SUCCESS)
+    Ok(Received::File((h.name, h.sha256)))
 }
 
 /// The `.part` file, created new: a stale one (a receiver killed mid-transfer) is removed first,
