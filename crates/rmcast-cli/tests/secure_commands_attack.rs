@@ -139,7 +139,7 @@ impl Injector {
         let stop = Arc::new(AtomicBool::new(false));
         let halt = stop.clone();
         let thread = std::thread::spawn(move || {
-            let mut rng = Rng(0x5eed_0f_a77ac6);
+            let mut rng = Rng(0x5eed_0fa7_7ac6);
             let mut buf = [0u8; 65536];
             let me = out.local_addr().unwrap();
             let mut heard: Vec<(NodeId, SocketAddr)> = Vec::new();
