@@ -62,12 +62,18 @@ struct Stats {
     digests: u64,
     digest_replies: u64,
     solicited_msgs: u64,
+    /// Messages sent unasked to a gossiper whose digest showed it lacked them.
+    pushed: u64,
     stale_solicitations: u64,
     lost_msgs: u64,
     loss_events: u64,
     gc_by_age: u64,
     gc_by_stability: u64,
     evicted: u64,
+    /// Own messages dropped from a full buffer (by count or bytes) before their age.
+    evicted_own: u64,
+    /// Times this member found itself further behind a sender than its buffer reaches.
+    lagged: u64,
     beyond_window: u64,
     suspected: u64,
     refutations: u64,
@@ -158,8 +164,10 @@ impl Gossip {
         match p.role {
             Role::Create => {
                 g.table.admit(g.me);
-                g.streams
-                    .insert(g.me, SenderHistory::new(0, g.cfg.buffer_msgs, 0));
+                g.streams.insert(
+                    g.me,
+                    SenderHistory::new(0, g.cfg.buffer_msgs, g.cfg.buffer_bytes, 0),
+                );
                 g.member = true;
                 g.view_update(p.now);
                 g.next_round = Some(p.now + g.cfg.round);
@@ -210,7 +218,7 @@ impl Gossip {
     /// The history of `origin`, made if the membership table knows it (histories stay as
     /// bounded as the table, whatever the datagrams name).
     fn stream(&mut self, origin: NodeId) -> Option<&mut SenderHistory> {
-        let (cap, round) = (self.cfg.buffer_msgs, self.round);
+        let (cap, bytes, round) = (self.cfg.buffer_msgs, self.cfg.buffer_bytes, self.round);
         if !self.streams.contains_key(&origin) && self.table.get(origin).is_none() {
             self.stats.unknown_origin += 1;
             return None;
@@ -220,7 +228,7 @@ impl Gossip {
         Some(
             self.streams
                 .entry(origin)
-                .or_insert_with(|| SenderHistory::new(0, cap, round)),
+                .or_insert_with(|| SenderHistory::new(0, cap, bytes, round)),
         )
     }
 
@@ -408,14 +416,14 @@ impl Gossip {
             }
         }
         self.table.admit(self.me);
-        let cap = self.cfg.buffer_msgs;
+        let (cap, bytes) = (self.cfg.buffer_msgs, self.cfg.buffer_bytes);
         for &(origin, start) in &w.starts {
             self.streams
-                .insert(origin, SenderHistory::new(start, cap, self.round));
+                .insert(origin, SenderHistory::new(start, cap, bytes, self.round));
         }
         self.streams
             .entry(self.me)
-            .or_insert_with(|| SenderHistory::new(0, cap, 0));
+            .or_insert_with(|| SenderHistory::new(0, cap, bytes, 0));
         self.member = true;
         self.join_at = None;
         self.view_update(now);
@@ -483,22 +491,23 @@ impl Gossip {
             return;
         }
         let round = self.round;
-        let cap = self.cfg.buffer_msgs as u64;
-        let held = || Held {
+        let held = Held {
             payload: Bytes::copy_from_slice(payload),
             round,
         };
         let Some(s) = self.stream(origin) else {
             return;
         };
-        let mut result = s.insert(msg, held());
-        if result == Insert::BeyondWindow && msg < s.next.saturating_add(cap) {
-            // Room is made by dropping delivered messages, however young: the per-sender
-            // buffer is bounded.
-            let evicted = s.evict_below(msg + 1 - cap).len() as u64;
-            result = s.insert(msg, held());
-            self.stats.evicted += evicted;
+        // Room is made by dropping delivered messages, however young: the per-sender buffer
+        // is bounded.
+        let (result, evicted) = s.insert(msg, held);
+        if result == Insert::Stored {
+            // What a later message shows missing is noted now, so that the next digest that
+            // comes is answered with a solicitation (not one a round later: FIFO delivery
+            // waits on it).
+            s.scan_gaps(now);
         }
+        self.stats.evicted += evicted as u64;
         match result {
             Insert::Stored => {
                 self.activity(now);
@@ -723,6 +732,7 @@ impl Gossip {
         if self.leaving.is_none() {
             self.solicit(now, from, &d);
         }
+        self.push_missing(from, &d);
         // An idle member, or one that does not count the gossiper as a member (a leaver, a
         // member found silent), answers with its own digest: the gossiper learns what it
         // holds and that it is alive. Replies are never answered.
@@ -774,6 +784,59 @@ impl Gossip {
         self.send(Destination::Peer(from), packet::SOLICIT, |b| sol.encode(b));
     }
 
+    /// Send the gossiper of `d` what its digest shows it lacks and this member holds: the
+    /// holes below what it knows to exist (push as well as pull, as in the anti-entropy of
+    /// "Epidemic Algorithms for Replicated Database Maintenance" by Demers et al.): a member
+    /// that lost a first-phase copy is repaired in its own round, not only when a digest comes
+    /// to it, so that FIFO delivery waits less. Within the same round budget as solicitations,
+    /// and at most [`Config::max_solicit`] messages a digest.
+    fn push_missing(&mut self, from: NodeId, d: &Digest) {
+        let mut left = self.cfg.max_solicit.min(self.budget);
+        for s in &d.senders {
+            if left == 0 {
+                break;
+            }
+            let Some(st) = self.streams.get(&s.origin) else {
+                continue;
+            };
+            // Where the digest says what it holds: everything below `known` if its ranges
+            // were not cut short, else up to the last range.
+            let described = if s.held.len() < packet::MAX_RANGES {
+                s.known
+            } else {
+                s.held.last().map_or(s.known, |r| r.end)
+            };
+            let end = described.min(st.known).min(st.next);
+            let mut msg = s.prefix.max(st.base());
+            let mut looked = 0;
+            let mut holes: Vec<u64> = Vec::new();
+            while msg < end && left > 0 && looked < 4 * self.cfg.max_solicit {
+                looked += 1;
+                if let Some(r) = s.held.iter().find(|r| r.contains(&msg)) {
+                    msg = r.end;
+                    continue;
+                }
+                if st.get(msg).is_some() {
+                    holes.push(msg);
+                    left -= 1;
+                }
+                msg += 1;
+            }
+            for msg in holes {
+                let Some(p) = (self.streams.get(&s.origin))
+                    .and_then(|st| st.get(msg))
+                    .map(|h| h.payload.clone())
+                else {
+                    continue;
+                };
+                self.budget -= 1;
+                self.counters.retransmissions += 1;
+                self.stats.pushed += 1;
+                self.send_data(Destination::Peer(from), s.origin, msg, &p);
+            }
+        }
+    }
+
     fn on_solicit(&mut self, from: NodeId, body: &[u8]) {
         let Ok(sol) = Solicitation::decode(body) else {
             self.counters.malformed_dropped += 1;
@@ -823,18 +886,26 @@ impl Gossip {
             self.stats.gc_by_stability += stable_n as u64;
             self.stats.gc_by_age += (dropped.len() - stable_n) as u64;
             if o == self.me {
-                for msg in dropped {
-                    self.events.push_back(Event::SendComplete { msg });
-                }
                 continue;
             }
             if s.known > s.base().saturating_add(cap) {
                 let upto = s.next.min(s.known - cap);
                 self.stats.evicted += s.evict_below(upto).len() as u64;
             }
+            // This member fell further behind the sender than its buffer reaches (by count, or
+            // by bytes held waiting for a missing message): what it cannot hold is given up on
+            // at once (the loss up-call, when delivery reaches it), and it is counted as a lag.
+            let mut behind = s.lost_below;
             if s.known > s.next.saturating_add(cap) {
-                s.lost_below = s.lost_below.max(s.known - cap);
+                behind = behind.max(s.known - cap);
+            }
+            if let Some(held) = s.stuck_behind() {
+                behind = behind.max(held);
+            }
+            if behind > s.lost_below {
+                s.lost_below = behind;
                 s.touched = round;
+                self.stats.lagged += 1;
             }
         }
     }
@@ -1038,6 +1109,9 @@ impl Engine for Gossip {
         if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > self.max_datagram_bytes {
             return Err(SendError::TooLarge);
         }
+        // Only what is local pushes back (the application's event queue, the datagrams
+        // waiting for the socket), never what other members hold: the sender does not wait
+        // for the slowest member.
         if !self.can_submit() {
             self.counters.backpressure_refusals += 1;
             return Err(SendError::WouldBlock);
@@ -1046,10 +1120,13 @@ impl Engine for Gossip {
             payload: payload.clone(),
             round: self.round,
         };
-        let Some(msg) = (self.streams.get_mut(&self.me)).and_then(|s| s.push_own(held)) else {
-            self.counters.backpressure_refusals += 1;
-            return Err(SendError::WouldBlock);
+        let Some(own) = self.streams.get_mut(&self.me) else {
+            return Err(SendError::NotMember);
         };
+        // A full buffer drops its oldest messages: members that still lack them report them
+        // lost, the sender goes on.
+        let (msg, evicted) = own.push_own(held);
+        self.stats.evicted_own += evicted as u64;
         // Own messages are numbered in order, each delivered here at once (next moved past it).
         debug_assert!(self
             .streams
@@ -1067,6 +1144,9 @@ impl Engine for Gossip {
             view: self.view_id,
             payload,
         }));
+        // The engine promises nothing beyond the first phase (resilience 0): the send is
+        // complete once its multicast is queued.
+        self.events.push_back(Event::SendComplete { msg });
         self.activity(now);
         Ok(msg)
     }
@@ -1145,12 +1225,15 @@ impl Engine for Gossip {
             ("digests", s.digests),
             ("digest_replies", s.digest_replies),
             ("solicited_msgs", s.solicited_msgs),
+            ("pushed", s.pushed),
             ("stale_solicitations", s.stale_solicitations),
             ("lost_msgs", s.lost_msgs),
             ("loss_events", s.loss_events),
             ("gc_by_age", s.gc_by_age),
             ("gc_by_stability", s.gc_by_stability),
             ("evicted", s.evicted),
+            ("evicted_own", s.evicted_own),
+            ("lagged", s.lagged),
             ("beyond_window", s.beyond_window),
             ("suspected", s.suspected),
             ("refutations", s.refutations),
@@ -1165,6 +1248,10 @@ impl Engine for Gossip {
                 "buffered",
                 self.streams.values().map(|h| h.held_count() as u64).sum(),
             ),
+            (
+                "buffered_bytes",
+                self.streams.values().map(|h| h.held_bytes() as u64).sum(),
+            ),
         ]
     }
 
@@ -1174,10 +1261,7 @@ impl Engine for Gossip {
             && !self.left
             && !self.events.is_full()
             && self.out.has_room()
-            && self
-                .streams
-                .get(&self.me)
-                .is_some_and(SenderHistory::has_room)
+            && self.streams.contains_key(&self.me)
     }
 
     fn describe(&self) -> String {

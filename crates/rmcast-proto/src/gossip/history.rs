@@ -3,9 +3,11 @@
 //! lacks, and those it gave up on (the loss up-call).
 //!
 //! Held messages live in the common [`HistoryBuffer`], a window of `capacity` numbers from the
-//! oldest one still held (`base`): the per-sender buffer bound. Messages below `next` were
-//! delivered (or reported lost); garbage collection moves `base` up past delivered messages
-//! that are stable or old enough, never past an undelivered one.
+//! oldest one still held (`base`), and their payloads take at most `max_bytes`: the per-sender
+//! buffer bounds. Messages below `next` were delivered (or reported lost); garbage collection
+//! moves `base` up past delivered messages that are stable or old enough, and room for a new
+//! message is made by dropping the oldest delivered ones, whatever their age; never past an
+//! undelivered one (that one is given up on first: the loss up-call).
 
 use crate::common::HistoryBuffer;
 use crate::engine::Time;
@@ -52,6 +54,13 @@ pub(super) struct SenderHistory {
     /// The oldest message still held, or where the window starts when nothing is held.
     base: u64,
     capacity: usize,
+    /// Payload bytes held.
+    bytes: usize,
+    /// Payload bytes held at most.
+    max_bytes: usize,
+    /// The last arrival within reach found no room (the buffer is full of messages waiting
+    /// for delivery): see [`SenderHistory::stuck_behind`].
+    full: bool,
     /// Numbers at or above `next` given up on, not yet passed by delivery.
     pub lost: BTreeSet<u64>,
     /// Every number in `[next, lost_below)` that is not held is given up on (a member that
@@ -67,13 +76,16 @@ pub(super) struct SenderHistory {
 
 impl SenderHistory {
     /// A history whose first message to deliver is `start`.
-    pub fn new(start: u64, capacity: usize, round: u64) -> SenderHistory {
+    pub fn new(start: u64, capacity: usize, max_bytes: usize, round: u64) -> SenderHistory {
         SenderHistory {
             next: start,
             known: start,
             buf: None,
             base: start,
             capacity,
+            bytes: 0,
+            max_bytes,
+            full: false,
             lost: BTreeSet::new(),
             lost_below: start,
             gaps: BTreeMap::new(),
@@ -97,7 +109,11 @@ impl SenderHistory {
         self.buf.as_ref().map_or(0, HistoryBuffer::len)
     }
 
-    /// The message `msg`, if held.
+    /// Payload bytes held.
+    pub fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// What holds between calls (checked in debug builds): the window starts at or below the
     /// next number to deliver and holds at most its capacity; nothing below `next` is missing
     /// or given up on any more; the gap scan never lags behind delivery; gaps lie in the window.
@@ -109,6 +125,8 @@ impl SenderHistory {
             self.next
         );
         debug_assert!(self.held_count() <= self.capacity);
+        debug_assert!(self.bytes <= self.max_bytes);
+        debug_assert!(self.buf.is_some() || self.bytes == 0);
         debug_assert!(self.scanned >= self.next);
         debug_assert!(self
             .gaps
@@ -121,6 +139,7 @@ impl SenderHistory {
         debug_assert!(self.lost.first().is_none_or(|m| *m >= self.next));
     }
 
+    /// The message `msg`, if held.
     pub fn get(&self, msg: u64) -> Option<&Held> {
         self.buf.as_ref().and_then(|b| b.get(msg))
     }
@@ -131,54 +150,93 @@ impl SenderHistory {
             && (self.lost.contains(&msg) || (msg < self.lost_below && self.get(msg).is_none()))
     }
 
-    /// Store an arriving message.
-    pub fn insert(&mut self, msg: u64, held: Held) -> Insert {
+    /// Store an arriving message. Room is made by dropping delivered messages from the oldest
+    /// up, however young (the buffer is bounded); never an undelivered one.
+    pub fn insert(&mut self, msg: u64, held: Held) -> (Insert, usize) {
         if msg < self.next || self.get(msg).is_some() || self.is_lost(msg) {
-            return Insert::Duplicate;
+            return (Insert::Duplicate, 0);
         }
-        if msg >= self.limit() {
-            return Insert::BeyondWindow;
+        if msg >= self.next.saturating_add(self.capacity as u64) {
+            // Beyond what the window could ever hold before delivery moves on.
+            return (Insert::BeyondWindow, 0);
         }
-        let (base, cap, round) = (self.base, self.capacity, held.round);
+        let evicted = self.make_room(msg, held.payload.len());
+        if msg >= self.limit() || self.bytes + held.payload.len() > self.max_bytes {
+            self.full = true;
+            return (Insert::BeyondWindow, evicted);
+        }
+        let round = held.round;
+        if self.store(msg, held) {
+            self.full = false;
+            self.gaps.remove(&msg);
+            self.known = self.known.max(msg + 1);
+            self.touched = round;
+            self.check_invariants();
+            (Insert::Stored, evicted)
+        } else {
+            (Insert::Duplicate, evicted)
+        }
+    }
+
+    /// Put `held` in the window (which has room for it).
+    fn store(&mut self, msg: u64, held: Held) -> bool {
+        let (base, cap, len) = (self.base, self.capacity, held.payload.len());
         let buf = self
             .buf
             .get_or_insert_with(|| HistoryBuffer::new(cap, base));
-        match buf.insert(msg, held) {
-            Ok(true) => {
-                self.gaps.remove(&msg);
-                self.known = self.known.max(msg + 1);
-                self.touched = round;
-                self.check_invariants();
-                Insert::Stored
+        let stored = buf.insert(msg, held) == Ok(true);
+        if stored {
+            self.bytes += len;
+        }
+        stored
+    }
+
+    /// Drop delivered messages from the oldest up until `msg` fits the window and `len` more
+    /// bytes fit the byte bound (or nothing delivered is left). Returns how many went.
+    fn make_room(&mut self, msg: u64, len: usize) -> usize {
+        let (cap, max_bytes, next) = (self.capacity as u64, self.max_bytes, self.next);
+        let Some(buf) = self.buf.as_mut() else {
+            // Nothing held: every number below `next` was delivered or given up on.
+            self.base = self.base.max(next);
+            return 0;
+        };
+        let (mut new_base, mut bytes, mut dropped) = (buf.base(), self.bytes, 0);
+        while new_base < next && (msg >= new_base + cap || bytes + len > max_bytes) {
+            if let Some(h) = buf.get(new_base) {
+                bytes -= h.payload.len();
+                dropped += 1;
             }
-            Ok(false) => Insert::Duplicate,
-            Err(_) => Insert::BeyondWindow,
+            new_base += 1;
         }
+        if dropped == 0 && new_base == buf.base() {
+            return 0;
+        }
+        buf.advance(new_base);
+        self.bytes = bytes;
+        if buf.is_empty() {
+            self.buf = None;
+            self.base = new_base;
+        }
+        dropped
     }
 
-    /// Whether an own message may be submitted: the next number fits the window.
-    pub fn has_room(&self) -> bool {
-        self.next < self.limit()
-    }
-
-    /// Store an own message just submitted under the next number, delivered at once (`None`
-    /// when the window is full: [`SenderHistory::has_room`]).
-    pub fn push_own(&mut self, held: Held) -> Option<u64> {
+    /// Store an own message just submitted under the next number, delivered at once. The
+    /// sender never waits for the group: when the buffer is full its oldest messages go, and
+    /// members that still lack them will report them lost. Returns the number and how many
+    /// old messages were dropped.
+    pub fn push_own(&mut self, held: Held) -> (u64, usize) {
         let msg = self.next;
-        if !self.has_room() {
-            return None;
-        }
-        let (base, cap, round) = (self.base, self.capacity, held.round);
-        let buf = self
-            .buf
-            .get_or_insert_with(|| HistoryBuffer::new(cap, base));
-        buf.insert(msg, held).ok()?;
+        let round = held.round;
+        let evicted = self.make_room(msg, held.payload.len());
+        // Every own message is delivered: `make_room` could drop all of them.
+        debug_assert!(msg < self.limit() && self.bytes + held.payload.len() <= self.max_bytes);
+        self.store(msg, held);
         self.next += 1;
         self.known = self.next;
         self.scanned = self.next;
         self.touched = round;
         self.check_invariants();
-        Some(msg)
+        (msg, evicted)
     }
 
     /// Someone knows of messages up to (not including) `known`. Returns whether that is news.
@@ -282,6 +340,18 @@ impl SenderHistory {
         self.drop_front(|msg, _| msg < upto, 0).0
     }
 
+    /// The history is full of undelivered messages waiting for a missing one (the last
+    /// arrival within reach found no room): the oldest held message above `next`, the first
+    /// number delivery could go on from once what is below it is given up on. `None` while
+    /// there is room or `next` is held.
+    pub fn stuck_behind(&self) -> Option<u64> {
+        let buf = self.buf.as_ref()?;
+        if !self.full || self.get(self.next).is_some() {
+            return None;
+        }
+        (self.next..buf.limit()).find(|m| buf.get(*m).is_some())
+    }
+
     fn drop_front(
         &mut self,
         mut eligible: impl FnMut(u64, &Held) -> bool,
@@ -298,6 +368,7 @@ impl SenderHistory {
             match buf.get(new_base) {
                 None => {}
                 Some(h) if eligible(new_base, h) => {
+                    self.bytes -= h.payload.len();
                     dropped.push(new_base);
                     stable_n += usize::from(new_base < stable);
                 }
@@ -309,6 +380,7 @@ impl SenderHistory {
         if buf.is_empty() {
             self.buf = None;
             self.base = new_base;
+            debug_assert_eq!(self.bytes, 0);
         }
         self.check_invariants();
         (dropped, stable_n)
@@ -356,11 +428,11 @@ mod tests {
     #[test]
     fn gaps_losses_and_collection() {
         let t = Time::ZERO;
-        let mut h = SenderHistory::new(10, 8, 0);
-        assert_eq!(h.insert(9, held(0)), Insert::Duplicate);
-        assert_eq!(h.insert(12, held(0)), Insert::Stored);
-        assert_eq!(h.insert(12, held(0)), Insert::Duplicate);
-        assert_eq!(h.insert(18, held(0)), Insert::BeyondWindow);
+        let mut h = SenderHistory::new(10, 8, 1 << 20, 0);
+        assert_eq!(h.insert(9, held(0)).0, Insert::Duplicate);
+        assert_eq!(h.insert(12, held(0)).0, Insert::Stored);
+        assert_eq!(h.insert(12, held(0)).0, Insert::Duplicate);
+        assert_eq!(h.insert(18, held(0)).0, Insert::BeyondWindow);
         assert_eq!(h.known, 13);
         h.scan_gaps(t);
         assert_eq!(h.gaps.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
@@ -370,7 +442,7 @@ mod tests {
         h.skip(1);
         assert_eq!(h.next, 11);
         assert_eq!(h.lost_run(), None);
-        assert_eq!(h.insert(11, held(1)), Insert::Stored);
+        assert_eq!(h.insert(11, held(1)).0, Insert::Stored);
         h.advance();
         h.advance();
         assert_eq!(h.next, 13);
@@ -388,8 +460,8 @@ mod tests {
 
     #[test]
     fn a_member_far_behind_gives_up_in_bulk_and_keeps_what_it_holds() {
-        let mut h = SenderHistory::new(0, 4, 0);
-        assert_eq!(h.insert(2, held(0)), Insert::Stored);
+        let mut h = SenderHistory::new(0, 4, 1 << 20, 0);
+        assert_eq!(h.insert(2, held(0)).0, Insert::Stored);
         h.learn(1000, 0);
         h.lost_below = 996;
         assert!(h.is_lost(0) && h.is_lost(1) && !h.is_lost(2));
@@ -400,5 +472,57 @@ mod tests {
         assert_eq!(h.lost_run(), Some(993));
         h.skip(993);
         assert_eq!(h.next, 996);
+    }
+
+    fn sized(round: u64, len: usize) -> Held {
+        Held {
+            payload: Bytes::from(vec![0; len]),
+            round,
+        }
+    }
+
+    #[test]
+    fn own_messages_never_wait_and_the_oldest_go_by_count_and_by_bytes() {
+        // 4 messages or 100 bytes at most.
+        let mut h = SenderHistory::new(0, 4, 100, 0);
+        for i in 0..4 {
+            assert_eq!(h.push_own(sized(0, 10)), (i, 0));
+        }
+        // Full by count: the oldest goes.
+        assert_eq!(h.push_own(sized(0, 10)), (4, 1));
+        assert_eq!(h.base(), 1);
+        assert_eq!(h.held_count(), 4);
+        // Full by bytes: 40 held, 90 more need three to go (10 + 90 = 100).
+        assert_eq!(h.push_own(sized(0, 90)), (5, 3));
+        assert_eq!((h.held_count(), h.held_bytes()), (2, 100));
+        assert!(h.get(4).is_some() && h.get(5).is_some());
+        // However young: a 100-byte message empties the buffer before it.
+        assert_eq!(h.push_own(sized(0, 100)), (6, 2));
+        assert_eq!((h.held_count(), h.held_bytes(), h.base()), (1, 100, 6));
+    }
+
+    #[test]
+    fn arrivals_make_room_from_delivered_messages_only() {
+        let mut h = SenderHistory::new(0, 4, 100, 0);
+        assert_eq!(h.insert(0, sized(0, 40)), (Insert::Stored, 0));
+        h.advance();
+        assert_eq!(h.insert(2, sized(0, 40)), (Insert::Stored, 0));
+        // 0 was delivered: it goes for 3 (bytes). 1 is missing, so 2 and 3 wait for it.
+        assert_eq!(h.insert(3, sized(0, 40)), (Insert::Stored, 1));
+        assert_eq!(h.held_bytes(), 80);
+        // Nothing delivered is left to drop: refused, not stored, never an undelivered one.
+        assert_eq!(h.insert(4, sized(0, 40)), (Insert::BeyondWindow, 0));
+        assert!(h.get(2).is_some() && h.get(3).is_some());
+        // Stuck behind the missing 1 with the buffer full: delivery can go on from 2.
+        assert_eq!(h.stuck_behind(), Some(2));
+        h.lost_below = 2;
+        assert_eq!(h.lost_run(), Some(1));
+        h.skip(1);
+        h.advance();
+        h.advance();
+        assert_eq!(h.stuck_behind(), None);
+        assert_eq!(h.insert(4, sized(0, 40)), (Insert::Stored, 1));
+        // Far beyond the window: not stored, nothing dropped for it.
+        assert_eq!(h.insert(100, sized(0, 1)), (Insert::BeyondWindow, 0));
     }
 }

@@ -25,17 +25,22 @@
 //! what it knows of the others. The receiver solicits what it lacks ([`packet::Solicitation`],
 //! the oldest first); the gossiper sends it again by unicast, at most
 //! [`Config::max_retransmissions_per_round`] messages a round, and only for solicitations of
-//! its current or previous round. Each member keeps a sender's messages in a bounded buffer
-//! ([`Config::buffer_msgs`]) for [`Config::gc_rounds`] rounds after they arrived, then
-//! garbage-collects them; **stability detection** lets them go earlier: each digest carries,
-//! per member, the prefix of each sender's messages that member delivered (its own first,
-//! then others' as relayed, merged by maximum), and a message below every member's prefix is
-//! held everywhere. The sender's [`crate::Event::SendComplete`] comes when its message leaves
-//! its buffer (stable, or collected). **The loss up-call**: a message known to exist (from a
-//! digest or a later message) and still missing after [`Config::loss_rounds`] rounds, or once
-//! every other member reported that it no longer holds it, is given up on; a member that fell
-//! further behind a sender than its buffer gives up the oldest at once. Delivery then goes on
-//! with that sender's next message.
+//! its current or previous round. Each member keeps a sender's messages in a buffer bounded by
+//! count ([`Config::buffer_msgs`]) and bytes ([`Config::buffer_bytes`]) for
+//! [`Config::gc_rounds`] rounds after they arrived, then garbage-collects them; **stability
+//! detection** lets them go earlier: each digest carries, per member, the prefix of each
+//! sender's messages that member delivered (its own first, then others' as relayed, merged by
+//! maximum), and a message below every member's prefix is held everywhere. A full buffer makes
+//! room by dropping its oldest delivered messages, however young: **the sender never waits for
+//! the slowest member** (the flow control Pbcast exists to do without). A send is accepted and
+//! complete ([`crate::Event::SendComplete`], at once) when its first-phase multicast is queued;
+//! only what is local pushes back (the application's event queue, the datagrams waiting for
+//! the socket). **The loss up-call**: a message known to exist (from a digest or a later
+//! message) and still missing after [`Config::loss_rounds`] rounds, or once every other member
+//! reported that it no longer holds it, is given up on; a member that fell further behind a
+//! sender than its buffer reaches (by count, or by bytes held waiting for a missing message)
+//! gives up the oldest at once and counts a lag (`lagged`). Delivery then goes on with that
+//! sender's next message.
 //!
 //! **Membership** (the paper takes it from the layer below; here it is gossiped too). A joiner
 //! multicasts a join request until welcomed; every member that hears it enters the joiner in
@@ -61,7 +66,8 @@
 //! and lacks nothing, its table has not changed for [`Config::idle_rounds`] rounds and every
 //! member has shown it the same table since, it stops its rounds; any message, join, leave or
 //! different table wakes it. An idle member answers a digest with its own. A member that
-//! crashes while the whole group is idle is noticed when the group wakes.
+//! crashes while the whole group is idle, or in the last rounds before it goes idle (after it
+//! showed its agreement), is noticed when the group wakes.
 
 mod engine;
 mod history;
@@ -94,9 +100,12 @@ pub struct Config {
     pub max_retransmissions_per_round: usize,
     /// Messages one solicitation asks for, at most.
     pub max_solicit: usize,
-    /// Messages held per sender, at most (the own ones included: a full own buffer refuses
-    /// sends with [`crate::SendError::WouldBlock`]).
+    /// Messages held per sender, at most (the own ones included: a full buffer drops its
+    /// oldest delivered messages, it never refuses a send).
     pub buffer_msgs: usize,
+    /// Payload bytes held per sender, at most (as [`Config::buffer_msgs`]); also the largest
+    /// message.
+    pub buffer_bytes: usize,
     /// Events held for the application at most before delivery pauses.
     pub max_events: usize,
     /// A member not heard of this long leaves the view; `None`: never.
@@ -120,7 +129,8 @@ impl Default for Config {
             loss_rounds: 40,
             max_retransmissions_per_round: 256,
             max_solicit: 128,
-            buffer_msgs: 1024,
+            buffer_msgs: 8192,
+            buffer_bytes: 8 << 20,
             max_events: 1024,
             silence_timeout: Some(Duration::from_secs(5)),
             idle_rounds: 5,
@@ -158,6 +168,12 @@ impl Config {
         )?;
         ConfigError::check_range("max_solicit", self.max_solicit as u64, 1, 1 << 16)?;
         ConfigError::check_range("buffer_msgs", self.buffer_msgs as u64, 16, 1 << 20)?;
+        ConfigError::check_range(
+            "buffer_bytes",
+            self.buffer_bytes as u64,
+            crate::wire::MAX_DATAGRAM_LEN as u64,
+            1 << 32,
+        )?;
         ConfigError::check_range("max_events", self.max_events as u64, 16, 1 << 24)?;
         ConfigError::check_range("idle_rounds", self.idle_rounds.into(), 1, 100_000)?;
         ConfigError::check_range("max_members", self.max_members as u64, 2, 1 << 16)?;

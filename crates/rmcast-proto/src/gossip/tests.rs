@@ -175,7 +175,7 @@ fn a_multicast_lost_in_the_first_phase_is_recovered_by_gossip() {
         .sum();
     assert!(retrans >= 5, "{retrans}");
     assert!(net.losses(3).is_empty());
-    // The sender's messages became stable: its buffer emptied and each send completed.
+    // Each send completed (once multicast), and the messages became stable: the buffer emptied.
     let done = (net.events[1].iter())
         .filter(|e| matches!(e, Event::SendComplete { .. }))
         .count();
@@ -326,48 +326,69 @@ fn a_member_far_behind_its_buffer_gives_up_the_oldest_at_once() {
 }
 
 #[test]
-fn sends_push_back_on_a_full_own_buffer_and_complete_later() {
+fn a_full_own_buffer_drops_its_oldest_and_the_sender_never_waits() {
     let c = cfg();
     let cap = c.buffer_msgs;
     let mut net = Net::new(2, c.clone());
     // Member 1 hears nothing: member 0's messages never become stable.
     net.drop = Some(Box::new(|c| c.to == 1));
-    let mut n = 0;
-    loop {
+    let n = 3 * cap;
+    for k in 0..n {
         let now = net.now;
-        match net
-            .node(0)
-            .submit(now, Bytes::from_static(b"x"), Qos::Reliable)
-        {
-            Ok(_) => n += 1,
-            Err(e) => {
-                assert_eq!(e, SendError::WouldBlock);
-                break;
-            }
-        }
+        // Accepted at once, whatever member 1 holds, and complete once multicast.
+        assert_eq!(
+            net.node(0)
+                .submit(now, Bytes::from_static(b"x"), Qos::Reliable),
+            Ok(k as u64)
+        );
         net.poll(0);
-        assert!(n <= cap);
+        assert!(net.nodes[0].can_submit());
+        assert!(net.nodes[0].info().buffered_msgs <= cap);
     }
-    assert_eq!(n, cap);
-    assert!(!net.nodes[0].can_submit());
+    let done: Vec<u64> = (net.events[0].iter())
+        .filter_map(|e| match e {
+            Event::SendComplete { msg } => Some(*msg),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done, (0..n as u64).collect::<Vec<_>>());
+    assert_eq!(net.counter(0, "evicted_own"), (n - cap) as u64);
     let now = net.now;
     assert_eq!(
         net.node(0).submit(now, Bytes::new(), Qos::TotallyOrdered),
         Err(SendError::Unsupported)
     );
-    // Collected by age: every send completes and the buffer has room again.
-    net.run_for(c.round * (c.gc_rounds + 3));
-    assert!(net.nodes[0].can_submit());
-    let done = (net.events[0].iter())
-        .filter(|e| matches!(e, Event::SendComplete { .. }))
-        .count();
-    assert_eq!(done, cap);
-    // Member 1 reports them lost (it knows they exist from member 0's digests once it hears).
+    // Member 1 hears again: it gets what member 0 still holds (the last `cap`) and reports
+    // the rest lost, each message accounted for once, in order.
     net.drop = None;
     net.run_for(Duration::from_secs(5));
+    let got = net.delivered(1, 0);
     let lost: u64 = net.losses(1).iter().map(|l| l.count).sum();
-    assert_eq!(lost + net.delivered(1, 0).len() as u64, cap as u64);
-    assert!(lost > 0);
+    assert_eq!(lost + got.len() as u64, n as u64);
+    assert!(lost >= (n - cap) as u64, "lost {lost}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "FIFO");
+    assert!(net.counter(1, "lagged") > 0);
+}
+
+#[test]
+fn a_sender_buffer_is_bounded_by_bytes_too() {
+    let c = Config {
+        buffer_bytes: 40_000,
+        ..cfg()
+    };
+    let mut net = Net::new(2, c);
+    net.drop = Some(Box::new(|c| c.to == 1));
+    for _ in 0..200 {
+        let now = net.now;
+        net.node(0)
+            .submit(now, Bytes::from(vec![7; 1000]), Qos::Reliable)
+            .expect("never refused");
+        net.poll(0);
+        assert!(net.counter(0, "buffered_bytes") <= 40_000);
+    }
+    // 64 messages would fit the count bound; 40 of 1,000 bytes fill the byte bound.
+    assert_eq!(net.counter(0, "buffered"), 40);
+    assert_eq!(net.counter(0, "evicted_own"), 160);
 }
 
 #[test]
