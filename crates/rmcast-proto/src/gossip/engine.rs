@@ -126,6 +126,18 @@ pub struct Gossip {
     row_rotation: usize,
     /// Departed members sent the table this round (see [`Gossip::nudge`]).
     nudged: BTreeSet<NodeId>,
+    /// Own messages submitted and not yet handed to the driver: their first phase goes as one
+    /// run (see [`Gossip::flush_run`]).
+    run: OwnRun,
+}
+
+/// Own messages waiting for their first-phase multicast, numbers `first..first + len`.
+#[derive(Debug, Default)]
+struct OwnRun {
+    first: u64,
+    payloads: Vec<Bytes>,
+    /// Bytes of the run body so far.
+    bytes: usize,
 }
 
 impl Gossip {
@@ -160,6 +172,7 @@ impl Gossip {
             sender_rotation: 0,
             row_rotation: 0,
             nudged: BTreeSet::new(),
+            run: OwnRun::default(),
         };
         match p.role {
             Role::Create => {
@@ -200,6 +213,38 @@ impl Gossip {
         self.send(to, packet::DATA, |b| {
             packet::encode_data(b, origin, msg, payload)
         });
+    }
+
+    /// Queue own message `msg` for its first-phase multicast: with the messages submitted
+    /// before it and not yet sent when they fit one datagram together.
+    fn queue_own(&mut self, msg: u64, payload: Bytes) {
+        let room = self.max_datagram_bytes - wire::HEADER_LEN - packet::RUN_FIXED;
+        let add = packet::RUN_ENTRY_FIXED + payload.len();
+        if !self.run.payloads.is_empty()
+            && (self.run.bytes + add > room || self.run.payloads.len() == u16::MAX as usize)
+        {
+            self.flush_run();
+        }
+        if self.run.payloads.is_empty() {
+            self.run.first = msg;
+        }
+        debug_assert_eq!(self.run.first + self.run.payloads.len() as u64, msg);
+        self.run.payloads.push(payload);
+        self.run.bytes += add;
+    }
+
+    /// Multicast the queued own messages: one alone as a plain message, several as a run.
+    fn flush_run(&mut self) {
+        let payloads = std::mem::take(&mut self.run.payloads);
+        self.run.bytes = 0;
+        let (me, first) = (self.me, self.run.first);
+        match payloads.as_slice() {
+            [] => {}
+            [one] => self.send_data(Destination::Group, me, first, one),
+            many => self.send(Destination::Group, packet::DATA_RUN, |b| {
+                packet::encode_run(b, me, first, many)
+            }),
+        }
     }
 
     /// Something happened: the member is not quiet, and gossips again if it was idle.
@@ -483,6 +528,22 @@ impl Gossip {
             self.counters.malformed_dropped += 1;
             return;
         };
+        self.on_message(now, origin, msg, || Bytes::copy_from_slice(payload));
+    }
+
+    /// A run of messages: the body is copied once, and each payload is a slice of it.
+    fn on_run(&mut self, now: Time, body: &[u8]) {
+        let Ok((origin, first, ranges)) = packet::decode_run(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        let all = Bytes::copy_from_slice(body);
+        for (k, r) in ranges.into_iter().enumerate() {
+            self.on_message(now, origin, first + k as u64, || all.slice(r));
+        }
+    }
+
+    fn on_message(&mut self, now: Time, origin: NodeId, msg: u64, payload: impl FnOnce() -> Bytes) {
         if !self.member || self.leaving.is_some() {
             return;
         }
@@ -492,7 +553,7 @@ impl Gossip {
         }
         let round = self.round;
         let held = Held {
-            payload: Bytes::copy_from_slice(payload),
+            payload: payload(),
             round,
         };
         let Some(s) = self.stream(origin) else {
@@ -1064,6 +1125,10 @@ impl Shelled for Gossip {
                 self.nudge(from);
                 self.on_data(now, pkt.body);
             }
+            packet::DATA_RUN => {
+                self.nudge(from);
+                self.on_run(now, pkt.body);
+            }
             packet::GOSSIP => self.on_gossip(now, from, pkt.body),
             packet::SOLICIT => self.on_solicit(from, pkt.body),
             packet::JOIN => {
@@ -1132,8 +1197,9 @@ impl Engine for Gossip {
             .streams
             .get(&self.me)
             .is_some_and(|s| s.next == msg + 1));
-        // The first phase: one unreliable multicast; gossip repairs what it missed.
-        self.send_data(Destination::Group, self.me, msg, &payload);
+        // The first phase: one unreliable multicast (with the messages submitted with it);
+        // gossip repairs what it missed.
+        self.queue_own(msg, payload.clone());
         self.counters.submitted += 1;
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
@@ -1161,6 +1227,7 @@ impl Engine for Gossip {
             self.events.push_back(Event::Left);
             return;
         }
+        self.flush_run();
         self.leaving = Some(self.round);
         self.table.depart(self.me);
         self.view_update(now);
@@ -1175,6 +1242,7 @@ impl Engine for Gossip {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.flush_run();
         shell::transmit(&mut self.out, &mut self.counters, buf)
     }
 

@@ -18,14 +18,17 @@
 //! way (FIFO, repaired by gossip): more than the first two ask for.
 //!
 //! **How.** Each message is multicast once by its sender ([`crate::Destination::Group`], the
-//! first phase) and delivered by every member that receives it once the sender's earlier
+//! first phase; messages submitted together before the driver takes a datagram go as one run,
+//! [`packet::DATA_RUN`], as many as fit a datagram) and delivered by every member that receives it once the sender's earlier
 //! messages were delivered (or reported lost). Every [`Config::round`] each member sends a
 //! [`packet::Digest`] to [`Config::fanout`] members picked at random with the engine's own
 //! seeded generator, by unicast: per sender, the messages it holds as ranges (bounded), and
 //! what it knows of the others. The receiver solicits what it lacks ([`packet::Solicitation`],
 //! the oldest first); the gossiper sends it again by unicast, at most
 //! [`Config::max_retransmissions_per_round`] messages a round, and only for solicitations of
-//! its current or previous round. Each member keeps a sender's messages in a buffer bounded by
+//! its current or previous round. A digest that shows its gossiper lacks messages below what
+//! it knows to exist is answered with them too (push as well as pull, within the same budget),
+//! so that a lost first-phase copy holds FIFO delivery back for about a round. Each member keeps a sender's messages in a buffer bounded by
 //! count ([`Config::buffer_msgs`]) and bytes ([`Config::buffer_bytes`]) for
 //! [`Config::gc_rounds`] rounds after they arrived, then garbage-collects them; **stability
 //! detection** lets them go earlier: each digest carries, per member, the prefix of each

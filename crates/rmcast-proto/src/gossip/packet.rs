@@ -24,9 +24,17 @@ pub const WELCOME: u8 = 5;
 pub const MEMBERS: u8 = 6;
 /// A member leaves: its table entry, marked departed.
 pub const LEAVE: u8 = 7;
+/// A run of messages of one origin with consecutive numbers, `(origin, first number, count,
+/// then each payload after its length)`: the first phase of messages submitted together, in
+/// one datagram (small messages bundled under load).
+pub const DATA_RUN: u8 = 8;
 
 /// Bytes of a data body before the payload: origin (4) and message number (8).
 pub const DATA_FIXED: usize = 12;
+/// Bytes of a run body before its messages: origin (4), first number (8), count (2).
+pub const RUN_FIXED: usize = 14;
+/// Bytes before each payload of a run: its length.
+pub const RUN_ENTRY_FIXED: usize = 4;
 /// Held ranges per sender in one digest, at most (the oldest first).
 pub const MAX_RANGES: usize = 8;
 /// Senders in one digest, at most.
@@ -67,6 +75,46 @@ pub fn decode_data(body: &[u8]) -> Result<(NodeId, u64, &[u8]), WireError> {
     let origin = NodeId(r.u32()?);
     let msg = r.u64()?;
     Ok((origin, msg, r.rest()))
+}
+
+/// Write a run body: `payloads` are messages `first, first + 1, ...` of `origin`.
+pub fn encode_run<P: AsRef<[u8]>>(b: &mut Vec<u8>, origin: NodeId, first: u64, payloads: &[P]) {
+    debug_assert!(payloads.len() <= u16::MAX as usize);
+    b.put_u32(origin.0);
+    b.put_u64(first);
+    b.put_u16(payloads.len() as u16);
+    for p in payloads {
+        let p = p.as_ref();
+        b.put_u32(p.len() as u32);
+        b.extend_from_slice(p);
+    }
+}
+
+/// Read a run body: `(origin, first number, payloads)`, each payload as its range in `body`.
+/// Every length is checked against the bytes there; a run names at least one message, and its
+/// numbers do not wrap.
+pub fn decode_run(body: &[u8]) -> Result<(NodeId, u64, Vec<Range<usize>>), WireError> {
+    let mut r = Reader::new(body);
+    let origin = NodeId(r.u32()?);
+    let first = r.u64()?;
+    let n = r.u16()? as usize;
+    if n == 0 || first.checked_add(n as u64).is_none() {
+        return Err(WireError::BadValue("run count"));
+    }
+    let mut at = RUN_FIXED;
+    if n > (body.len() - at) / RUN_ENTRY_FIXED {
+        return Err(WireError::BadValue("run count"));
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = r.u32()? as usize;
+        let p = r.bytes(len)?;
+        at += RUN_ENTRY_FIXED;
+        out.push(at..at + p.len());
+        at += p.len();
+    }
+    r.finish()?;
+    Ok((origin, first, out))
 }
 
 /// What the gossiper holds of one sender's messages.
@@ -397,6 +445,34 @@ impl Members {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_roundtrip_and_refuse_bad_lengths() {
+        let payloads: Vec<&[u8]> = vec![b"ab", b"", b"cde"];
+        let mut b = Vec::new();
+        encode_run(&mut b, NodeId(4), 10, &payloads);
+        let (o, first, ranges) = decode_run(&b).unwrap();
+        assert_eq!((o, first), (NodeId(4), 10));
+        let got: Vec<&[u8]> = ranges.iter().map(|r| &b[r.clone()]).collect();
+        assert_eq!(got, payloads);
+        // Cut anywhere, or one byte too many: refused, never a panic.
+        for n in 0..b.len() {
+            assert!(decode_run(&b[..n]).is_err(), "cut at {n}");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert!(decode_run(&long).is_err());
+        // A count larger than the bytes could hold, an empty run, a run that wraps.
+        let mut c = b.clone();
+        c[12..14].copy_from_slice(&u16::MAX.to_be_bytes());
+        assert!(decode_run(&c).is_err());
+        let mut e = Vec::new();
+        encode_run::<&[u8]>(&mut e, NodeId(4), 10, &[]);
+        assert!(decode_run(&e).is_err());
+        let mut w = Vec::new();
+        encode_run(&mut w, NodeId(4), u64::MAX, &payloads);
+        assert!(decode_run(&w).is_err());
+    }
 
     fn digest() -> Digest {
         Digest {
