@@ -11,6 +11,7 @@ use super::{Config, GossipFactory};
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::Deadlines;
 use crate::common::SplitMix64;
+use crate::common::{Fragmenter, Fragments, Reassembly};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, Loss, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -129,6 +130,10 @@ pub struct Gossip {
     /// Own messages submitted and not yet handed to the driver: their first phase goes as one
     /// run (see [`Gossip::flush_run`]).
     run: OwnRun,
+    /// Splits messages larger than a datagram.
+    fragmenter: Fragmenter,
+    /// Messages of other senders being put together from their fragments.
+    reassembly: Reassembly<NodeId>,
 }
 
 /// Own messages waiting for their first-phase multicast, numbers `first..first + len`.
@@ -143,14 +148,23 @@ struct OwnRun {
 impl Gossip {
     /// A member: the creator is a group of one at once, a joiner asks any member in.
     pub fn new(cfg: Config, p: &EngineParams<'_>) -> Gossip {
+        let max_datagram_bytes = p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
+        let fragmenter = Fragmenter::new(
+            cfg.max_message_bytes,
+            max_datagram_bytes
+                .saturating_sub(wire::HEADER_LEN + packet::FRAG_FIXED)
+                .max(1),
+        );
         let mut g = Gossip {
+            reassembly: Reassembly::new(&fragmenter),
+            fragmenter,
             table: Membership::new(cfg.max_members),
             budget: cfg.max_retransmissions_per_round,
             events: EventQueue::new(cfg.max_events),
             cfg,
             group: p.group,
             me: p.me,
-            max_datagram_bytes: p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN),
+            max_datagram_bytes,
             rng: SplitMix64::new(p.seed),
             counters: Counters::default(),
             stats: Stats::default(),
@@ -213,6 +227,62 @@ impl Gossip {
         self.send(to, packet::DATA, |b| {
             packet::encode_data(b, origin, msg, payload)
         });
+    }
+
+    /// Send a held message again as it first went, a whole message or a fragment. Returns
+    /// whether it was held.
+    fn resend(&mut self, to: NodeId, origin: NodeId, msg: u64) -> bool {
+        let Some((p, frag)) = (self.streams.get(&origin))
+            .and_then(|s| s.get(msg))
+            .map(|h| (h.payload.clone(), h.frag))
+        else {
+            return false;
+        };
+        match frag {
+            None => self.send_data(Destination::Peer(to), origin, msg, &p),
+            Some(f) => self.send(Destination::Peer(to), packet::DATA_FRAG, |b| {
+                packet::encode_frag(b, origin, msg, f, &p)
+            }),
+        }
+        true
+    }
+
+    /// Submit a message larger than a datagram: each fragment a message of its own (FIFO,
+    /// repaired by gossip), multicast alone; the whole is delivered here at once under the
+    /// number of its last fragment, which is what `submit` returns.
+    fn submit_fragments(&mut self, now: Time, payload: Bytes, frags: Fragments) -> u64 {
+        self.flush_run();
+        let mut last = 0;
+        for f in frags {
+            let held = Held {
+                payload: f.payload.clone(),
+                round: self.round,
+                frag: Some((f.index, f.count)),
+            };
+            let Some(own) = self.streams.get_mut(&self.me) else {
+                break;
+            };
+            let (msg, evicted) = own.push_own(held);
+            self.stats.evicted_own += evicted as u64;
+            let me = self.me;
+            self.send(Destination::Group, packet::DATA_FRAG, |b| {
+                packet::encode_frag(b, me, msg, (f.index, f.count), &f.payload)
+            });
+            last = msg;
+        }
+        self.counters.submitted += 1;
+        self.counters.delivered += 1;
+        self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
+            seq: last,
+            sender: self.me,
+            msg: last,
+            view: self.view_id,
+            payload,
+        }));
+        self.events.push_back(Event::SendComplete { msg: last });
+        self.activity(now);
+        last
     }
 
     /// Queue own message `msg` for its first-phase multicast: with the messages submitted
@@ -528,7 +598,17 @@ impl Gossip {
             self.counters.malformed_dropped += 1;
             return;
         };
-        self.on_message(now, origin, msg, || Bytes::copy_from_slice(payload));
+        self.on_message(now, origin, msg, None, || Bytes::copy_from_slice(payload));
+    }
+
+    fn on_frag(&mut self, now: Time, body: &[u8]) {
+        let Ok((origin, msg, frag, payload)) = packet::decode_frag(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        self.on_message(now, origin, msg, Some(frag), || {
+            Bytes::copy_from_slice(payload)
+        });
     }
 
     /// A run of messages: the body is copied once, and each payload is a slice of it.
@@ -539,11 +619,18 @@ impl Gossip {
         };
         let all = Bytes::copy_from_slice(body);
         for (k, r) in ranges.into_iter().enumerate() {
-            self.on_message(now, origin, first + k as u64, || all.slice(r));
+            self.on_message(now, origin, first + k as u64, None, || all.slice(r));
         }
     }
 
-    fn on_message(&mut self, now: Time, origin: NodeId, msg: u64, payload: impl FnOnce() -> Bytes) {
+    fn on_message(
+        &mut self,
+        now: Time,
+        origin: NodeId,
+        msg: u64,
+        frag: Option<(u16, u16)>,
+        payload: impl FnOnce() -> Bytes,
+    ) {
         if !self.member || self.leaving.is_some() {
             return;
         }
@@ -555,6 +642,7 @@ impl Gossip {
         let held = Held {
             payload: payload(),
             round,
+            frag,
         };
         let Some(s) = self.stream(origin) else {
             return;
@@ -597,6 +685,9 @@ impl Gossip {
             if let Some(count) = s.lost_run() {
                 debug_assert!(count > 0, "a loss is of at least one message");
                 s.skip(count);
+                // A message in fragments that lost some never completes: what follows of it
+                // is refused below, and its last fragment (its number) reported lost.
+                self.reassembly.forget(origin);
                 self.stats.lost_msgs = self.stats.lost_msgs.saturating_add(count);
                 self.stats.loss_events += 1;
                 self.events.push_back(Event::Loss(Loss {
@@ -607,11 +698,34 @@ impl Gossip {
                 continue;
             }
             let Some(h) = s.get(s.next) else { break };
-            let payload = h.payload.clone();
+            let (payload, frag) = (h.payload.clone(), h.frag);
             let msg = s.next;
             s.advance();
             // FIFO per sender: each message once, right after the one before it.
             debug_assert_eq!(s.next, msg + 1, "delivery moves one message at a time");
+            let payload = match frag {
+                None => payload,
+                Some((index, count)) => {
+                    match self.reassembly.push(origin, index, count, payload) {
+                        Ok(Some(whole)) => whole,
+                        Ok(None) => continue,
+                        Err(_) => {
+                            // Its beginning was lost (or it is too large): the message is
+                            // lost, reported once, under its number (its last fragment's).
+                            if index + 1 == count {
+                                self.stats.lost_msgs += 1;
+                                self.stats.loss_events += 1;
+                                self.events.push_back(Event::Loss(Loss {
+                                    sender: origin,
+                                    first_seq: msg,
+                                    count: 1,
+                                }));
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
                 respond: false,
@@ -884,16 +998,11 @@ impl Gossip {
                 msg += 1;
             }
             for msg in holes {
-                let Some(p) = (self.streams.get(&s.origin))
-                    .and_then(|st| st.get(msg))
-                    .map(|h| h.payload.clone())
-                else {
-                    continue;
-                };
-                self.budget -= 1;
-                self.counters.retransmissions += 1;
-                self.stats.pushed += 1;
-                self.send_data(Destination::Peer(from), s.origin, msg, &p);
+                if self.resend(from, s.origin, msg) {
+                    self.budget -= 1;
+                    self.counters.retransmissions += 1;
+                    self.stats.pushed += 1;
+                }
             }
         }
     }
@@ -919,15 +1028,10 @@ impl Gossip {
                 if self.budget == 0 {
                     return;
                 }
-                let Some(p) = (self.streams.get(&origin))
-                    .and_then(|s| s.get(msg))
-                    .map(|h| h.payload.clone())
-                else {
-                    continue;
-                };
-                self.budget -= 1;
-                self.counters.retransmissions += 1;
-                self.send_data(Destination::Peer(from), origin, msg, &p);
+                if self.resend(from, origin, msg) {
+                    self.budget -= 1;
+                    self.counters.retransmissions += 1;
+                }
             }
         }
     }
@@ -1129,6 +1233,10 @@ impl Shelled for Gossip {
                 self.nudge(from);
                 self.on_run(now, pkt.body);
             }
+            packet::DATA_FRAG => {
+                self.nudge(from);
+                self.on_frag(now, pkt.body);
+            }
             packet::GOSSIP => self.on_gossip(now, from, pkt.body),
             packet::SOLICIT => self.on_solicit(from, pkt.body),
             packet::JOIN => {
@@ -1171,8 +1279,19 @@ impl Engine for Gossip {
         if !self.member || self.leaving.is_some() || self.left {
             return Err(SendError::NotMember);
         }
-        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > self.max_datagram_bytes {
+        if payload.len() > self.cfg.max_message_bytes {
             return Err(SendError::TooLarge);
+        }
+        if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED > self.max_datagram_bytes {
+            let Ok(frags) = self.fragmenter.split(payload.clone()) else {
+                return Err(SendError::TooLarge);
+            };
+            // Every fragment goes out at once: the datagram queue must take them all.
+            if !self.can_submit() || self.out.capacity() - self.out.len() < frags.len() + 1 {
+                self.counters.backpressure_refusals += 1;
+                return Err(SendError::WouldBlock);
+            }
+            return Ok(self.submit_fragments(now, payload, frags));
         }
         // Only what is local pushes back (the application's event queue, the datagrams
         // waiting for the socket), never what other members hold: the sender does not wait
@@ -1184,6 +1303,7 @@ impl Engine for Gossip {
         let held = Held {
             payload: payload.clone(),
             round: self.round,
+            frag: None,
         };
         let Some(own) = self.streams.get_mut(&self.me) else {
             return Err(SendError::NotMember);

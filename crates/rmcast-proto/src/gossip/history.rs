@@ -22,6 +22,8 @@ pub(super) struct Held {
     pub payload: Bytes,
     /// The gossip round in which it arrived here (garbage collection counts from it).
     pub round: u64,
+    /// `(index, count)` when it is a fragment of a message larger than a datagram.
+    pub frag: Option<(u16, u16)>,
 }
 
 /// A message known to exist and missing here.
@@ -422,6 +424,7 @@ mod tests {
         Held {
             payload: Bytes::from_static(b"m"),
             round,
+            frag: None,
         }
     }
 
@@ -478,6 +481,7 @@ mod tests {
         Held {
             payload: Bytes::from(vec![0; len]),
             round,
+            frag: None,
         }
     }
 

@@ -19,7 +19,12 @@
 //!
 //! **How.** Each message is multicast once by its sender ([`crate::Destination::Group`], the
 //! first phase; messages submitted together before the driver takes a datagram go as one run,
-//! [`packet::DATA_RUN`], as many as fit a datagram) and delivered by every member that receives it once the sender's earlier
+//! [`packet::DATA_RUN`], as many as fit a datagram; one larger than a datagram goes in
+//! fragments, [`packet::DATA_FRAG`], each numbered and repaired as a message of its own, cut
+//! and put together again by the common [`crate::common::Fragmenter`] and
+//! [`crate::common::Reassembly`], up to [`Config::max_message_bytes`], and delivered under the
+//! number of its last fragment; a message missing a fragment is reported lost under that
+//! number) and delivered by every member that receives it once the sender's earlier
 //! messages were delivered (or reported lost). Every [`Config::round`] each member sends a
 //! [`packet::Digest`] to [`Config::fanout`] members picked at random with the engine's own
 //! seeded generator, by unicast: per sender, the messages it holds as ranges (bounded), and
@@ -106,9 +111,13 @@ pub struct Config {
     /// Messages held per sender, at most (the own ones included: a full buffer drops its
     /// oldest delivered messages, it never refuses a send).
     pub buffer_msgs: usize,
-    /// Payload bytes held per sender, at most (as [`Config::buffer_msgs`]); also the largest
-    /// message.
+    /// Payload bytes held per sender, at most (as [`Config::buffer_msgs`]).
     pub buffer_bytes: usize,
+    /// The largest message: one larger than a datagram goes in fragments (each repaired by
+    /// gossip as a message of its own) and is put together again at most this large. At most
+    /// a quarter of [`Config::buffer_bytes`], so that a message never pushes its own
+    /// beginning out of the sender's buffer.
+    pub max_message_bytes: usize,
     /// Events held for the application at most before delivery pauses.
     pub max_events: usize,
     /// A member not heard of this long leaves the view; `None`: never.
@@ -134,6 +143,7 @@ impl Default for Config {
             max_solicit: 128,
             buffer_msgs: 8192,
             buffer_bytes: 8 << 20,
+            max_message_bytes: 1 << 20,
             max_events: 1024,
             silence_timeout: Some(Duration::from_secs(5)),
             idle_rounds: 5,
@@ -176,6 +186,12 @@ impl Config {
             self.buffer_bytes as u64,
             crate::wire::MAX_DATAGRAM_LEN as u64,
             1 << 32,
+        )?;
+        ConfigError::check_range(
+            "max_message_bytes",
+            self.max_message_bytes as u64,
+            1,
+            (self.buffer_bytes / 4) as u64,
         )?;
         ConfigError::check_range("max_events", self.max_events as u64, 16, 1 << 24)?;
         ConfigError::check_range("idle_rounds", self.idle_rounds.into(), 1, 100_000)?;

@@ -28,9 +28,15 @@ pub const LEAVE: u8 = 7;
 /// then each payload after its length)`: the first phase of messages submitted together, in
 /// one datagram (small messages bundled under load).
 pub const DATA_RUN: u8 = 8;
+/// A fragment of a message larger than a datagram, `(origin, number, index, count,
+/// payload)`: each fragment has a message number of its own (gossip repairs fragments), and
+/// the message is delivered under the number of its last fragment.
+pub const DATA_FRAG: u8 = 9;
 
 /// Bytes of a data body before the payload: origin (4) and message number (8).
 pub const DATA_FIXED: usize = 12;
+/// Bytes of a fragment body before its payload: origin, number, index (2), count (2).
+pub const FRAG_FIXED: usize = DATA_FIXED + 4;
 /// Bytes of a run body before its messages: origin (4), first number (8), count (2).
 pub const RUN_FIXED: usize = 14;
 /// Bytes before each payload of a run: its length.
@@ -75,6 +81,31 @@ pub fn decode_data(body: &[u8]) -> Result<(NodeId, u64, &[u8]), WireError> {
     let origin = NodeId(r.u32()?);
     let msg = r.u64()?;
     Ok((origin, msg, r.rest()))
+}
+
+/// Write a fragment body.
+pub fn encode_frag(b: &mut Vec<u8>, origin: NodeId, msg: u64, frag: (u16, u16), payload: &[u8]) {
+    b.put_u32(origin.0);
+    b.put_u64(msg);
+    b.put_u16(frag.0);
+    b.put_u16(frag.1);
+    b.extend_from_slice(payload);
+}
+
+/// A fragment read: `(origin, number, (index, count), payload)`.
+pub type FragBody<'a> = (NodeId, u64, (u16, u16), &'a [u8]);
+
+/// Read a fragment body; the index lies below the count, and a message of one fragment is no
+/// fragment.
+pub fn decode_frag(body: &[u8]) -> Result<FragBody<'_>, WireError> {
+    let mut r = Reader::new(body);
+    let origin = NodeId(r.u32()?);
+    let msg = r.u64()?;
+    let (index, count) = (r.u16()?, r.u16()?);
+    if count < 2 || index >= count {
+        return Err(WireError::BadValue("fragment index"));
+    }
+    Ok((origin, msg, (index, count), r.rest()))
 }
 
 /// Write a run body: `payloads` are messages `first, first + 1, ...` of `origin`.
@@ -445,6 +476,22 @@ impl Members {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fragments_roundtrip_and_refuse_bad_indices() {
+        let mut b = Vec::new();
+        encode_frag(&mut b, NodeId(2), 7, (1, 3), b"xyz");
+        assert_eq!(
+            decode_frag(&b).unwrap(),
+            (NodeId(2), 7, (1, 3), &b"xyz"[..])
+        );
+        for bad in [(3, 3), (0, 1), (0, 0), (9, 2)] {
+            let mut b = Vec::new();
+            encode_frag(&mut b, NodeId(2), 7, bad, b"xyz");
+            assert!(decode_frag(&b).is_err(), "{bad:?}");
+        }
+        assert!(decode_frag(&b[..15]).is_err());
+    }
 
     #[test]
     fn runs_roundtrip_and_refuse_bad_lengths() {

@@ -633,3 +633,78 @@ fn messages_submitted_together_go_as_one_run_and_a_lost_run_is_repaired() {
         .collect();
     assert!((payloads.iter().enumerate()).all(|(k, p)| p[..] == [k as u8; 16]));
 }
+
+#[test]
+fn a_message_larger_than_a_datagram_arrives_whole_and_lost_fragments_are_repaired() {
+    let mut net = Net::new(3, cfg());
+    // Member 2 misses the first phase of every other fragment: gossip repairs them.
+    net.drop = Some(Box::new(|c| {
+        c.ptype == packet::DATA_FRAG && c.multicast && c.to == 2 && c.index % 2 == 0
+    }));
+    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let now = net.now;
+    let m = net
+        .node(0)
+        .submit(now, Bytes::from(big.clone()), Qos::SourceOrdered)
+        .unwrap();
+    net.poll(0);
+    // 10,000 bytes in 1,400-byte datagrams: 8 fragments, numbered 0..8; the message is 7.
+    assert_eq!(m, 7);
+    let small = net.send(0, 1);
+    assert_eq!(small, vec![8]);
+    net.run_for(Duration::from_secs(2));
+    for i in 0..3 {
+        let got: Vec<(u64, Bytes)> = (net.events[i].iter())
+            .filter_map(|e| match e {
+                Event::Deliver(d) => Some((d.msg, d.payload.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got.len(), 2, "member {i}");
+        assert_eq!((got[0].0, &got[0].1[..]), (7, &big[..]), "member {i}");
+        assert_eq!(got[1].0, 8);
+        assert!(net.losses(i).is_empty());
+    }
+    assert!(net.counter(2, "solicited_msgs") + net.counter(0, "pushed") > 0);
+    // Larger than the maximum message: refused, saying so.
+    let now = net.now;
+    assert_eq!(
+        net.node(0)
+            .submit(now, Bytes::from(vec![0; (1 << 20) + 1]), Qos::SourceOrdered),
+        Err(SendError::TooLarge)
+    );
+}
+
+#[test]
+fn a_message_whose_fragment_nobody_holds_is_reported_lost_under_its_number() {
+    let c = Config {
+        loss_rounds: 5,
+        ..cfg()
+    };
+    let mut net = Net::new(3, c);
+    // Fragment 1 of the message never reaches member 2, first phase or repair.
+    net.drop = Some(Box::new(|c| {
+        c.to == 2 && c.ptype == packet::DATA_FRAG && packet::decode_frag(c.body).unwrap().1 == 1
+    }));
+    let now = net.now;
+    let m = net
+        .node(0)
+        .submit(now, Bytes::from(vec![5; 5000]), Qos::SourceOrdered)
+        .unwrap();
+    net.poll(0);
+    let after = net.send(0, 1);
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(net.delivered(1, 0), vec![m, after[0]]);
+    // Member 2: the lost fragment, then the message itself under its number, then what came
+    // after, delivered.
+    assert_eq!(net.delivered(2, 0), after);
+    let lost = net.losses(2);
+    assert!(
+        lost.iter().any(|l| l.first_seq == m && l.count == 1),
+        "{lost:?}"
+    );
+    assert!(
+        lost.iter().any(|l| l.first_seq == 1 && l.count == 1),
+        "{lost:?}"
+    );
+}
