@@ -29,6 +29,12 @@ const OUTCOME_NOT_MINE: u8 = 0;
 /// Reasons of failed transactions kept for [`Engine::take_failure`] (the runtime takes each
 /// as soon as it sees the failure; the bound only matters to a driver that never asks).
 const MAX_FAILURES: usize = 256;
+/// Epochs whose source this member knows (the member that opened the first transaction of the
+/// epoch here), at most; the oldest is forgotten first.
+const MAX_EPOCHS: usize = 4096;
+/// BACKOFF_TIME per receiver taken from a FIRST or CNTL at most, in microseconds (the largest
+/// [`Config::backoff_unit`] a configuration may have).
+const MAX_BACKOFF_UNIT_US: u32 = 1_000_000;
 
 /// Why this source gave a transaction up.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -213,6 +219,11 @@ pub struct Txn {
     /// Outcome, deliver-to point and (released) set of transactions this member knows.
     outcomes: BTreeMap<(NodeId, Key), (u8, u32, Vec<NodeId>)>,
     outcome_order: VecDeque<(NodeId, Key)>,
+    /// The source of each epoch heard of, fixed by the first FIRST of the epoch that opened a
+    /// receive context here (as the Tree fixes its session's origin): packets of that epoch's
+    /// forward channel are taken only from it. At most [`MAX_EPOCHS`].
+    sources: BTreeMap<u32, NodeId>,
+    source_order: VecDeque<u32>,
     out: OutQueue,
     events: EventQueue,
     /// Why own transactions failed, for [`Engine::take_failure`] (at most [`MAX_FAILURES`]).
@@ -252,6 +263,14 @@ struct Extra {
     opens_not_answered: u64,
     out_dropped: u64,
     unreliable_sent: u64,
+    /// Packets of a transaction's forward channel (FIRST, DATA, CNTL, ACCEPT, REPLY_ACK) from a
+    /// member other than its source, and RESOLVEs from a member not entitled to resolve it:
+    /// refused.
+    not_from_source: u64,
+    /// REPLY segments from a member not in the transaction's set: refused.
+    not_in_set: u64,
+    /// Unreliable messages dropped because the application's event queue was full.
+    unreliable_dropped: u64,
 }
 
 impl Txn {
@@ -275,6 +294,8 @@ impl Txn {
             held_bytes: 0,
             outcomes: BTreeMap::new(),
             outcome_order: VecDeque::new(),
+            sources: BTreeMap::new(),
+            source_order: VecDeque::new(),
             out: OutQueue::new(MAX_OUT),
             events: EventQueue::ungated(cfg.max_events),
             failures: VecDeque::new(),
@@ -392,9 +413,41 @@ impl Txn {
         (self.inbound.get(&(source, key))).map_or_else(Vec::new, |i| i.set.clone())
     }
 
-    /// BACKOFF_TIME for a set of `set_size` receivers, in nanoseconds.
-    fn backoff_ns(set_size: u16, unit_us: u32) -> u64 {
-        u64::from(set_size.max(1)) * u64::from(unit_us) * 1000
+    /// BACKOFF_TIME for a set of `set_size` receivers, in nanoseconds: both come from the
+    /// source's packets, so the unit is taken at most [`MAX_BACKOFF_UNIT_US`] and the time at
+    /// most `cap` (the open's timer: an answer later than that comes too late anyway).
+    fn backoff_ns(set_size: u16, unit_us: u32, cap: Duration) -> u64 {
+        let ns = u64::from(set_size.max(1)) * u64::from(unit_us.min(MAX_BACKOFF_UNIT_US)) * 1000;
+        ns.min(cap.as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+
+    /// Whether a packet of the forward channel of transaction `key` may come from `from`: not
+    /// if its epoch is this member's own, or the epoch's source (fixed by the first FIRST of it
+    /// that opened a receive context here) is another member. Refusals are counted.
+    fn from_source(&mut self, from: NodeId, key: Key) -> bool {
+        let source = if key.epoch == self.epoch {
+            Some(self.me)
+        } else {
+            self.sources.get(&key.epoch).copied()
+        };
+        if source.is_some_and(|s| s != from) {
+            self.extra.not_from_source += 1;
+            return false;
+        }
+        true
+    }
+
+    /// `from` opened a transaction of epoch `epoch` here: it is the epoch's source from now on.
+    fn bind_source(&mut self, epoch: u32, from: NodeId) {
+        if self.sources.insert(epoch, from).is_none() {
+            self.source_order.push_back(epoch);
+            while self.source_order.len() > MAX_EPOCHS {
+                if let Some(old) = self.source_order.pop_front() {
+                    self.sources.remove(&old);
+                }
+            }
+        }
+        debug_assert!(self.sources.len() <= MAX_EPOCHS);
     }
 
     // ----- the source side -----
@@ -801,6 +854,7 @@ impl Txn {
             return;
         };
         let Some(r) = set.get_mut(&from) else {
+            self.extra.not_in_set += 1;
             return;
         };
         r.heard_at = now;
@@ -1065,7 +1119,7 @@ impl Txn {
         };
         let first = i.accepted.is_none();
         let backoff = if first || i.use_backoff {
-            Self::backoff_ns(i.set_size, i.backoff_unit_us)
+            Self::backoff_ns(i.set_size, i.backoff_unit_us, self.cfg.open_timeout)
         } else {
             0
         };
@@ -1165,6 +1219,7 @@ impl Txn {
                 return;
             }
             self.extra.opens += 1;
+            self.bind_source(f.key.epoch, source);
             self.inbound.insert(
                 k,
                 Inbound {
@@ -1380,8 +1435,41 @@ impl Txn {
         self.try_deliver(k);
     }
 
-    fn on_resolve(&mut self, source: NodeId, key: Key, outcome: u8, deliver_to: u32, set: &[u8]) {
+    /// A RESOLVE from `from` of `source`'s transaction `key`. The source's own is taken as it
+    /// is. Another member's is an answer to a QUERY, taken only if it says "released" (only the
+    /// source aborts: a receiver that missed an abort gives up after its asks, which delivers
+    /// nothing just the same), only from a member of the set (the set the source named here,
+    /// or, if this receiver missed every packet naming it, the set the answer names), and only
+    /// once this receiver asked (its source has been silent): a member outside the set cannot
+    /// resolve, and a member of it cannot release a transaction whose source is still heard.
+    fn on_resolve(
+        &mut self,
+        from: NodeId,
+        source: NodeId,
+        key: Key,
+        outcome: u8,
+        deliver_to: u32,
+        set: &[u8],
+    ) {
         let k = (source, key);
+        let Some(i) = self.inbound.get_mut(&k) else {
+            return;
+        };
+        if from != source {
+            let in_set = if i.set.is_empty() {
+                pk::set_contains(set, from)
+            } else {
+                i.set.contains(&from)
+            };
+            if outcome != pk::OUTCOME_RELEASED || !in_set {
+                self.extra.not_from_source += 1;
+                return;
+            }
+            if i.queries == 0 || i.delivered {
+                // An answer to another receiver's question.
+                return;
+            }
+        }
         let Some(i) = self.inbound.get_mut(&k) else {
             return;
         };
@@ -1395,15 +1483,27 @@ impl Txn {
         self.try_deliver(k);
     }
 
+    /// A receiver asks what became of `source`'s transaction `key`. Answered (to the group) by
+    /// the source, and by a receiver that delivered it if it was released; a release only to
+    /// an asker of its set (nobody else may deliver it), so that a QUERY from outside the set
+    /// makes nobody multicast.
     fn on_query(&mut self, asker: NodeId, source: NodeId, key: Key) {
-        let known = self.outcomes.get(&(source, key)).cloned();
-        if let Some((o, d, set)) = known.filter(|(o, _, _)| *o != OUTCOME_NOT_MINE) {
-            let mut b = self.header(pk::RESOLVE);
-            pk::encode_resolve(&mut b, source, key, o, d, &set);
-            self.extra.resolves_sent += 1;
-            let _ = asker;
-            self.push_out(Destination::Group, b);
+        let Some((o, d, set)) = self.outcomes.get(&(source, key)) else {
+            return;
+        };
+        let answer = match *o {
+            pk::OUTCOME_RELEASED => set.contains(&asker),
+            pk::OUTCOME_ABORTED => source == self.me,
+            _ => false,
+        };
+        if !answer {
+            return;
         }
+        let (o, d, set) = (*o, *d, set.clone());
+        let mut b = self.header(pk::RESOLVE);
+        pk::encode_resolve(&mut b, source, key, o, d, &set);
+        self.extra.resolves_sent += 1;
+        self.push_out(Destination::Group, b);
     }
 
     fn pump_reply(&mut self, now: Time, k: (NodeId, Key)) {
@@ -1415,7 +1515,7 @@ impl Txn {
         };
         let (use_backoff, backoff) = (
             i.use_backoff,
-            Self::backoff_ns(i.set_size, i.backoff_unit_us),
+            Self::backoff_ns(i.set_size, i.backoff_unit_us, self.cfg.open_timeout),
         );
         loop {
             let Some(i) = self.inbound.get_mut(&k) else {
@@ -1583,10 +1683,15 @@ impl Txn {
         match h.ptype {
             pk::FIRST => {
                 let f = pk::decode_first(body)?;
-                self.on_first(now, from, f);
+                if self.from_source(from, f.key) {
+                    self.on_first(now, from, f);
+                }
             }
             pk::DATA => {
                 let d = pk::decode_data(body)?;
+                if !self.from_source(from, d.key) {
+                    return Ok(());
+                }
                 let k = (from, d.key);
                 if let Some(i) = self.inbound.get_mut(&k) {
                     i.heard_at = now;
@@ -1597,7 +1702,9 @@ impl Txn {
             }
             pk::CNTL => {
                 let (c, set) = pk::decode_cntl(body)?;
-                self.on_cntl(now, from, c, set);
+                if self.from_source(from, c.key) {
+                    self.on_cntl(now, from, c, set);
+                }
             }
             pk::STATUS => {
                 let s = pk::decode_status(body)?;
@@ -1605,7 +1712,9 @@ impl Txn {
             }
             pk::ACCEPT => {
                 let (key, yes) = pk::decode_accept(body)?;
-                self.on_accept(now, from, key, yes);
+                if self.from_source(from, key) {
+                    self.on_accept(now, from, key, yes);
+                }
             }
             pk::REPLY => {
                 let s = pk::decode_reply(body)?;
@@ -1613,13 +1722,22 @@ impl Txn {
             }
             pk::REPLY_ACK => {
                 let (key, next) = pk::decode_reply_ack(body)?;
-                self.on_reply_ack(now, from, key, next);
+                if self.from_source(from, key) {
+                    self.on_reply_ack(now, from, key, next);
+                }
             }
             pk::UDATA => {
                 let (key, data) = pk::decode_udata(body)?;
                 let k = (from, key);
+                if !self.from_source(from, key) {
+                    return Ok(());
+                }
                 if self.outcomes.contains_key(&k) {
                     self.counters.duplicates += 1;
+                } else if self.events.is_full() {
+                    // Unreliable: no repair, so dropped (and counted) rather than queued past
+                    // what the application is allowed to hold.
+                    self.extra.unreliable_dropped += 1;
                 } else {
                     self.record_outcome(from, key, OUTCOME_NOT_MINE, 0);
                     self.counters.delivered += 1;
@@ -1639,7 +1757,9 @@ impl Txn {
             }
             pk::RESOLVE => {
                 let (source, key, o, d, set) = pk::decode_resolve(body)?;
-                self.on_resolve(source, key, o, d, set);
+                if self.from_source(source, key) {
+                    self.on_resolve(from, source, key, o, d, set);
+                }
             }
             t => return Err(wire::WireError::BadType(t)),
         }
@@ -1782,7 +1902,7 @@ impl Engine for Txn {
         r.buf.extend_from_slice(&payload);
         self.extra.replies_sent += 1;
         if i.use_backoff && r.backoff_at.is_none() {
-            let b = Self::backoff_ns(i.set_size, i.backoff_unit_us);
+            let b = Self::backoff_ns(i.set_size, i.backoff_unit_us, self.cfg.open_timeout);
             let d = self.rng.up_to(b);
             if let Some(i) = self.inbound.get_mut(&k) {
                 i.reply.backoff_at = Some(now + Duration::from_nanos(d));
@@ -1935,6 +2055,9 @@ impl Engine for Txn {
             ("backoffs", e.backoffs),
             ("control_dropped", e.out_dropped),
             ("unreliable_sent", e.unreliable_sent),
+            ("unreliable_dropped", e.unreliable_dropped),
+            ("not_from_source", e.not_from_source),
+            ("not_in_set", e.not_in_set),
         ]
     }
 

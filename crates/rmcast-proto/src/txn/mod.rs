@@ -46,6 +46,27 @@
 //! crashing during the release does not leave some receivers delivered and others not. With
 //! nobody left who knows, holders give up after [`Config::query_limit`] asks and discard.
 //!
+//! **Roles.** Each packet is taken only from the member entitled to send it (the header's
+//! sender; a key holder is trusted to be a member, not to play every role). The source of an
+//! epoch is fixed by the first FIRST of that epoch that opened a receive context here, as the
+//! Tree fixes its session's origin, and a member's own epoch is its own: FIRST, DATA, CNTL,
+//! ACCEPT, REPLY_ACK and UDATA of an epoch are taken only from its source, and a RESOLVE only if
+//! it names that source. A RESOLVE from another member than the source is taken only as the
+//! answer to this receiver's QUERY (its source has been silent), only if it says "released"
+//! (only the source aborts: a receiver that missed an abort gives up, which delivers nothing
+//! just the same), and only from a member of the set (as the source named it here, or as the
+//! answer names it if this receiver missed every packet naming it). REPLY segments are taken
+//! only from the receivers of the transaction's set, reports after the open only from them.
+//! Refused: `not_from_source`, `not_in_set` (reports: `channels_refused`). A QUERY is answered
+//! with a release only to an asker of the set, an abort only by the source, so that a QUERY
+//! from outside the set makes nobody multicast. Bounds on what the wire sizes: a message
+//! larger than [`Config::max_message_bytes`] is not answered, bytes are held only in order and
+//! within the receive window and [`Config::rx_budget_bytes`], a set field is read in place and
+//! at most [`Config::max_receivers`] of it kept, a reply message's length is checked against
+//! [`Config::max_reply_bytes`] before its bytes are kept, BACKOFF_TIME is at most the open's
+//! timer, and unreliable messages beyond [`Config::max_events`] waiting for the application are
+//! dropped and counted (`unreliable_dropped`).
+//!
 //! **Not built.** Per-transaction `min`/`max`/timeout through the common `submit` (they are the
 //! engine's [`Config`]; the library opens a group per transaction shape), several messages in
 //! one transaction (a transaction is one message, which may be a whole file), and an explicit

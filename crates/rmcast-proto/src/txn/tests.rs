@@ -14,6 +14,8 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod roles;
+
 const MS: Duration = Duration::from_millis(1);
 
 type Net = crate::testnet::Net<Txn>;
