@@ -1831,6 +1831,11 @@ impl Engine for Txn {
         self.counters.submitted += 1;
         let total = payload.len() as u32;
         let burst = u64::from(self.cfg.burst_bytes);
+        // The first repeat of the FIRST no later than the others (a sixteenth of the open's
+        // timer): the measured round trip may be far longer than the open (this member was
+        // paused, and measured its pause), and a FIRST lost to every receiver would then be
+        // the only one sent, failing the open with nobody asked twice.
+        let first_retry = self.rto_after(0).min(self.open_retry_max());
         self.forwards.insert(
             msg,
             Forward {
@@ -1846,7 +1851,7 @@ impl Engine for Txn {
                 set: BTreeMap::new(),
                 send_next: 0,
                 sent_high: 0,
-                open_retry_at: now + self.rto_after(0),
+                open_retry_at: now + first_retry,
                 rto_at: None,
                 goback_at: now,
                 sreq_at: None,

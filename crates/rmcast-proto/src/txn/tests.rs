@@ -702,3 +702,36 @@ fn early_open_decides_once_the_last_sets_receivers_answered() {
     assert_eq!(net.node(0).set_of(m4).unwrap().len(), 4);
     assert!((1..5).all(|i| net.delivered(i, 0, m4)));
 }
+
+/// A source whose retransmission timeout is longer than the open's timer (its first one, or
+/// one measured while it was paused: a paused member measures its pause) still repeats its
+/// FIRST within a sixteenth of the timer, so that a FIRST lost to every receiver does not fail
+/// the open. Without the bound on the first repeat, it came after the timeout, past the open's
+/// timer, and the transaction failed with nobody asked twice (every-engine sweep, txn seed
+/// 6059: a source back from a 589 ms pause).
+#[test]
+fn a_long_retransmission_timeout_does_not_stretch_the_first_repeat_of_an_open() {
+    let mut net = Net::new(
+        3,
+        Config {
+            max_receivers: 2,
+            open_timeout: Duration::from_millis(500),
+            rto_initial: Duration::from_secs(1),
+            ..cfg()
+        },
+    );
+    // The open's first FIRST reaches nobody.
+    let mut lost = 0;
+    net.drop = Some(Box::new(move |c| {
+        let first = c.ptype == pk::FIRST && lost < 2;
+        lost += u32::from(first);
+        first
+    }));
+    let m = net.submit(0, b"asked twice");
+    net.run_for(Duration::from_secs(1));
+    assert!(!net.failed(0, m), "the open failed");
+    assert!(net.completed(0, m));
+    for i in 1..3 {
+        assert!(net.delivered(i, 0, m), "node {i}");
+    }
+}
