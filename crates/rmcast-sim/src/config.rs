@@ -371,6 +371,12 @@ pub struct Limits {
     /// Probabilistic engines (which do not promise that everyone delivers everything): the run
     /// ends once no datagram is in flight and no engine has a timer due within this long.
     pub quiet_timer_horizon: Duration,
+    /// The run never ends as quiescent: it goes on to the deadline (the heal time plus
+    /// `quiescence_timeout`). For checks of their own that need what happens after the
+    /// members delivered what the quiescence rule asks of them (the Txn rules: a transaction
+    /// whose source crashed just after releasing it is still owed by every receiver of its set,
+    /// whom the release reaches after the crash).
+    pub run_to_deadline: bool,
 }
 
 impl Default for Limits {
@@ -384,6 +390,7 @@ impl Default for Limits {
             quiescence_timeout: Duration::from_secs(60),
             check_interval: Duration::from_millis(10),
             quiet_timer_horizon: Duration::from_secs(1),
+            run_to_deadline: false,
         }
     }
 }

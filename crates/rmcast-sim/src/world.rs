@@ -631,7 +631,9 @@ impl<'a> World<'a> {
                 }
             }
             Item::Check => {
-                if self.quiescent() {
+                if self.cfg.limits.run_to_deadline {
+                    // Never quiescent: the run goes on to its deadline.
+                } else if self.quiescent() {
                     self.quiesced = true;
                     self.stop = true;
                 } else {
