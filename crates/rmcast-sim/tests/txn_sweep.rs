@@ -438,3 +438,72 @@ fn txn_tables_in_the_simulator() {
         );
     }
 }
+
+/// Two seeds of the every-engine sweep's txn runs (`every_engine_sweep.rs`), their scenarios
+/// copied here, held to the transaction rules with that sweep's run bounds. Each failed for a
+/// bound, not for the engine: seed 593 (a crashed member makes every open wait out its timer,
+/// and the deadline came before the last transaction's) needs the deadline to leave
+/// `open_timeout` per message; seed 3181 (the only source crashed just after a release, and the
+/// run ended as quiescent at the crash with the release on its way) needs
+/// `Limits::run_to_deadline`.
+#[test]
+fn every_engine_seeds_593_and_3181_keep_the_transaction_rules() {
+    let engine = |members: u32| txn(members, 1, true);
+    let cases = [
+        (
+            593,
+            Scenario {
+                engine: engine(6),
+                members: 6,
+                reorder_ms: 1.5436723103105998,
+                loss: 0.21234381166323632,
+                dup: 0.0,
+                messages: 36,
+                message_bytes: 64,
+                senders: 4,
+                in_flight: 1,
+                partition_ms: 508,
+                pause_ms: 1492,
+                crashes: 1,
+                fault_window_ms: 1000,
+                heal: true,
+                ..Scenario::default()
+            },
+        ),
+        (
+            3181,
+            Scenario {
+                engine: engine(4),
+                members: 4,
+                reorder_ms: 1.0283688181476944,
+                loss: 0.2939171410114252,
+                dup: 0.005513662665679631,
+                messages: 40,
+                message_bytes: 64,
+                senders: 1,
+                in_flight: 2,
+                partition_ms: 326,
+                pause_ms: 852,
+                crashes: 1,
+                fault_window_ms: 1000,
+                heal: true,
+                ..Scenario::default()
+            },
+        ),
+    ];
+    for (seed, sc) in cases {
+        sc.validate().expect("valid scenario");
+        let mut cfg = sc.config(seed);
+        let opens = Config::default().open_timeout * cfg.workload.messages_per_sender as u32;
+        cfg.limits.quiescence_timeout = Duration::from_secs(10) + opens;
+        cfg.limits.run_to_deadline = true;
+        let rec = rmcast_sim::simulate(&cfg);
+        assert!(
+            rec.hosts.iter().any(|h| h.crashed_at.is_some()),
+            "seed {seed}"
+        );
+        let out = rmcast_sim::txn_check::check_transactions_apart(&rec, 1, &cfg.faults.partitions)
+            .unwrap_or_else(|v| panic!("seed {seed}: {v:#?}"));
+        assert!(out.receiver_deliveries > 0, "seed {seed}");
+    }
+}
