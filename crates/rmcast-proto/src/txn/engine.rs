@@ -424,7 +424,7 @@ impl Txn {
     /// Whether a packet of the forward channel of transaction `key` may come from `from`: not
     /// if its epoch is this member's own, or the epoch's source (fixed by the first FIRST of it
     /// that opened a receive context here) is another member. Refusals are counted.
-    fn from_source(&mut self, from: NodeId, key: Key) -> bool {
+    fn sent_by_source(&mut self, from: NodeId, key: Key) -> bool {
         let source = if key.epoch == self.epoch {
             Some(self.me)
         } else {
@@ -1683,13 +1683,13 @@ impl Txn {
         match h.ptype {
             pk::FIRST => {
                 let f = pk::decode_first(body)?;
-                if self.from_source(from, f.key) {
+                if self.sent_by_source(from, f.key) {
                     self.on_first(now, from, f);
                 }
             }
             pk::DATA => {
                 let d = pk::decode_data(body)?;
-                if !self.from_source(from, d.key) {
+                if !self.sent_by_source(from, d.key) {
                     return Ok(());
                 }
                 let k = (from, d.key);
@@ -1702,7 +1702,7 @@ impl Txn {
             }
             pk::CNTL => {
                 let (c, set) = pk::decode_cntl(body)?;
-                if self.from_source(from, c.key) {
+                if self.sent_by_source(from, c.key) {
                     self.on_cntl(now, from, c, set);
                 }
             }
@@ -1712,7 +1712,7 @@ impl Txn {
             }
             pk::ACCEPT => {
                 let (key, yes) = pk::decode_accept(body)?;
-                if self.from_source(from, key) {
+                if self.sent_by_source(from, key) {
                     self.on_accept(now, from, key, yes);
                 }
             }
@@ -1722,14 +1722,14 @@ impl Txn {
             }
             pk::REPLY_ACK => {
                 let (key, next) = pk::decode_reply_ack(body)?;
-                if self.from_source(from, key) {
+                if self.sent_by_source(from, key) {
                     self.on_reply_ack(now, from, key, next);
                 }
             }
             pk::UDATA => {
                 let (key, data) = pk::decode_udata(body)?;
                 let k = (from, key);
-                if !self.from_source(from, key) {
+                if !self.sent_by_source(from, key) {
                     return Ok(());
                 }
                 if self.outcomes.contains_key(&k) {
@@ -1757,7 +1757,7 @@ impl Txn {
             }
             pk::RESOLVE => {
                 let (source, key, o, d, set) = pk::decode_resolve(body)?;
-                if self.from_source(source, key) {
+                if self.sent_by_source(source, key) {
                     self.on_resolve(from, source, key, o, d, set);
                 }
             }
