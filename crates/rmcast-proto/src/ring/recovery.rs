@@ -71,6 +71,9 @@ pub(super) struct RecoveryState {
     pub last_committed: u64,
     /// When each peer was last told it is not a member.
     pub told: BTreeMap<NodeId, Time>,
+    /// Members of this member's ring that told it it was expelled, while it held view `.0`
+    /// (none of them entitled alone; see `Ring::may_expel_me`).
+    pub expel_claims: (u64, BTreeSet<NodeId>),
     /// Reformations this member committed.
     pub committed: u64,
     /// How long the last committed reformation took here, from its start to the commit.
@@ -97,6 +100,7 @@ impl RecoveryState {
             bound: 0,
             last_committed: 0,
             told: BTreeMap::new(),
+            expel_claims: (0, BTreeSet::new()),
             committed: 0,
             last_took: Duration::ZERO,
             detector: (policy.alive_interval_ms > 0).then(|| {
