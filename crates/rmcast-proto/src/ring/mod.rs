@@ -76,6 +76,8 @@ pub mod packet;
 mod recovery;
 mod reform;
 #[cfg(test)]
+mod reform_tests;
+#[cfg(test)]
 mod roles_tests;
 mod rpc;
 #[cfg(test)]

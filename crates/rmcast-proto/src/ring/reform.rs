@@ -311,7 +311,13 @@ impl Ring {
             poll.stalled = 0;
         }
         r.target = target.clone();
-        let all_but_one = voters + 1 >= poll.old.len() && reached.len() == voters;
+        // All but one answered and stand at the sync point: decide now, if they are enough to
+        // go on. If they are not (a ring of two: the initiator alone is all but one), the one
+        // missing may be alive and only slow to answer (a suspicion from loss or a pause):
+        // wait for it until the rounds stall, or the initiator gives up at once, every time,
+        // without ever sending its Start.
+        let all_but_one =
+            voters + 1 >= poll.old.len() && reached.len() == voters && voters >= needed;
         let done = all_but_one || poll.stalled >= self.cfg.stalled_rounds;
         if !done {
             let start = RecoveryStart {
