@@ -74,6 +74,8 @@ pub(super) struct RecoveryState {
     /// Members of this member's ring that told it it was expelled, while it held view `.0`
     /// (none of them entitled alone; see `Ring::may_expel_me`).
     pub expel_claims: (u64, BTreeSet<NodeId>),
+    /// This leaver was first told it is out while its next ACK to apply was `.0`, at `.1`.
+    pub leaver_told: Option<(u64, Time)>,
     /// Reformations this member committed.
     pub committed: u64,
     /// How long the last committed reformation took here, from its start to the commit.
@@ -101,6 +103,7 @@ impl RecoveryState {
             last_committed: 0,
             told: BTreeMap::new(),
             expel_claims: (0, BTreeSet::new()),
+            leaver_told: None,
             committed: 0,
             last_took: Duration::ZERO,
             detector: (policy.alive_interval_ms > 0).then(|| {

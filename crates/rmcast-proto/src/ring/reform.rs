@@ -809,6 +809,22 @@ impl Ring {
         // it, there is nothing to catch up to, and its reformation would try for ever.
         let leaver_reformed_out =
             self.leaving() && self.rec.current.is_some() && view > self.membership.view_id;
+        // A leaver outside any reformation told of a newer view, and still not one ACK further
+        // once the others would have let go of what it lacks (`Config::depart_linger`): no
+        // New List removing it is kept for it; a reformation left it out (it was cut off),
+        // and waiting for its leave to be ordered would last for ever.
+        let newer = self.leaving() && view > self.membership.view_id;
+        let mut leaver_stuck = false;
+        if newer && self.rec.current.is_none() && self.membership.ring.contains(&from) {
+            let next = self.order.next_ack;
+            match self.rec.leaver_told {
+                Some((n, first)) if n == next => {
+                    leaver_stuck = now.saturating_since(first) >= self.cfg.depart_linger;
+                }
+                _ => self.rec.leaver_told = Some((next, now)),
+            }
+        }
+        let leaver_reformed_out = leaver_reformed_out || leaver_stuck;
         if !self.in_ring()
             || (self.leaving() && !leaver_reformed_out)
             || !self.membership.ring.contains(&from)

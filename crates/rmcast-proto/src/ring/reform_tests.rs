@@ -77,3 +77,34 @@ fn a_ring_of_two_reforms_with_a_member_wrongly_found_failed() {
     assert_eq!(got(0).len(), 2);
     assert_eq!(got(1), got(0));
 }
+
+/// A ring of three whose member 2 asks to leave while nothing it sends arrives (it hears the
+/// others): its leave is never ordered, the others find it failed and reform without it. Once
+/// its datagrams arrive again, they tell it it is out; it is in no reformation of its own (it
+/// never found anyone failed), and a leaver used to take that for its own removal, to be
+/// caught up with, and wait for ever for ACKs nobody keeps (every-engine ring seeds 3119, 7265,
+/// 9533, 9576). Still not one ACK further once the others let go of what it lacks, it ends.
+#[test]
+fn a_leaver_the_ring_reformed_without_ends() {
+    let mut net = RingNet::with(());
+    net.add(build(Role::Create, 0, Time::ZERO));
+    for i in 1..3 {
+        let mut e = build(Role::Join, i, net.now);
+        e.handle_timeout(net.now);
+        net.add(e);
+        net.run_for(Duration::from_millis(300));
+    }
+    net.run_for(Duration::from_secs(1));
+    net.drop = Some(Box::new(|c| c.from == 2));
+    net.nodes[2].leave(net.now);
+    net.poll(2);
+    net.run_for(Duration::from_secs(4));
+    for i in 0..2 {
+        assert_eq!(net.nodes[i].info().members.len(), 2, "member {i}");
+    }
+    net.drop = None;
+    net.run_for(Duration::from_secs(5));
+    let ended = (net.events[2].iter())
+        .any(|e| matches!(e, Event::Left | Event::Recovery(Recovery::Expelled { .. })));
+    assert!(ended, "{}", net.nodes[2].describe());
+}
