@@ -84,6 +84,8 @@ fn a_ring_of_two_reforms_with_a_member_wrongly_found_failed() {
 /// never found anyone failed), and a leaver used to take that for its own removal, to be
 /// caught up with, and wait for ever for ACKs nobody keeps (every-engine ring seeds 3119, 7265,
 /// 9533, 9576). Still not one ACK further once the others let go of what it lacks, it ends.
+/// This small case ends without that rule as well; the four seeds, replayed by
+/// `every_engine_sweep`'s `seeds_once_failing`, are what fail without it.
 #[test]
 fn a_leaver_the_ring_reformed_without_ends() {
     let mut net = RingNet::with(());
