@@ -38,7 +38,10 @@ impl Sequencer {
             // The sequencer holds everything it ordered; a departing one ignores its successor.
             return;
         }
-        if self.phase == Phase::Joining && !self.find_own_join(from, base_seq, entries.clone()) {
+        if self.phase == Phase::Joining
+            && (self.renounced == Some(self.incarnation)
+                || !self.find_own_join(from, base_seq, entries.clone()))
+        {
             return;
         }
         if self.phase != Phase::Member {

@@ -47,6 +47,10 @@ pub struct Sequencer {
     /// groups that heard an untargeted request would each admit us, and keep a member that
     /// never comes until they found it failed.
     pub(super) join_into: Option<NodeId>,
+    /// The incarnation in which this joiner gave up its join, having told a coordinator of a
+    /// reset that it holds nothing ([`VoteKind::Joining`](super::packet::VoteKind)): its join
+    /// entry of that incarnation is ignored, so that it never votes in a reset of it.
+    pub(super) renounced: Option<u32>,
     /// The next status report asks the sequencer for its state (completion stalled).
     pub(super) ask_state: bool,
     /// A last status owed to whoever waits to see us have a leave: the departing sequencer
@@ -97,6 +101,7 @@ impl Sequencer {
             sender: Sender::new(&cfg),
             timers: SeqTimers::new(),
             join_into: None,
+            renounced: None,
             farewell: None,
             ask_state: false,
             leave_requested: false,

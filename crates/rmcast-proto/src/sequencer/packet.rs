@@ -70,6 +70,10 @@ pub enum VoteKind {
     Forward = 1,
     /// From a coordinator that yielded, to a member that followed it: follow `coordinator`.
     Redirect = 2,
+    /// From a joiner that a coordinator invited: its join is not known to it (it holds nothing
+    /// of the group), and it gives up that join in this incarnation, so it never votes in it.
+    /// The coordinator counts it out of the majority (see `recovery`).
+    Joining = 3,
 }
 
 /// Bytes an ordered entry adds to its payload on the wire.
@@ -480,6 +484,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
                 0 => VoteKind::Vote,
                 1 => VoteKind::Forward,
                 2 => VoteKind::Redirect,
+                3 => VoteKind::Joining,
                 _ => return Err(WireError::BadValue("vote kind")),
             },
         },

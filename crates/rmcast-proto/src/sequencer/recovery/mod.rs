@@ -300,6 +300,7 @@ impl Sequencer {
             round: 0,
             voters: Vec::new(),
             suspects,
+            renounced: Vec::new(),
             target: None,
         });
         r.next_at = Some(now);
@@ -331,10 +332,25 @@ impl Sequencer {
         if !matches!(r.role, Role::Coordinator(_)) || !self.recovery_invites(id) {
             return;
         }
-        if let Some(&seq) = self.succession.join_seqs.get(&id) {
+        if let Some(seq) = self.admitted_join_seq(id) {
             let until = self.hist.held_next;
             self.queue_retrans(id, seq, until);
         }
+    }
+
+    /// Where `id`'s join was ordered: as delivered here, or else in the part of the history we
+    /// hold but have not delivered (the sequencer failed before accepting it, so no member may
+    /// have delivered it, and the reset still needs the joiner among its voters).
+    fn admitted_join_seq(&self, id: NodeId) -> Option<u64> {
+        if let Some(&seq) = self.succession.join_seqs.get(&id) {
+            return Some(seq);
+        }
+        (self.hist.next_deliver..self.hist.held_next).find(|&s| {
+            self.hist
+                .buffer
+                .get(s)
+                .is_some_and(|e| e.kind == EntryKind::Join && e.sender == id)
+        })
     }
 
     /// Our vote: the highest sequence number we hold contiguously.

@@ -61,6 +61,10 @@ impl Sequencer {
         round: u32,
         interval_ms: u32,
     ) {
+        if self.phase == Phase::Joining {
+            self.renounce_join(from);
+            return;
+        }
         if self.phase != Phase::Member {
             return;
         }
@@ -106,6 +110,31 @@ impl Sequencer {
         }
     }
 
+    /// A joiner invited by `from` into a reset of the group it joins: its join may be ordered
+    /// (it may be in the view the reset replaces) but it never learnt so and holds nothing. It
+    /// gives up that join in this incarnation and says so; the coordinator then counts it out
+    /// of the majority. Safe against two groups: a joiner that said so never votes in a reset of
+    /// this incarnation (it ignores its join entry of it), so every majority is one of the
+    /// members that may vote, whichever of these joiners each coordinator heard from, and any
+    /// two such majorities share a member. The joiner joins the reset group anew, as its join
+    /// requests go on and it follows the newer incarnation.
+    fn renounce_join(&mut self, from: NodeId) {
+        self.renounced = Some(self.incarnation);
+        self.rec
+            .control
+            .word(from, VoteKind::Joining, from, self.hist.held_next);
+    }
+
+    /// The majority of `members` a reset needs: joiners that gave up their join
+    /// ([`VoteKind::Joining`]) are not counted.
+    fn majority_of(&self, members: &[NodeId]) -> usize {
+        let out = match self.rec.mode.as_ref().map(|r| &r.role) {
+            Some(Role::Coordinator(c)) => c.renounced.iter().filter(|m| members.contains(m)).count(),
+            _ => 0,
+        };
+        (members.len() - out) / 2 + 1
+    }
+
     /// BC_VOTE from `from`: a vote for us; word from a member that follows us of a better
     /// coordinator (`Forward`); or word from the coordinator we follow that it yielded to
     /// `cand` (`Redirect`), which is never answered, so that no two members bounce words.
@@ -129,6 +158,13 @@ impl Sequencer {
             return;
         };
         match (kind, &mut r.role) {
+            (VoteKind::Joining, Role::Coordinator(c)) if cand == me => {
+                if r.old_members.contains(&from) && !c.renounced.contains(&from) {
+                    c.renounced.push(from);
+                    c.voters.retain(|v| v.id != from);
+                    self.coordinate(false);
+                }
+            }
             (VoteKind::Vote, Role::Coordinator(c)) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
                     Some(v) => {
@@ -202,7 +238,8 @@ impl Sequencer {
         let round_timeout = self.round_timeout();
         let retries = self.cfg.alive_retries.max(1);
         let me = self.me;
-        let known = self.known_members().len();
+        let known = self.known_members();
+        let majority = self.majority_of(&known);
         let Some(r) = self.rec.mode.as_mut() else {
             return false;
         };
@@ -215,7 +252,7 @@ impl Sequencer {
         let waiting_for = r
             .old_members
             .iter()
-            .filter(|m| **m != me && !c.suspects.contains(m))
+            .filter(|m| **m != me && !c.suspects.contains(m) && !c.renounced.contains(m))
             .filter(|m| !c.voters.iter().any(|v| v.id == **m))
             .count();
         let done = c.round > retries || (c.round >= 1 && waiting_for == 0);
@@ -227,7 +264,7 @@ impl Sequencer {
             }
             return false;
         }
-        let needed = r.min_members.unwrap_or(known / 2 + 1);
+        let needed = r.min_members.unwrap_or(majority);
         if c.voters.len() + 1 < needed {
             let reachable = c.voters.len() + 1;
             self.fail_attempt(reachable, needed);
@@ -246,13 +283,13 @@ impl Sequencer {
         let retries = self.cfg.alive_retries.max(1);
         let mine = self.my_vote();
         let me = self.me;
-        let known = self.known_members().len();
+        let majority = self.majority_of(&self.known_members());
         let r = self.rec.mode.as_mut()?;
         let Role::Coordinator(c) = &mut r.role else {
             return None;
         };
         c.voters.retain(|v| now < v.heard_at + silence);
-        if c.voters.len() + 1 < r.min_members.unwrap_or(known / 2 + 1) {
+        if c.voters.len() + 1 < r.min_members.unwrap_or(majority) {
             c.target = None;
             c.round = retries + 1;
             r.next_at = Some(now);
@@ -311,7 +348,7 @@ impl Sequencer {
         let Some((view_id, members)) = self.view_at(target) else {
             return;
         };
-        let needed = explicit_min.unwrap_or(members.len() / 2 + 1);
+        let needed = explicit_min.unwrap_or(self.majority_of(&members));
         let members: Vec<NodeId> = members
             .into_iter()
             .filter(|m| *m == me || voters.iter().any(|v| v.0 == *m))

@@ -34,6 +34,10 @@ pub(in crate::sequencer) struct Coord {
     pub(in crate::sequencer::recovery) voters: Vec<Voter>,
     /// Members believed failed (not waited for in phase 1).
     pub(in crate::sequencer::recovery) suspects: Vec<NodeId>,
+    /// Members of the old view that answered as joiners ([`VoteKind::Joining`]): they never
+    /// learnt of their admission, hold nothing, and gave up their join in this incarnation;
+    /// they are neither waited for nor counted in the majority.
+    pub(in crate::sequencer::recovery) renounced: Vec<NodeId>,
     /// Phase 2: every member of the new group must hold everything below this.
     pub(in crate::sequencer::recovery) target: Option<u64>,
 }
