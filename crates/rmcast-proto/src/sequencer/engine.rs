@@ -489,10 +489,19 @@ impl Sequencer {
             header.incarnation == self.incarnation || header.ptype == ptype::JOIN_REQ,
             "of another incarnation, the shell hands over only what accept_incarnation takes"
         );
-        self.rec.detector.heard(from, now);
-        if from == self.sequencer_hint {
-            self.rec.heard_sequencer = true;
-            self.rec.last_heard_sequencer = now;
+        // A join request from the member we take for the sequencer says that it does not know
+        // it is a member (it missed its admission and the handover to it, cut off): no sign
+        // that anyone orders. Counted as one, it kept the group waiting for ever on a sequencer
+        // that never would.
+        let sequencer_joining = header.ptype == ptype::JOIN_REQ
+            && from == self.sequencer_hint
+            && !self.is_sequencer();
+        if !sequencer_joining {
+            self.rec.detector.heard(from, now);
+            if from == self.sequencer_hint {
+                self.rec.heard_sequencer = true;
+                self.rec.last_heard_sequencer = now;
+            }
         }
         if let Some(o) = self.ord.as_mut() {
             o.note_successor_orders(from, header.ptype);
