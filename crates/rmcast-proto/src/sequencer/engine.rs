@@ -493,9 +493,8 @@ impl Sequencer {
         // it is a member (it missed its admission and the handover to it, cut off): no sign
         // that anyone orders. Counted as one, it kept the group waiting for ever on a sequencer
         // that never would.
-        let sequencer_joining = header.ptype == ptype::JOIN_REQ
-            && from == self.sequencer_hint
-            && !self.is_sequencer();
+        let sequencer_joining =
+            header.ptype == ptype::JOIN_REQ && from == self.sequencer_hint && !self.is_sequencer();
         if !sequencer_joining {
             self.rec.detector.heard(from, now);
             if from == self.sequencer_hint {

@@ -137,7 +137,9 @@ impl Sequencer {
     /// ([`VoteKind::Joining`]) are not counted.
     fn majority_of(&self, members: &[NodeId]) -> usize {
         let out = match self.rec.mode.as_ref().map(|r| &r.role) {
-            Some(Role::Coordinator(c)) => c.renounced.iter().filter(|m| members.contains(m)).count(),
+            Some(Role::Coordinator(c)) => {
+                c.renounced.iter().filter(|m| members.contains(m)).count()
+            }
             _ => 0,
         };
         (members.len() - out) / 2 + 1
