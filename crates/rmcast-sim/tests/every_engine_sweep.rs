@@ -315,9 +315,12 @@ fn txn_violations(cfg: &SimConfig) -> Option<String> {
 
 /// Seeds of the CI sweeps that fail in the engine, found by this sweep and not fixed yet; the
 /// CI sweeps skip them by name and `known_failures` replays them (it fails until they are
-/// fixed). None at present (ring 97, a leaver that a reformation left out and that retried
-/// its own reformation for ever, was fixed with 40 other seeds of the 10,000, 112 among them).
-const KNOWN_FAILURES: &[(&str, u64)] = &[];
+/// fixed). Ring 97, a leaver that a reformation left out and that retried its own reformation
+/// for ever, was fixed with 40 other seeds of the 10,000, 112 among them. Sequencer 7107 (of the
+/// 10,000 only): members 1 and 2, cut off from the views after their own, follow member 4, which
+/// holds more of the order, and stay with it after it yielded to member 0; the reset waits with
+/// 0 and 4 on one side, 1 and 2 on the other.
+const KNOWN_FAILURES: &[(&str, u64)] = &[("sequencer", 7107)];
 
 /// The CI sweep of `name`: seeds `0..100`, less its known failures.
 fn ci_sweep(name: &str) {
