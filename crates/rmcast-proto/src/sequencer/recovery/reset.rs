@@ -68,15 +68,7 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return;
         }
-        // A coordinator that holds more of the first incarnation's order than we do is a member
-        // of a view we have not reached: the views are entries of that order, and its members
-        // since our last one are in the part we lack (a member that missed the sequencer's
-        // handover and what followed while cut off, for one). It is followed; we fetch that
-        // part from it. Only in the first incarnation, whose order only one sequencer at a
-        // time wrote (a leaving one hands over, fenced): after a reset, a result that reached
-        // only part of its members can leave two orders of one incarnation.
-        let ahead = self.incarnation == 0 && held > self.hist.held_next;
-        if !(ahead || self.view.members.contains(&from) || self.known_members().contains(&from)) {
+        if !(self.view.members.contains(&from) || self.known_members().contains(&from)) {
             if self.rec.mode.is_none()
                 && self.rec.awaiting.is_none()
                 && self.rec.last_result.is_some()
@@ -94,7 +86,7 @@ impl Sequencer {
         let me = self.me;
         let now = self.now;
         let silence = self.coordinator_silence(interval_ms);
-        if !ahead && !self.recovery_invites(from) {
+        if !self.recovery_invites(from) {
             return;
         }
         let Some(r) = self.rec.mode.as_mut() else {
