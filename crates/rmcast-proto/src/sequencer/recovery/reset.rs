@@ -160,12 +160,12 @@ impl Sequencer {
             return;
         };
         match (kind, &mut r.role) {
-            (VoteKind::Joining, Role::Coordinator(c)) if cand == me => {
-                if r.old_members.contains(&from) && !c.renounced.contains(&from) {
-                    c.renounced.push(from);
-                    c.voters.retain(|v| v.id != from);
-                    self.coordinate(false);
-                }
+            (VoteKind::Joining, Role::Coordinator(c))
+                if cand == me && r.old_members.contains(&from) && !c.renounced.contains(&from) =>
+            {
+                c.renounced.push(from);
+                c.voters.retain(|v| v.id != from);
+                self.coordinate(false);
             }
             (VoteKind::Vote, Role::Coordinator(c)) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
