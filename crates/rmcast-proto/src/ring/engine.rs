@@ -106,10 +106,6 @@ pub struct Ring {
     pub(super) rec: RecoveryState,
     /// Locks, non-members, and a non-member's own requests.
     pub(super) rpc: MultiRpc,
-    /// Packets refused because their sender was not entitled to send them: an ACK not from
-    /// the token's chain, an admission not from the site that ran it, an EXPELLED from a
-    /// member that may not expel this one.
-    pub(super) roles_refused: u64,
 }
 
 impl Ring {
@@ -147,7 +143,6 @@ impl Ring {
                 client: (p.role == Role::Client).then(Client::default),
                 ..MultiRpc::default()
             },
-            roles_refused: 0,
         };
         if p.role == Role::Create {
             if p.settings.unicast_only {
@@ -157,7 +152,6 @@ impl Ring {
             r.membership.ring = vec![p.me];
             r.membership.view_id = first_view;
             r.order.ordered_next.insert(p.me, 0);
-            r.order.chain = Some((p.me, p.me));
             r.order.q.push(Entry::View(View {
                 id: first_view,
                 seq: 0,
@@ -340,7 +334,6 @@ impl Ring {
                 if l.joined == Some(self.me)
                     && l.view_id > self.membership.view_id
                     && !self.leaving()
-                    && self.admits_me(from, &ack)
                 {
                     // Admitted again, into a newer view, before the first admission was
                     // confirmed: the first came from a token site the ring went on without.
@@ -363,10 +356,6 @@ impl Ring {
         if !self.member() {
             match &ack.body {
                 AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving() => {
-                    if !self.admits_me(from, &ack) {
-                        self.roles_refused += 1;
-                        return;
-                    }
                     self.start_at(&ack);
                     self.membership.admission = Some((ack.num, from));
                 }
@@ -404,38 +393,6 @@ impl Ring {
         self.apply_ready(now);
     }
 
-    /// Whether `ack`, from `from`, may admit this joiner: a New List (not a lock change)
-    /// made by the token site that ran the join, which puts the joiner right after itself and
-    /// names it the next site. The joiner knows nothing else of the ring yet, so this is all it
-    /// can check; a member elsewhere in the list (or outside it) cannot admit it.
-    fn admits_me(&self, from: NodeId, ack: &Ack) -> bool {
-        match &ack.body {
-            AckBody::NewList(l) => {
-                l.lock_op.is_none()
-                    && l.joined == Some(self.me)
-                    && from != self.me
-                    && ack.next_site == self.me
-                    && l.members.contains(&from)
-                    && Membership::successor(&l.members, from) == self.me
-            }
-            AckBody::Entries(_) => false,
-        }
-    }
-
-    /// Whether `from` may send `ack`, the next ACK: it is in the token's chain
-    /// ([`Ordering::site_may_send`]). A member that may have missed a reformation (it stood
-    /// still since it last applied an ACK, or a New List already removed it, after which it
-    /// takes part in none) cannot know the initiator that took the token over at the sync
-    /// point: it takes the ACK from a member of its ring that names itself next, as an
-    /// initiator does in the ACKs that end the old view.
-    fn site_may_send(&self, from: NodeId, ack: &Ack) -> bool {
-        if self.order.site_may_send(from) {
-            return true;
-        }
-        let missed = self.order.stood_still || self.removed();
-        missed && ack.next_site == from && self.membership.ring.contains(&from)
-    }
-
     /// A joiner starts its OrderingQ at the New List that admits it.
     fn start_at(&mut self, ack: &Ack) {
         if let AckBody::NewList(l) = &ack.body {
@@ -469,14 +426,6 @@ impl Ring {
             };
             if ack.first_ts != self.order.q.end() {
                 self.counters.malformed_dropped += 1;
-                break;
-            }
-            if !self.site_may_send(from, &ack) {
-                // Roles, not claims: only the site the last ACK named, or the one that named
-                // it taking the token back, sends the next one (a member's forged ACK would
-                // put its entries, or a New List, into everyone's order). The ACK of that
-                // number is asked for again.
-                self.roles_refused += 1;
                 break;
             }
             if self.member() && !self.removed() && ack.view != self.membership.view_id {
@@ -613,8 +562,6 @@ impl Ring {
             }
         }
         self.order.log_applied(ack.num, from, first_ts, bytes);
-        self.order.chain = Some((from, ack.next_site));
-        self.order.stood_still = false;
         let named = ack.next_site == self.me && !self.removed();
         self.token
             .on_applied(ack.num, from == self.me, named, ack.idle);
@@ -1460,9 +1407,7 @@ impl Ring {
             Run::Stalled => {
                 self.rec.stalls += 1;
                 self.token.stalled = true;
-                self.order.stood_still = true;
             }
-            // A quiescent ring that stayed quiet: a reformation would have been heard.
             Run::LongIdle => self.token.stalled = true,
             Run::OnTime => {}
         }
@@ -1622,7 +1567,6 @@ impl Ring {
             first_view,
         );
         fresh.counters = self.counters.clone();
-        fresh.roles_refused = self.roles_refused;
         fresh.views_seen = views_seen;
         // Message numbers go on, so that no message is taken for one sent before.
         fresh.flow.own_next = self.flow.own_next;
@@ -2059,7 +2003,6 @@ impl Engine for Ring {
             ("stalls", self.rec.stalls),
             ("fences_raised", self.rec.fences_raised),
             ("fences_lifted", self.rec.fences_lifted),
-            ("roles_refused", self.roles_refused),
         ]
     }
 

@@ -327,14 +327,6 @@ pub(super) struct Ordering {
     /// Applied ACKs not yet stable.
     pub(super) log: BTreeMap<u64, Logged>,
     pub(super) highest_heard: Option<u64>,
-    /// The token's chain: the sender of the last ACK applied and the next site it named (the
-    /// reformation's initiator, twice, once it committed; unknown to a joiner before its
-    /// admission). Only they may send the next ACK: the named site, or the one that named it
-    /// taking the token back (the next site never took it).
-    pub(super) chain: Option<(NodeId, NodeId)>,
-    /// This member stood still since it last applied an ACK: it may have missed a
-    /// reformation (see `Ring::site_may_send`).
-    pub(super) stood_still: bool,
     /// The last token site heard of.
     pub(super) last_site: NodeId,
     /// Every slot below is stable (held by every member).
@@ -373,8 +365,6 @@ impl Ordering {
             early_acks: BTreeMap::new(),
             log: BTreeMap::new(),
             highest_heard: None,
-            chain: None,
-            stood_still: false,
             last_site: me,
             stable_ts: 0,
             early: HashSet::new(),
@@ -396,14 +386,6 @@ impl Ordering {
         self.q = OrderingQ::new(first_ts);
         self.stable_ts = first_ts;
         self.early_acks.clear();
-        self.chain = None;
-    }
-
-    /// Whether `from` may send the next ACK: it is in the token's chain (see
-    /// [`Ordering::chain`]), or the chain is not known yet.
-    pub(super) fn site_may_send(&self, from: NodeId) -> bool {
-        self.chain
-            .is_none_or(|(sender, next)| from == sender || from == next)
     }
 
     /// Keeps ACK `num` applied, from `sender`, ordering `first_ts..` up to the queue's end.

@@ -71,9 +71,6 @@ pub(super) struct RecoveryState {
     pub last_committed: u64,
     /// When each peer was last told it is not a member.
     pub told: BTreeMap<NodeId, Time>,
-    /// Members of this member's ring that told it it was expelled, while it held view `.0`
-    /// (none of them entitled alone; see `Ring::may_expel_me`).
-    pub expel_claims: (u64, BTreeSet<NodeId>),
     /// This leaver was first told it is out while its next ACK to apply was `.0`, at `.1`.
     pub leaver_told: Option<(u64, Time)>,
     /// Reformations this member committed.
@@ -102,7 +99,6 @@ impl RecoveryState {
             bound: 0,
             last_committed: 0,
             told: BTreeMap::new(),
-            expel_claims: (0, BTreeSet::new()),
             leaver_told: None,
             committed: 0,
             last_took: Duration::ZERO,

@@ -704,10 +704,9 @@ impl Ring {
                     .filter(|m| !l.members.contains(m))
                     .collect();
             }
-            // The initiator made them, whatever their headers say.
             self.order
                 .early_acks
-                .insert(ack.num, (r.initiator, d.clone()));
+                .insert(ack.num, (p.header.sender, d.clone()));
             self.order.highest_heard = Some(self.order.highest_heard.unwrap_or(0).max(ack.num));
         }
         self.events.push_back(Event::Recovery(Recovery::Reset {
@@ -721,9 +720,6 @@ impl Ring {
             });
         }
         self.order.last_site = r.initiator;
-        // The old view's token stopped at the sync point: the ACKs from there on are the
-        // initiator's (it keeps the token, and names itself next in each).
-        self.order.chain = Some((r.initiator, r.initiator));
         if self.timers.is_armed(RingTimer::DataRetry) {
             // Own packets not ordered yet go out again to the new ring, soon.
             self.timers.arm(RingTimer::DataRetry, now);
@@ -843,46 +839,7 @@ impl Ring {
             // Our own reformation may still include us; its initiator decides.
             return;
         }
-        if !self.may_expel_me(from) {
-            self.roles_refused += 1;
-            return;
-        }
         self.expel(view);
-    }
-
-    /// Whether `from`, a member of this member's ring telling it that it is out, may: roles,
-    /// not claims, or any member could stop any other with one datagram. This member cannot
-    /// see the view that left it out, so it takes the word of those that hold or held the
-    /// token here (the sender of the last ACK applied and the site it named: a token site
-    /// that passes on or takes its token back in a newer view knows; the site whose admission
-    /// of this member is not confirmed yet), of the initiator of a reformation it joined
-    /// beyond its view, or else of as many members of its ring as a
-    /// reformation needs to go on without it (each told it apart).
-    fn may_expel_me(&mut self, from: NodeId) -> bool {
-        let chain = self
-            .order
-            .chain
-            .is_some_and(|(sender, next)| from == sender || from == next);
-        let leads = self
-            .rec
-            .current
-            .as_ref()
-            .is_some_and(|r| r.initiator == from)
-            || (self.rec.seen.1 == from && self.rec.seen.0 > self.membership.view_id);
-        // The site that admitted this member, before the ring confirmed the admission: it
-        // may have gone on in another ring of this name (formation, merges).
-        let admitter = self.membership.admission.is_some_and(|(_, by)| by == from);
-        if chain || leads || admitter {
-            return true;
-        }
-        let view = self.membership.view_id;
-        if self.rec.expel_claims.0 != view {
-            self.rec.expel_claims = (view, BTreeSet::new());
-        }
-        // Only members of the ring are counted: the set stays within its size.
-        self.rec.expel_claims.1.insert(from);
-        debug_assert!(self.rec.expel_claims.1.len() <= self.membership.ring.len());
-        self.rec.expel_claims.1.len() >= self.rec.needed(self.membership.ring.len())
     }
 
     /// The joiner that the New List of ACK `num` admitted, if it is one.
