@@ -69,6 +69,12 @@ pub fn line_chart(
 
 /// Draw several charts side by side into the SVG file `path` (900 × 540 pixels each).
 pub fn panels(path: &Path, panels: &[Panel<'_>]) -> anyhow::Result<()> {
+    grid(path, panels, panels.len())
+}
+
+/// Draw several charts into the SVG file `path`, `columns` to a row (900 × 540 pixels each).
+pub fn grid(path: &Path, panels: &[Panel<'_>], columns: usize) -> anyhow::Result<()> {
+    let columns = columns.max(1);
     if panels.is_empty()
         || panels
             .iter()
@@ -76,10 +82,12 @@ pub fn panels(path: &Path, panels: &[Panel<'_>]) -> anyhow::Result<()> {
     {
         bail!("nothing to plot");
     }
-    let root = SVGBackend::new(path, (900 * panels.len() as u32, 540)).into_drawing_area();
+    let columns = columns.min(panels.len());
+    let rows = panels.len().div_ceil(columns);
+    let root = SVGBackend::new(path, (900 * columns as u32, 540 * rows as u32)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
         root.fill(&WHITE)?;
-        for (area, panel) in root.split_evenly((1, panels.len())).iter().zip(panels) {
+        for (area, panel) in root.split_evenly((rows, columns)).iter().zip(panels) {
             draw_panel(area, panel)?;
         }
         root.present()?;

@@ -135,6 +135,31 @@ pub struct NetConfig {
     /// Areas behind routers with their own hop counts, latencies and losses
     /// ([`crate::topology`]); `None`: the flat network, and engines get no TTL.
     pub topology: Option<crate::topology::Topology>,
+    /// What handling one received datagram costs a host's processor ([`HostCost`]); `None`:
+    /// nothing (engines are infinitely fast, the network is all there is).
+    pub host_cost: Option<HostCost>,
+}
+
+/// A host's processor as a single server: each received datagram occupies it for
+/// `per_datagram + per_kib × len / 1024` before its engine sees it, one datagram at a time, in
+/// arrival order. Datagrams waiting for the processor count against
+/// [`NetConfig::rx_inflight_datagrams`] (the interface's receive buffer: Amoeba's Lance held 32
+/// packets). The papers measured machines whose protocol processing, not their Ethernet, bounded
+/// what they did (Kaashoek and Tanenbaum: "almost 800 µsec" a message at the sequencer of a
+/// 20-MHz 68030); without it the simulator measures the wire alone.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HostCost {
+    /// Fixed cost of one datagram: interrupt, driver, protocol.
+    pub per_datagram: Duration,
+    /// Cost of each KiB of the datagram (copies).
+    pub per_kib: Duration,
+}
+
+impl HostCost {
+    /// What a datagram of `len` bytes costs.
+    pub fn of(&self, len: usize) -> Duration {
+        self.per_datagram + self.per_kib * u32::try_from(len).unwrap_or(u32::MAX) / 1024
+    }
 }
 
 impl Default for NetConfig {
@@ -148,6 +173,7 @@ impl Default for NetConfig {
             frame_overhead_bytes: 0,
             rx_inflight_datagrams: 16_384,
             topology: None,
+            host_cost: None,
         }
     }
 }

@@ -51,6 +51,7 @@
 
 #![warn(missing_docs)]
 
+pub mod amoeba;
 pub mod checkers;
 pub mod config;
 pub mod experiment;
@@ -67,7 +68,8 @@ mod world;
 pub use checkers::{Verdict, Violation, CHECKERS};
 pub use config::{
     custom_engine, engine_seed, perturbation_seed, ChurnEvent, ChurnKind, Crash, EngineFn, Faults,
-    Limits, LinkParams, Load, NetConfig, Partition, Pause, Perturbation, SimConfig, Workload,
+    HostCost, Limits, LinkParams, Load, NetConfig, Partition, Pause, Perturbation, SimConfig,
+    Workload,
 };
 pub use figures::Figures;
 pub use record::Record;

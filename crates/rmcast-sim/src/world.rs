@@ -53,6 +53,14 @@ enum Item {
         /// The TTL it arrives with (with a topology only).
         ttl: Option<u8>,
     },
+    /// A host's processor is done with a datagram that arrived earlier
+    /// ([`crate::NetConfig::host_cost`]): its engine sees it now.
+    Processed {
+        to: usize,
+        from: NodeId,
+        data: Bytes,
+        ttl: Option<u8>,
+    },
     /// A host's armed timer; stale when `gen` is not the host's current generation.
     Timer { host: usize, gen: u64 },
     /// Open loop: one more message of this sender is due.
@@ -137,8 +145,11 @@ struct Host {
     state: HostState,
     timer_gen: u64,
     armed: Option<Time>,
-    /// Copies in flight towards this host.
+    /// Copies in flight towards this host (with a host cost: also those waiting for its
+    /// processor).
     rx_inflight: usize,
+    /// With [`crate::NetConfig::host_cost`]: when the processor is done with what it has.
+    cpu_free_at: Time,
     /// Receive buffer while paused (bounded by `Faults::pause_buffer_datagrams`).
     pause_buf: VecDeque<(NodeId, Bytes, Option<u8>)>,
     /// Bandwidth model: when the uplink is next free, and departure times of queued datagrams
@@ -267,6 +278,7 @@ impl<'a> World<'a> {
                     timer_gen: 0,
                     armed: None,
                     rx_inflight: 0,
+                    cpu_free_at: Time::ZERO,
                     pause_buf: VecDeque::new(),
                     uplink_free_at: Time::ZERO,
                     uplink_queue: VecDeque::new(),
@@ -516,23 +528,31 @@ impl<'a> World<'a> {
                 data,
                 ttl,
             } => {
-                self.hosts[to].rx_inflight -= 1;
-                let cap = self.cfg.faults.pause_buffer_datagrams;
-                let running = matches!(self.hosts[to].state, HostState::Running(_));
-                let paused = matches!(self.hosts[to].state, HostState::Paused { .. });
-                match (running, paused) {
-                    (true, _) => self.input_datagram(to, from, &data, ttl),
-                    (_, true) => {
-                        let h = &mut self.hosts[to];
-                        if h.pause_buf.len() < cap {
-                            h.pause_buf.push_back((from, data, ttl));
-                        } else {
-                            self.net.drops_pause_overflow += 1;
-                        }
-                    }
-                    _ => self.net.drops_unroutable += 1,
+                if let Some(cost) = self.cfg.net.host_cost {
+                    // One datagram at a time through the processor; it stays in the receive
+                    // buffer (rx_inflight) until done.
+                    let h = &mut self.hosts[to];
+                    let done = h.cpu_free_at.max(now) + cost.of(data.len());
+                    h.cpu_free_at = done;
+                    self.schedule(
+                        done,
+                        Item::Processed {
+                            to,
+                            from,
+                            data,
+                            ttl,
+                        },
+                    );
+                    return;
                 }
+                self.arrive(to, from, data, ttl);
             }
+            Item::Processed {
+                to,
+                from,
+                data,
+                ttl,
+            } => self.arrive(to, from, data, ttl),
             Item::Timer { host, gen } => {
                 let h = &mut self.hosts[host];
                 if h.timer_gen != gen {
@@ -734,6 +754,27 @@ impl<'a> World<'a> {
         }
         self.flush(host);
         self.pump_sender(host);
+    }
+
+    /// A datagram copy reaches `to` (after its processor, with a host cost): its engine takes
+    /// it, a paused host buffers it (bounded), a host that is not there drops it.
+    fn arrive(&mut self, to: usize, from: NodeId, data: Bytes, ttl: Option<u8>) {
+        self.hosts[to].rx_inflight -= 1;
+        let cap = self.cfg.faults.pause_buffer_datagrams;
+        let running = matches!(self.hosts[to].state, HostState::Running(_));
+        let paused = matches!(self.hosts[to].state, HostState::Paused { .. });
+        match (running, paused) {
+            (true, _) => self.input_datagram(to, from, &data, ttl),
+            (_, true) => {
+                let h = &mut self.hosts[to];
+                if h.pause_buf.len() < cap {
+                    h.pause_buf.push_back((from, data, ttl));
+                } else {
+                    self.net.drops_pause_overflow += 1;
+                }
+            }
+            _ => self.net.drops_unroutable += 1,
+        }
     }
 
     fn input_datagram(&mut self, host: usize, from: NodeId, data: &[u8], ttl: Option<u8>) {

@@ -18,6 +18,11 @@ pub enum Experiment {
     /// RMTP's Tables IV to VI: a 1 MB file to 18 receivers in five areas, with DRs and without
     /// (takes --messages, --seed, --threads and --plot).
     Rmtp,
+    /// The Amoeba paper's Figures 21 and 23-28: the sequencer's delay against the group size
+    /// and the resilience degree, and its throughput with every member sending, by the PB and
+    /// the BB method, on a 10 Mbit/s Ethernet with the paper's processors (takes --messages,
+    /// --bandwidth-mbps, --seed, --threads and --plot).
+    Amoeba,
 }
 
 /// How many members of a group are perturbed (`--perturbed`).

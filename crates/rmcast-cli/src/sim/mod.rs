@@ -21,6 +21,7 @@
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
 //! arguments.
 
+mod amoeba;
 mod args;
 mod parallel;
 mod pbcast;
@@ -460,6 +461,7 @@ fn run_experiment(
         Experiment::Rmp => rmp::run(args, threads),
         Experiment::Pbcast => pbcast::run(args, threads),
         Experiment::Rmtp => rmtp::run(args, threads),
+        Experiment::Amoeba => amoeba::run(args, threads),
     }
 }
 

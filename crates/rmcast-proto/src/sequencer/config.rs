@@ -14,7 +14,10 @@ pub struct Config {
     pub group: u32,
     /// Resilience degree r: a send completes once r + 1 members hold the message.
     pub resilience: u8,
-    /// Messages of at least this many bytes use the BB method (Amoeba's `g_large`). 512 by
+    /// How messages reach the sequencer: by size ([`Method::Auto`], the default) or always one
+    /// way, as the Amoeba paper measured each method.
+    pub method: Method,
+    /// With [`Method::Auto`], messages of at least this many bytes use the BB method (Amoeba's `g_large`). 512 by
     /// default: with every member sending 1 KiB messages the PB method makes the sequencer
     /// send every byte a second time, and BB (the sequencer sends only accepts) measured about
     /// 8% more messages a second in back-to-back runs on loopback.
@@ -88,12 +91,40 @@ pub struct Config {
     pub min_members: usize,
 }
 
+/// How a member's message reaches the sequencer (Kaashoek and Tanenbaum, section 3.1).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// PB for messages below [`Config::large_threshold_bytes`] (or half a datagram), BB for
+    /// larger ones, as Amoeba chooses.
+    #[default]
+    Auto,
+    /// Point-to-point, then broadcast: the sender gives the message to the sequencer, which
+    /// broadcasts it with its sequence number (the whole message crosses the network twice,
+    /// members are interrupted once).
+    Pb,
+    /// Broadcast, then broadcast: the sender broadcasts the message, the sequencer a short
+    /// accept with its sequence number (the message crosses once, members are interrupted
+    /// twice).
+    Bb,
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Method::Auto => "auto",
+            Method::Pb => "pb",
+            Method::Bb => "bb",
+        })
+    }
+}
+
 impl Config {
     /// Defaults for a group id.
     pub fn new(group: u32) -> Self {
         Config {
             group,
             resilience: 0,
+            method: Method::Auto,
             large_threshold_bytes: 512,
             max_datagram_bytes: 1472,
             max_message_bytes: 16 << 20,
@@ -137,7 +168,11 @@ impl Config {
     /// two full datagrams (request and broadcast) where BB costs one and a share of a small
     /// accept: at Ethernet's 1472 bytes, 1 KiB messages from every member halve the traffic.
     pub(super) fn bb_threshold(&self) -> usize {
-        self.large_threshold_bytes.min(self.fragment_bytes() / 2)
+        match self.method {
+            Method::Auto => self.large_threshold_bytes.min(self.fragment_bytes() / 2),
+            Method::Pb => usize::MAX,
+            Method::Bb => 0,
+        }
     }
 
     /// The majority policy: resets need a majority of the view (`min_members == 0`), and so a

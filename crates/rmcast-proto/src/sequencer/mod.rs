@@ -94,7 +94,7 @@ mod shared;
 mod succession;
 mod transmit;
 
-pub use config::Config;
+pub use config::{Config, Method};
 pub use engine::Sequencer;
 pub use factory::SequencerFactory;
 

@@ -1,0 +1,353 @@
+//! `rmcast sim --experiment amoeba`: the measurements of "Group Communication in the Amoeba
+//! Distributed Operating System" (Kaashoek and Tanenbaum), section 6.2, Figures 21, 23-25 and
+//! 27-28, in the simulator with the paper's machine ([`rmcast_sim::amoeba`]: a shared 10 Mbit/s
+//! Ethernet, 32-packet interface buffers, 800 µs of processor per received datagram, a history
+//! of 128 messages), the sequencer engine by the PB and by the BB method.
+//!
+//! Prints one table per figure with the paper's values beside ours where its text gives them,
+//! and with `--plot FILE` draws the six figures into one SVG. The exit code is 0 only if every
+//! run delivered everything and passed every checker.
+
+use super::args::SimArgs;
+use super::parallel::run_parallel;
+use crate::plot::{Panel, Series};
+use plotters::chart::SeriesLabelPosition;
+use rmcast_sim::amoeba::{paper, Method, Point, Setup, PAPER_SIZES};
+use std::process::ExitCode;
+
+/// Group sizes of Figures 21 and 23-25 (the paper's machines: up to 30).
+const GROUPS: [u32; 8] = [2, 4, 8, 12, 16, 20, 24, 30];
+/// Message sizes of the throughput figures (the paper could not measure 8,000 bytes there).
+const THROUGHPUT_SIZES: [usize; 4] = [0, 1024, 2048, 4096];
+/// Resilience degrees of Figures 27 and 28 (group size r + 1).
+const RESILIENCE: [u8; 8] = [1, 2, 3, 5, 7, 9, 11, 15];
+/// Message sizes of Figures 27 and 28.
+const RESILIENCE_SIZES: [usize; 3] = [0, 1024, 4096];
+const METHODS: [Method; 2] = [Method::Pb, Method::Bb];
+
+/// One run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Job {
+    /// Figures 21, 23, 27, 28: method, members, r, bytes.
+    Delay(Method, u32, u8, usize),
+    /// Figures 24, 25: method, members (all sending), bytes.
+    Throughput(Method, u32, usize),
+}
+
+fn jobs() -> Vec<Job> {
+    let mut v = Vec::new();
+    for m in METHODS {
+        for b in PAPER_SIZES {
+            for n in GROUPS {
+                v.push(Job::Delay(m, n, 0, b));
+            }
+        }
+    }
+    for m in METHODS {
+        for b in THROUGHPUT_SIZES {
+            for n in GROUPS {
+                v.push(Job::Throughput(m, n, b));
+            }
+        }
+    }
+    for m in METHODS {
+        for b in RESILIENCE_SIZES {
+            for r in RESILIENCE {
+                v.push(Job::Delay(m, u32::from(r) + 1, r, b));
+            }
+        }
+    }
+    v
+}
+
+fn setup(args: &SimArgs) -> Setup {
+    let d = Setup::default();
+    Setup {
+        messages: args.messages.unwrap_or(d.messages),
+        bandwidth_mbps: args.bandwidth_mbps.unwrap_or(d.bandwidth_mbps),
+        seed: args.seed.unwrap_or(0),
+        ..d
+    }
+}
+
+/// The Amoeba experiment.
+pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+    let setup = setup(args);
+    if setup.messages == 0 {
+        anyhow::bail!("--messages must be at least 1");
+    }
+    setup
+        .scenario(Method::Pb, 0, 30, 30, 8000)
+        .validate()
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "rmcast sim --experiment amoeba --messages {} --bandwidth-mbps {} --seed {}",
+        setup.messages, setup.bandwidth_mbps, setup.seed
+    );
+    println!(
+        "one shared {} Mbit/s Ethernet, {} us of processor per received datagram, {}-packet \
+         interface buffers, a history of {} messages; {} messages per sender, one at a time",
+        setup.bandwidth_mbps,
+        setup.cost.per_datagram.as_micros(),
+        setup.rx_buffer,
+        rmcast_sim::amoeba::PAPER_HISTORY,
+        setup.messages
+    );
+    let jobs = jobs();
+    let points: Vec<Point> = run_parallel(&jobs, threads, |j| match *j {
+        Job::Delay(m, n, r, b) => setup.delay(m, n, r, b),
+        Job::Throughput(m, n, b) => setup.throughput(m, n, b),
+    })
+    .into_iter()
+    .map(|r| r.map_err(anyhow::Error::msg))
+    .collect::<anyhow::Result<_>>()?;
+    let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
+    let delay = |m: Method, r0: bool| -> Vec<&Point> {
+        (pairs.iter())
+            .filter(|(j, _)| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0))
+            .map(|(_, p)| *p)
+            .collect()
+    };
+    let thr = |m: Method| -> Vec<&Point> {
+        (pairs.iter())
+            .filter(|(j, _)| matches!(j, Job::Throughput(jm, ..) if *jm == m))
+            .map(|(_, p)| *p)
+            .collect()
+    };
+    for (fig, m) in [(21, Method::Pb), (23, Method::Bb)] {
+        println!("\nFigure {fig}: delay of one sender's SendToGroup, {m} method, r = 0 (ms)");
+        print_grid(&delay(m, true), &PAPER_SIZES, |p| p.members, |p| p.delay_ms);
+    }
+    println!(
+        "(the paper, PB: {:.1} ms for 0 bytes in a group of 2, {:.1} ms in a group of 30; \
+         8,000 bytes add about {:.0} ms; BB: 0 bytes alike, large messages far better)",
+        paper::DELAY_0B_2_MS,
+        paper::DELAY_0B_30_MS,
+        paper::PB_8000B_EXTRA_MS
+    );
+    for (fig, m) in [(24, Method::Pb), (25, Method::Bb)] {
+        println!("\nFigure {fig}: messages a second, every member sending, {m} method");
+        print_grid(&thr(m), &THROUGHPUT_SIZES, |p| p.members, |p| p.throughput);
+    }
+    println!(
+        "(the paper: at most {:.0} 0-byte messages a second; the sequencer's 800 us a message \
+         bound it by 1,250)",
+        paper::MAX_THROUGHPUT
+    );
+    for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
+        println!("\nFigure {fig}: delay against the resilience degree r (group r + 1), {m} (ms)");
+        print_grid(
+            &delay(m, false),
+            &RESILIENCE_SIZES,
+            |p| u32::from(p.r),
+            |p| p.delay_ms,
+        );
+    }
+    println!(
+        "(the paper, PB, 0 bytes: {:.1} ms at r = 1, {:.1} ms at r = 15: about 600 us an \
+         acknowledgement)",
+        paper::DELAY_R1_MS,
+        paper::DELAY_R15_MS
+    );
+    if let Some(path) = &args.plot {
+        plot(path, &pairs)?;
+        println!("\nfigures written to {}", path.display());
+    }
+    let bad: Vec<&Point> = points.iter().filter(|p| !p.passed || !p.complete).collect();
+    if bad.is_empty() {
+        println!("\nevery run delivered everything and passed every checker");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "\n{} run(s) did not deliver everything or failed a checker:",
+        bad.len()
+    );
+    for p in bad.iter().take(args.show_failures) {
+        println!(
+            "{} with {} members, {} sender(s), r = {}, {} bytes:",
+            p.method, p.members, p.senders, p.r, p.message_bytes
+        );
+        for line in p.summary.lines().take(6) {
+            println!("  {line}");
+        }
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// A table: one row per `row(p)` (group size or r), one column per message size.
+fn print_grid(
+    points: &[&Point],
+    sizes: &[usize],
+    row: impl Fn(&Point) -> u32,
+    value: impl Fn(&Point) -> f64,
+) {
+    let mut rows: Vec<u32> = points.iter().map(|p| row(p)).collect();
+    rows.dedup();
+    rows.sort_unstable();
+    rows.dedup();
+    print!("{:>8}", "");
+    for b in sizes {
+        print!(" {:>10}", format!("{b} B"));
+    }
+    println!("  retrans");
+    for r in rows {
+        print!("{r:>8}");
+        let mut retrans = 0;
+        for b in sizes {
+            match points.iter().find(|p| row(p) == r && p.message_bytes == *b) {
+                Some(p) => {
+                    retrans += p.retransmissions;
+                    let mark = if p.passed && p.complete { "" } else { "!" };
+                    print!(" {:>10}", format!("{:.2}{mark}", value(p)));
+                }
+                None => print!(" {:>10}", "-"),
+            }
+        }
+        println!("  {retrans:>7}");
+    }
+}
+
+fn series(
+    pairs: &[(Job, &Point)],
+    keep: impl Fn(&Job) -> bool,
+    sizes: &[usize],
+    x: impl Fn(&Point) -> f64,
+    y: impl Fn(&Point) -> f64,
+) -> Vec<Series> {
+    sizes
+        .iter()
+        .map(|b| Series {
+            name: format!("{b} bytes"),
+            points: (pairs.iter())
+                .filter(|(j, p)| keep(j) && p.message_bytes == *b)
+                .map(|(_, p)| (x(p), y(p)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The six figures, two rows of three: delay (21, 23), throughput (24, 25), resilience (27, 28);
+/// the paper's values from its text as reference points.
+fn plot(path: &std::path::Path, pairs: &[(Job, &Point)]) -> anyhow::Result<()> {
+    let members = |p: &Point| f64::from(p.members);
+    let r = |p: &Point| f64::from(p.r);
+    let delay = |m: Method, r0: bool| move |j: &Job| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0);
+    let thr = |m: Method| move |j: &Job| matches!(j, Job::Throughput(jm, ..) if *jm == m);
+    let f21 = series(pairs, delay(Method::Pb, true), &PAPER_SIZES, members, |p| {
+        p.delay_ms
+    });
+    let f23 = series(pairs, delay(Method::Bb, true), &PAPER_SIZES, members, |p| {
+        p.delay_ms
+    });
+    let f24 = series(pairs, thr(Method::Pb), &THROUGHPUT_SIZES, members, |p| {
+        p.throughput
+    });
+    let f25 = series(pairs, thr(Method::Bb), &THROUGHPUT_SIZES, members, |p| {
+        p.throughput
+    });
+    let f27 = series(pairs, delay(Method::Pb, false), &RESILIENCE_SIZES, r, |p| {
+        p.delay_ms
+    });
+    let f28 = series(pairs, delay(Method::Bb, false), &RESILIENCE_SIZES, r, |p| {
+        p.delay_ms
+    });
+    let paper_delay = [Series {
+        name: "the paper, 0 bytes".into(),
+        points: vec![(2.0, paper::DELAY_0B_2_MS), (30.0, paper::DELAY_0B_30_MS)],
+    }];
+    let paper_thr = [Series {
+        name: "the paper's maximum, 0 bytes".into(),
+        points: vec![(2.0, paper::MAX_THROUGHPUT), (30.0, paper::MAX_THROUGHPUT)],
+    }];
+    let paper_r = [Series {
+        name: "the paper, 0 bytes (r = 1 and 15)".into(),
+        points: vec![(1.0, paper::DELAY_R1_MS), (15.0, paper::DELAY_R15_MS)],
+    }];
+    let panel = |title, x_label, y_label, series, references, legend| Panel {
+        title,
+        x_label,
+        y_label,
+        series,
+        references,
+        markers: true,
+        legend,
+    };
+    use SeriesLabelPosition::{LowerRight, UpperLeft, UpperRight};
+    crate::plot::grid(
+        path,
+        &[
+            panel(
+                "Fig. 21: delay, PB",
+                "group size",
+                "ms",
+                &f21,
+                &paper_delay,
+                UpperLeft,
+            ),
+            panel(
+                "Fig. 24: throughput, PB",
+                "senders (= group size)",
+                "messages/s",
+                &f24,
+                &paper_thr,
+                UpperRight,
+            ),
+            panel(
+                "Fig. 27: delay against r, PB",
+                "resilience degree r (group r + 1)",
+                "ms",
+                &f27,
+                &paper_r,
+                UpperLeft,
+            ),
+            panel(
+                "Fig. 23: delay, BB",
+                "group size",
+                "ms",
+                &f23,
+                &paper_delay,
+                UpperLeft,
+            ),
+            panel(
+                "Fig. 25: throughput, BB",
+                "senders (= group size)",
+                "messages/s",
+                &f25,
+                &paper_thr,
+                LowerRight,
+            ),
+            panel(
+                "Fig. 28: delay against r, BB",
+                "resilience degree r (group r + 1)",
+                "ms",
+                &f28,
+                &paper_r,
+                UpperLeft,
+            ),
+        ],
+        3,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runs_cover_every_figure_with_both_methods() {
+        let jobs = jobs();
+        let delays = jobs
+            .iter()
+            .filter(|j| matches!(j, Job::Delay(_, _, 0, _)))
+            .count();
+        assert_eq!(delays, 2 * PAPER_SIZES.len() * GROUPS.len());
+        let thr = jobs
+            .iter()
+            .filter(|j| matches!(j, Job::Throughput(..)))
+            .count();
+        assert_eq!(thr, 2 * THROUGHPUT_SIZES.len() * GROUPS.len());
+        assert!(jobs
+            .iter()
+            .all(|j| !matches!(j, Job::Delay(_, n, r, _) if *r > 0 && *n != u32::from(*r) + 1)));
+    }
+}
