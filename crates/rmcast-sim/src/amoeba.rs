@@ -1,4 +1,4 @@
-//! The measurements of "Group Communication in the Amoeba Distributed Operating System"
+//! The measurements of "Efficient Reliable Group Communication for Distributed Systems"
 //! (M. Frans Kaashoek and Andrew S. Tanenbaum), section 6.2, Figures 21 and 23-28, in the
 //! simulator with the paper's machine: one shared 10 Mbit/s Ethernet, a receive buffer of 32
 //! packets per interface (the Lance chip's), a history buffer of 128 messages, and a processor

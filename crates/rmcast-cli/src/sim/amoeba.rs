@@ -1,5 +1,5 @@
-//! `rmcast sim --experiment amoeba`: the measurements of "Group Communication in the Amoeba
-//! Distributed Operating System" (Kaashoek and Tanenbaum), section 6.2, Figures 21, 23-25 and
+//! `rmcast sim --experiment amoeba`: the measurements of "Efficient Reliable Group
+//! Communication for Distributed Systems" (Kaashoek and Tanenbaum), section 6.2, Figures 21, 23-25 and
 //! 27-28, in the simulator with the paper's machine ([`rmcast_sim::amoeba`]: a shared 10 Mbit/s
 //! Ethernet, 32-packet interface buffers, 800 µs of processor per received datagram, a history
 //! of 128 messages), the sequencer engine by the PB and by the BB method.
