@@ -181,6 +181,15 @@ pub struct BenchArgs {
     /// `sequencer/N`.
     #[arg(long, value_name = "MSGS", value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
     pub sequencer_history: Option<u64>,
+
+    /// rmcast, sequencer engine only: the resilience degree r (a send completes once r + 1
+    /// members hold the message; at least r + 1 members), as the Amoeba paper's Figures 27-28.
+    #[arg(long, default_value_t = 0)]
+    pub resilience: u8,
+
+    /// rmcast, sequencer engine only: `pb`, `bb` or `auto` (see `rmcast member --help`).
+    #[arg(long, default_value = "auto", value_parser = crate::member::parse_method)]
+    pub method: rmcast_proto::sequencer::Method,
 }
 
 /// Which members send.
@@ -341,7 +350,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--sizes needs at least one size");
     }
     for e in &args.engine {
-        crate::member::check_qos(e, 0, qos_for(args.qos, e)?)?;
+        let r = if e == "sequencer" { args.resilience } else { 0 };
+        crate::member::check_qos(e, r, qos_for(args.qos, e)?)?;
+    }
+    let sequencer_only =
+        args.resilience > 0 || args.method != rmcast_proto::sequencer::Method::Auto;
+    if sequencer_only && !args.engine.iter().any(|e| e == "sequencer") {
+        bail!("--resilience and --method are for the sequencer engine (the rows of the others ignore them, and there is none)");
+    }
+    if usize::from(args.resilience) >= usize::from(args.members) {
+        bail!(
+            "--resilience {} needs at least {} members (--members {})",
+            args.resilience,
+            u16::from(args.resilience) + 1,
+            args.members
+        );
     }
     let members = args.members as usize;
     let senders = match args.senders {
@@ -409,7 +432,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     println!(
         "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {} B, \
-         loopback multicast, {} cores",
+         loopback multicast, {} cores{}",
         args.sizes
             .iter()
             .map(|s| s.to_string())
@@ -421,6 +444,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 rmcast::DEFAULT_MAX_DATAGRAM_BYTES
             )),
         thread::available_parallelism().map_or(0, |n| n.get()),
+        if args.resilience > 0 || args.method != rmcast_proto::sequencer::Method::Auto {
+            format!(
+                ", sequencer with resilience {} and method {}",
+                args.resilience, args.method
+            )
+        } else {
+            String::new()
+        },
     );
 
     let mut rows: Vec<Measurement> = Vec::new();
@@ -442,6 +473,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             perturb: args.perturb,
             seed: args.seed,
             sequencer_history: args.sequencer_history,
+            resilience: args.resilience,
+            method: args.method,
         };
         if crate::signals::received() {
             // Interrupted: no new measurement (one under way ends within its duration).
@@ -578,6 +611,10 @@ struct RunConfig {
     seed: u64,
     /// `--sequencer-history`: the sequencer's history slots (none: the engine's default).
     sequencer_history: Option<u64>,
+    /// `--resilience` of the sequencer.
+    resilience: u8,
+    /// `--method` of the sequencer.
+    method: rmcast_proto::sequencer::Method,
 }
 
 impl RunConfig {
@@ -588,11 +625,28 @@ impl RunConfig {
     }
 
     /// The engine's name in the table: `sequencer/N` with a history of N slots.
+    /// The sequencer's resilience degree and method, as the other engines' rows take none.
+    fn sequencer_settings(&self) -> (u8, rmcast_proto::sequencer::Method) {
+        if self.engine == "sequencer" {
+            (self.resilience, self.method)
+        } else {
+            (0, rmcast_proto::sequencer::Method::Auto)
+        }
+    }
+
     fn engine_label(&self) -> String {
-        match self.history() {
+        let mut label = match self.history() {
             Some(h) => format!("{}/{h}", self.engine),
             None => self.engine.clone(),
+        };
+        let (r, method) = self.sequencer_settings();
+        if r > 0 {
+            label.push_str(&format!(" r={r}"));
         }
+        if method != rmcast_proto::sequencer::Method::Auto {
+            label.push_str(&format!(" {method}"));
+        }
+        label
     }
 }
 
@@ -1156,7 +1210,8 @@ fn run_workers_in(
     let member = MemberArgs {
         engine: cfg.engine.clone(),
         qos: cfg.qos,
-        resilience: 0,
+        resilience: cfg.sequencer_settings().0,
+        method: cfg.sequencer_settings().1,
         max_datagram_bytes: cfg.max_datagram_bytes,
         size: cfg.size as u64,
         members: cfg.members,

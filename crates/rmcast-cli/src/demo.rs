@@ -220,6 +220,7 @@ fn member_args(
         engine: args.engine.clone(),
         qos,
         resilience,
+        method: rmcast_proto::sequencer::Method::Auto,
         max_datagram_bytes: args.max_datagram_bytes,
         size: args.size,
         members: members as usize,

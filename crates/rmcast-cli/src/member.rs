@@ -40,6 +40,17 @@ pub fn parse_engine(name: &str) -> Result<String, String> {
     }
 }
 
+/// Parse `--method`.
+pub fn parse_method(s: &str) -> Result<rmcast_proto::sequencer::Method, String> {
+    use rmcast_proto::sequencer::Method;
+    match s {
+        "auto" => Ok(Method::Auto),
+        "pb" | "PB" => Ok(Method::Pb),
+        "bb" | "BB" => Ok(Method::Bb),
+        _ => Err(format!("unknown method `{s}` (methods: auto, pb, bb)")),
+    }
+}
+
 /// Help text of the `--qos` flags.
 pub const QOS_HELP: &str = "Quality of service of every message sent: unreliable, reliable, source-ordered, totally-ordered, k-resilient=K (held by K members besides the sender before delivery), majority-resilient or totally-resilient; the engine must serve it [default: the strongest of unreliable, reliable, source-ordered and totally-ordered that the engine's guarantees declare, e.g. source-ordered for gossip]";
 
@@ -137,6 +148,12 @@ pub struct GroupArgs {
     /// must use the same value.
     #[arg(long, default_value_t = 0)]
     pub resilience: u8,
+    /// Sequencer engine only: how a message reaches the sequencer: `pb` (point-to-point, then
+    /// the sequencer's broadcast: the message crosses the network twice), `bb` (the sender
+    /// broadcasts, the sequencer broadcasts a short accept), or `auto` (PB for small messages,
+    /// BB from 512 bytes, as Amoeba chooses).
+    #[arg(long, default_value = "auto", value_parser = parse_method)]
+    pub method: rmcast_proto::sequencer::Method,
     /// Create a new group (default: join, or create if nobody answers).
     #[arg(long, conflicts_with = "join")]
     pub create: bool,
@@ -292,6 +309,17 @@ impl GroupArgs {
         // or one host: they run their own parameters here, with the settings of the flags.
         let tuned: Option<std::sync::Arc<dyn rmcast_proto::EngineFactory>> =
             match self.engine.as_str() {
+                "sequencer" if self.method != rmcast_proto::sequencer::Method::Auto => Some(
+                    std::sync::Arc::new(rmcast_proto::sequencer::SequencerFactory::with_config(
+                        rmcast_proto::sequencer::Config {
+                            method: self.method,
+                            ..rmcast_proto::sequencer::Config::new(0)
+                        },
+                    )),
+                ),
+                _ if self.method != rmcast_proto::sequencer::Method::Auto => {
+                    bail!("--method is for the sequencer engine, not {}", self.engine)
+                }
                 // The LAN parameters, not Table III's 25 packets a second (`TreeConfig::lan`).
                 // RMTP receivers join silently and nobody admits them: a tree member that joins
                 // opens its group as a receiver, in create mode, as `rmcast receive` does (a

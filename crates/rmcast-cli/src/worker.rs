@@ -374,6 +374,7 @@ fn open_with_history(
     let settings = group_cfg.engine.settings;
     let base = rmcast_proto::sequencer::Config {
         history_capacity_msgs: history,
+        method: g.method,
         ..rmcast_proto::sequencer::Config::new(0)
     };
     group_cfg.engine = rmcast::EngineChoice::custom(std::sync::Arc::new(

@@ -157,6 +157,8 @@ pub struct MemberArgs {
     pub qos: rmcast::Qos,
     /// `--resilience`.
     pub resilience: u8,
+    /// `--method` (the sequencer's; `auto` is not passed, so other engines take it too).
+    pub method: rmcast_proto::sequencer::Method,
     /// `--max-datagram-bytes` (none: the workers' default, the interface's).
     pub max_datagram_bytes: Option<usize>,
     /// `--size`: bytes per message.
@@ -186,6 +188,9 @@ impl MemberArgs {
             .args(["--timeout-ms", &self.timeout.as_millis().to_string()]);
         if let Some(n) = self.max_datagram_bytes {
             cmd.args(["--max-datagram-bytes", &n.to_string()]);
+        }
+        if self.method != rmcast_proto::sequencer::Method::Auto {
+            cmd.args(["--method", &self.method.to_string()]);
         }
         if let Some(r) = &self.recovery {
             cmd.args(r.to_args());
