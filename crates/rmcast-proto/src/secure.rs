@@ -40,8 +40,12 @@
 //!   it is still alive, resumes above that counter. A restarted sender has a new session, so its
 //!   counter from 0 is accepted. What a receiver cannot refuse: a capture of a session it never
 //!   heard (a receiver started after the capture was made) or forgot (more than
-//!   [`MAX_RETIRED`] sessions retired since); binding joins to a challenge is not done yet
-//!   (docs/SECURITY.md).
+//!   [`MAX_RETIRED`] sessions retired since). That is what the runtime's session challenge is
+//!   for: [`GroupCipher::open_live`] says whether a datagram's session proved it is live now
+//!   (it answered a fresh challenge under its own session key, [`GroupCipher::confirm`]); a
+//!   session the receiver has not confirmed is held by the runtime until it does
+//!   (`crates/rmcast/src/sessions.rs`). A session created by a datagram starts unconfirmed,
+//!   and so does a retired one that comes back.
 //! * **Keys**: [`GroupKey`], 32 bytes, with a 32-bit id derived from the key (HMAC-SHA-256), so
 //!   that every holder of a key computes the same id. A [`Keyring`] seals with its current key and
 //!   opens with any of its keys: during a rotation members accept the old key and the new one.
@@ -359,7 +363,7 @@ fn nonce(counter: u64) -> aead::Nonce {
 }
 
 /// A sender session as a receiver knows it: which group key, which session.
-type SessionName = (u32, SessionId);
+pub type SessionName = (u32, SessionId);
 
 /// A live sender session at a receiver.
 struct Session {
@@ -369,6 +373,9 @@ struct Session {
     /// When it last verified a datagram (the cipher's clock of opens): least recently used
     /// goes first.
     used: u64,
+    /// It answered a fresh challenge under its key ([`GroupCipher::confirm`]): it is live,
+    /// not a capture replayed.
+    live: bool,
 }
 
 /// The ciphers and replay windows of one secure group.
@@ -449,6 +456,16 @@ impl GroupCipher {
     /// datagram (header with the flag cleared, then the body), a part of `buf`, and records its
     /// counter in its session's replay window.
     pub fn open<'a>(&mut self, buf: &'a mut [u8]) -> Result<&'a mut [u8], Rejection> {
+        self.open_live(buf).map(|(plain, _)| plain)
+    }
+
+    /// [`GroupCipher::open`], and whether the datagram's session is confirmed live
+    /// ([`GroupCipher::confirm`]). A session this cipher never heard, or retired, is not: its
+    /// datagram may be a capture of a session that is gone.
+    pub fn open_live<'a>(
+        &mut self,
+        buf: &'a mut [u8],
+    ) -> Result<(&'a mut [u8], bool), Rejection> {
         let (sender, key_id, session, counter) = {
             let p = wire::decode(buf).map_err(|_| Rejection::Malformed)?;
             let a = p.auth.ok_or(Rejection::Missing)?;
@@ -487,12 +504,13 @@ impl GroupCipher {
             .len();
         self.opens += 1;
         let used = self.opens;
-        match fresh_key {
+        let live = match fresh_key {
             None => {
                 let s = self.sessions.get_mut(&name).expect("looked up above");
                 s.window.accept(counter).map_err(Rejection::Replay)?;
                 s.used = used;
                 s.sender = sender;
+                s.live
             }
             Some(key) => {
                 if self.sessions.len() >= MAX_SESSIONS {
@@ -511,21 +529,38 @@ impl GroupCipher {
                         window,
                         sender,
                         used,
+                        live: false,
                     },
                 );
+                false
             }
-        }
+        };
         // The plain datagram: the header moved up against the body, its flag cleared.
         buf.copy_within(..HEADER_LEN, AUTH_BLOCK_LEN);
         buf[AUTH_BLOCK_LEN + FLAGS_AT] &= !FLAG_AUTH;
-        Ok(&mut buf[AUTH_BLOCK_LEN..AAD_LEN + plain_len])
+        Ok((&mut buf[AUTH_BLOCK_LEN..AAD_LEN + plain_len], live))
     }
 
+    /// Session `name` answered a fresh challenge under its own key: it is live, and
+    /// [`GroupCipher::open_live`] says so of its datagrams from now on (until it is retired).
+    /// False if this cipher has no window for it.
+    pub fn confirm(&mut self, name: &SessionName) -> bool {
+        match self.sessions.get_mut(name) {
+            Some(s) => {
+                s.live = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Retire the least recently used session, unconfirmed ones first: a flood of captures
+    /// replayed from many sessions that are gone does not push out the live senders' windows.
     fn retire_least_recent(&mut self) {
         if let Some(name) = self
             .sessions
             .iter()
-            .min_by_key(|(_, s)| s.used)
+            .min_by_key(|(_, s)| (s.live, s.used))
             .map(|(n, _)| *n)
         {
             self.retire(name);
@@ -809,6 +844,45 @@ mod tests {
         // Members in the view keep their windows.
         rx.retire_absent(&[NodeId(4)]);
         assert_eq!(rx.sessions(), 2);
+    }
+
+    /// A session starts unconfirmed (it may be a capture of a session that is gone), is live
+    /// once confirmed, and unconfirmed again when it comes back after being retired.
+    #[test]
+    fn sessions_start_unconfirmed_and_are_live_once_confirmed() {
+        let tx = GroupCipher::new(&ring_of(1));
+        let mut rx = GroupCipher::new(&ring_of(1));
+        let mut s = Sealer::with_session([5; SESSION_ID_LEN]);
+        let name = (ring_of(1).current().id(), [5; SESSION_ID_LEN]);
+        assert!(!rx.confirm(&name), "no window yet");
+        let (_, live) = rx.open_live(&mut sealed(&tx, &mut s, 5)).unwrap();
+        assert!(!live);
+        let (_, live) = rx.open_live(&mut sealed(&tx, &mut s, 5)).unwrap();
+        assert!(!live);
+        assert!(rx.confirm(&name));
+        let (_, live) = rx.open_live(&mut sealed(&tx, &mut s, 5)).unwrap();
+        assert!(live);
+        rx.retire_absent(&[NodeId(1)]);
+        let (_, live) = rx.open_live(&mut sealed(&tx, &mut s, 5)).unwrap();
+        assert!(!live, "a retired session is confirmed again");
+    }
+
+    /// When the sessions are at their bound, an unconfirmed one is retired before any live
+    /// one, however recently used.
+    #[test]
+    fn unconfirmed_sessions_are_retired_first() {
+        let tx = GroupCipher::new(&ring_of(1));
+        let mut rx = GroupCipher::new(&ring_of(1));
+        let key = ring_of(1).current().id();
+        let mut live = Sealer::random().unwrap();
+        rx.open(&mut sealed(&tx, &mut live, 1)).unwrap();
+        assert!(rx.confirm(&(key, live.session())));
+        for i in 0..MAX_SESSIONS as u32 * 2 {
+            let mut s = Sealer::random().unwrap();
+            rx.open(&mut sealed(&tx, &mut s, 2 + i)).unwrap();
+        }
+        let (_, still) = rx.open_live(&mut sealed(&tx, &mut live, 1)).unwrap();
+        assert!(still, "the live session was retired for unconfirmed ones");
     }
 
     #[test]

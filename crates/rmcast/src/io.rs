@@ -14,11 +14,12 @@ use crate::error::Error;
 use crate::net;
 use crate::peers::{self, Path, Peers, Route};
 use crate::queue::{Batched, TryNext};
+use crate::sessions::{self, Probe, Sessions};
 use crate::shared::{
     AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
 };
 use rmcast_proto::formation::{hello, Entry, Formation, FormationConfig, Notice, Rejoin};
-use rmcast_proto::secure::{GroupCipher, Rejection, Sealer};
+use rmcast_proto::secure::{GroupCipher, Rejection, Sealer, SessionName};
 use rmcast_proto::wire::{self, EngineKind};
 use rmcast_proto::{ConfigError, Destination, Engine, Event, NodeId, Recovery, SendError, Time};
 use std::collections::{HashMap, VecDeque};
@@ -354,6 +355,9 @@ struct GroupState {
     /// Where this group's peers live and which addresses are validated ([`crate::peers`]):
     /// one table per group, so that one group's traffic never redirects another's unicasts.
     peers: Peers,
+    /// A secure group's sender sessions not yet confirmed live, and what they sent
+    /// ([`crate::sessions`]).
+    sessions: Sessions,
     /// The engine, inside group formation: joins, creates, HELLOs, merges and rejoins.
     engine: Formation,
     /// The multicast socket and whether it may still hold unread datagrams.
@@ -771,6 +775,7 @@ impl IoLoop {
             client: cfg.mode == OpenMode::Client,
             cipher: cfg.keys.as_ref().map(GroupCipher::new),
             peers: Peers::new(cfg.keys.is_some(), gid, self.shared.id),
+            sessions: Sessions::new(gid, self.shared.id),
             engine,
             mcast,
             mcast_pending: false,
@@ -846,8 +851,11 @@ impl IoLoop {
             AtomicNodeCounters::add(&counters.own_echoes, 1);
             return;
         }
-        let (header, sealed) = match wire::decode(self.rx.get(k).0) {
-            Ok(p) => (p.header, p.auth.is_some()),
+        let (header, session) = match wire::decode(self.rx.get(k).0) {
+            Ok(p) => (
+                p.header,
+                p.auth.map(|a| -> SessionName { (a.key_id, a.session) }),
+            ),
             Err(e) => {
                 AtomicNodeCounters::add(&counters.malformed, 1);
                 trace!(%from, error = %e, "malformed datagram");
@@ -881,8 +889,9 @@ impl IoLoop {
             return;
         };
         let g = &mut self.groups[i];
-        let data: &[u8] = match (&mut g.cipher, sealed) {
-            (None, false) => self.rx.get(k).0,
+        let sealed = session.is_some();
+        let (data, live): (&[u8], bool) = match (&mut g.cipher, sealed) {
+            (None, false) => (self.rx.get(k).0, true),
             (None, true) => {
                 AtomicNodeCounters::add(&counters.auth_unexpected, 1);
                 return;
@@ -891,8 +900,8 @@ impl IoLoop {
                 AtomicNodeCounters::add(&counters.auth_missing, 1);
                 return;
             }
-            (Some(cipher), true) => match cipher.open(self.rx.get_mut(k)) {
-                Ok(plain) => plain,
+            (Some(cipher), true) => match cipher.open_live(self.rx.get_mut(k)) {
+                Ok((plain, live)) => (plain, live),
                 Err(r) => {
                     let c = match r {
                         Rejection::Missing | Rejection::Malformed => &counters.auth_missing,
@@ -913,6 +922,43 @@ impl IoLoop {
             return;
         }
         let me = self.shared.id;
+        if let (Some(session), Some(_)) = (session, &g.cipher) {
+            if let Some(probe) = sessions::parse(&header, data) {
+                // The runtime's own session challenge: no engine sees it, and it is never
+                // held (two members new to each other challenge each other at once).
+                session_probe(
+                    g,
+                    &mut self.net,
+                    &mut self.sealer,
+                    &mut self.seal_buf,
+                    (header.sender, session),
+                    from,
+                    probe,
+                    now,
+                );
+                return;
+            }
+            if !live {
+                // A session not confirmed live: a capture replayed, perhaps. Held until it
+                // answers a fresh challenge (`crate::sessions`).
+                trace!(%from, sender = %header.sender, "datagram of an unconfirmed session held");
+                if let Some(challenge) =
+                    g.sessions
+                        .hold(session, header.sender, from, ttl, data, now, counters)
+                {
+                    if let Some(d) = seal(
+                        g.cipher.as_ref(),
+                        &mut self.sealer,
+                        challenge,
+                        &mut self.seal_buf,
+                        counters,
+                    ) {
+                        self.net.send(d, from);
+                    }
+                }
+                return;
+            }
+        }
         if g.cipher.is_none() {
             if let Some(path) = peers::parse_path(&header, data) {
                 // The runtime's own address validation: no engine sees it.
@@ -932,7 +978,8 @@ impl IoLoop {
             return;
         }
         if g.cipher.is_some() {
-            // Verified: the address is proven (see `crate::peers`).
+            // Verified, of a session confirmed live: the address is proven (see
+            // `crate::peers`).
             g.peers.learn_verified(header.sender, from);
         } else if let Some(challenge) =
             g.peers
@@ -1081,6 +1128,9 @@ impl IoLoop {
         let g = &mut self.groups[i];
         if g.done {
             return;
+        }
+        if g.cipher.is_some() {
+            g.sessions.expire(now, &self.shared.counters);
         }
         if let Some(l) = &g.leaving {
             if now >= l.deadline {
@@ -1514,6 +1564,58 @@ fn path_packet(
                 for d in &held {
                     net.send(d, from);
                 }
+            }
+        }
+    }
+}
+
+/// A session challenge or answer (`probe`, from `sender`, sealed under `session`) from `from`
+/// for group `g`,
+/// a secure group: a challenge naming this node's current session is answered, sealed under
+/// it, to where it came from; an answer to the challenge sent to `session` confirms it, and its
+/// held datagrams go to the engine in order ([`crate::sessions`]).
+#[allow(clippy::too_many_arguments)]
+fn session_probe(
+    g: &mut GroupState,
+    net: &mut Net,
+    sealer: &mut Sealer,
+    seal_buf: &mut Vec<u8>,
+    (sender, session): (NodeId, SessionName),
+    from: SocketAddr,
+    probe: Probe,
+    now: Time,
+) {
+    let shared = net.shared.clone();
+    let counters = &shared.counters;
+    match probe {
+        Probe::Challenge(named, challenge) => {
+            let mine = sealer.session();
+            if let Some(answer) = g.sessions.answer(&mine, &named, &challenge) {
+                if let Some(d) = seal(g.cipher.as_ref(), sealer, answer, seal_buf, counters) {
+                    net.send(d, from);
+                }
+            }
+        }
+        Probe::Answer(named, challenge) => {
+            let mut released = Vec::new();
+            if !g
+                .sessions
+                .answered(session, &named, &challenge, now, counters, &mut released)
+            {
+                return;
+            }
+            if let Some(c) = &mut g.cipher {
+                c.confirm(&session);
+            }
+            // The answer, sealed under the live session, proves the address it came from.
+            g.peers.learn_verified(sender, from);
+            trace!(%sender, %from, released = released.len(), "session confirmed");
+            for r in released {
+                if wire::decode(&r.data).is_ok_and(|p| p.header.engine == EngineKind::Formation) {
+                    AtomicNodeCounters::add(&counters.hellos_received, 1);
+                }
+                g.engine
+                    .handle_datagram_with_ttl(now, r.sender, &r.data, r.ttl);
             }
         }
     }

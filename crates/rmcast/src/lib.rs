@@ -104,6 +104,7 @@ mod net;
 mod node;
 mod peers;
 mod queue;
+mod sessions;
 mod shared;
 mod timer;
 pub mod txn;

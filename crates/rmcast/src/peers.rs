@@ -477,12 +477,12 @@ impl Peers {
 }
 
 /// Cookies drawn from the system per batch (one system call for this many challenges).
-const COOKIE_BATCH: usize = 32;
+pub(crate) const COOKIE_BATCH: usize = 32;
 
 /// Fill `out` from the operating system's random number generator (`getrandom(2)`, else
 /// `/dev/urandom`); should both fail, from the keyed SipHash of the standard library's
 /// `RandomState`, whose keys come from the system's generator too.
-fn fill_random(out: &mut [u64; COOKIE_BATCH]) {
+pub(crate) fn fill_random(out: &mut [u64; COOKIE_BATCH]) {
     let mut bytes = [0u8; COOKIE_BATCH * 8];
     #[cfg(target_os = "linux")]
     let got = {

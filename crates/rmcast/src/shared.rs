@@ -246,6 +246,19 @@ node_counters! {
     /// validated one; processed, but the peer's unicasts stay at the validated address until
     /// the new one answers a challenge.
     peer_address_kept,
+    /// Secure groups: session challenges sent (`crate::sessions`): a datagram came from a sender
+    /// session this group has not confirmed live (once per retry interval and address).
+    session_challenges,
+    /// Secure groups: sender sessions confirmed by an answer to their challenge.
+    sessions_confirmed,
+    /// Secure groups: datagrams of unconfirmed sessions held back from the engine until their
+    /// session answers its challenge.
+    session_held,
+    /// Of those, the ones handed to the engine once their session answered.
+    session_released,
+    /// Of those, the ones dropped: their session did not answer in time (a capture of a
+    /// session that is gone, replayed), or the hold was full (the oldest go first).
+    session_dropped,
     /// Testing: received datagrams dropped at random by [`NodeConfig::receive_loss`]
     /// (`RMCAST_RECEIVE_LOSS`), before any engine saw them; 0 unless it is set.
     ///
