@@ -623,6 +623,8 @@ impl IoLoop {
         for g in &self.groups {
             // The engine's timers and formation's (joins, HELLOs, rejoins).
             consider(g.engine.poll_timeout());
+            // Held datagrams of unconfirmed sessions are dropped when due, counted.
+            consider(g.sessions.deadline());
             if let Some(l) = &g.leaving {
                 consider(Some(if l.started { l.deadline } else { l.start_by }));
             }

@@ -392,6 +392,12 @@ impl Sessions {
         true
     }
 
+    /// When the oldest held datagram is due to be dropped, if any is held.
+    pub(crate) fn deadline(&self) -> Option<Time> {
+        let h = self.held.front()?;
+        Some(Time(h.at.0.saturating_add(HOLD_TIME.as_nanos() as u64)))
+    }
+
     /// Drop held datagrams older than [`HOLD_TIME`] (counted: their sessions did not answer)
     /// and forget challenges older than [`PENDING_TIME`] with nothing held.
     pub(crate) fn expire(&mut self, now: Time, counters: &AtomicNodeCounters) {
@@ -546,6 +552,7 @@ mod tests {
         for i in 0..5u64 {
             let _ = s.hold(name(1), NodeId(7), addr(4000), None, b"x", t(i), &c);
         }
+        assert_eq!(s.deadline(), Some(t(1000)));
         s.expire(t(900), &c);
         assert_eq!(s.held(), 5);
         s.expire(t(1003), &c);
