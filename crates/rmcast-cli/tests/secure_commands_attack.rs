@@ -267,34 +267,32 @@ fn content(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// One file sent, slowly (800 KB/s: 1 KiB packets, 8 per 10 ms), to two keyed receivers
-/// started before any traffic, while `injections` datagrams are injected: the file arrives
-/// intact at both, nothing else is written, and the injection ended before the transfer did.
-///
-/// The receivers are started before the attacker captures anything: a receiver started after
-/// a capture can be fed the captured transfer (see docs/SECURITY.md, "Not done yet").
+/// One file sent, slowly (800 KB/s: 1 KiB packets, 8 per 10 ms), to two keyed receivers, one
+/// started before any traffic and one a second into the injection (so that it is fed captures
+/// of sessions it never heard, which it holds until they answer a challenge), while
+/// `injections` datagrams are injected: the file arrives intact at both, nothing else is
+/// written, and the injection ended before the transfer did. A capture of a transfer that is
+/// over, replayed at a receiver listening anew, is `tests/replayed_transfer.rs`.
 fn files_under_attack(injections: u64) {
     let dir = scratch("files");
     let key = keygen(&dir);
     let k = key.to_str().unwrap().to_string();
     let g = format!("attack-files-{}", std::process::id());
     let outs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("out-{i}"))).collect();
-    let receivers: Vec<Proc> = outs
-        .iter()
-        .map(|o| {
-            std::fs::create_dir_all(o).unwrap();
-            Proc::start(&[
-                "receive",
-                "--group",
-                &g,
-                "--out",
-                o.to_str().unwrap(),
-                "--quiet",
-                "--key-file",
-                &k,
-            ])
-        })
-        .collect();
+    let receive = |o: &Path| {
+        std::fs::create_dir_all(o).unwrap();
+        Proc::start(&[
+            "receive",
+            "--group",
+            &g,
+            "--out",
+            o.to_str().unwrap(),
+            "--quiet",
+            "--key-file",
+            &k,
+        ])
+    };
+    let mut receivers = vec![receive(&outs[0])];
     std::thread::sleep(Duration::from_millis(300));
     // The injector sends about 15,000 datagrams a second: the transfer lasts twice as long.
     let secs = (injections / 7_500).max(4);
@@ -319,6 +317,10 @@ fn files_under_attack(injections: u64) {
         &k,
     ]);
     let inj = Injector::start(&g, EngineKind::Tree, injections);
+    // The second receiver starts late: the transfer lasts at least 4 s, and a late receiver
+    // gets the whole file from the sender's cache.
+    std::thread::sleep(Duration::from_secs(1));
+    receivers.push(receive(&outs[1]));
     let limit = Duration::from_secs(60 + 3 * secs);
     let mut outputs = Vec::new();
     let mut injection_done_first = false;

@@ -365,6 +365,41 @@ fn nonce(counter: u64) -> aead::Nonce {
 /// A sender session as a receiver knows it: which group key, which session.
 pub type SessionName = (u32, SessionId);
 
+/// Bytes of a session challenge.
+pub const CHALLENGE_LEN: usize = 16;
+
+/// The secret a receiver makes its session challenges with, so that it can check an answer
+/// without remembering the challenge (as WireGuard's cookies and QUIC's retry tokens are
+/// checked): a challenge is the first [`CHALLENGE_LEN`] bytes of HMAC-SHA-256 under this
+/// secret of the session challenged and an epoch number. Nobody without the secret predicts
+/// one, and one of an old epoch is refused.
+pub struct ChallengeKey(ring::hmac::Key);
+
+impl fmt::Debug for ChallengeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ChallengeKey { .. }")
+    }
+}
+
+impl ChallengeKey {
+    /// A challenge key of 32 secret bytes (drawn from the operating system's generator).
+    pub fn new(secret: [u8; KEY_LEN]) -> Self {
+        ChallengeKey(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret))
+    }
+
+    /// The challenge of session `name` in epoch `epoch`.
+    pub fn challenge(&self, name: &SessionName, epoch: u64) -> [u8; CHALLENGE_LEN] {
+        let mut ctx = ring::hmac::Context::with_key(&self.0);
+        ctx.update(&name.0.to_be_bytes());
+        ctx.update(&name.1);
+        ctx.update(&epoch.to_be_bytes());
+        let tag = ctx.sign();
+        let mut c = [0u8; CHALLENGE_LEN];
+        c.copy_from_slice(&tag.as_ref()[..CHALLENGE_LEN]);
+        c
+    }
+}
+
 /// A live sender session at a receiver.
 struct Session {
     key: aead::LessSafeKey,
@@ -462,10 +497,7 @@ impl GroupCipher {
     /// [`GroupCipher::open`], and whether the datagram's session is confirmed live
     /// ([`GroupCipher::confirm`]). A session this cipher never heard, or retired, is not: its
     /// datagram may be a capture of a session that is gone.
-    pub fn open_live<'a>(
-        &mut self,
-        buf: &'a mut [u8],
-    ) -> Result<(&'a mut [u8], bool), Rejection> {
+    pub fn open_live<'a>(&mut self, buf: &'a mut [u8]) -> Result<(&'a mut [u8], bool), Rejection> {
         let (sender, key_id, session, counter) = {
             let p = wire::decode(buf).map_err(|_| Rejection::Malformed)?;
             let a = p.auth.ok_or(Rejection::Missing)?;
@@ -883,6 +915,22 @@ mod tests {
         }
         let (_, still) = rx.open_live(&mut sealed(&tx, &mut live, 1)).unwrap();
         assert!(still, "the live session was retired for unconfirmed ones");
+    }
+
+    /// A challenge depends on the secret, the session and the epoch.
+    #[test]
+    fn challenges_are_keyed_per_session_and_epoch() {
+        let k = ChallengeKey::new([1; KEY_LEN]);
+        let a = (7, [1; SESSION_ID_LEN]);
+        let b = (7, [2; SESSION_ID_LEN]);
+        assert_eq!(k.challenge(&a, 3), k.challenge(&a, 3));
+        assert_ne!(k.challenge(&a, 3), k.challenge(&a, 4));
+        assert_ne!(k.challenge(&a, 3), k.challenge(&b, 3));
+        assert_ne!(k.challenge(&a, 3), k.challenge(&(8, a.1), 3));
+        assert_ne!(
+            k.challenge(&a, 3),
+            ChallengeKey::new([2; KEY_LEN]).challenge(&a, 3)
+        );
     }
 
     #[test]

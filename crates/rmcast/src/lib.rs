@@ -67,7 +67,12 @@
 //! address can send into it. With [`GroupConfig::keys`] every datagram is sealed with
 //! AES-256-GCM and verified before any engine sees it; forgeries, replays and datagrams without
 //! the authentication block are counted ([`NodeCounters`]) and dropped, and peers' addresses are
-//! learnt only from verified datagrams. Each group keeps its own table of peer addresses, so
+//! learnt only from verified datagrams of live sessions. A sender session the group has not
+//! heard yet (a capture replayed to a member started after it, perhaps) is held back from the
+//! engine until it answers a fresh challenge under its own key: one round trip for a live
+//! sender's first datagrams; a session that is gone never answers, and its datagrams are dropped
+//! (see `sessions.rs`; counters `session_challenges`, `session_held`, `session_released`,
+//! `session_dropped`). Each group keeps its own table of peer addresses, so
 //! that one group's traffic never redirects another's unicasts. A group without a key is not
 //! an amplifier: an address is sent at most three times the bytes received from it until it
 //! answers a path challenge (a random cookie sent there), and a peer's validated address is

@@ -10,7 +10,9 @@
 //! key, a datagram's source address is whatever its sender wrote, so answering it could make
 //! this node send a victim many bytes for few. An address is *validated* once it proved that
 //! it receives what is sent to it: in a keyed group by a datagram that verified (nobody
-//! without the key can make one, and replays are refused), in a group without a key by a
+//! without the key can make one, and replays are refused) from a session confirmed live
+//! ([`crate::sessions`]: a capture replayed to a member that never heard its session moves
+//! nothing), in a group without a key by a
 //! *path challenge*: a random 8-byte cookie sent to the address, which the runtime there sends
 //! back in a *path response* (both are formation datagrams, [`PATH_CHALLENGE`] and
 //! [`PATH_RESPONSE`], handled by the runtime and never shown to an engine). Until then, the
@@ -187,8 +189,9 @@ impl Peers {
         self.peers.len() < MAX_PEERS
     }
 
-    /// Keyed group: `sender`'s datagram from `from` verified. It proves the address (nobody
-    /// without the key makes one; replays were refused before), and may move the peer.
+    /// Keyed group: `sender`'s datagram from `from` verified, and its session is confirmed
+    /// live. It proves the address (nobody without the key makes one; replays were refused
+    /// before, captures of unconfirmed sessions held), and may move the peer.
     pub(crate) fn learn_verified(&mut self, sender: NodeId, from: SocketAddr) {
         match self.peers.get_mut(&sender) {
             Some(p) if p.addr == from => {}

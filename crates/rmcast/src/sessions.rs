@@ -5,13 +5,20 @@
 //! [`rmcast_proto::secure`]): a member started after the capture was made, or one that retired
 //! the session, would take the capture's datagrams as new. So a datagram that verified but
 //! whose session this group has not confirmed ([`GroupCipher::open_live`]) is **held**, and the
-//! runtime sends a **session challenge** to the address it came from: 16 fresh bytes from the
-//! operating system's generator and the session id challenged, sealed under the group key (the
+//! runtime sends a **session challenge** to the address it came from: the session id
+//! challenged and 16 bytes nobody else can predict, sealed under the group key (the
 //! challenger's own session). The runtime of the node whose current session it names sends
 //! back a **session answer** with the same bytes, sealed under that session's key, to the
 //! challenger's address. An answer that opens under the session challenged and carries the
 //! bytes sent confirms the session ([`GroupCipher::confirm`]): its held datagrams go to the
-//! engine in the order they came, and the address the answer came from is the peer's. A
+//! engine in the order they came, and the address the answer came from is the peer's. The
+//! 16 bytes are an HMAC-SHA-256, under a secret each group draws from the operating system's
+//! generator when it opens, of the session and the current [`CHALLENGE_EPOCH`]
+//! ([`ChallengeKey`]), so an answer is checked without remembering the challenge (as
+//! WireGuard's cookies and QUIC's retry tokens are): a flood of captures from many sessions
+//! that pushes a live session's challenge out of the bounded state below can drop its held
+//! datagrams (the engine repairs them), never its confirmation. An answer of an older epoch
+//! than the last one is refused. A
 //! capture of a session that is gone gets no answer: its datagrams are dropped (counted) after
 //! [`HOLD_TIME`]. A live sender answers within one round trip, so only its first datagrams wait.
 //!
@@ -43,7 +50,7 @@
 
 use crate::peers::{fill_random, COOKIE_BATCH};
 use crate::shared::AtomicNodeCounters;
-use rmcast_proto::secure::{SessionId, SessionName};
+use rmcast_proto::secure::{ChallengeKey, SessionId, SessionName, CHALLENGE_LEN};
 use rmcast_proto::wire::{EngineKind, Header, HEADER_LEN, SESSION_ID_LEN};
 use rmcast_proto::{NodeId, Time};
 use std::collections::{HashMap, VecDeque};
@@ -54,14 +61,15 @@ use std::time::Duration;
 pub(crate) const SESSION_CHALLENGE: u8 = 0x12;
 /// Packet type of a session answer.
 pub(crate) const SESSION_ANSWER: u8 = 0x13;
-/// Bytes of a challenge's fresh part.
-pub(crate) const CHALLENGE_LEN: usize = 16;
+/// A challenge is made for an epoch of this length; an answer to one of this epoch or the one
+/// before is taken (so an answer is taken for at least this long, at most twice this).
+pub(crate) const CHALLENGE_EPOCH: Duration = Duration::from_secs(2);
 /// Length of a plain session challenge or answer (88 sealed).
 pub(crate) const PROBE_LEN: usize = HEADER_LEN + SESSION_ID_LEN + CHALLENGE_LEN;
 /// How long a datagram of an unconfirmed session is held at most.
 pub(crate) const HOLD_TIME: Duration = Duration::from_millis(1000);
-/// How long a challenge waits for its answer at most (a late answer, after the held datagrams
-/// expired, still confirms the session).
+/// How long a session challenged is remembered with nothing held (for the retry bookkeeping; a
+/// late answer, after the held datagrams expired, still confirms the session).
 const PENDING_TIME: Duration = Duration::from_millis(3000);
 /// A session's challenge is sent again to an address at most this often (a lost challenge or
 /// answer), on the next datagram of the session from there.
@@ -94,7 +102,9 @@ pub(crate) fn parse(header: &Header, data: &[u8]) -> Option<Probe> {
     if header.engine != EngineKind::Formation || data.len() != PROBE_LEN {
         return None;
     }
-    let session: SessionId = data[HEADER_LEN..HEADER_LEN + SESSION_ID_LEN].try_into().ok()?;
+    let session: SessionId = data[HEADER_LEN..HEADER_LEN + SESSION_ID_LEN]
+        .try_into()
+        .ok()?;
     let challenge: [u8; CHALLENGE_LEN] = data[HEADER_LEN + SESSION_ID_LEN..].try_into().ok()?;
     match header.ptype {
         SESSION_CHALLENGE => Some(Probe::Challenge(session, challenge)),
@@ -128,7 +138,6 @@ pub(crate) fn encode(
 
 /// A session waiting for its answer.
 struct Pending {
-    challenge: [u8; CHALLENGE_LEN],
     /// When it was first challenged.
     since: Time,
     /// Where it was challenged, and when last.
@@ -164,9 +173,8 @@ pub(crate) struct Sessions {
     held_bytes: usize,
     /// Datagrams and bytes held per source address.
     per_addr: HashMap<SocketAddr, (usize, usize)>,
-    /// Fresh random bytes from the operating system, a batch at a time.
-    random: [u64; COOKIE_BATCH],
-    used: usize,
+    /// What the challenges are made with (a random secret of this group's).
+    key: ChallengeKey,
     /// When pending sessions were last swept for expiry.
     swept: Time,
     /// A probe on its way out (plain; the caller seals it).
@@ -176,6 +184,12 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// The sessions of group `group` at node `me`.
     pub(crate) fn new(group: u32, me: NodeId) -> Sessions {
+        let mut random = [0u64; COOKIE_BATCH];
+        fill_random(&mut random);
+        let mut secret = [0u8; 32];
+        for (i, w) in random[..4].iter().enumerate() {
+            secret[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+        }
         Sessions {
             group,
             me,
@@ -183,24 +197,15 @@ impl Sessions {
             held: VecDeque::new(),
             held_bytes: 0,
             per_addr: HashMap::new(),
-            random: [0; COOKIE_BATCH],
-            used: COOKIE_BATCH,
+            key: ChallengeKey::new(secret),
             swept: Time(0),
             buf: Vec::with_capacity(PROBE_LEN),
         }
     }
 
-    /// A fresh unpredictable challenge.
-    fn fresh(&mut self) -> [u8; CHALLENGE_LEN] {
-        if self.used + 2 > COOKIE_BATCH {
-            fill_random(&mut self.random);
-            self.used = 0;
-        }
-        let mut c = [0u8; CHALLENGE_LEN];
-        c[..8].copy_from_slice(&self.random[self.used].to_ne_bytes());
-        c[8..].copy_from_slice(&self.random[self.used + 1].to_ne_bytes());
-        self.used += 2;
-        c
+    /// The epoch of `now`.
+    fn epoch(now: Time) -> u64 {
+        now.0 / CHALLENGE_EPOCH.as_nanos() as u64
     }
 
     /// Datagrams held now.
@@ -228,11 +233,9 @@ impl Sessions {
             if self.pending.len() >= MAX_PENDING {
                 self.forget_oldest_pending(counters);
             }
-            let challenge = self.fresh();
             self.pending.insert(
                 session,
                 Pending {
-                    challenge,
                     since: now,
                     tried: Vec::with_capacity(1),
                     held: 0,
@@ -310,7 +313,7 @@ impl Sessions {
                 p.tried[i] = (from, now);
             }
         }
-        let challenge = p.challenge;
+        let challenge = self.key.challenge(&session, Self::epoch(now));
         AtomicNodeCounters::add(&counters.session_challenges, 1);
         encode(
             self.group,
@@ -347,9 +350,9 @@ impl Sessions {
     }
 
     /// An answer naming `named` with `challenge` came, sealed under session `session`. If it
-    /// answers the challenge sent to that session, the session is confirmed (the caller tells
-    /// its cipher), and its held datagrams are moved to `out`, oldest first. Returns whether
-    /// it did.
+    /// answers a challenge of this epoch or the last made for that session, the session is
+    /// confirmed (the caller tells its cipher), and its held datagrams are moved to `out`,
+    /// oldest first. Returns whether it did.
     pub(crate) fn answered(
         &mut self,
         session: SessionName,
@@ -360,19 +363,16 @@ impl Sessions {
         out: &mut Vec<Released>,
     ) -> bool {
         self.expire(now, counters);
+        let epoch = Self::epoch(now);
         let ok = *named == session.1
-            && self
-                .pending
-                .get(&session)
-                .is_some_and(|p| p.challenge == *challenge);
+            && (self.key.challenge(&session, epoch) == *challenge
+                || self.key.challenge(&session, epoch.saturating_sub(1)) == *challenge);
         if !ok {
             return false;
         }
-        let Some(p) = self.pending.remove(&session) else {
-            return false;
-        };
         AtomicNodeCounters::add(&counters.sessions_confirmed, 1);
-        if p.held > 0 {
+        let held = self.pending.remove(&session).map_or(0, |p| p.held);
+        if held > 0 {
             let mut i = 0;
             while i < self.held.len() {
                 if self.held[i].session == session {
@@ -540,8 +540,35 @@ mod tests {
             (2, 2, 0)
         );
         assert_eq!((k.session_challenges, k.sessions_confirmed), (1, 1));
-        // Answered once: the same answer again confirms nothing.
-        assert!(!s.answered(a, &a.1, &right, t(4), &c, &mut out));
+        // A challenge is taken for this epoch and the last, not after.
+        out.clear();
+        let epoch = CHALLENGE_EPOCH.as_millis() as u64;
+        assert!(s.answered(a, &a.1, &right, t(2 * epoch - 1), &c, &mut out));
+        assert!(!s.answered(a, &a.1, &right, t(2 * epoch), &c, &mut out));
+        assert!(out.is_empty());
+    }
+
+    /// A session whose pending state was pushed out by a flood of other sessions is still
+    /// confirmed by its answer (its held datagrams were dropped, counted).
+    #[test]
+    fn an_answer_confirms_even_once_its_challenge_was_forgotten() {
+        let c = AtomicNodeCounters::default();
+        let mut s = Sessions::new(GID, ME);
+        let a = name(1);
+        let ch = s
+            .hold(a, NodeId(7), addr(4000), None, b"x", t(0), &c)
+            .map(challenge_of)
+            .unwrap();
+        for i in 0..MAX_PENDING as u16 {
+            let mut n = name(2);
+            n.1[..2].copy_from_slice(&i.to_be_bytes());
+            let _ = s.hold(n, NodeId(9), addr(6000), None, b"z", t(1), &c);
+        }
+        assert!(!s.pending.contains_key(&a));
+        let mut out = Vec::new();
+        assert!(s.answered(a, &a.1, &ch, t(2), &c, &mut out));
+        assert!(out.is_empty());
+        assert!(c.snapshot().session_dropped >= 1);
     }
 
     /// Unanswered, the held datagrams are dropped after the hold time (counted).

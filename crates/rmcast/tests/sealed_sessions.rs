@@ -12,8 +12,7 @@ mod common;
 
 use common::*;
 use rmcast::{
-    EngineChoice, Group, GroupConfig, GroupKey, Keyring, Node, NodeCounters, NodeId,
-    OpenMode, Qos,
+    EngineChoice, Group, GroupConfig, GroupKey, Keyring, Node, NodeCounters, NodeId, OpenMode, Qos,
 };
 use rmcast_proto::tree::{TreeConfig, TreeFactory};
 use rmcast_proto::wire::{self, EngineKind};
@@ -120,11 +119,7 @@ fn key() -> Keyring {
 fn tree(name: &str, keys: &Keyring, receiver: bool) -> GroupConfig {
     let f = TreeFactory::new(TreeConfig::lan());
     let f = if receiver { f.receiver() } else { f };
-    let mut c = cfg(
-        name,
-        &EngineChoice::custom(Arc::new(f)),
-        OpenMode::Create,
-    );
+    let mut c = cfg(name, &EngineChoice::custom(Arc::new(f)), OpenMode::Create);
     c.keys = Some(keys.clone());
     c.qos = Qos::SourceOrdered;
     c
@@ -304,7 +299,10 @@ fn a_captured_join_replayed_to_a_restarted_sequencer_admits_nobody() {
                 && p.header.ptype == JOIN_REQ
         })
     });
-    assert!(join_req, "no join request captured ({joiner} datagrams of the joiner)");
+    assert!(
+        join_req,
+        "no join request captured ({joiner} datagrams of the joiner)"
+    );
     drop((ga, gb));
     a.shutdown();
     b.shutdown();
