@@ -30,6 +30,10 @@ const MAX_ADVERTS: usize = 256;
 const ADVERT_LIFETIME_SAPS: u32 = 3;
 /// Copies of a leaving receiver's ACK_FIN.
 const FIN_COPIES: usize = 3;
+/// T_send ticks without new data after which the sender has announced its highest sequence
+/// number (SND_ACK_TOME) this many times, one per tick: a receiver that lost the last packets
+/// of a burst learns of them from one of these (at 30% loss all eight are lost once in 6,500).
+pub(super) const STATUS_REPEATS: u32 = 8;
 
 /// Which entity of Fig. 3 this member is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -103,6 +107,11 @@ struct SenderPart {
     slow_starts: u64,
     /// A second leave aborts (RESET).
     leaving: bool,
+    /// Announcements of the highest sequence number still owed after the latest burst of new
+    /// data ([`STATUS_REPEATS`]); one per T_send tick that sent nothing new.
+    status_due: u32,
+    /// New data went out since the latest T_send tick.
+    sent_since_tick: bool,
 }
 
 impl SenderPart {
@@ -264,6 +273,9 @@ struct Ext {
     /// origin nor an ACK processor heard in the session (a forgery, or a relay before the
     /// origin announced itself): dropped.
     not_from_origin: u64,
+    /// SND_ACK_TOME the sender sent to announce its highest sequence number once a burst of
+    /// new data ended ([`STATUS_REPEATS`]), beside the periodic ones of T_sap.
+    status_sent: u64,
 }
 
 impl Tree {
@@ -306,6 +318,8 @@ impl Tree {
             completed: 0,
             slow_starts: 1,
             leaving: false,
+            status_due: 0,
+            sent_since_tick: false,
         });
         let ap = (entity != Entity::Receiver).then(|| ApPart {
             children: BTreeMap::new(),
@@ -552,6 +566,23 @@ impl Tree {
         s.next_send = now + cfg.t_send();
         s.check_invariants();
         self.transmit_new(now);
+        let Some(s) = self.snd.as_mut() else { return };
+        // A whole T_send without new data: the stream paused, and its last packets are the
+        // ones a receiver cannot find lost (no later packet shows it the gap). RMTP's receivers
+        // learn of them from the sender's status, SND_ACK_TOME with its highest sequence
+        // number; the periodic one comes only every T_sap, and by then the sender may have
+        // stopped waiting for the receiver: it forgets a child silent for `child_silence_ms`,
+        // and an idle receiver falls silent (its ACK repeats stop), so that after an idle gap
+        // the sender knows none of the receivers its new packets reach, and the ACKs of those
+        // that got them complete the packets. So the high is announced at once, a few times.
+        let announce = !std::mem::take(&mut s.sent_since_tick) && s.status_due > 0;
+        if announce {
+            s.status_due -= 1;
+        }
+        if announce && self.advertising() {
+            self.ext.status_sent += 1;
+            self.advertise(now);
+        }
     }
 
     /// Multicast new packets while the usable window of this T_send allows, then DATA_EOF.
@@ -565,6 +596,8 @@ impl Tree {
             let seq = s.send_next;
             s.send_next += 1;
             s.budget -= 1;
+            s.sent_since_tick = true;
+            s.status_due = STATUS_REPEATS;
             let Some(data) = self.ap.as_mut().and_then(|a| a.cache.get(seq)) else {
                 continue;
             };
@@ -588,6 +621,7 @@ impl Tree {
             !self.left
                 && (s.send_next < s.next_seq
                     || s.completed < s.next_seq
+                    || s.status_due > 0
                     || (s.eof.is_some() && !s.eof_sent))
         })
     }
@@ -1515,6 +1549,7 @@ impl Engine for Tree {
             ("adverts_sent", e.adverts_sent),
             ("rtt_samples", e.rtt_samples),
             ("not_from_origin", e.not_from_origin),
+            ("status_sent", e.status_sent),
             ("level", u64::from(level)),
         ];
         if let Some(s) = &self.snd {

@@ -31,7 +31,11 @@
 //! already queued, so that a repair is not overtaken by the receiver's next request for it;
 //! a receiver that holds everything it knows of repeats its last ACK at growing intervals
 //! (the paper's ACKs stay periodic), then falls silent once its AP would have stopped waiting
-//! for it (`child_silence_ms`), so that an idle session goes quiet. **Role checks**: the
+//! for it (`child_silence_ms`), so that an idle session goes quiet; once a burst of new data
+//! ends (a T_send without any), the sender announces its highest sequence number with
+//! SND_ACK_TOME at each of its next eight T_send ticks, not only every T_sap, so that a
+//! receiver that lost the burst's last packets learns of them while the sender still waits,
+//! even after an idle gap in which the sender forgot the silent receivers. **Role checks**: the
 //! session's origin is fixed by its own first announcement (level-0 SND_ACK_TOME, or DATA or
 //! DATA_EOF it sent itself); its DATA and DATA_EOF are then taken only from it or from an ACK
 //! processor heard in the session, RESET only from it, and only it advertises at level 0;
@@ -43,6 +47,8 @@ mod cache;
 mod config;
 mod engine;
 pub mod file;
+#[cfg(test)]
+mod last_packet;
 pub mod packet;
 #[cfg(test)]
 mod tests;
