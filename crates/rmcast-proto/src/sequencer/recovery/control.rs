@@ -50,6 +50,9 @@ impl Sequencer {
             else {
                 return None;
             };
+            if !r.voted_for.contains(&coordinator) {
+                r.voted_for.push(coordinator);
+            }
             let header = self.header(ptype::VOTE);
             encode_control(
                 buf,

@@ -167,6 +167,9 @@ impl Sequencer {
         }
         self.counters.failures_detected += 1;
         self.enter_recovery(suspect);
+        if let Some(r) = self.rec.mode.as_mut() {
+            r.suspect_found = true;
+        }
         if self.cfg.auto_reset {
             self.start_coordinating();
         }
@@ -205,12 +208,14 @@ impl Sequencer {
         let min_members = (self.cfg.min_members > 0).then_some(self.cfg.min_members);
         self.rec.mode = Some(RecoveryMode {
             suspect,
+            suspect_found: false,
             old_members,
             min_members,
             role: Role::Idle,
             next_at: None,
             vote_due: false,
             invite_due: false,
+            voted_for: Vec::new(),
         });
         // The old order ends here: a sequencer stops ordering (its waiting requests are
         // resent by their senders to whoever orders next).
@@ -262,6 +267,9 @@ impl Sequencer {
         if self.rec.mode.is_none() {
             let suspect = self.sequencer_hint;
             self.enter_recovery(suspect);
+            if let Some(r) = self.rec.mode.as_mut() {
+                r.suspect_found = true;
+            }
         }
         // Entering recovery may end in leaving instead (our own leave is ordered, or nobody is
         // left to rebuild the group with): then there is nothing to reset.
@@ -292,7 +300,9 @@ impl Sequencer {
         let Some(r) = self.rec.mode.as_mut() else {
             return;
         };
-        let mut suspects = vec![r.suspect];
+        // The suspect an invitation named is not taken on its word: it is waited for (it may
+        // be alive, and a forged invitation must not make the reset go on without it).
+        let mut suspects: Vec<NodeId> = r.suspect_found.then_some(r.suspect).into_iter().collect();
         if let Role::Participant { coordinator, .. } = r.role {
             suspects.push(coordinator);
         }

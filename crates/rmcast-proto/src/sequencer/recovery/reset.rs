@@ -96,7 +96,6 @@ impl Sequencer {
             from,
             held,
             target,
-            suspect,
             round,
         };
         let (follow, repair, forward) = r.invited(&invitation, me, mine, now, silence);
@@ -568,11 +567,13 @@ impl Sequencer {
     /// - whoever sends a result built it or installed it: it is a member of the group it founds
     ///   (a result that removes everybody, its sender included, comes from nobody);
     /// - a result installed here makes the coordinator it names our sequencer: only while we
-    ///   take part in a recovery (a group names us only if we voted for it), and never one
-    ///   naming us (we would have built it);
+    ///   take part in a recovery, only if we voted for that coordinator in it (a group names us
+    ///   only if its coordinator counted our vote), and never one naming us (we would have
+    ///   built it);
     /// - a result that leaves us out (or is further ahead) ends our membership: while we take
     ///   part in a recovery any member of the group that went on may answer our invitations
-    ///   with it; in normal operation only its coordinator or our own sequencer (which answers
+    ///   with it, unless it names as coordinator the member we follow (which counted our votes;
+    ///   our own leave ordered aside); in normal operation only its coordinator or our own sequencer (which answers
     ///   our probes with it), and under the majority policy only for a group that holds a
     ///   majority of our view (a reset needs one), so that one member's datagram cannot expel
     ///   the rest. A refused result does not count as hearing from its sender: a member whose
@@ -598,12 +599,24 @@ impl Sequencer {
         let install = incarnation == self.incarnation.wrapping_add(1)
             && members.contains(&self.me)
             && self.hist.held_next >= seq;
+        let mode = self.rec.mode.as_ref();
         if install {
-            // Not one naming us: we would have built it.
-            return took_part && coordinator != self.me;
+            // Not one naming us: we would have built it. And only from a coordinator we voted
+            // for in this recovery: its result names only members whose votes it counted.
+            return took_part
+                && coordinator != self.me
+                && mode.is_some_and(|r| r.voted_for.contains(&coordinator));
         }
         if took_part {
-            return true;
+            // A result that leaves us out, of the coordinator we follow (we answered its
+            // invitations and have not left it): it counted our votes, so it cannot leave us
+            // out, unless our own leave is ordered. Should its result really have gone on
+            // without us (our votes lost), we take it once we stop following it, after its
+            // silence, from any member of its group answering our own invitations.
+            let follows = mode.is_some_and(
+                |r| matches!(r.role, Role::Participant { coordinator: c, .. } if c == coordinator),
+            );
+            return !follows || !self.known_members().contains(&self.me);
         }
         let held = members
             .iter()
@@ -709,7 +722,6 @@ struct Invitation {
     held: u64,
     /// Its phase 2 target (0: none yet).
     target: u64,
-    suspect: NodeId,
     round: u32,
 }
 
@@ -751,10 +763,9 @@ impl RecoveryMode {
                     (false, false, None)
                 }
             }
-            Role::Coordinator(c) => {
-                if !c.suspects.contains(&inv.suspect) && inv.suspect != me {
-                    c.suspects.push(inv.suspect);
-                }
+            Role::Coordinator(_) => {
+                // The suspect the other coordinator names is not adopted: a member alive is
+                // waited for until it answers or the rounds run out (`Coord::suspects`).
                 // A weaker coordinator yields to our own invitations in turn.
                 (better(inv.held, inv.from, mine, me), false, None)
             }

@@ -32,7 +32,10 @@ pub(in crate::sequencer) struct Coord {
     pub(in crate::sequencer::recovery) round: u32,
     /// Members that voted for us (never ourselves).
     pub(in crate::sequencer::recovery) voters: Vec<Voter>,
-    /// Members believed failed (not waited for in phase 1).
+    /// Members believed failed (not waited for in phase 1): found so here (the suspect this
+    /// member found failed, a coordinator it followed that fell silent), never on another
+    /// member's word, so that an invitation cannot make a coordinator go on without a member
+    /// that is alive.
     pub(in crate::sequencer::recovery) suspects: Vec<NodeId>,
     /// Members of the old view that answered as joiners ([`VoteKind::Joining`]): they never
     /// learnt of their admission, hold nothing, and gave up their join in this incarnation;
@@ -68,6 +71,10 @@ pub(in crate::sequencer) enum Role {
 pub(in crate::sequencer) struct RecoveryMode {
     /// The member whose failure started it.
     pub(in crate::sequencer::recovery) suspect: NodeId,
+    /// Whether this member found the suspect failed itself (its probes, or the application's
+    /// ResetGroup), rather than being told so by an invitation: only then does it, as
+    /// coordinator, stop waiting for the suspect's vote before the rounds run out.
+    pub(in crate::sequencer::recovery) suspect_found: bool,
     /// The view before the failure: who is invited.
     pub(in crate::sequencer::recovery) old_members: Vec<NodeId>,
     /// Smallest group the reset may form; `None`: a majority of the view it replaces (the
@@ -81,6 +88,10 @@ pub(in crate::sequencer) struct RecoveryMode {
     pub(in crate::sequencer::recovery) vote_due: bool,
     /// An invitation is due (coordinator).
     pub(in crate::sequencer::recovery) invite_due: bool,
+    /// The coordinators this member voted for in this recovery (each once; members of the
+    /// views it invites, so bounded by them): only their results may make it install a reset,
+    /// since a coordinator's result names only members whose votes it counted.
+    pub(in crate::sequencer::recovery) voted_for: Vec<NodeId>,
 }
 
 /// The result of the newest reset this member took part in (BC_RESULT), kept to answer members
