@@ -449,9 +449,15 @@ impl Ordering {
         }
     }
 
-    /// Whether slot `ts` is held by enough members of `ring` other than `origin` for `qos`
-    /// (Fig. 3.2): see [`Ordering::holders_beyond`]. `max_n` is the largest view the slot may
-    /// belong to.
+    /// Whether slot `ts` is held by enough members of `ring` for `qos` (Fig. 3.2): its data
+    /// *and its place*, which only the members that sent an ACK after it are known to hold
+    /// (see [`Ordering::holders_beyond`]). The origin's copy of its packet does not count
+    /// unless it sent such an ACK too: a reformation that lost every holder of the ACK would
+    /// order the packet again in another slot, while a member that delivered it in this one
+    /// (the token site that ordered it, cut off alone right after) would disagree. So K other
+    /// members and the origin hold it once `K + 1` members hold the ACK (then `K` of them are
+    /// not the origin); a majority of MaxN (`max_n`, the largest view the slot may belong to)
+    /// holds it once that many hold the ACK. The count is capped by the ring's size.
     pub(super) fn resilient(
         &self,
         ts: u64,
@@ -460,19 +466,21 @@ impl Ordering {
         ring: &[NodeId],
         max_n: usize,
     ) -> bool {
-        let need_others = match qos {
-            Qos::KResilient(k) => usize::from(k),
-            Qos::MajorityResilient => max_n / 2, // with the origin: a majority
+        let need = match qos {
+            Qos::KResilient(k) => usize::from(k) + 1,
+            Qos::MajorityResilient => max_n / 2 + 1,
             Qos::TotallyResilient => usize::MAX,
             _ => return true,
         };
         if ts < self.stable_ts {
             return true;
         }
-        let mut holders = self.holders_beyond(ts);
-        holders.remove(&origin);
-        let others = ring.iter().filter(|&&m| m != origin).count();
-        holders.len() >= need_others.min(others)
+        let holders = self.holders_beyond(ts);
+        let others = holders.iter().filter(|&&m| m != origin).count();
+        let ring_others = ring.iter().filter(|&&m| m != origin).count();
+        // K others: never more than the ring has; K + 1 in all: never more than the ring.
+        let need_others = need.saturating_sub(1).min(ring_others);
+        holders.len() >= need.min(ring.len()) && others >= need_others
     }
 
     /// The members known to hold slot `ts`: the senders of the ACKs kept that end after it (a
