@@ -58,6 +58,9 @@ pub struct Config {
     pub nack_grace: Duration,
     /// NACK retry (at least; more when the token's round is measured to take longer).
     pub nack_retry: Duration,
+    /// The NACK retry's ceiling (it follows the measured round up to it; the stall wait up to
+    /// twice it).
+    pub nack_retry_max: Duration,
     /// Unanswered NACKs to the last token site before the ring is asked (its owners first),
     /// and as many again before every member that holds what is missing answers (so that one
     /// lossy member does not draw an answer from every member of a busy ring).
@@ -124,6 +127,7 @@ impl Default for Config {
             lcr_retry: Duration::from_millis(50),
             nack_grace: Duration::from_millis(3),
             nack_retry: Duration::from_millis(25),
+            nack_retry_max: Duration::from_millis(320),
             nack_escalate: 2,
             stall: Duration::from_millis(60),
             idle_probe: Duration::from_secs(2),
@@ -170,6 +174,7 @@ impl Config {
         let above = [
             ("data_retry_min", self.data_retry_min > self.data_retry_max),
             ("pass_retry", self.pass_retry > self.pass_retry_max),
+            ("nack_retry", self.nack_retry > self.nack_retry_max),
             ("client_rto", self.client_rto > self.client_rto_max),
         ];
         for (field, bad) in above {
