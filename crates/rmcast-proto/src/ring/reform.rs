@@ -532,6 +532,12 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
+        // A member the ring went on without votes in a reformation whose initiator was left
+        // out as well, and came back as a new member since (it never answers that vote, and a
+        // voter waits for a silent initiator as long as its failure detector allows, which
+        // after a long partition is longer than a run): tell it (every-engine sweep seed
+        // 9481). It acts on that only from a member of its own view, as this one was.
+        self.tell_expelled(now, from);
         let Some(r) = self.rec.current.as_mut() else {
             return;
         };
