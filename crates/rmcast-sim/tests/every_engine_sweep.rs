@@ -526,7 +526,9 @@ fn replay() {
         println!("host {}: {}", h.id, h.final_state);
         if std::env::var_os("EVERY_EVENTS").is_some() {
             for e in &h.events {
-                if !matches!(e.event, rmcast_proto::Event::Deliver(_)) {
+                if std::env::var_os("EVERY_DELIVERIES").is_some()
+                    || !matches!(e.event, rmcast_proto::Event::Deliver(_))
+                {
                     println!("  {:?} {:?}", e.at, e.event);
                 }
             }
