@@ -1311,10 +1311,18 @@ impl Ring {
             (_, _, Some(b)) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
             _ => 0,
         };
-        if !self.member() || self.removed() || self.rec.current.is_some() {
+        if !self.member() || self.removed() {
             return;
         }
         let member = self.membership.ring.contains(&from);
+        if self.rec.current.is_some() && !(kind == packet::LCR_JOIN && member) {
+            return;
+        }
+        // Reforming, a member asks in: its admission never reached it (it was cut off as the
+        // New List went out), and without it the member answers no Recovery Start, so a
+        // reformation needing it never forms (every-engine sweep seed 3839: a ring of two
+        // whose joiner was cut off at its admission waited for it for ever). The New List
+        // again, as below, lets it answer.
         let flags = body.get(9).copied().unwrap_or(0);
         if kind == packet::LCR_JOIN && flags & packet::JOIN_TARGETED != 0 {
             let Some(b) = body.get(10..14) else {
