@@ -1315,14 +1315,22 @@ impl Ring {
             return;
         }
         let member = self.membership.ring.contains(&from);
-        if self.rec.current.is_some() && !(kind == packet::LCR_JOIN && member) {
+        if self.rec.current.is_some() {
+            // Reforming, a member asks in: its admission may never have reached it (it was
+            // cut off as the New List went out), and without it the member answers no
+            // Recovery Start, so a reformation needing it never forms (every-engine sweep
+            // seed 3839: a ring of two whose joiner was cut off at its admission waited for it
+            // for ever). The New List again lets it answer: only the site that made it, of the
+            // view this member is in, to a joiner never heard as a member since (a member that
+            // took part and asks in again was left out by a reformation elsewhere, and must
+            // join that ring, never this stale one: seeds 430, 1588).
+            if kind == packet::LCR_JOIN && member {
+                if let Some(b) = self.unconfirmed_admission(from) {
+                    self.out.push_back((Destination::Peer(from), b));
+                }
+            }
             return;
         }
-        // Reforming, a member asks in: its admission never reached it (it was cut off as the
-        // New List went out), and without it the member answers no Recovery Start, so a
-        // reformation needing it never forms (every-engine sweep seed 3839: a ring of two
-        // whose joiner was cut off at its admission waited for it for ever). The New List
-        // again, as below, lets it answer.
         let flags = body.get(9).copied().unwrap_or(0);
         if kind == packet::LCR_JOIN && flags & packet::JOIN_TARGETED != 0 {
             let Some(b) = body.get(10..14) else {
@@ -1394,6 +1402,26 @@ impl Ring {
             }
             _ => self.counters.malformed_dropped += 1,
         }
+    }
+
+    /// The New List that admitted `joiner` into the current view, if this member made it and
+    /// has applied no ACK of the joiner's since (it never acted as a member).
+    fn unconfirmed_admission(&self, joiner: NodeId) -> Option<Vec<u8>> {
+        if self.membership.admitted_in.get(&joiner) != Some(&self.membership.view_id) {
+            return None;
+        }
+        let (&num, e) = self.order.log.iter().find(|(_, e)| {
+            e.sender == self.me
+                && wire::decode(&e.bytes)
+                    .ok()
+                    .and_then(|p| Ack::decode(p.body).ok())
+                    .is_some_and(|a| {
+                        matches!(a.body, AckBody::NewList(l)
+                            if l.joined == Some(joiner) && l.view_id == self.membership.view_id)
+                    })
+        })?;
+        let heard = (self.order.log.range(num + 1..)).any(|(_, e)| e.sender == joiner);
+        (!heard).then(|| e.bytes.clone())
     }
 
     /// Whether the ring is in recovery mode here: a reformation is under way, or a failure
