@@ -68,6 +68,8 @@ mod reform;
 mod reform_tests;
 mod rpc;
 #[cfg(test)]
+mod sweep_tests;
+#[cfg(test)]
 mod tests;
 mod token;
 
