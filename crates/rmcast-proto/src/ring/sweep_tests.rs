@@ -69,6 +69,9 @@ fn slots_of(net: &RingNet, sender: usize, msg: u64) -> Vec<(usize, u64)> {
 /// it in the old slot: two members delivered one message in two places (every-engine sweep
 /// seed 491). Only members that sent an ACK after a slot hold its place (the origin's copy of
 /// its packet holds no place), so K = 1 needs two of them: the site alone never delivers it.
+/// This small case passes without that rule too (the site here is not reached by the slot's
+/// ordering in time to deliver it); seed 491, replayed by `every_engine_sweep`'s
+/// `seeds_once_failing`, is what fails without it.
 #[test]
 fn a_token_site_cut_off_alone_delivers_no_resilient_slot_by_itself() {
     let mut net = ring(3);
