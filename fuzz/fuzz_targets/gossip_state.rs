@@ -1,4 +1,4 @@
-//! Fuzz target: a live group of Gossip (bimodal multicast, three members), created and joined through an in-memory exchange of
+//! Fuzz target: a live group of Gossip (bimodal multicast, three members), created and joined once through an in-memory exchange of
 //! datagrams, some messages sent, then driven by the fuzzer (see `common/net.rs`): forged and
 //! mutated datagrams with a valid header, clock advances, sends, timeouts. Nothing may panic.
 
@@ -9,11 +9,19 @@ mod net;
 
 use libfuzzer_sys::fuzz_target;
 use net::{Input, Net};
+use rmcast_proto::gossip::Gossip;
 use rmcast_proto::registry::Role;
+use std::cell::OnceCell;
+
+thread_local! {
+    static BASE: OnceCell<Net<Gossip>> = const { OnceCell::new() };
+}
 
 fuzz_target!(|data: &[u8]| {
-    let mut net = Net::new(
-        &net::choice("gossip"),
+    // The group is set up once, then cloned for every input.
+    let mut net = net::base(
+        &BASE,
+        net::gossip,
         &[Role::Create, Role::Join, Role::Join],
         2,
     );

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmcast_proto::secure::{GroupCipher, GroupKey, Keyring, Rejection, Sealer};
+use rmcast_proto::secure::{GroupCipher, GroupKey, Keyring, Rejection, Sealer, SessionId};
 use rmcast_proto::wire::{EngineKind, Header};
 use rmcast_proto::NodeId;
 
@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
 
     // Round trip of the input as a body.
     let tx = GroupCipher::new(&keys);
-    let mut sealer = Sealer::new(NodeId(5), u64::from(data.len() as u32) << 8);
+    // A fixed session per input length (a real node draws it at random).
+    let mut session = SessionId::default();
+    session[..4].copy_from_slice(&(data.len() as u32).to_be_bytes());
+    let mut sealer = Sealer::with_session(session);
     let mut plain = Vec::new();
     Header {
         engine: EngineKind::Sequencer,

@@ -11,12 +11,15 @@ mod net;
 use libfuzzer_sys::fuzz_target;
 use net::{Input, Net};
 use rmcast_proto::registry::Role;
+use rmcast_proto::tree::Tree;
+use std::cell::OnceCell;
+
+thread_local! {
+    static BASE: OnceCell<Net<Tree>> = const { OnceCell::new() };
+}
 
 fuzz_target!(|data: &[u8]| {
-    let mut net = Net::new(
-        &net::choice("tree"),
-        &[Role::Create, Role::Join, Role::Join],
-        2,
-    );
+    // The group is set up once, then cloned for every input.
+    let mut net = net::base(&BASE, net::tree, &[Role::Create, Role::Join, Role::Join], 2);
     net.run(&mut Input::new(data));
 });

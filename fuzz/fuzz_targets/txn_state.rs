@@ -1,4 +1,4 @@
-//! Fuzz target: a live group of Txn (three members), created and joined through an in-memory exchange of
+//! Fuzz target: a live group of Txn (three members), created and joined once through an in-memory exchange of
 //! datagrams, some messages sent, then driven by the fuzzer (see `common/net.rs`): forged and
 //! mutated datagrams with a valid header, clock advances, sends, timeouts. Nothing may panic.
 
@@ -10,12 +10,15 @@ mod net;
 use libfuzzer_sys::fuzz_target;
 use net::{Input, Net};
 use rmcast_proto::registry::Role;
+use rmcast_proto::txn::Txn;
+use std::cell::OnceCell;
+
+thread_local! {
+    static BASE: OnceCell<Net<Txn>> = const { OnceCell::new() };
+}
 
 fuzz_target!(|data: &[u8]| {
-    let mut net = Net::new(
-        &net::choice("txn"),
-        &[Role::Create, Role::Join, Role::Join],
-        2,
-    );
+    // The group is set up once, then cloned for every input.
+    let mut net = net::base(&BASE, net::txn, &[Role::Create, Role::Join, Role::Join], 2);
     net.run(&mut Input::new(data));
 });

@@ -6,10 +6,15 @@
 //! followed by fuzzer bytes, recorded real datagrams with fuzzer bytes written over their body,
 //! clock advances with the timers they fire, sends, requests, replies, locks, leaves, resets and
 //! spurious timeouts. Every output is moved or drained. Nothing may panic.
+//!
+//! The live group is built once per process ([`base`]) and cloned for every input: setting it
+//! up (a Txn group's is a few hundred datagrams) cost far more than running an input.
+
+// Each target uses one engine's builder.
+#![allow(dead_code)]
 
 use bytes::Bytes;
-use rmcast_proto::registry::Role;
-use rmcast_proto::EngineChoice;
+use rmcast_proto::registry::{EngineParams, EngineSettings, Role};
 use rmcast_proto::wire::HEADER_LEN;
 use rmcast_proto::{Destination, Engine, Event, NodeId, Qos, Time};
 use std::time::Duration;
@@ -22,6 +27,7 @@ const EXCHANGE_ROUNDS: usize = 16;
 const PER_POLL: usize = 64;
 /// Most operations one input runs (libFuzzer inputs are bounded too; this bounds the time).
 const MAX_OPS: usize = 96;
+
 /// Group id of every target.
 pub const GROUP: u32 = 0x00f0_0d42;
 
@@ -59,13 +65,14 @@ impl<'a> Input<'a> {
 }
 
 /// The members and the clock.
-pub struct Net {
-    pub nodes: Vec<Box<dyn Engine>>,
+#[derive(Clone)]
+pub struct Net<E> {
+    pub nodes: Vec<E>,
     pub now: Time,
     /// The header each member last sent (engine kind, group, incarnation, sender).
     headers: Vec<Option<[u8; HEADER_LEN]>>,
-    /// Real datagrams: (sender index, bytes).
-    recorded: Vec<(usize, Vec<u8>)>,
+    /// Real datagrams: (sender index, bytes); `Bytes`, so that cloning the group copies none.
+    recorded: Vec<(usize, Bytes)>,
     /// Deliveries that ask for a reply: (member index, sender, msg).
     to_answer: Vec<(usize, NodeId, u64)>,
     buf: Vec<u8>,
@@ -85,10 +92,23 @@ pub fn id(i: usize) -> NodeId {
     NodeId(i as u32 + 1)
 }
 
-impl Net {
-    /// `roles.len()` members of `choice`, the first creating, the others joining one after the
-    /// other, then `msgs` messages from each member.
-    pub fn new(choice: &EngineChoice, roles: &[Role], msgs: usize) -> Net {
+/// Builds one member: (role, id, now, seed).
+pub type Build<E> = fn(Role, NodeId, Time, u64) -> E;
+
+/// The live group every input of this process starts from: built on first use, then cloned.
+pub fn base<E: Engine + Clone + 'static>(
+    cell: &'static std::thread::LocalKey<std::cell::OnceCell<Net<E>>>,
+    build: Build<E>,
+    roles: &[Role],
+    msgs: usize,
+) -> Net<E> {
+    cell.with(|c| c.get_or_init(|| Net::new(build, roles, msgs)).clone())
+}
+
+impl<E: Engine> Net<E> {
+    /// `roles.len()` members built by `build`, the first creating, the others joining one
+    /// after the other, then `msgs` messages from each member.
+    pub fn new(build: Build<E>, roles: &[Role], msgs: usize) -> Net<E> {
         let mut net = Net {
             nodes: Vec::new(),
             now: Time(1_000_000_000),
@@ -99,7 +119,7 @@ impl Net {
             stats: Stats::default(),
         };
         for (i, role) in roles.iter().enumerate() {
-            let mut e = choice.build(*role, GROUP, id(i), 1400, net.now, i as u64 + 7);
+            let mut e = build(*role, id(i), net.now, i as u64 + 7);
             e.handle_timeout(net.now);
             net.nodes.push(e);
             net.headers.push(None);
@@ -166,11 +186,11 @@ impl Net {
         if dg.len() >= HEADER_LEN {
             self.headers[i] = Some(dg[..HEADER_LEN].try_into().unwrap());
             if self.recorded.len() < RECORDED {
-                self.recorded.push((i, dg.to_vec()));
+                self.recorded.push((i, Bytes::copy_from_slice(dg)));
             } else {
                 // Keep the newest ones too, spread over the slots.
                 let slot = (dg.len() + dg[HEADER_LEN.min(dg.len() - 1)] as usize) % RECORDED;
-                self.recorded[slot] = (i, dg.to_vec());
+                self.recorded[slot] = (i, Bytes::copy_from_slice(dg));
             }
         }
     }
@@ -255,7 +275,8 @@ impl Net {
                     let at = usize::from(input.u16());
                     let patch = input.bytes(32);
                     let to_pick = input.u8();
-                    let (from, mut dg) = self.recorded[k].clone();
+                    let (from, ref dg) = self.recorded[k];
+                    let mut dg = dg.to_vec();
                     let body = dg.len() - HEADER_LEN;
                     if body > 0 {
                         let at = HEADER_LEN + at % body;
@@ -348,50 +369,101 @@ impl Net {
     }
 }
 
-/// The engine `name` configured for fuzzing: the defaults with small buffers, so that a group
-/// is set up in microseconds (not the milliseconds a 16,384-slot history takes) and the fuzzer
-/// reaches full buffers, window edges and wrap-arounds within a few operations.
-pub fn choice(name: &str) -> EngineChoice {
-    use rmcast_proto::registry::EngineSettings;
-    use rmcast_proto::{gossip, sequencer, tree, txn};
-    use std::sync::Arc;
-    match name {
-        "sequencer" => {
-            let cfg = sequencer::Config {
-                resilience: 1,
-                history_capacity_msgs: 64,
-                history_capacity_bytes: 256 << 10,
-                send_window_msgs: 16,
-                state_interval_msgs: 16,
-                max_pending_events: 64,
-                ..sequencer::Config::new(GROUP)
-            };
-            EngineChoice::sequencer_with(cfg)
-        }
-        "gossip" => {
-            let cfg = gossip::Config {
-                buffer_msgs: 64,
-                max_events: 64,
-                ..gossip::Config::from_settings(&EngineSettings::default())
-            };
-            EngineChoice::custom(Arc::new(gossip::GossipFactory::with_config(cfg)))
-        }
-        "txn" => {
-            let cfg = txn::Config {
-                max_events: 64,
-                max_message_bytes: 64 << 10,
-                ..txn::Config::from_settings(&EngineSettings::default())
-            };
-            EngineChoice::custom(Arc::new(txn::TxnFactory::with_config(cfg)))
-        }
-        "tree" => {
-            // A sender, a designated receiver (member 2) and a receiver in its region.
-            let cfg = tree::TreeConfig {
-                designated_receivers: vec![id(1)],
-                ..tree::TreeConfig::default()
-            };
-            EngineChoice::custom(Arc::new(tree::TreeFactory::new(cfg)))
-        }
-        other => EngineChoice::named(other).expect("a registered engine"),
+/// The parameters of one member (datagrams of 1,400 bytes, the group [`GROUP`]).
+fn params(
+    role: Role,
+    me: NodeId,
+    now: Time,
+    seed: u64,
+    settings: &EngineSettings,
+) -> EngineParams<'_> {
+    EngineParams {
+        role,
+        group: GROUP,
+        me,
+        max_datagram_bytes: 1400,
+        now,
+        seed,
+        settings,
     }
+}
+
+// The engines configured for fuzzing: the defaults with small buffers, so that a group is set up
+// quickly (not with the 16,384-slot history of the defaults) and the fuzzer reaches full buffers,
+// window edges and wrap-arounds within a few operations.
+
+/// A Sequencer member (resilience 1, a history of 64 messages).
+pub fn sequencer(
+    role: Role,
+    me: NodeId,
+    now: Time,
+    _seed: u64,
+) -> rmcast_proto::sequencer::Sequencer {
+    use rmcast_proto::sequencer::{Config, Sequencer, SequencerFactory};
+    let base = Config {
+        resilience: 1,
+        history_capacity_msgs: 64,
+        history_capacity_bytes: 256 << 10,
+        send_window_msgs: 16,
+        state_interval_msgs: 16,
+        max_pending_events: 64,
+        ..Config::new(GROUP)
+    };
+    // The settings `EngineChoice::sequencer_with` gives, applied as its factory applies them.
+    let settings = EngineSettings {
+        resilience: base.resilience,
+        recovery: base.recovery_policy(),
+        unicast_only: false,
+    };
+    let cfg = SequencerFactory::with_config(base).config(GROUP, 1400, &settings);
+    match role {
+        Role::Create => Sequencer::create(cfg, me, now),
+        Role::Join | Role::Client => Sequencer::join(cfg, me, now),
+    }
+}
+
+/// A Ring member (the defaults).
+pub fn ring(role: Role, me: NodeId, now: Time, seed: u64) -> rmcast_proto::ring::Ring {
+    use rmcast_proto::ring::{Ring, RingFactory};
+    let settings = EngineSettings::default();
+    Ring::with_config(
+        &params(role, me, now, seed, &settings),
+        RingFactory::DEFAULT.config(),
+    )
+}
+
+/// A Gossip member (a buffer of 64 messages).
+pub fn gossip(role: Role, me: NodeId, now: Time, seed: u64) -> rmcast_proto::gossip::Gossip {
+    use rmcast_proto::gossip::{Config, Gossip};
+    let settings = EngineSettings::default();
+    let cfg = Config {
+        buffer_msgs: 64,
+        max_events: 64,
+        ..Config::from_settings(&settings)
+    };
+    Gossip::new(cfg, &params(role, me, now, seed, &settings))
+}
+
+/// A Txn member (messages of 64 KiB at most).
+pub fn txn(role: Role, me: NodeId, now: Time, seed: u64) -> rmcast_proto::txn::Txn {
+    use rmcast_proto::txn::{Config, Txn};
+    let settings = EngineSettings::default();
+    let cfg = Config {
+        max_events: 64,
+        max_message_bytes: 64 << 10,
+        ..Config::from_settings(&settings)
+    };
+    Txn::new(cfg, &params(role, me, now, seed, &settings))
+}
+
+/// A Tree member: the sender (the creator), the designated receiver (member 2) or a receiver in
+/// its region; no store.
+pub fn tree(role: Role, me: NodeId, now: Time, seed: u64) -> rmcast_proto::tree::Tree {
+    use rmcast_proto::tree::{Tree, TreeConfig};
+    let settings = EngineSettings::default();
+    let cfg = TreeConfig {
+        designated_receivers: vec![id(1)],
+        ..TreeConfig::default()
+    };
+    Tree::new(&params(role, me, now, seed, &settings), cfg, None, false)
 }

@@ -199,7 +199,7 @@ pub fn body_range(packet: &Packet<'_>, datagram: &[u8]) -> std::ops::Range<usize
 /// data, pushed only while [`EventQueue::room`] holds); the events an engine pushes whatever the
 /// room (views, leaves, recovery, locks: a few per protocol step, bounded by the group and its
 /// windows) may take the queue past it, up to [`EventQueue::hard_limit`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EventQueue {
     q: VecDeque<Event>,
     capacity: usize,
@@ -309,7 +309,7 @@ impl EventQueue {
 }
 
 /// Datagrams waiting for the driver, bounded (see the module docs for the policy).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct OutQueue<T = Vec<u8>> {
     q: VecDeque<(Destination, T)>,
     capacity: usize,

@@ -89,6 +89,7 @@ struct Stats {
 }
 
 /// The gossip engine (see the module docs).
+#[derive(Clone)]
 pub struct Gossip {
     cfg: Config,
     group: u32,
@@ -137,7 +138,7 @@ pub struct Gossip {
 }
 
 /// Own messages waiting for their first-phase multicast, numbers `first..first + len`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct OwnRun {
     first: u64,
     payloads: Vec<Bytes>,

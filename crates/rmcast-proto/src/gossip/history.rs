@@ -47,6 +47,7 @@ pub(super) enum Insert {
 }
 
 /// One sender's message history (see the module docs).
+#[derive(Clone)]
 pub(super) struct SenderHistory {
     /// The next message to deliver: every one below was delivered or reported lost.
     pub next: u64,

@@ -80,6 +80,7 @@ impl TimerKey for RingTimer {
 }
 
 /// The ring engine (see the module docs).
+#[derive(Clone)]
 pub struct Ring {
     pub(super) group: u32,
     pub(super) me: NodeId,

@@ -76,6 +76,7 @@ impl Phase {
 
 /// The membership part: the phase, the ring and its views, pending List Change Requests, and
 /// the members that left lately.
+#[derive(Clone)]
 pub(super) struct Membership {
     phase: Phase,
     /// The ring as of the last applied ACK.

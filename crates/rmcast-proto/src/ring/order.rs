@@ -53,7 +53,7 @@ pub struct Slot {
 }
 
 /// Data packets received but not yet ordered, by `(origin, sseq)`, with their QoS.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct DataList {
     map: BTreeMap<(NodeId, u64), (Bytes, Qos)>,
 }
@@ -105,6 +105,7 @@ impl DataList {
 }
 
 /// The OrderingQ: slots `base..end` by timestamp.
+#[derive(Clone)]
 pub struct OrderingQ {
     base: u64,
     slots: VecDeque<Slot>,
@@ -275,6 +276,7 @@ impl OrderingQ {
 }
 
 /// An applied ACK kept until it is stable, to answer NACKs.
+#[derive(Clone)]
 pub(super) struct Logged {
     pub(super) bytes: Vec<u8>,
     pub(super) sender: NodeId,
@@ -284,7 +286,7 @@ pub(super) struct Logged {
 
 /// Where one origin's packets stand for source order: every sequence number below `next` was
 /// delivered, and so were those in `above`.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct SourceCursor {
     pub(super) next: u64,
     above: BTreeSet<u64>,
@@ -315,6 +317,7 @@ impl SourceCursor {
 /// The ordering part (section 4.2): the ACKs applied and kept, the OrderingQ and the DataList,
 /// stability, what was delivered ahead of the total order, and the NACKs asking for what is
 /// missing.
+#[derive(Clone)]
 pub(super) struct Ordering {
     /// Next sequence number to be ordered, per ring member.
     pub(super) ordered_next: BTreeMap<NodeId, u64>,

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// A reformation this member takes part in.
+#[derive(Clone)]
 pub(super) struct Reformation {
     /// The version (view id) being formed.
     pub version: u64,
@@ -32,6 +33,7 @@ pub(super) struct Reformation {
 }
 
 /// The initiator's side: the old view, the votes, progress.
+#[derive(Clone)]
 pub(super) struct Poll {
     /// The old view.
     pub(super) old: Vec<NodeId>,
@@ -46,6 +48,7 @@ pub(super) struct Poll {
 }
 
 /// The first phase of the commit at the initiator.
+#[derive(Clone)]
 pub(super) struct Commit {
     /// The new list's members.
     pub(super) members: Vec<NodeId>,
@@ -60,6 +63,7 @@ pub(super) struct Commit {
 /// The reformation part: failure detection and what a member keeps about reformations
 /// between them. (Its timers, the probing round of a quiescent ring and the retry after a
 /// failed attempt, are in the engine's timer table.)
+#[derive(Clone)]
 pub(super) struct RecoveryState {
     /// The current reformation, if any.
     pub current: Option<Reformation>,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// The multi-RPC part of a ring engine.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct MultiRpc {
     /// Locks and non-members (section 4.5), kept with the ring in every New List.
     pub(super) gs: GroupState,
@@ -25,7 +25,7 @@ pub(super) struct ClientSeen {
 }
 
 /// The group state that rides in every New List besides the ring: locks and non-members.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct GroupState {
     /// Locks held, as of the last applied ACK.
     pub(super) locks: BTreeMap<u16, NodeId>,
@@ -98,6 +98,7 @@ impl GroupState {
 }
 
 /// One request of a non-member, until acknowledged (and answered, if it names a handler).
+#[derive(Clone)]
 pub(super) struct Pending {
     pub(super) payload: Bytes,
     pub(super) qos: Qos,
@@ -111,7 +112,7 @@ pub(super) struct Pending {
 }
 
 /// A process outside the ring that sends it requests (section 4.5).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Client {
     /// Its next request number.
     pub(super) next: u64,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The token as this member sees it.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct TokenSite {
     /// This member holds the token.
     pub(super) holding: bool,

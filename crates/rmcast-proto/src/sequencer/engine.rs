@@ -24,6 +24,7 @@ use std::time::Duration;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
+#[derive(Clone)]
 pub struct Sequencer {
     pub(super) cfg: Config,
     pub(super) me: NodeId,

@@ -33,6 +33,28 @@ pub struct DataCache {
     pub(crate) evicted: u64,
 }
 
+/// The store is the application's (a file in the CLI) and cannot be shared: a clone holds the
+/// memory part only, and what the store held counts as gone in it (DATA_GONE), as in a cache
+/// that never had a store.
+impl Clone for DataCache {
+    fn clone(&self) -> Self {
+        DataCache {
+            mem: self.mem.clone(),
+            mem_floor: self.mem_floor,
+            cap: self.cap,
+            store: None,
+            floor: if self.store.is_some() {
+                self.mem_floor
+            } else {
+                self.floor
+            },
+            spilled: self.spilled,
+            store_reads: self.store_reads,
+            evicted: self.evicted,
+        }
+    }
+}
+
 impl DataCache {
     /// A cache of `cap` packets in memory, with `store` behind it.
     pub fn new(cap: usize, store: Option<Box<dyn DataStore>>) -> Self {

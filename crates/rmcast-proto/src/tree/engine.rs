@@ -85,6 +85,7 @@ impl RetxEntry {
 }
 
 /// The Sender's part: the send window (Fig. 6) and the congestion window.
+#[derive(Clone)]
 struct SenderPart {
     /// Sequence number of the next packet the application submits.
     next_seq: u64,
@@ -128,6 +129,7 @@ impl SenderPart {
 }
 
 /// The ACK-processor part of the Sender and of a DR.
+#[derive(Clone)]
 struct ApPart {
     children: BTreeMap<NodeId, Child>,
     /// The retransmission queue, by sequence number.
@@ -150,6 +152,7 @@ struct Heard {
 }
 
 /// The receive window of Fig. 4: L and W_r slots from it.
+#[derive(Clone)]
 struct RecvWindow {
     l: u64,
     slots: VecDeque<Option<Bytes>>,
@@ -193,6 +196,7 @@ impl RecvWindow {
 }
 
 /// The Receiver's part (also a DR's).
+#[derive(Clone)]
 struct ReceiverPart {
     /// The session's sender, once known (from DATA or its advertisement).
     origin: Option<NodeId>,
@@ -225,6 +229,7 @@ struct ReceiverPart {
 }
 
 /// The RMTP engine (see the module docs).
+#[derive(Clone)]
 pub struct Tree {
     cfg: TreeConfig,
     group: u32,

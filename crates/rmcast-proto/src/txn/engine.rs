@@ -79,7 +79,7 @@ struct ResponseContext {
 }
 
 /// A transaction of this source: its forward channel and the response contexts of its set.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Forward {
     key: Key,
     payload: Bytes,
@@ -130,7 +130,7 @@ impl Forward {
 }
 
 /// A committed transaction whose response channels stay open for replies.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Lingering {
     key: Key,
     until: Time,
@@ -164,7 +164,7 @@ impl ReplyOut {
 
 /// A transaction of another source as this receiver sees it: the receive context and its
 /// return context.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Inbound {
     total: u32,
     /// Bytes received in order (`len() == next` until delivered, then freed).
@@ -203,6 +203,7 @@ struct Inbound {
 }
 
 /// The transaction engine (see the module docs of [`super`]).
+#[derive(Clone)]
 pub struct Txn {
     cfg: Config,
     group: u32,

@@ -121,7 +121,7 @@ pub(in crate::sequencer) type DetectorKey = (u64, Option<(u64, usize)>, NodeId, 
 ///
 /// Invariants: the detector watches nobody while `mode` or `awaiting` is set (recovery rounds
 /// detect silence themselves); `awaiting` is only set on the coordinator of the newest reset.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(in crate::sequencer) struct RecoveryState {
     /// BC_ALIVEREQ / BC_ALIVE failure detection.
     pub(in crate::sequencer) detector: FailureDetector,
