@@ -146,7 +146,11 @@ fn main() -> std::io::Result<()> {
             ptype::LEAVE_REQ,
             Body::LeaveReq { expect: 12 },
         ),
-        ("seed-alive-req", ptype::ALIVE_REQ, Body::AliveReq { token: 0 }),
+        (
+            "seed-alive-req",
+            ptype::ALIVE_REQ,
+            Body::AliveReq { token: 0 },
+        ),
         ("seed-alive", ptype::ALIVE, Body::Alive { token: 1 }),
         (
             "seed-reform-req",

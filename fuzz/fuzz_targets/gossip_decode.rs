@@ -1,14 +1,44 @@
 //! Fuzz target: every body decoder of the Gossip (bimodal multicast) codec. Any byte string gives
 //! a value or a typed error, never a panic; a digest's ranges lie in order below what the sender
-//! says it knows, and its rows carry one prefix per sender.
+//! says it knows, and its rows carry one prefix per sender. A data body, a fragment (DATA_FRAG)
+//! and a run (DATA_RUN) that decode encode back to the same bytes; a fragment's index lies below
+//! its count, a run's payloads lie in the body, one after the other, and its numbers do not wrap.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmcast_proto::gossip::packet::{decode_data, Digest, Members, Solicitation, Welcome};
+use rmcast_proto::gossip::packet::{
+    decode_data, decode_frag, decode_run, encode_data, encode_frag, encode_run, Digest, Members,
+    Solicitation, Welcome, RUN_ENTRY_FIXED, RUN_FIXED,
+};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = decode_data(data);
+    if let Ok((origin, msg, payload)) = decode_data(data) {
+        let mut b = Vec::new();
+        encode_data(&mut b, origin, msg, payload);
+        assert_eq!(b, data);
+    }
+    if let Ok((origin, msg, frag, payload)) = decode_frag(data) {
+        assert!(frag.1 >= 2 && frag.0 < frag.1);
+        let mut b = Vec::new();
+        encode_frag(&mut b, origin, msg, frag, payload);
+        assert_eq!(b, data);
+    }
+    if let Ok((origin, first, payloads)) = decode_run(data) {
+        assert!(!payloads.is_empty());
+        assert!(first.checked_add(payloads.len() as u64).is_some());
+        let mut at = RUN_FIXED;
+        for p in &payloads {
+            assert_eq!(p.start, at + RUN_ENTRY_FIXED);
+            assert!(p.start <= p.end && p.end <= data.len());
+            at = p.end;
+        }
+        assert_eq!(at, data.len());
+        let mut b = Vec::new();
+        let bodies: Vec<&[u8]> = payloads.iter().map(|p| &data[p.clone()]).collect();
+        encode_run(&mut b, origin, first, &bodies);
+        assert_eq!(b, data);
+    }
     if let Ok(d) = Digest::decode(data) {
         for s in &d.senders {
             assert!(s.prefix <= s.known);
