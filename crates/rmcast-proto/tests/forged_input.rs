@@ -415,3 +415,36 @@ fn sequencer_orders_a_lone_later_fragment_without_panicking() {
         .all(|d| d.iter().all(|(_, p)| &p[..] != b"lone")));
     net.assert_still_works(1, b"after");
 }
+
+#[test]
+fn sequencer_ordering_state_claiming_numbers_far_ahead_is_checked_in_bounded_time() {
+    // Found by the sequencer_state fuzz target (a hang, not a panic): the sequencer's Accept
+    // claiming `next_seq` far ahead raised what member 3 knows to exist, and an Accept from
+    // member 2 then made member 3 look for a held view naming member 2 at every number up to
+    // that claim, one by one (billions of steps for one datagram).
+    let mut net = Net::new(&EngineChoice::sequencer(0), 3);
+    net.assert_still_works(1, b"before");
+    let state = packet::SeqState {
+        accepted_next: 1,
+        stable: 1,
+        next_seq: u64::MAX / 2,
+        complete_next: 1,
+    };
+    let mut buf = Vec::new();
+    packet::encode_control(
+        &mut buf,
+        &net.header(0, ptype::ACCEPT),
+        &Body::Accept(state),
+    );
+    let now = net.now;
+    net.nodes[2].handle_datagram(now, NodeId(1), &buf);
+    packet::encode_control(
+        &mut buf,
+        &net.header(1, ptype::ACCEPT),
+        &Body::Accept(state),
+    );
+    net.nodes[2].handle_datagram(now, NodeId(2), &buf);
+    // Member 2 is not the sequencer: its claim is refused, and the others go on.
+    net.run_for(Duration::from_millis(100));
+    net.assert_delivered_by(&[0, 1], 1, b"after");
+}

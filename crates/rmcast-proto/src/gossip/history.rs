@@ -204,7 +204,17 @@ impl SenderHistory {
             return 0;
         };
         let (mut new_base, mut bytes, mut dropped) = (buf.base(), self.bytes, 0);
-        while new_base < next && (msg >= new_base + cap || bytes + len > max_bytes) {
+        while new_base < next && (msg >= new_base.saturating_add(cap) || bytes + len > max_bytes) {
+            if new_base >= buf.limit() {
+                // Nothing is held past the window: straight to where this loop would stop.
+                let stop = if bytes + len > max_bytes {
+                    next
+                } else {
+                    next.min(msg - cap + 1)
+                };
+                new_base = new_base.max(stop);
+                break;
+            }
             if let Some(h) = buf.get(new_base) {
                 bytes -= h.payload.len();
                 dropped += 1;
@@ -367,7 +377,9 @@ impl SenderHistory {
             return (dropped, 0);
         };
         let mut new_base = buf.base();
-        while new_base < self.next {
+        // Nothing is held past the window: `next` may lie far beyond it (numbers given up on).
+        let end = self.next.min(buf.limit());
+        while new_base < end {
             match buf.get(new_base) {
                 None => {}
                 Some(h) if eligible(new_base, h) => {
@@ -378,6 +390,9 @@ impl SenderHistory {
                 Some(_) => break,
             }
             new_base += 1;
+        }
+        if new_base == buf.limit() {
+            new_base = new_base.max(self.next);
         }
         buf.advance(new_base);
         if buf.is_empty() {
@@ -460,6 +475,33 @@ mod tests {
         assert_eq!(h.collect(0, 3, 3), (vec![12], 0));
         assert!(h.is_quiet());
         assert_eq!(h.base(), 13);
+    }
+
+    #[test]
+    fn collecting_after_giving_up_far_beyond_the_window_takes_no_step_per_number() {
+        // Found by the gossip_state fuzz target (a hang): a sender claiming 2^62 messages made
+        // this member give up on all but the last few; garbage collection then walked from the
+        // window's base to `next` one number at a time. Messages 0 and 1 are delivered and
+        // held, 2 is held waiting; giving up jumps `next` past the window.
+        let mut h = SenderHistory::new(0, 4, 1 << 20, 0);
+        for m in 0..3 {
+            assert_eq!(h.insert(m, held(0)).0, Insert::Stored);
+        }
+        h.advance();
+        h.advance();
+        let far = 1 << 62;
+        h.learn(far, 0);
+        h.lost_below = far - 4;
+        assert_eq!(h.lost_run(), None, "2 is held");
+        h.advance();
+        assert_eq!(h.lost_run(), Some(far - 7));
+        h.skip(far - 7);
+        assert_eq!(h.next, far - 4);
+        // Old enough: everything held goes, and the window moves to `next` in one step.
+        assert_eq!(h.collect(0, 10, 3), (vec![0, 1, 2], 0));
+        assert_eq!(h.base(), far - 4);
+        // Room for a message far beyond the window, the same way.
+        assert_eq!(h.insert(far - 3, held(10)).0, Insert::Stored);
     }
 
     #[test]

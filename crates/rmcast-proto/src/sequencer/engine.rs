@@ -226,7 +226,8 @@ impl Sequencer {
     /// Take over ordering after the sequencer left: everything up to its leave is delivered here.
     pub(super) fn become_sequencer(&mut self, next_seq: u64) {
         debug_assert!(self.ord.is_none(), "one ordering part at a time");
-        let floor = self.hist.stable;
+        // Stability is learnt from what the sequencer claims: never past what is ordered.
+        let floor = self.hist.stable.min(next_seq);
         let mut members: Vec<MemberState> = self
             .view
             .members
@@ -637,7 +638,10 @@ impl Sequencer {
     /// sequencer: its successor orders the numbers after a handover before this member
     /// delivers it. Entries here came from members entitled to order, so the name is theirs.
     fn named_by_held_view(&self, from: NodeId) -> bool {
-        (self.hist.next_deliver..self.hist.seq_next_known).any(|s| {
+        // `seq_next_known` is what a sequencer claimed (up to 2^64): only the buffer's window
+        // can hold an entry.
+        let end = self.hist.seq_next_known.min(self.hist.buffer.limit());
+        (self.hist.next_deliver..end).any(|s| {
             self.hist.buffer.get(s).is_some_and(|e| {
                 e.kind != packet::EntryKind::Data
                     && e.payload
