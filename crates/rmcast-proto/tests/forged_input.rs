@@ -448,3 +448,55 @@ fn sequencer_ordering_state_claiming_numbers_far_ahead_is_checked_in_bounded_tim
     net.run_for(Duration::from_millis(100));
     net.assert_delivered_by(&[0, 1], 1, b"after");
 }
+
+#[test]
+fn sequencer_successor_that_learnt_stability_past_the_order_takes_over() {
+    // Found by the sequencer_state fuzz target (corpus/sequencer_state/bug-stability-past-
+    // ordered-at-takeover): an Accept in the sequencer's name claiming everything stable up to
+    // 2^40 (a consistent state: the decoder takes it). When the sequencer then left, member 2
+    // took over and started every member at that stability, past the numbers it orders from,
+    // which failed a debug assertion. The point is now at most what is ordered.
+    let mut net = Net::new(&EngineChoice::sequencer(0), 3);
+    net.assert_still_works(2, b"before");
+    let far = 1 << 40;
+    let state = packet::SeqState {
+        accepted_next: far,
+        stable: far,
+        next_seq: far,
+        complete_next: far,
+    };
+    let mut buf = Vec::new();
+    packet::encode_control(
+        &mut buf,
+        &net.header(0, ptype::ACCEPT),
+        &Body::Accept(state),
+    );
+    let now = net.now;
+    net.nodes[1].handle_datagram(now, NodeId(1), &buf);
+    net.nodes[0].leave(now);
+    net.run_for(Duration::from_secs(2));
+    // Member 3 heard no forgery: what it sends is still ordered and delivered to it.
+    net.assert_delivered_by(&[2], 2, b"after");
+}
+
+#[test]
+fn tree_ack_with_the_left_edge_at_the_last_number_is_harmless() {
+    // Found by the tree_state fuzz target (corpus/tree_state/bug-ack-left-edge-at-the-last-
+    // number): an ACK from a child with its window's left edge at 2^64 - 1. The tail of packets
+    // its vector stops short of ended at `l + W_r`, which wrapped.
+    let mut net = Net::new(&EngineChoice::named("tree").unwrap(), 3);
+    net.assert_delivered_by(&[1, 2], 0, b"before");
+    let ack = rmcast_proto::tree::packet::Packet::Ack {
+        txnow: false,
+        l: u64::MAX,
+        nbits: 8,
+        bits: &[0],
+    };
+    let mut buf = Vec::new();
+    net.header(1, ack.ptype()).encode(&mut buf);
+    ack.encode(&mut buf);
+    let now = net.now;
+    net.nodes[0].handle_datagram(now, NodeId(2), &buf);
+    net.run_for(Duration::from_millis(100));
+    net.assert_delivered_by(&[1, 2], 0, b"after");
+}

@@ -724,10 +724,12 @@ impl Tree {
         // Packets that existed here when the child's previous ACK arrived and that its vector
         // still stops short of, an ACK interval later: lost, the last ones sent (no later
         // packet showed the child the gap, and it cannot ask for what it does not know of).
-        let tail = (l + u64::from(nbits))
+        // `l` is the child's word (up to 2^64 - 1): saturating, a claim past every number here
+        // leaves an empty tail.
+        let tail = l.saturating_add(u64::from(nbits))
             ..high_before
                 .min(high)
-                .min(l + u64::from(self.cfg.recv_window_pkts));
+                .min(l.saturating_add(u64::from(self.cfg.recv_window_pkts)));
         let missing = (0..n)
             .filter(|&i| !bit(bits, i as usize))
             .map(|i| l + i)
