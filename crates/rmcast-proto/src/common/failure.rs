@@ -13,7 +13,7 @@
 //! probability `p^k`; the detector asks for the smallest `k` with `p^k` below
 //! [`FALSE_SUSPICION_ODDS`], and never fewer than the configured `retries` nor more than
 //! [`MAX_ADAPTIVE_RETRIES`]. Before it has observed anything, the detector assumes 10% of the
-//! probes lost ([`PRIOR_LOSS`], an observation that decays like the others), so that a young
+//! probes lost (`PRIOR_LOSS`, an observation that decays like the others), so that a young
 //! detector under heavy loss does not suspect on the configured `retries` alone.
 //!
 //! **The price is detection time**: with probe timeout `t`, a crash is noticed after
