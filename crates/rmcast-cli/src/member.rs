@@ -430,7 +430,7 @@ pub struct MemberArgs {
     /// How often the member that coordinates the group announces it, so that groups of one
     /// name that hear each other merge (the larger absorbs the smaller) and members left out
     /// come back, within a few of these.
-    #[arg(long, default_value_t = 1000, value_name = "MS",
+    #[arg(long, default_value_t = rmcast::DEFAULT_HEAL_INTERVAL.as_millis() as u64, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(50..=600_000))]
     pub heal_interval_ms: u64,
     /// Hold handler lock H (0 to 5; `--engine ring`): this member answers the requests that

@@ -20,6 +20,11 @@ pub const MAX_DATAGRAM_BYTES: usize = rmcast_proto::wire::MAX_DATAGRAM_LEN;
 /// enough for an answer from a loaded host, short enough to wait for by hand.
 pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Default [`GroupConfig::heal`] interval, for the library and the `rmcast` tool alike: the
+/// coordinator's HELLO every second, so that groups of one name that hear each other merge,
+/// and members left out come back, within a few seconds.
+pub const DEFAULT_HEAL_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Smallest [`GroupConfig::max_datagram_bytes`] the runtime takes.
 pub const MIN_DATAGRAM_BYTES: usize = 256;
 
@@ -181,7 +186,8 @@ pub struct GroupConfig {
     /// [`crate::Error::Merged`] or [`crate::Error::Expelled`], nothing is lost silently.
     /// Application state is the application's to reconcile (as with JGroups). Engines without
     /// `rejoin` (all but the sequencer and the ring today) close the group when expelled, as
-    /// with `None` (the default).
+    /// with `None`. The default, [`DEFAULT_HEAL_INTERVAL`], is `rmcast member`'s too: groups
+    /// heal unless told not to, as JGroups' default stack (MERGE3) and Corosync do.
     pub heal: Option<Duration>,
     /// Join the group's multicast address to hear what members multicast (the default).
     /// `false` makes a send-only member, such as the `tree` engine's sender, which hears its
@@ -208,7 +214,7 @@ impl GroupConfig {
             send_queue_capacity: 1024,
             completion_events: false,
             keys: None,
-            heal: None,
+            heal: Some(DEFAULT_HEAL_INTERVAL),
             listen_multicast: true,
         }
     }

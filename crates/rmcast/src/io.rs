@@ -752,7 +752,8 @@ impl IoLoop {
                 engine: choice,
                 entry,
                 join_timeout: cfg.join_timeout,
-                heal: cfg.heal,
+                // A client is outside the group: it has no membership to heal.
+                heal: cfg.heal.filter(|_| cfg.mode != OpenMode::Client),
                 engine_datagram_bytes: cfg.engine_datagram_bytes(),
                 path_bytes: u16::try_from(cfg.datagram_bytes()).unwrap_or(u16::MAX),
                 seed: os_seed(),

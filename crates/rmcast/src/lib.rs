@@ -107,6 +107,7 @@ mod io;
 mod keyfile;
 mod net;
 mod node;
+mod payload;
 mod peers;
 mod queue;
 mod sessions;
@@ -118,13 +119,14 @@ pub mod txn;
 /// `bytes` dependency of their own.
 pub use bytes::Bytes;
 pub use config::{
-    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
-    MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
+    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_HEAL_INTERVAL, DEFAULT_JOIN_TIMEOUT,
+    DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
 };
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
+pub use payload::IntoPayload;
 /// The engine list ([`rmcast_proto::catalog`]): the runtime has no list of its own.
 pub use rmcast_proto::catalog::EngineChoice;
 /// What engines are built from ([`rmcast_proto::registry`]).
@@ -134,7 +136,8 @@ pub use rmcast_proto::registry::{
 /// Keys of secure groups ([`GroupConfig::keys`]; see [`rmcast_proto::secure`]).
 pub use rmcast_proto::secure::{GroupKey, KeyError, Keyring};
 pub use rmcast_proto::{
-    Counters, Delivery, GroupInfo, Guarantees, Loss, NodeId, Qos, Recovery, Reply, View,
+    Counters, Delivery, GroupInfo, Guarantees, LockChange, Loss, NodeId, Qos, Recovery, Reply,
+    SendError, View,
 };
 
 /// The repository README's Rust snippets, compiled and run as doctests so that they stay true.

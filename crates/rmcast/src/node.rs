@@ -8,6 +8,7 @@
 use crate::block::block_on;
 use crate::config::{GroupAddr, GroupConfig, NodeConfig, OpenMode};
 use crate::error::{Error, TrySendError};
+use crate::payload::IntoPayload;
 use crate::queue::{Batched, TryNext};
 pub use crate::shared::NodeCounters;
 use crate::shared::{Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest, Snapshot};
@@ -53,13 +54,27 @@ pub type GroupEvent = rmcast_proto::Event;
 /// One process's presence on the network: a unicast socket, an I/O thread, and the groups it
 /// belongs to.
 ///
-/// Dropping the node leaves its remaining groups and stops the I/O thread without blocking the
-/// caller (the thread finishes on its own, in at most a second); [`Node::shutdown`] does the
-/// same and waits. Handles of its groups then report [`Error::Closed`].
+/// The I/O thread runs while the node or any of its groups is alive (as a QUIC endpoint lives
+/// while its connections do): a function may open a group and return it, and the group keeps
+/// working after the [`Node`] is dropped. Once the node and every handle of its groups are
+/// dropped, the thread leaves the remaining groups and stops, without blocking the caller (it
+/// finishes on its own, in at most a second). [`Node::shutdown`] stops it at once, whatever
+/// handles remain, and waits; their handles then report [`Error::Closed`].
 pub struct Node {
     shared: Arc<NodeShared>,
+    life: Arc<NodeLife>,
     thread: Option<JoinHandle<()>>,
     next_key: AtomicU64,
+}
+
+/// Keeps the I/O thread running: held by the [`Node`] and by every handle of its groups; the
+/// last one dropped tells the thread to leave its groups and stop.
+struct NodeLife(Arc<NodeShared>);
+
+impl Drop for NodeLife {
+    fn drop(&mut self) {
+        let _ = self.0.command(Command::Shutdown);
+    }
 }
 
 impl Node {
@@ -68,6 +83,7 @@ impl Node {
         let id = cfg.id.unwrap_or_else(random_id);
         let (shared, thread) = io::spawn(cfg, id)?;
         Ok(Node {
+            life: Arc::new(NodeLife(shared.clone())),
             shared,
             thread: Some(thread),
             next_key: AtomicU64::new(0),
@@ -186,6 +202,7 @@ impl Node {
             key,
             node: self.shared.clone(),
             _wake_on_drop: WakeOnDrop(self.shared.clone()),
+            _life: self.life.clone(),
         };
         self.shared.command(Command::Open(Box::new(OpenRequest {
             key,
@@ -205,8 +222,9 @@ impl Node {
     }
 
     /// Stop the node and wait for it: leave the remaining groups (waiting at most one second
-    /// for the leaves to complete) and stop the I/O thread. Dropping the node does the same
-    /// without waiting; call this before the process exits so that the leaves go out.
+    /// for the leaves to complete) and stop the I/O thread, even while handles of its groups
+    /// are alive (they then report [`Error::Closed`]). Dropping the node and all its groups does
+    /// the same without waiting; call this before the process exits so that the leaves go out.
     pub fn shutdown(mut self) {
         if self.shared.command(Command::Shutdown).is_ok() {
             if let Some(t) = self.thread.take() {
@@ -243,10 +261,9 @@ impl PendingOpen {
 }
 
 impl Drop for Node {
-    /// Never blocks: the I/O thread is told to shut down (leaving the remaining groups, at most
-    /// one second) and finishes on its own. [`Node::shutdown`] waits for it.
+    /// Never blocks: the I/O thread goes on while handles of the node's groups are alive, and
+    /// is told to stop once the last is dropped ([`NodeLife`]). [`Node::shutdown`] waits for it.
     fn drop(&mut self) {
-        let _ = self.shared.command(Command::Shutdown);
         // Detached: the thread ends by itself once the shutdown is done.
         drop(self.thread.take());
     }
@@ -336,6 +353,8 @@ struct GroupHandle {
     key: u64,
     node: Arc<NodeShared>,
     _wake_on_drop: WakeOnDrop,
+    // Last: the group's leave is under way before the node may stop.
+    _life: Arc<NodeLife>,
 }
 
 /// The sending half of a group membership: cheap to clone, usable from any thread. When the
@@ -361,14 +380,14 @@ impl GroupSender {
     /// A message the engine gives up (a multicast transaction that too few receivers answered,
     /// or whose receivers fell silent before the commit) fails with [`Error::Failed`], which
     /// names the receivers, as soon as the engine knows.
-    pub fn send(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+    pub fn send(&self, payload: impl IntoPayload) -> Result<u64, Error> {
         self.send_with(payload, self.inner.qos)
     }
 
     /// [`GroupSender::send`] with quality of service `qos` for this message. A `qos` the
     /// engine does not serve ([`GroupSender::guarantees`]) fails at once with
     /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
-    pub fn send_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
+    pub fn send_with(&self, payload: impl IntoPayload, qos: Qos) -> Result<u64, Error> {
         self.start_send_with(payload, qos)?.wait()
     }
 
@@ -392,13 +411,13 @@ impl GroupSender {
     }
 
     /// Async [`GroupSender::send`]: any executor will do.
-    pub async fn send_async(&self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+    pub async fn send_async(&self, payload: impl IntoPayload) -> Result<u64, Error> {
         self.send_async_with(payload, self.inner.qos).await
     }
 
     /// Async [`GroupSender::send_with`].
-    pub async fn send_async_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<u64, Error> {
-        let (op, rx) = self.send_op(payload.into(), qos)?;
+    pub async fn send_async_with(&self, payload: impl IntoPayload, qos: Qos) -> Result<u64, Error> {
+        let (op, rx) = self.send_op(payload.into_payload(), qos)?;
         self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
         self.inner.node.wake();
         rx.await.map_err(|_| Error::Closed)?
@@ -412,10 +431,10 @@ impl GroupSender {
     /// serve, recovery mode, a closed group.
     pub fn start_send_with(
         &self,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
         qos: Qos,
     ) -> Result<PendingSend, Error> {
-        let (op, rx) = self.send_op(payload.into(), qos)?;
+        let (op, rx) = self.send_op(payload.into_payload(), qos)?;
         block_on(self.inner.ops.send(op), None)
             .expect("no deadline")
             .map_err(|_| Error::Closed)?;
@@ -429,14 +448,14 @@ impl GroupSender {
     /// counted in [`NodeCounters::submit_refused`]. In recovery mode the message is handed
     /// back in [`TrySendError::MemberFailed`]; one queued before the failure was known goes out
     /// after the reset.
-    pub fn try_send(&self, payload: impl Into<Bytes>) -> Result<(), TrySendError> {
+    pub fn try_send(&self, payload: impl IntoPayload) -> Result<(), TrySendError> {
         self.try_send_with(payload, self.inner.qos)
     }
 
     /// [`GroupSender::try_send`] with quality of service `qos` for this message; a `qos` the
     /// engine does not serve hands the message back in [`TrySendError::Unsupported`].
-    pub fn try_send_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<(), TrySendError> {
-        let payload = payload.into();
+    pub fn try_send_with(&self, payload: impl IntoPayload, qos: Qos) -> Result<(), TrySendError> {
+        let payload = payload.into_payload();
         if self.check_qos(qos).is_err() {
             return Err(TrySendError::Unsupported(payload));
         }
@@ -463,17 +482,17 @@ impl GroupSender {
     /// receives. In recovery mode it fails with [`Error::MemberFailed`] (keep a clone of the
     /// payload, which is cheap, to send it again after the reset); a message queued before the
     /// failure was known goes out after the reset.
-    pub fn send_nowait(&self, payload: impl Into<Bytes>) -> Result<(), Error> {
+    pub fn send_nowait(&self, payload: impl IntoPayload) -> Result<(), Error> {
         self.send_nowait_with(payload, self.inner.qos)
     }
 
     /// [`GroupSender::send_nowait`] with quality of service `qos` for this message (refused at
     /// once, as by [`GroupSender::send_with`], when the engine does not serve it).
-    pub fn send_nowait_with(&self, payload: impl Into<Bytes>, qos: Qos) -> Result<(), Error> {
+    pub fn send_nowait_with(&self, payload: impl IntoPayload, qos: Qos) -> Result<(), Error> {
         self.check_qos(qos)?;
         self.inner.shared.member_failed()?;
         let op = Op::Send {
-            payload: payload.into(),
+            payload: payload.into_payload(),
             qos,
             done: None,
         };
@@ -489,13 +508,13 @@ impl GroupSender {
     /// with the messages queued before it; returns once the engine took the answer. Engines
     /// without a response channel ([`Guarantees::replies`]) refuse with
     /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
-    pub fn reply(&self, to: NodeId, request: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
+    pub fn reply(&self, to: NodeId, request: u64, payload: impl IntoPayload) -> Result<(), Error> {
         self.check_capability(|c| c.replies)?;
         let (tx, rx) = oneshot::channel();
         let op = Op::Reply {
             to,
             request,
-            payload: payload.into(),
+            payload: payload.into_payload(),
             done: tx,
         };
         block_on(self.inner.ops.send(op), None)
@@ -517,14 +536,14 @@ impl GroupSender {
     /// [`Error::Send`]`(`[`SendError::Unsupported`]`)`.
     pub fn request(
         &self,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
         qos: Qos,
         handler: Option<u8>,
     ) -> Result<u64, Error> {
         self.check_capability(|c| c.requests)?;
         self.check_qos(qos)?;
         self.call_engine(EngineCall::Request {
-            payload: payload.into(),
+            payload: payload.into_payload(),
             qos,
             handler,
         })
@@ -553,14 +572,14 @@ impl GroupSender {
         to: NodeId,
         sender: NodeId,
         request: u64,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
     ) -> Result<(), Error> {
         self.check_capability(|c| c.forwarding)?;
         self.call_engine(EngineCall::Forward {
             to,
             sender,
             request,
-            payload: payload.into(),
+            payload: payload.into_payload(),
         })
         .map(|_| ())
     }
@@ -770,6 +789,13 @@ fn op_payload(op: Op) -> Bytes {
 
 /// A membership of a group: sends (through [`GroupSender`], which it dereferences to) and
 /// receives. Receiving needs `&mut self`; hand [`Group::sender`] to other threads that send.
+///
+/// **Read it, or let it go.** Events wait for the application in a bounded queue
+/// ([`GroupConfig::event_queue_capacity`]); while a `Group` is alive and that queue is full, the
+/// runtime takes nothing more from the engine, so the engine stops and sends wait (nothing is
+/// dropped). A thread that only sends, with nobody reading, must therefore not keep the
+/// `Group`: [`Group::into_sender`] keeps the membership and lets the events go (they are
+/// discarded, never queued), so that such a sender never waits for a reader.
 pub struct Group {
     sender: GroupSender,
     events: Batched<GroupEvent>,
@@ -786,6 +812,14 @@ impl Group {
     /// A sending handle for other threads or tasks.
     pub fn sender(&self) -> GroupSender {
         self.sender.clone()
+    }
+
+    /// Only the sending half: the membership goes on (until [`GroupSender::leave`] or the last
+    /// handle is dropped) and its events are discarded from now on, so that a member that only
+    /// sends never waits for a reader (see [`Group`]). Its own sends still wait for their
+    /// completion as before.
+    pub fn into_sender(self) -> GroupSender {
+        self.sender
     }
 
     /// The next event, blocking until there is one; `None` once the group is closed (left,
@@ -824,7 +858,7 @@ impl Group {
     /// [`Group::recv`].
     pub fn call(
         &mut self,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
         qos: Qos,
         handler: Option<u8>,
         timeout: Duration,

@@ -32,7 +32,7 @@
 //! `TxnGroup` is the only sender on its membership, so it knows each transaction's number
 //! without waiting for its completion (a failed transaction never completes).
 
-use crate::{Error, Group, GroupConfig, GroupEvent, Keyring, Node, OpenMode};
+use crate::{Error, Group, GroupConfig, GroupEvent, IntoPayload, Keyring, Node, OpenMode};
 use bytes::Bytes;
 use rmcast_proto::txn::{Config, TxnFactory};
 use rmcast_proto::{Delivery, EngineChoice, IdList, NodeId, Qos, SendError};
@@ -311,16 +311,16 @@ impl TxnGroup {
 
     /// Start a transaction with `payload`; returns its number. Blocks only while the send
     /// queue is full. Follow it with [`TxnGroup::next_event`].
-    pub fn send(&mut self, payload: impl Into<Bytes>) -> Result<u64, Error> {
-        let payload = payload.into();
+    pub fn send(&mut self, payload: impl IntoPayload) -> Result<u64, Error> {
+        let payload = payload.into_payload();
         self.check(&payload)?;
         self.group.send_nowait_with(payload, Qos::Reliable)?;
         Ok(self.started())
     }
 
     /// Async [`TxnGroup::send`].
-    pub async fn send_async(&mut self, payload: impl Into<Bytes>) -> Result<u64, Error> {
-        let payload = payload.into();
+    pub async fn send_async(&mut self, payload: impl IntoPayload) -> Result<u64, Error> {
+        let payload = payload.into_payload();
         self.check(&payload)?;
         // `send_async` would wait for the commit, which a failed transaction never reaches:
         // queue without waiting, and only on a full queue wait off the executor's thread.
@@ -362,7 +362,7 @@ impl TxnGroup {
 
     /// Answer transaction `txn` of member `to` on this member's response channel
     /// (X_MRreply). Refused once the transaction closed.
-    pub fn reply(&self, to: NodeId, txn: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
+    pub fn reply(&self, to: NodeId, txn: u64, payload: impl IntoPayload) -> Result<(), Error> {
         self.group.reply(to, txn, payload)
     }
 
@@ -446,7 +446,7 @@ impl TxnGroup {
     /// come meanwhile go unanswered (use [`TxnGroup::next_event`] to serve them).
     pub fn request(
         &mut self,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
         until: Until,
     ) -> Result<TxnOutcome, TxnError> {
         let start = Instant::now();
@@ -476,7 +476,7 @@ impl TxnGroup {
     /// the executor's timeout if needed).
     pub async fn request_async(
         &mut self,
-        payload: impl Into<Bytes>,
+        payload: impl IntoPayload,
         until: Until,
     ) -> Result<TxnOutcome, TxnError> {
         let start = Instant::now();

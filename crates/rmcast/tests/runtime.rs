@@ -200,9 +200,9 @@ fn dropped_member_leaves_in_the_background() {
     recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(2));
     drop(g2);
     recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(1));
-    // Dropping a node with a live group shuts it down within the linger time.
+    // Shutting a node down stops it whatever handles of its groups remain.
     let t = Instant::now();
-    drop(n1);
+    n1.shutdown();
     assert!(t.elapsed() < Duration::from_secs(3));
     loop {
         match g1.recv_timeout(Duration::from_secs(2)) {
@@ -212,6 +212,40 @@ fn dropped_member_leaves_in_the_background() {
         }
     }
     assert!(matches!(g1.info(), Err(Error::Closed)));
+}
+
+/// Opens a group on a node of its own and returns only the group: the node is dropped here.
+fn open_alone(id: u32, name: &str, mode: OpenMode) -> (rmcast::Group, std::net::SocketAddrV4) {
+    let n = node(id);
+    let addr = n.local_addr();
+    (n.open_group(cfg(name, &toy(), mode)).unwrap(), addr)
+}
+
+#[test]
+fn a_group_keeps_its_node_running_and_its_last_handle_stops_it() {
+    let name = unique_name("outlive");
+    let (mut g1, _) = open_alone(511, &name, OpenMode::Create);
+    let (g2, addr2) = open_alone(512, &name, OpenMode::Join);
+    let mut seen = Seen::default();
+    recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(2));
+    // Both nodes are gone, their groups work: a borrowed line is sent and delivered.
+    let line = String::from("sent after the node was dropped");
+    g2.send(line.as_str()).unwrap();
+    recv_until(&mut g1, &mut seen, Duration::from_secs(5), |s: &Seen| {
+        s.deliveries.iter().any(|d| d.payload == line.as_bytes())
+    });
+    // The last handle dropped: the member leaves and its node's thread stops, which frees
+    // its unicast port.
+    drop(g2);
+    recv_until(&mut g1, &mut seen, Duration::from_secs(5), view_has(1));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::UdpSocket::bind(addr2).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the node's socket was never closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -313,4 +347,34 @@ fn a_duplicate_node_id_is_refused_not_made_a_second_group() {
     assert_eq!(ga.info().unwrap().members, vec![a.id()]);
     ga.send("still works").unwrap();
     let _ = ga.recv_timeout(Duration::from_secs(1));
+}
+
+#[test]
+fn a_member_that_only_sends_never_waits_for_a_reader() {
+    let n = node(531);
+    let mut c = cfg(&unique_name("sendonly"), &toy(), OpenMode::Create);
+    c.event_queue_capacity = 8;
+    c.send_queue_capacity = 4;
+    // Kept as a `Group` and never read, this member stops after a few messages
+    // (`try_send_pushes_back_and_loses_nothing`); as a sender only, its deliveries are let go.
+    let s = n.open_group(c).unwrap().into_sender();
+    let total = 20 * MAX_EVENTS as u64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut sent = 0u64;
+    while sent < total {
+        match s.try_send(format!("m{sent}")) {
+            Ok(()) => sent += 1,
+            Err(TrySendError::Full(_)) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "a send-only member stopped after {sent} of {total} messages"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    // And a blocking send completes too.
+    s.send("last").unwrap();
+    s.leave().unwrap();
 }
