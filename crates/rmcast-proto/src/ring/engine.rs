@@ -107,6 +107,10 @@ pub struct Ring {
     pub(super) rec: RecoveryState,
     /// Locks, non-members, and a non-member's own requests.
     pub(super) rpc: MultiRpc,
+    /// Packets refused because their sender was not entitled to send them: an ACK not from
+    /// the token's chain, an admission not from the site that ran it, an EXPELLED from a
+    /// member that may not expel this one.
+    pub(super) roles_refused: u64,
 }
 
 impl Ring {
@@ -144,6 +148,7 @@ impl Ring {
                 client: (p.role == Role::Client).then(Client::default),
                 ..MultiRpc::default()
             },
+            roles_refused: 0,
         };
         if p.role == Role::Create {
             if p.settings.unicast_only {
@@ -153,6 +158,7 @@ impl Ring {
             r.membership.ring = vec![p.me];
             r.membership.view_id = first_view;
             r.order.ordered_next.insert(p.me, 0);
+            r.order.chain = Some((p.me, p.me));
             r.order.q.push(Entry::View(View {
                 id: first_view,
                 seq: 0,
@@ -335,6 +341,7 @@ impl Ring {
                 if l.joined == Some(self.me)
                     && l.view_id > self.membership.view_id
                     && !self.leaving()
+                    && self.admits_me(from, &ack)
                 {
                     // Admitted again, into a newer view, before the first admission was
                     // confirmed: the first came from a token site the ring went on without.
@@ -357,6 +364,10 @@ impl Ring {
         if !self.member() {
             match &ack.body {
                 AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving() => {
+                    if !self.admits_me(from, &ack) {
+                        self.roles_refused += 1;
+                        return;
+                    }
                     self.start_at(&ack);
                     self.membership.admission = Some((ack.num, from));
                 }
@@ -394,6 +405,36 @@ impl Ring {
         self.apply_ready(now);
     }
 
+    /// Whether `ack`, from `from`, may admit this joiner: a New List (not a lock change)
+    /// made by the token site that ran the join, which puts the joiner right after itself and
+    /// names it the next site. The joiner knows nothing else of the ring yet, so this is all it
+    /// can check; a member elsewhere in the list (or outside it) cannot admit it.
+    fn admits_me(&self, from: NodeId, ack: &Ack) -> bool {
+        match &ack.body {
+            AckBody::NewList(l) => {
+                l.lock_op.is_none()
+                    && l.joined == Some(self.me)
+                    && from != self.me
+                    && ack.next_site == self.me
+                    && l.members.contains(&from)
+                    && Membership::successor(&l.members, from) == self.me
+            }
+            AckBody::Entries(_) => false,
+        }
+    }
+
+    /// Whether `from` may send the next ACK: it is in the token's chain
+    /// ([`Ordering::site_may_send`]: the site the last ACK applied named, or its sender taking
+    /// the token back; a reformation's initiator after its commit). A member already removed
+    /// by a New List takes the ACKs after it from any member of the view that removed it: it
+    /// takes part in no reformation of that view, so cannot follow the token through one, and
+    /// what it delivers ends at its own removal, which the chain put in its order; the ACKs
+    /// after it only tell that another member holds it (without this, every-engine sweep seed
+    /// 502: a leaver whose ring reformed just after its removal waited for ever).
+    fn may_send_next(&self, from: NodeId) -> bool {
+        self.order.site_may_send(from) || (self.removed() && self.membership.ring.contains(&from))
+    }
+
     /// A joiner starts its OrderingQ at the New List that admits it.
     fn start_at(&mut self, ack: &Ack) {
         if let AckBody::NewList(l) = &ack.body {
@@ -427,6 +468,14 @@ impl Ring {
             };
             if ack.first_ts != self.order.q.end() {
                 self.counters.malformed_dropped += 1;
+                break;
+            }
+            if !self.may_send_next(from) {
+                // Roles, not claims: only the site the last ACK named, or the one that named
+                // it taking the token back, sends the next one (a member's forged ACK would
+                // put its entries, or a New List, into everyone's order). The ACK of that
+                // number is asked for again.
+                self.roles_refused += 1;
                 break;
             }
             if self.member() && !self.removed() && ack.view != self.membership.view_id {
@@ -563,6 +612,11 @@ impl Ring {
             }
         }
         self.order.log_applied(ack.num, from, first_ts, bytes);
+        self.order.chain = Some((from, ack.next_site));
+        if from != self.me {
+            // The ring goes on here: whatever this member's reformation found is past.
+            self.rec.came_up_short = false;
+        }
         let named = ack.next_site == self.me && !self.removed();
         self.token
             .on_applied(ack.num, from == self.me, named, ack.idle);
@@ -1615,6 +1669,7 @@ impl Ring {
             first_view,
         );
         fresh.counters = self.counters.clone();
+        fresh.roles_refused = self.roles_refused;
         fresh.views_seen = views_seen;
         // Message numbers go on, so that no message is taken for one sent before.
         fresh.flow.own_next = self.flow.own_next;
@@ -2051,6 +2106,7 @@ impl Engine for Ring {
             ("stalls", self.rec.stalls),
             ("fences_raised", self.rec.fences_raised),
             ("fences_lifted", self.rec.fences_lifted),
+            ("roles_refused", self.roles_refused),
         ]
     }
 

@@ -54,6 +54,17 @@
 //! SIGSTOP, a VM pause: [`crate::common::FailureDetector::run`]) orders nothing as token site
 //! until a majority of its ring answers a fresh probe ([`crate::common::Fence`]), so that it
 //! never orders in a ring that reformed without it.
+//!
+//! **Roles, not claims.** What orders is taken only from the member entitled to send it: the
+//! next ACK from the token's chain (the site the last ACK applied named, or its sender taking
+//! the token back; after a reformation, its initiator), an admission only from the site right
+//! before the joiner in its New List, naming it next, and a Recovery New List only from the
+//! initiator of the reformation this member joined. A member told it was expelled takes it from
+//! the token's chain, the site whose admission of it is unconfirmed, or the initiator of a
+//! reformation it joined, or else only once as many members of its ring as a reformation needs
+//! told it. Refusals are counted (`roles_refused`). A member that may have missed a
+//! reformation (it stood still since its last ACK, or a New List already removed it) takes an
+//! ACK from any member of its ring that names itself next, as an initiator's do.
 
 pub mod config;
 mod engine;
@@ -66,6 +77,8 @@ mod recovery;
 mod reform;
 #[cfg(test)]
 mod reform_tests;
+#[cfg(test)]
+mod roles_tests;
 mod rpc;
 #[cfg(test)]
 mod sweep_tests;

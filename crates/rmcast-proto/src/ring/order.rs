@@ -330,6 +330,11 @@ pub(super) struct Ordering {
     /// Applied ACKs not yet stable.
     pub(super) log: BTreeMap<u64, Logged>,
     pub(super) highest_heard: Option<u64>,
+    /// The token's chain: the sender of the last ACK applied and the next site it named (the
+    /// reformation's initiator, twice, once it committed; unknown to a joiner before its
+    /// admission). Only they may send the next ACK: the named site, or the one that named it
+    /// taking the token back (the next site never took it).
+    pub(super) chain: Option<(NodeId, NodeId)>,
     /// The last token site heard of.
     pub(super) last_site: NodeId,
     /// Every slot below is stable (held by every member).
@@ -368,6 +373,7 @@ impl Ordering {
             early_acks: BTreeMap::new(),
             log: BTreeMap::new(),
             highest_heard: None,
+            chain: None,
             last_site: me,
             stable_ts: 0,
             early: HashSet::new(),
@@ -389,6 +395,14 @@ impl Ordering {
         self.q = OrderingQ::new(first_ts);
         self.stable_ts = first_ts;
         self.early_acks.clear();
+        self.chain = None;
+    }
+
+    /// Whether `from` may send the next ACK: it is in the token's chain (see
+    /// [`Ordering::chain`]), or the chain is not known yet.
+    pub(super) fn site_may_send(&self, from: NodeId) -> bool {
+        self.chain
+            .is_none_or(|(sender, next)| from == sender || from == next)
     }
 
     /// Keeps ACK `num` applied, from `sender`, ordering `first_ts..` up to the queue's end.

@@ -77,6 +77,13 @@ pub(super) struct RecoveryState {
     pub told: BTreeMap<NodeId, Time>,
     /// This leaver was first told it is out while its next ACK to apply was `.0`, at `.1`.
     pub leaver_told: Option<(u64, Time)>,
+    /// Members of this member's ring that told it it was expelled, while it held view `.0`
+    /// (none of them entitled alone; see `Ring::may_expel_me`).
+    pub expel_claims: (u64, BTreeSet<NodeId>),
+    /// This member's own last reformation found fewer members at its sync point than it needs
+    /// (`ResetFailed`), and nothing went on here since (no commit, no other member's ACK): its
+    /// view cannot go on, which backs a ring member's word that it is out.
+    pub came_up_short: bool,
     /// Reformations this member committed.
     pub committed: u64,
     /// How long the last committed reformation took here, from its start to the commit.
@@ -104,6 +111,8 @@ impl RecoveryState {
             last_committed: 0,
             told: BTreeMap::new(),
             leaver_told: None,
+            expel_claims: (0, BTreeSet::new()),
+            came_up_short: false,
             committed: 0,
             last_took: Duration::ZERO,
             detector: (policy.alive_interval_ms > 0).then(|| {
@@ -133,6 +142,7 @@ impl RecoveryState {
     pub(super) fn on_commit(&mut self, version: u64, began: Time, now: Time) {
         debug_assert!(self.current.is_none(), "a reformation commits once");
         self.bound = self.bound.max(version);
+        self.came_up_short = false;
         debug_assert!(version >= self.last_committed, "versions only grow");
         self.last_committed = version;
         self.committed += 1;

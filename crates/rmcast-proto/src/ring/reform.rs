@@ -336,6 +336,7 @@ impl Ring {
             return self.abort_own(now);
         }
         if reached.len() < needed {
+            self.rec.came_up_short = true;
             self.events
                 .push_back(Event::Recovery(Recovery::ResetFailed {
                     reachable: reached.len(),
@@ -710,9 +711,10 @@ impl Ring {
                     .filter(|m| !l.members.contains(m))
                     .collect();
             }
+            // The initiator made them, whatever their headers say.
             self.order
                 .early_acks
-                .insert(ack.num, (p.header.sender, d.clone()));
+                .insert(ack.num, (r.initiator, d.clone()));
             self.order.highest_heard = Some(self.order.highest_heard.unwrap_or(0).max(ack.num));
         }
         self.events.push_back(Event::Recovery(Recovery::Reset {
@@ -726,6 +728,9 @@ impl Ring {
             });
         }
         self.order.last_site = r.initiator;
+        // The old view's token stopped at the sync point: the ACKs from there on are the
+        // initiator's (it keeps the token, and names itself next in each).
+        self.order.chain = Some((r.initiator, r.initiator));
         if self.timers.is_armed(RingTimer::DataRetry) {
             // Own packets not ordered yet go out again to the new ring, soon.
             self.timers.arm(RingTimer::DataRetry, now);
@@ -827,6 +832,9 @@ impl Ring {
             }
         }
         let leaver_reformed_out = leaver_reformed_out || leaver_stuck;
+        // Backed by what this member sees itself: a leaver that got nowhere for as long as the
+        // others keep what it lacks, or a member whose own reformation found too few members.
+        let corroborated = leaver_stuck || self.rec.came_up_short;
         if !self.in_ring()
             || (self.leaving() && !leaver_reformed_out)
             || !self.membership.ring.contains(&from)
@@ -845,7 +853,51 @@ impl Ring {
             // Our own reformation may still include us; its initiator decides.
             return;
         }
+        if !self.may_expel_me(from, corroborated) {
+            self.roles_refused += 1;
+            return;
+        }
         self.expel(view);
+    }
+
+    /// Whether `from`, a member of this member's ring telling it that it is out, may: roles,
+    /// not claims, or any member could stop any other with one datagram. This member cannot
+    /// see the view that left it out, so it takes the word of a member that could have put it
+    /// out through the order anyway: the sender of the last ACK applied or the site it named
+    /// (a token site orders New Lists), the site whose admission of this member is not
+    /// confirmed yet (it may have gone on in another ring of this name), the initiator of a
+    /// reformation it joined beyond its view. Any other member of its ring is believed only
+    /// when this member's own state backs it (`corroborated`: its own reformation came up
+    /// short, or it is a leaver that got nowhere), or once as many members of its ring as a
+    /// reformation needs told it apart.
+    ///
+    /// A majority alone is not enough for liveness: members of the old view leave and crash,
+    /// so the members left to tell a member cut off through a reformation may be fewer (the
+    /// first version of this check waited for them for ever: every-engine sweep seeds 387,
+    /// 502, 711, 970). Such a member finds its ring silent, reforms, and comes up short.
+    fn may_expel_me(&mut self, from: NodeId, corroborated: bool) -> bool {
+        let chain = self
+            .order
+            .chain
+            .is_some_and(|(sender, next)| from == sender || from == next);
+        let leads = self
+            .rec
+            .current
+            .as_ref()
+            .is_some_and(|r| r.initiator == from)
+            || (self.rec.seen.1 == from && self.rec.seen.0 > self.membership.view_id);
+        let admitter = self.membership.admission.is_some_and(|(_, by)| by == from);
+        if chain || leads || admitter || corroborated {
+            return true;
+        }
+        let view = self.membership.view_id;
+        if self.rec.expel_claims.0 != view {
+            self.rec.expel_claims = (view, BTreeSet::new());
+        }
+        // Only members of the ring are counted: the set stays within its size.
+        self.rec.expel_claims.1.insert(from);
+        debug_assert!(self.rec.expel_claims.1.len() <= self.membership.ring.len());
+        self.rec.expel_claims.1.len() >= self.rec.needed(self.membership.ring.len())
     }
 
     /// The joiner that the New List of ACK `num` admitted, if it is one.

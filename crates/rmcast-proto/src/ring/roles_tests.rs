@@ -1,0 +1,267 @@
+//! Roles, not claims: ring members forge the packets that carry ordering and membership (an
+//! ACK passing the token, a New List, EXPELLED, an admission) without being the member entitled
+//! to send them; every one is refused and counted (`roles_refused`), and the ring goes on with
+//! one order.
+
+use super::packet::{self, Ack, AckBody, NewList};
+use super::RingFactory;
+use crate::engine::{Engine, Event, NodeId, Qos, Time};
+use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
+use crate::testnet::Net;
+use crate::wire;
+use bytes::Bytes;
+use std::time::Duration;
+
+type RingNet = Net<dyn Engine>;
+
+/// A ring engine of `role` with id `id` in group 7.
+fn build(role: Role, id: u32, now: Time) -> Box<dyn Engine> {
+    RingFactory::DEFAULT.build(&EngineParams {
+        role,
+        group: 7,
+        me: NodeId(id),
+        max_datagram_bytes: 1400,
+        now,
+        seed: u64::from(id),
+        settings: &EngineSettings::default(),
+    })
+}
+
+/// Node 0 creates the ring, nodes `1..n` join one by one (ids are indices); then it goes
+/// quiescent.
+fn ring(n: u32) -> RingNet {
+    let mut net = RingNet::with(());
+    net.add(build(Role::Create, 0, Time::ZERO));
+    for i in 1..n {
+        let mut e = build(Role::Join, i, net.now);
+        e.handle_timeout(net.now);
+        net.add(e);
+        net.run_for(Duration::from_millis(200));
+    }
+    net.run_for(Duration::from_secs(1));
+    net
+}
+
+fn counter(net: &RingNet, i: usize, name: &str) -> u64 {
+    (net.nodes[i].engine_counters().into_iter())
+        .find(|c| c.0 == name)
+        .map(|c| c.1)
+        .expect("a ring counter")
+}
+
+/// A field of the engine's one-line description (`name=value`, up to the next space).
+fn described(net: &RingNet, i: usize, name: &str) -> String {
+    let d = net.nodes[i].describe();
+    let at = d.find(&format!(" {name}=")).expect("described") + name.len() + 2;
+    d[at..].split(' ').next().unwrap_or("").to_string()
+}
+
+/// The next ACK number, the OrderingQ's end and the view at member `i`.
+fn position(net: &RingNet, i: usize) -> (u64, u64, u64) {
+    let q = described(net, i, "q");
+    let end = q.split("..").nth(1).expect("a range").parse().unwrap();
+    let view = described(net, i, "view").parse().unwrap();
+    (counter(net, i, "next_ack"), end, view)
+}
+
+/// In a quiescent ring of three: the token site, the member that passed it the token (the
+/// sender of the last ACK), and the third, entitled to nothing.
+fn roles(net: &RingNet) -> (usize, usize, usize) {
+    let site = (0..3)
+        .find(|&i| net.nodes[i].describe().contains("token(holding=true"))
+        .expect("a quiescent ring keeps the token at one member");
+    let passer = net.nodes[site].info().coordinator.expect("a member").0 as usize;
+    assert_ne!(site, passer);
+    let other = (0..3).find(|&i| i != site && i != passer).unwrap();
+    (site, passer, other)
+}
+
+fn datagram(from: usize, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = Vec::new();
+    wire::Header {
+        engine: wire::EngineKind::Ring,
+        ptype,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(from as u32),
+    }
+    .encode(&mut b);
+    body(&mut b);
+    b
+}
+
+/// Hands `datagram` from `from` to each member in `to` and runs their output.
+fn inject(net: &mut RingNet, from: usize, to: &[usize], datagram: &[u8]) {
+    for &i in to {
+        net.nodes[i].handle_datagram(net.now, NodeId(from as u32), datagram);
+        net.poll(i);
+    }
+}
+
+fn expelled(net: &RingNet, i: usize) -> bool {
+    (net.events[i].iter())
+        .any(|e| matches!(e, Event::Recovery(crate::engine::Recovery::Expelled { .. })))
+}
+
+/// Every member sends a few messages: all three deliver the same sequence, all of them.
+fn one_order_after(net: &mut RingNet) {
+    let before: Vec<usize> = (0..3).map(|i| net.events[i].len()).collect();
+    for k in 0..5u8 {
+        for i in 0..3 {
+            net.nodes[i]
+                .submit(net.now, Bytes::from(vec![k; 8]), Qos::TotallyOrdered)
+                .unwrap();
+            net.poll(i);
+        }
+    }
+    net.run_for(Duration::from_secs(1));
+    let seq = |i: usize| -> Vec<(NodeId, u64)> {
+        (net.events[i][before[i]..].iter())
+            .filter_map(|e| match e {
+                Event::Deliver(d) => Some((d.sender, d.msg)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(seq(0).len(), 15);
+    assert_eq!(seq(1), seq(0));
+    assert_eq!(seq(2), seq(0));
+}
+
+/// The third member of a quiescent ring of three (neither the token site nor the member that
+/// passed it the token) forges the next ACK, with the right number, view and first timestamp:
+/// one ordering its own packet, one passing the token to itself, and one carrying a New List
+/// that removes the member that passed the token. The site and the passer refuse each (their
+/// next ACK stays the same, nobody is removed), and the ring goes on with one order.
+#[test]
+fn an_ack_from_a_member_that_does_not_hold_the_token_is_refused() {
+    let mut net = ring(3);
+    let (site, passer, forger) = roles(&net);
+    let (num, end, view) = position(&net, site);
+    assert_eq!(position(&net, passer), (num, end, view));
+    let members: Vec<NodeId> = net.nodes[site].info().members;
+    let without_passer: Vec<NodeId> = (members.iter().copied())
+        .filter(|&m| m != NodeId(passer as u32))
+        .collect();
+    let bodies = [
+        AckBody::Entries(vec![(NodeId(forger as u32), 0)]),
+        AckBody::Entries(vec![]),
+        AckBody::NewList(NewList {
+            view_id: view + 1,
+            next_sseq: vec![0; without_passer.len()],
+            members: without_passer,
+            joined: None,
+            left: Some(NodeId(passer as u32)),
+            lock_op: None,
+            locks: vec![],
+            clients: vec![],
+            unicast_only: vec![],
+        }),
+    ];
+    for (k, body) in bodies.into_iter().enumerate() {
+        let ack = Ack {
+            num,
+            view,
+            first_ts: end,
+            next_site: NodeId(forger as u32),
+            idle: 0,
+            body,
+        };
+        let forged = datagram(forger, packet::ACK, |b| ack.encode(b));
+        inject(&mut net, forger, &[site, passer], &forged);
+        for i in [site, passer] {
+            assert_eq!(
+                position(&net, i),
+                (num, end, view),
+                "forgery {k}, member {i}"
+            );
+            assert_eq!(counter(&net, i, "roles_refused"), k as u64 + 1);
+            assert_eq!(net.nodes[i].info().members.len(), 3);
+        }
+    }
+    net.run_for(Duration::from_millis(500));
+    for i in 0..3 {
+        assert_eq!(net.nodes[i].info().members.len(), 3, "member {i}");
+        assert!(!expelled(&net, i), "member {i}");
+    }
+    one_order_after(&mut net);
+}
+
+/// A member of the ring that neither holds nor passed the token, and leads no reformation,
+/// tells the others they were expelled in a far newer view: refused and counted, nobody
+/// leaves, and the ring goes on with one order.
+#[test]
+fn expelled_from_a_member_that_may_not_expel_is_refused() {
+    let mut net = ring(3);
+    let (site, passer, forger) = roles(&net);
+    let (_, _, view) = position(&net, site);
+    for v in [view, view + 1, view + 1000, u64::MAX] {
+        let forged = datagram(forger, packet::EXPELLED, |b| {
+            b.extend_from_slice(&v.to_be_bytes())
+        });
+        inject(&mut net, forger, &[site, passer], &forged);
+    }
+    for i in [site, passer] {
+        assert!(!expelled(&net, i), "member {i}");
+        assert!(counter(&net, i, "roles_refused") >= 3, "member {i}");
+        assert_eq!(net.nodes[i].info().members.len(), 3, "member {i}");
+    }
+    net.run_for(Duration::from_millis(500));
+    one_order_after(&mut net);
+}
+
+/// A joiner takes its admission only from the token site that ran it: the member right before
+/// it in the New List, naming it the next site. A member elsewhere in the list (or outside it)
+/// forging the admission is refused, and the joiner is admitted by the ring afterwards.
+#[test]
+fn an_admission_from_a_member_that_did_not_run_the_join_is_refused() {
+    let mut net = ring(3);
+    let (site, _, _) = roles(&net);
+    let (num, end, view) = position(&net, site);
+    let mut joiner = build(Role::Join, 3, net.now);
+    joiner.handle_timeout(net.now);
+    while joiner.poll_transmit(net.now, &mut Vec::new()).is_some() {}
+    let members = net.nodes[site].info().members;
+    let mut with_joiner = members.clone();
+    with_joiner.push(NodeId(3));
+    // The joiner is last: only the member before it (the list's third) may admit it.
+    let entitled = with_joiner[2].0 as usize;
+    for (k, from) in [with_joiner[0].0 as usize, with_joiner[1].0 as usize, 9]
+        .into_iter()
+        .enumerate()
+    {
+        let ack = Ack {
+            num,
+            view,
+            first_ts: end,
+            next_site: NodeId(3),
+            idle: 0,
+            body: AckBody::NewList(NewList {
+                view_id: view + 1,
+                next_sseq: vec![0; 4],
+                members: with_joiner.clone(),
+                joined: Some(NodeId(3)),
+                left: None,
+                lock_op: None,
+                locks: vec![],
+                clients: vec![],
+                unicast_only: vec![],
+            }),
+        };
+        assert_ne!(from, entitled);
+        let forged = datagram(from, packet::ACK, |b| ack.encode(b));
+        joiner.handle_datagram(net.now, NodeId(from as u32), &forged);
+        assert!(joiner.describe().contains(" member=false "), "forgery {k}");
+        let refused = joiner
+            .engine_counters()
+            .into_iter()
+            .find(|c| c.0 == "roles_refused");
+        assert_eq!(refused.map(|c| c.1), Some(k as u64 + 1));
+    }
+    let j = net.add(joiner);
+    net.run_for(Duration::from_secs(2));
+    let mut got = net.nodes[j].info().members;
+    got.sort();
+    assert_eq!(got, (0..4).map(NodeId).collect::<Vec<_>>());
+}
