@@ -510,6 +510,19 @@ impl Ring {
                 self.counters.foreign_dropped += 1;
                 break;
             }
+            if self.member()
+                && after.contains(&from)
+                && ack.next_site != from
+                && Membership::successor(after, from) != ack.next_site
+            {
+                // A token site passes to the member after it (or keeps the token: a ring of
+                // one, a reformation's initiator). This one passes elsewhere: an ACK of another
+                // ring of this name held early, from a member that was in it before it came to
+                // ours with the same number and view (formation seed 3093 once the chain was
+                // checked: applied, it named a site that never took the token).
+                self.counters.foreign_dropped += 1;
+                break;
+            }
             self.apply(now, from, ack, bytes);
             if self.left() {
                 return;
@@ -2150,7 +2163,8 @@ impl Engine for Ring {
             "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
              held_all={} stable={} token(holding={} idle={} named={:?} passing={:?}) own={}/{} \
              unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?} \
-             reform={:?} seen={:?} bound={} retry={:?} expelled={} next_timer={:?}",
+             reform={:?} seen={:?} bound={} retry={:?} expelled={} chain={:?} refused={} \
+             next_timer={:?}",
             self.me,
             self.member(),
             self.membership.ring.iter().map(|m| m.0).collect::<Vec<_>>(),
@@ -2192,6 +2206,8 @@ impl Engine for Ring {
             self.rec.bound,
             self.timers.get(RingTimer::ReformRetry),
             self.expelled(),
+            self.order.chain.map(|(s, n)| (s.0, n.0)),
+            self.roles_refused,
             self.timers().earliest_named(),
         )
     }
