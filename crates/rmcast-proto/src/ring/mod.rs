@@ -57,14 +57,20 @@
 //!
 //! **Roles, not claims.** What orders is taken only from the member entitled to send it: the
 //! next ACK from the token's chain (the site the last ACK applied named, or its sender taking
-//! the token back; after a reformation, its initiator), an admission only from the site right
-//! before the joiner in its New List, naming it next, and a Recovery New List only from the
-//! initiator of the reformation this member joined. A member told it was expelled takes it from
-//! the token's chain, the site whose admission of it is unconfirmed, or the initiator of a
-//! reformation it joined, or else only once as many members of its ring as a reformation needs
-//! told it. Refusals are counted (`roles_refused`). A member that may have missed a
-//! reformation (it stood still since its last ACK, or a New List already removed it) takes an
-//! ACK from any member of its ring that names itself next, as an initiator's do.
+//! the token back; after a reformation's commit, its initiator, whose ACKs end the old view and
+//! start the new one), passing the token to the member after its sender (or keeping it); an
+//! admission only from the site right before the joiner in its New List, naming it next; a
+//! Recovery New List only from the initiator of the reformation this member joined. A member
+//! already removed by a New List takes the ACKs after it from any member of the view that
+//! removed it (what it delivers ends at its removal, which the chain ordered). A member told it
+//! was expelled takes it from one that could have put it out through the order anyway (the
+//! token's chain, the site whose admission of it is unconfirmed, the initiator of a
+//! reformation it joined); from any other member of its ring only when its own state backs the
+//! claim (its own reformation came up short, or it is a leaver that got nowhere for
+//! `Config::depart_linger`), or once as many members of its ring as a reformation needs told
+//! it. One member alone stops nobody whose ring goes on. A member that missed something
+//! recovers through the normal paths: it asks for the ACKs again (NACK), reforms, and is told
+//! it is out. Refusals are counted (`roles_refused`).
 
 pub mod config;
 mod engine;
