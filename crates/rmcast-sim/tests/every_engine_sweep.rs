@@ -554,7 +554,9 @@ fn replay() {
 /// 29% loss, 2615, 7432, 9508; a voter waiting for an initiator back as a new member, 6818,
 /// 9481; a joiner whose admission was lost while its site reformed, 3839, and the stale
 /// admissions the first fix of it sent, 430, 1588; the whole majority side leaving while cut
-/// off, 6739, 7177, 9304, now kept to [`keep_a_member_per_side`]; tree: the last packet of a
+/// off, 6739, 7177, 9304, now kept to [`keep_a_member_per_side`]; the first version of the
+/// ring's role checks, which believed another member's EXPELLED only from a majority of an old
+/// ring whose members had left or crashed, 387, 502, 711, 970; tree: the last packet of a
 /// burst lost, with the three advertisements of T_sap after it, by a receiver the sender then
 /// forgot as silent, 4194).
 #[test]
@@ -562,8 +564,9 @@ fn seeds_once_failing() {
     sweep_seeds(
         "ring",
         vec![
-            108, 430, 491, 1588, 2615, 2820, 2963, 3119, 3839, 4881, 6082, 6739, 6818, 6948, 7009,
-            7064, 7177, 7265, 7432, 8517, 9304, 9481, 9508, 9533, 9567, 9576,
+            108, 387, 430, 491, 502, 711, 970, 1588, 2615, 2820, 2963, 3119, 3839, 4881, 6082,
+            6739, 6818, 6948, 7009, 7064, 7177, 7265, 7432, 8517, 9304, 9481, 9508, 9533, 9567,
+            9576,
         ],
     );
     sweep_seeds("tree", vec![4194]);

@@ -706,7 +706,11 @@ impl Sequencer {
                 }
             }
         }
-        self.sender.own_ordered = own;
+        // An entry in our name numbered at or past our next number was never sent by us (a
+        // forged request the old sequencer ordered): ours end below `next_pnum` (found by
+        // the `sequencer_state` fuzz target: the next own fragment was then taken for one
+        // already ordered).
+        self.sender.own_ordered = own.min(self.sender.next_pnum - 1);
         self.sender.resend_unordered();
         self.sender.rtt_probe = None;
         self.rec.silent_req_timeouts = 0;
