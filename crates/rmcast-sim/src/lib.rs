@@ -30,6 +30,8 @@
 //! - [`rmtp`]: the measurements of the RMTP paper (Tables IV to VI) on such a topology.
 //! - [`stability`]: the throughput-stability experiment of Özkasap and Birman: one sender,
 //!   perturbed members, throughput at the others in 500 ms windows.
+//! - [`bimodal`]: the bimodal delivery distribution of "Bimodal Multicast" (Birman et al.),
+//!   measured on the gossip engine beside the paper's Markov-chain prediction.
 //! - [`figures`]: datagrams per broadcast, latency percentiles, throughput, retransmissions,
 //!   NACKs, drops.
 //! - [`scenario`]: the command line's view of a run (`rmcast sim --members 16 --loss 0.1 ...`),
@@ -52,6 +54,7 @@
 #![warn(missing_docs)]
 
 pub mod amoeba;
+pub mod bimodal;
 pub mod checkers;
 pub mod config;
 pub mod experiment;

@@ -23,6 +23,11 @@ pub enum Experiment {
     /// the BB method, on a 10 Mbit/s Ethernet with the paper's processors (takes --messages,
     /// --bandwidth-mbps, --seed, --threads and --plot).
     Amoeba,
+    /// The bimodal delivery distribution of "Bimodal Multicast" (Birman et al.): for each
+    /// message, how many members delivered it, beside the paper's Markov-chain prediction
+    /// (takes --members, --crashed, --fanout, --gc-rounds, --loss-rounds, --loss,
+    /// --first-loss, --messages, --spacing-rounds, --latency, --seed, --threads and --plot).
+    Bimodal,
 }
 
 /// How many members of a group are perturbed (`--perturbed`).
@@ -88,7 +93,7 @@ pub struct SimArgs {
     pub resilience: u8,
     /// Members at the start (host 0 creates the group, the others join 1 ms apart)
     /// [default: 8]. With --experiment pbcast, the group sizes to run, comma-separated
-    /// [default: 8,16,32,64].
+    /// [default: 8,16,32,64]; with --experiment bimodal [default: 50,128].
     #[arg(long, value_delimiter = ',', num_args = 1)]
     pub members: Vec<u32>,
     /// One-way latency of every link, in milliseconds.
@@ -98,7 +103,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
     /// Probability that a datagram copy is lost, in [0, 1) [default: 0; with --experiment
-    /// pbcast, 0.01].
+    /// pbcast, 0.01; with --experiment bimodal, 0.1].
     #[arg(long)]
     pub loss: Option<f64>,
     /// Probability that a datagram copy arrives twice, in [0, 1).
@@ -112,7 +117,8 @@ pub struct SimArgs {
     /// host: every datagram, multicast or unicast, is one transmission on it, hosts take turns.
     #[arg(long)]
     pub shared_medium: bool,
-    /// Messages per sender [default: 200; with --experiment rmp, 1000].
+    /// Messages per sender [default: 200; with --experiment rmp, 1000; with --experiment
+    /// bimodal, 2000].
     #[arg(long)]
     pub messages: Option<u64>,
     /// Payload bytes per message [default: 64; with --experiment rmp, 1024].
@@ -186,7 +192,9 @@ pub struct SimArgs {
     /// sequencer engines at the unperturbed members of a group whose perturbed members sleep
     /// at random, as Figures 2 to 7 of "Throughput Stability of Reliable Multicast Protocols"
     /// do (takes --members, --perturbed, --p, --history, --seconds, --rate, --loss,
-    /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot).
+    /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot); `bimodal`
+    /// measures how many members deliver each message of the gossip engine beside the
+    /// prediction of "Bimodal Multicast" (see --crashed, --fanout, --gc-rounds, --first-loss).
     #[arg(long, value_enum)]
     pub experiment: Option<Experiment>,
     /// With --experiment pbcast: perturb rates, the probability that a perturbed member sleeps
@@ -205,6 +213,29 @@ pub struct SimArgs {
     /// With --experiment pbcast: virtual seconds of sending in each run [default: 10].
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// With --experiment bimodal: members crashed before the first message (the last hosts).
+    #[arg(long, default_value_t = 0)]
+    pub crashed: u32,
+    /// With --experiment bimodal: gossip targets per member per round [default: 2, the
+    /// engine's].
+    #[arg(long)]
+    pub fanout: Option<u32>,
+    /// With --experiment bimodal: rounds a member keeps a message after it arrived (the
+    /// garbage-collection age) [default: 10].
+    #[arg(long)]
+    pub gc_rounds: Option<u32>,
+    /// With --experiment bimodal: rounds a member waits for a message it knows it lacks before
+    /// the loss up-call [default: 12].
+    #[arg(long)]
+    pub loss_rounds: Option<u32>,
+    /// With --experiment bimodal: further loss of each first-phase copy, in [0, 1] (1: only
+    /// the sender holds a new message) [default: 1].
+    #[arg(long)]
+    pub first_loss: Option<f64>,
+    /// With --experiment bimodal: rounds between two messages [default: gc-rounds +
+    /// loss-rounds + 2, so that a message is settled before the next].
+    #[arg(long)]
+    pub spacing_rounds: Option<u32>,
     /// Worker threads (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -217,7 +248,8 @@ pub struct SimArgs {
     pub trace: bool,
     /// Draw the deliveries of every host over virtual time in the first seed's run (crashes
     /// and recoveries show as flat stretches), as SVG to this file (with --experiment rmp: the
-    /// two figures; with --experiment pbcast: the four).
+    /// two figures; with --experiment pbcast: the four; with --experiment bimodal: the
+    /// distributions, log scale).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 }

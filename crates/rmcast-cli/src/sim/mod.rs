@@ -8,7 +8,8 @@
 //! under load. `--experiment rmp` measures throughput on a shared 10 Mb/s medium as the RMP
 //! paper's Figures 5.1 and 5.2 do ([`rmp`]); `--experiment pbcast` measures
 //! throughput stability under perturbed members as "Throughput Stability of Reliable Multicast
-//! Protocols" does ([`pbcast`]).
+//! Protocols" does ([`pbcast`]); `--experiment bimodal` counts how many members deliver each
+//! message of the gossip engine beside the prediction of "Bimodal Multicast" ([`bimodal`]).
 //!
 //! ```text
 //! rmcast sim --members 16 --loss 0.1 --dup 0.05 --reorder 2 --churn --partition --pause --seeds 200
@@ -16,6 +17,7 @@
 //! rmcast sim --message-counts
 //! rmcast sim --experiment rmp --plot rmp.svg
 //! rmcast sim --experiment pbcast --members 8,16,32 --p 0.1,0.5,0.9 --plot pbcast.svg
+//! rmcast sim --experiment bimodal --members 50,128 --plot bimodal.svg
 //! ```
 //!
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
@@ -23,6 +25,7 @@
 
 mod amoeba;
 mod args;
+mod bimodal;
 mod parallel;
 mod pbcast;
 mod rmp;
@@ -95,7 +98,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         return run_experiment(e, &args, threads);
     }
     if args.members.len() > 1 {
-        bail!("--members takes one number, except with --experiment pbcast");
+        bail!("--members takes one number, except with --experiment pbcast or bimodal");
     }
     let sc = args.scenario();
     sc.validate().map_err(anyhow::Error::msg)?;
@@ -462,6 +465,7 @@ fn run_experiment(
         Experiment::Pbcast => pbcast::run(args, threads),
         Experiment::Rmtp => rmtp::run(args, threads),
         Experiment::Amoeba => amoeba::run(args, threads),
+        Experiment::Bimodal => bimodal::run(args, threads),
     }
 }
 

@@ -69,8 +69,8 @@ impl Grid {
             }
         }
         for &n in &members {
-            if !(3..=1000).contains(&n) {
-                bail!("--members: every group size must be in 3..=1000, got {n}");
+            if !(3..=1024).contains(&n) {
+                bail!("--members: every group size must be in 3..=1024, got {n}");
             }
             for f in &perturbed {
                 if f.of(n) > n - 2 {
