@@ -732,8 +732,12 @@ mod tests {
         });
         let mut buf = Vec::new();
         while e.poll_transmit(Time::ZERO, &mut buf).is_some() {}
-        e.submit(Time::ZERO, bytes::Bytes::from_static(b"m"), Qos::SourceOrdered)
-            .unwrap();
+        e.submit(
+            Time::ZERO,
+            bytes::Bytes::from_static(b"m"),
+            Qos::SourceOrdered,
+        )
+        .unwrap();
         let (mut unicast, mut group) = (0, 0);
         while let Some(t) = e.poll_transmit(Time::ZERO, &mut buf) {
             assert!(is_data(&buf));

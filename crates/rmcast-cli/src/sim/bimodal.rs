@@ -41,9 +41,7 @@ fn setup(args: &SimArgs, members: u32) -> Setup {
         loss: args.loss.unwrap_or(d.loss),
         first_loss: args.first_loss.unwrap_or(d.first_loss),
         messages: args.messages.unwrap_or(d.messages),
-        spacing_rounds: args
-            .spacing_rounds
-            .unwrap_or(gc_rounds + loss_rounds + 2),
+        spacing_rounds: args.spacing_rounds.unwrap_or(gc_rounds + loss_rounds + 2),
         latency_ms: args.latency,
         seed: args.seed.unwrap_or(0),
         ..d
@@ -259,7 +257,10 @@ mod tests {
              --loss 0.2 --first-loss 0.9 --crashed 3 --messages 10",
         );
         let s = setup(&a, 20);
-        assert_eq!((s.fanout, s.gc_rounds, s.loss_rounds, s.crashed), (2, 5, 7, 3));
+        assert_eq!(
+            (s.fanout, s.gc_rounds, s.loss_rounds, s.crashed),
+            (2, 5, 7, 3)
+        );
         assert_eq!((s.loss, s.first_loss, s.messages), (0.2, 0.9, 10));
         // By default a message is settled before the next one goes.
         assert_eq!(s.spacing_rounds, 5 + 7 + 2);
