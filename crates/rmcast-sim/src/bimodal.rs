@@ -64,8 +64,8 @@
 //! - *Messages are not independent*: every message of a round shares that round's gossip
 //!   targets, and delivery is FIFO per sender, so a message that is still missing somewhere
 //!   holds the sender's next ones back there (they stay buffered, and gossiped, longer).
-//!   The messages are spaced ([`Setup::spacing_rounds`], by default more than a message's
-//!   whole life: `gc_rounds + loss_rounds` rounds) so that one is settled before the next.
+//!   The messages are spaced ([`Setup::spacing_rounds`], by default `gc_rounds + loss_rounds + 2`,
+//!   more than a message's whole life) so that one is settled before the next.
 
 use crate::config::{Crash, Faults, LinkParams, Load, NetConfig, SimConfig, Workload};
 use rmcast_proto::common::SplitMix64;
@@ -209,7 +209,7 @@ impl Default for Setup {
             loss: 0.1,
             first_loss: 1.0,
             messages: 2000,
-            spacing_rounds: 12,
+            spacing_rounds: 24,
             round: Duration::from_millis(100),
             latency_ms: 1.0,
             seed: 0,

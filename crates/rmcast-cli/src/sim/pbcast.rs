@@ -505,6 +505,10 @@ mod tests {
         assert_eq!(g.fs(4), vec![1]);
         let e = Grid::from_args(&parse("--members 4 --perturbed 3")).unwrap_err();
         assert!(e.to_string().contains("too many"), "{e}");
+        // Up to 1,024 members: the gossip engine's membership table by default.
+        assert!(Grid::from_args(&parse("--members 1024")).is_ok());
+        let e = Grid::from_args(&parse("--members 1025")).unwrap_err();
+        assert!(e.to_string().contains("3..=1024"), "{e}");
         let e = Grid::from_args(&parse("--p 1.5")).unwrap_err();
         assert!(e.to_string().contains("--p"), "{e}");
         assert!(crate::sim::try_parse_args(["sim", "--perturbed", "half"]).is_err());
