@@ -35,7 +35,7 @@
 //!
 //! let node = Node::new(NodeConfig::default())?;
 //! let mut group = node.open_group(GroupConfig::new("chat"))?;
-//! group.send(rmcast::Bytes::from_static(b"hello"))?;
+//! group.send("hello")?;
 //! while let Some(event) = group.recv() {
 //!     if let GroupEvent::Deliver(d) = event {
 //!         println!("{}: {}", d.sender, String::from_utf8_lossy(&d.payload));
