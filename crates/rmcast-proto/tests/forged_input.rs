@@ -180,6 +180,30 @@ fn ring_ack_ordering_own_packet_at_the_end_of_the_numbers_is_harmless() {
 }
 
 #[test]
+fn ring_ack_numbered_at_the_end_of_the_numbers_is_harmless() {
+    // An ACK numbered u64::MAX raised the highest ACK heard, and the NACK asking for the ACKs
+    // up to it computed `u64::MAX + 1` (found by the `ring_state` fuzz target).
+    use rmcast_proto::ring::packet::Ack;
+    let mut net = Net::new(&EngineChoice::named("ring").unwrap(), 2);
+    net.assert_still_works(0, b"before");
+    let real = net.last_of(1, 2);
+    let p = wire::decode(&real).unwrap();
+    let mut ack = Ack::decode(p.body).unwrap();
+    ack.num = u64::MAX;
+    let mut dg = Vec::new();
+    p.header.encode(&mut dg);
+    ack.encode(&mut dg);
+    let now = net.now;
+    net.nodes[0].handle_datagram(now, NodeId(2), &dg);
+    for _ in 0..5 {
+        net.run_for(Duration::from_secs(1));
+        let now = net.now;
+        net.nodes[0].handle_timeout(now);
+    }
+    net.run_for(Duration::from_secs(1));
+}
+
+#[test]
 fn ring_nack_with_a_reversed_range_is_refused() {
     let mut b = Vec::new();
     Nack {

@@ -1223,7 +1223,8 @@ impl Ring {
             return;
         }
         let acks = match self.order.highest_heard {
-            Some(h) if h >= self.order.next_ack => self.order.next_ack..h + 1,
+            // Saturating: an ACK numbered 2^64 - 1 (forged; found by `ring_state`) is heard too.
+            Some(h) if h >= self.order.next_ack => self.order.next_ack..h.saturating_add(1),
             _ => self.order.next_ack..self.order.next_ack,
         };
         let slots = self.order.q.request_missing(packet::MAX_NACK_SLOTS);
