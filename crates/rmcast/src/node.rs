@@ -262,7 +262,7 @@ impl PendingOpen {
 
 impl Drop for Node {
     /// Never blocks: the I/O thread goes on while handles of the node's groups are alive, and
-    /// is told to stop once the last is dropped ([`NodeLife`]). [`Node::shutdown`] waits for it.
+    /// is told to stop once the last is dropped (`NodeLife`). [`Node::shutdown`] waits for it.
     fn drop(&mut self) {
         // Detached: the thread ends by itself once the shutdown is done.
         drop(self.thread.take());
