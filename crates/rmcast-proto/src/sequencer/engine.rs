@@ -254,6 +254,10 @@ impl Sequencer {
         // Learn where every member stands before history fills or acceptance stalls.
         let o = Ordering::new(next_seq, members, self.view.id, self.now, true);
         self.ord = Some(o);
+        // Entries held at or past the first number we assign belong to no order we go on
+        // with (another sequencer's of this incarnation, forged or cut off: found by the
+        // `sequencer_state` fuzz target, whose sequencer then found its next slot taken).
+        self.hist.truncate(next_seq);
         self.hist.held_next = next_seq;
         self.hist.seq_next_known = next_seq;
         self.hist.gaps.stop_timer();
