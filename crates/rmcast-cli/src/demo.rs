@@ -121,10 +121,23 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
     let spec = member_spec(&group, members, &dir, start, args.timeout_secs);
     let member = member_args(&args, members, resilience, qos, worker_timeout, &dir);
+    // Where only the group's creator may send (the tree: one sender, many receivers), member 1
+    // sends every message and the others expect them; elsewhere every member sends.
+    let one_sender = rmcast_proto::catalog::EngineChoice::named(&args.engine)
+        .expect("engine checked above")
+        .guarantees()
+        .senders
+        == rmcast_proto::Senders::Creator;
     let outcomes = spec.run(
         |index, cmd| {
             member.apply(index, cmd);
-            cmd.args(["--count", &args.messages.to_string()]);
+            if one_sender {
+                let count = if index == 1 { args.messages } else { 0 };
+                cmd.args(["--count", &count.to_string()])
+                    .args(["--expect", &args.messages.to_string()]);
+            } else {
+                cmd.args(["--count", &args.messages.to_string()]);
+            }
         },
         |_, _| Ok(()),
     )?;
