@@ -51,11 +51,11 @@ pub struct CallArgs {
 /// Run `rmcast call`.
 pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
     let qos = crate::member::qos_or_default(a.qos, ENGINE, 0)?;
-    let node = Node::new(NodeConfig {
-        interface: a.net.interface,
-        multicast_ttl: a.net.ttl,
-        ..NodeConfig::default()
-    })
+    let node = Node::new(
+        NodeConfig::default()
+            .interface(a.net.interface)
+            .multicast_ttl(a.net.ttl),
+    )
     .context("starting the node")?;
     let mut cfg = GroupConfig::new(a.group.clone()).mode(OpenMode::Client);
     cfg.engine = EngineChoice::named(ENGINE)?;

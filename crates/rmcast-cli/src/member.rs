@@ -289,13 +289,11 @@ impl GroupArgs {
 
     /// The node and group configuration these flags describe.
     pub fn configs(&self) -> anyhow::Result<(NodeConfig, GroupConfig)> {
-        let node = NodeConfig {
-            id: self.id.map(NodeId),
-            port: self.port.unwrap_or(0),
-            interface: self.net.interface,
-            multicast_ttl: self.net.ttl,
-            ..NodeConfig::default()
-        };
+        let mut node = NodeConfig::default()
+            .port(self.port.unwrap_or(0))
+            .interface(self.net.interface)
+            .multicast_ttl(self.net.ttl);
+        node.id = self.id.map(NodeId);
         let mut group = GroupConfig::new(self.group.clone());
         group.mode = match (self.create, self.join) {
             (true, _) => OpenMode::Create,
@@ -875,6 +873,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     writeln!(out, "{line}")?;
                 }
             }
+            // An event of a later version of the library: in the log only.
+            _ => {}
         }
         out.flush()?;
         if let Some(l) = log.as_mut() {

@@ -227,12 +227,12 @@ pub(crate) fn packet_size(
 }
 
 pub(crate) fn node(net: &NetArgs) -> Result<Node> {
-    Node::new(NodeConfig {
-        interface: net.interface,
-        multicast_ttl: net.ttl,
-        socket_buffer_bytes: 16 << 20,
-        ..NodeConfig::default()
-    })
+    Node::new(
+        NodeConfig::default()
+            .interface(net.interface)
+            .multicast_ttl(net.ttl)
+            .socket_buffer_bytes(16 << 20),
+    )
     .context("starting the node")
 }
 

@@ -54,25 +54,22 @@ pub struct TxnArgs {
 
 impl TxnArgs {
     fn options(&self, receive: bool) -> Result<TxnOptions> {
-        Ok(TxnOptions {
-            timeout: Duration::from_millis(self.timeout_ms),
-            backoff_unit: Duration::from_micros(self.backoff_us),
-            use_backoff: self.use_backoff,
-            reply_timeout: Duration::from_millis(self.reply_timeout_ms),
-            receive,
-            keys: self.keys.keyring()?,
-            ..TxnOptions::client()
-        })
+        let mut opts = TxnOptions::client()
+            .timeout(Duration::from_millis(self.timeout_ms))
+            .backoff_unit(Duration::from_micros(self.backoff_us))
+            .use_backoff(self.use_backoff)
+            .reply_timeout(Duration::from_millis(self.reply_timeout_ms))
+            .receive(receive);
+        opts.keys = self.keys.keyring()?;
+        Ok(opts)
     }
 
     fn node(&self) -> Result<Node> {
-        Node::new(NodeConfig {
-            id: self.id.map(NodeId),
-            interface: self.net.interface,
-            multicast_ttl: self.net.ttl,
-            ..NodeConfig::default()
-        })
-        .context("starting the node")
+        let mut cfg = NodeConfig::default()
+            .interface(self.net.interface)
+            .multicast_ttl(self.net.ttl);
+        cfg.id = self.id.map(NodeId);
+        Node::new(cfg).context("starting the node")
     }
 }
 
@@ -178,11 +175,7 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
         (None, Some(q)) => q.clone().into_bytes(),
         (None, None) => bail!("give a QUESTION or --file"),
     };
-    let opts = TxnOptions {
-        min: a.min,
-        max: a.max as usize,
-        ..a.common.options(false)?
-    };
+    let opts = a.common.options(false)?.min(a.min).max(a.max as usize);
     let node = a.common.node()?;
     let mut g = TxnGroup::open(&node, &a.common.group, opts.clone())
         .with_context(|| format!("opening group {:?}", a.common.group))?;

@@ -166,14 +166,12 @@ fn private_group(group: &str, index: u32) -> String {
 
 /// The transaction options of every member: the same open timeout, backoff and reply timeout.
 fn options(backoff_us: u64, open_timeout_ms: u64) -> TxnOptions {
-    TxnOptions {
-        timeout: Duration::from_millis(open_timeout_ms),
-        backoff_unit: Duration::from_micros(backoff_us),
+    TxnOptions::client()
+        .timeout(Duration::from_millis(open_timeout_ms))
+        .backoff_unit(Duration::from_micros(backoff_us))
         // Replies come within milliseconds on loopback; a short linger keeps few response
         // channels open at the hundreds of transactions a second the rounds make.
-        reply_timeout: Duration::from_secs(1),
-        ..TxnOptions::client()
-    }
+        .reply_timeout(Duration::from_secs(1))
 }
 
 // ---------------------------------------------------------------------------------- worker
@@ -193,15 +191,9 @@ pub fn worker(a: BenchWorkerArgs) -> Result<ExitCode> {
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let node = Node::new(NodeConfig {
-        id: Some(NodeId(WORKER_ID_BASE + a.index)),
-        ..NodeConfig::default()
-    })
-    .context("starting the node")?;
-    let opts = TxnOptions {
-        receive: true,
-        ..options(a.backoff_us, a.open_timeout_ms)
-    };
+    let node = Node::new(NodeConfig::default().id(NodeId(WORKER_ID_BASE + a.index)))
+        .context("starting the node")?;
+    let opts = options(a.backoff_us, a.open_timeout_ms).receive(true);
     let reply = bytes::Bytes::from(vec![b'r'; a.reply_bytes as usize]);
     let mut servers = Vec::new();
     for name in [a.group.clone(), private_group(&a.group, a.index)] {
@@ -403,22 +395,14 @@ impl Client {
         let multicast = TxnGroup::open(
             node,
             group,
-            TxnOptions {
-                min: n,
-                max: n,
-                ..options(a.backoff_us, a.open_timeout_ms)
-            },
+            options(a.backoff_us, a.open_timeout_ms).min(n).max(n),
         )?;
         let mut unicast = Vec::new();
         for i in 1..=n as u32 {
             unicast.push(TxnGroup::open(
                 node,
                 &private_group(group, i),
-                TxnOptions {
-                    min: 1,
-                    max: 1,
-                    ..options(a.backoff_us, a.open_timeout_ms)
-                },
+                options(a.backoff_us, a.open_timeout_ms).min(1).max(1),
             )?);
         }
         let mut tcp = Vec::new();
@@ -712,11 +696,8 @@ pub fn run(a: TxnBenchArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let node = Node::new(NodeConfig {
-        id: Some(NodeId(CLIENT_ID)),
-        ..NodeConfig::default()
-    })
-    .context("starting the node")?;
+    let node =
+        Node::new(NodeConfig::default().id(NodeId(CLIENT_ID))).context("starting the node")?;
     println!(
         "# rmcast txn-bench: receivers {:?}, file {} bytes x {} runs, rounds {} (+{} warm-up) of \
          {} -> {} bytes, backoff {} us; {} cores",

@@ -241,6 +241,8 @@ impl Tally {
                     self.me
                 );
             }
+            // An event of a later version of the library: logged above, nothing to count.
+            _ => {}
         }
         Ok(())
     }
@@ -551,6 +553,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             Err(TrySendError::Unsupported(_)) => {
                 bail!("the engine does not serve the group's quality of service")
             }
+            Err(e) => bail!("sending: {e}"),
         }
         t.drain(&mut group)?;
     }
@@ -579,6 +582,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 Err(TrySendError::Unsupported(_)) => {
                     bail!("the engine does not serve the group's quality of service")
                 }
+                Err(e) => bail!("sending the barrier: {e}"),
             }
         }
         t.wait(&mut group, barrier_deadline)?;

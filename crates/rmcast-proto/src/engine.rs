@@ -244,6 +244,7 @@ pub struct Reply<P = Bytes> {
 /// What an engine tells the application: the one event type that runs from engine to
 /// application, simulator record and `--log` line. `P` is the payload type (see [`Delivery`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event<P = Bytes> {
     /// A message delivered (in the order the engine promises).
     Deliver(Delivery<P>),
@@ -370,6 +371,7 @@ pub enum Recovery {
 
 /// Why `submit` refused a message. Nothing is ever dropped silently: the caller keeps the data.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// The send window or history buffer is full: retry after a `SendComplete` (back-pressure).
     WouldBlock,
@@ -437,6 +439,7 @@ pub struct GroupInfo {
 /// a datagram the engine took and then found malformed or out of place is counted again, in
 /// `malformed_dropped` or `foreign_dropped`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Datagrams handed to the driver (by `poll_transmit`).
     pub datagrams_sent: u64,

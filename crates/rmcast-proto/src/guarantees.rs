@@ -254,6 +254,7 @@ impl Guarantees {
 /// Per-message quality of service (RMP section 2.3). Engines that order everything the same way
 /// (the sequencer) deliver at least what is asked and say so in their docs.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Qos {
     /// Best effort: may be lost.
     Unreliable,

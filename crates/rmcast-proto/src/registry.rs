@@ -120,6 +120,7 @@ pub struct EngineParams<'a> {
 
 /// Why a configuration was refused (before any engine or socket exists).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A number outside its range.
     OutOfRange {

@@ -99,6 +99,8 @@ impl LogRecord {
             Event::Recovery(Recovery::Reset { .. }) => "reset",
             Event::Recovery(Recovery::Expelled { .. }) => "expelled",
             Event::Recovery(Recovery::Merging { .. }) => "merging",
+            // `Event` may grow: a kind the log does not know yet is named as such.
+            _ => "unknown",
         }
     }
 }
@@ -181,6 +183,7 @@ impl fmt::Display for LogRecord {
                 write!(f, r#","incarnation":{incarnation}"#)?
             }
             Event::Recovery(Recovery::Merging { into }) => write!(f, r#","into":{}"#, into.0)?,
+            _ => {}
         }
         write!(f, r#","t_ns":{t_ns}}}"#)
     }

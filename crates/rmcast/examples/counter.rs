@@ -78,10 +78,7 @@ fn run_all() -> Result<(), Box<dyn std::error::Error>> {
 /// One member: send `INCREMENTS` increments, apply every delivered one, and stop once every
 /// member of the current view said it is done.
 fn member(id: u32, group: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let node = Node::new(NodeConfig {
-        id: Some(NodeId(id)),
-        ..NodeConfig::default()
-    })?;
+    let node = Node::new(NodeConfig::default().id(NodeId(id)))?;
     let cfg = GroupConfig::new(group)
         .mode(if id == 1 {
             OpenMode::Create

@@ -28,8 +28,10 @@ pub const DEFAULT_HEAL_INTERVAL: Duration = Duration::from_secs(1);
 /// Smallest [`GroupConfig::max_datagram_bytes`] the runtime takes.
 pub const MIN_DATAGRAM_BYTES: usize = 256;
 
-/// Configuration of a [`crate::Node`].
+/// Configuration of a [`crate::Node`]: [`NodeConfig::default`] and chained setters
+/// (`NodeConfig::default().id(NodeId(7)).port(7000)`); `#[non_exhaustive]`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// This node's identity in its groups; random (and non-zero) when `None`. Must be unique in
     /// every group the node joins.
@@ -95,8 +97,59 @@ impl Default for NodeConfig {
     }
 }
 
+/// Chained setters for configuration fields, so that a `#[non_exhaustive]` configuration can be
+/// built outside this crate (`GroupConfig::new("g").qos(..).join_timeout(..)`) and new fields
+/// added without breaking anyone. `name: T` sets the field to the value; `name: Some(T)` sets an
+/// optional field to `Some(value)`.
+macro_rules! setters {
+    ($ty:ident { $($name:ident : $kind:tt),* $(,)? }) => {
+        impl $ty {
+            $( setters!(@one $ty, $name, $kind); )*
+        }
+    };
+    (@one $ty:ident, $name:ident, (Some($t:ty))) => {
+        #[doc = concat!("Set [`", stringify!($ty), "::", stringify!($name), "`] to `Some(value)`.")]
+        #[must_use]
+        pub fn $name(mut self, value: $t) -> Self {
+            self.$name = Some(value);
+            self
+        }
+    };
+    (@one $ty:ident, $name:ident, ($t:ty)) => {
+        #[doc = concat!("Set [`", stringify!($ty), "::", stringify!($name), "`].")]
+        #[must_use]
+        pub fn $name(mut self, value: $t) -> Self {
+            self.$name = value;
+            self
+        }
+    };
+}
+pub(crate) use setters;
+
+setters!(NodeConfig {
+    id: (Some(NodeId)),
+    interface: (Ipv4Addr),
+    port: (u16),
+    multicast_ttl: (u32),
+    socket_buffer_bytes: (usize),
+    receive_loss: (f64),
+});
+
+setters!(GroupConfig {
+    max_datagram_bytes: (Some(usize)),
+    qos: (Qos),
+    join_timeout: (Duration),
+    leave_timeout: (Duration),
+    event_queue_capacity: (usize),
+    send_queue_capacity: (usize),
+    completion_events: (bool),
+    heal: (Option<Duration>),
+    listen_multicast: (bool),
+});
+
 /// How [`crate::Node::open_group`] enters a group.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpenMode {
     /// Start a new group with this node as its first member.
     Create,
@@ -116,6 +169,7 @@ pub enum OpenMode {
 
 /// Where a group's traffic goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GroupAddr {
     /// The multicast address and port hashed from the group name (RMP section 3.1).
     FromName,
@@ -127,7 +181,24 @@ pub enum GroupAddr {
 }
 
 /// Configuration of one group membership, passed to [`crate::Node::open_group`].
+///
+/// Built from [`GroupConfig::new`] with chained setters, one per field; the struct is
+/// `#[non_exhaustive]`, so that fields added later break nobody:
+///
+/// ```
+/// use rmcast::{GroupConfig, OpenMode, Qos};
+/// use std::time::Duration;
+///
+/// let cfg = GroupConfig::new("orders")
+///     .mode(OpenMode::Join)
+///     .qos(Qos::Reliable)
+///     .join_timeout(Duration::from_secs(5))
+///     .heal(None);
+/// assert_eq!(cfg.qos, Qos::Reliable);
+/// assert!(cfg.heal.is_none());
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GroupConfig {
     /// The group's name; its hash is the group id in every datagram and, with
     /// [`GroupAddr::FromName`], the multicast address and port.

@@ -6,6 +6,7 @@ use std::fmt;
 
 /// Why an operation on a node or group failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A socket could not be set up.
     #[error("socket error: {0}")]
@@ -74,6 +75,7 @@ pub enum Error {
 
 /// Why [`crate::GroupSender::try_send`] did not take a message; the message is handed back.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrySendError {
     /// The send queue is full (back-pressure): retry later, e.g. after receiving.
     Full(Bytes),

@@ -1460,6 +1460,12 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                     break;
                 }
             }
+            // An event the runtime has no part in goes to the application as it came.
+            ev => {
+                if let Some(p) = permit {
+                    p.send(ev);
+                }
+            }
         }
     }
     if let Some(into) = merged {

@@ -19,7 +19,7 @@
 //! use std::time::Duration;
 //!
 //! let node = Node::new(NodeConfig::default())?;
-//! let opts = TxnOptions { min: 1, max: 3, timeout: Duration::from_millis(500), ..TxnOptions::client() };
+//! let opts = TxnOptions::client().min(1).max(3).timeout(Duration::from_millis(500));
 //! let mut g = TxnGroup::open(&node, "locks", opts)?;
 //! let answer = g.request("who holds lock 7?", Until::All)?;
 //! for (from, reply) in &answer.replies {
@@ -32,6 +32,7 @@
 //! `TxnGroup` is the only sender on its membership, so it knows each transaction's number
 //! without waiting for its completion (a failed transaction never completes).
 
+use crate::config::setters;
 use crate::{Error, Group, GroupConfig, GroupEvent, IntoPayload, Keyring, Node, OpenMode};
 use bytes::Bytes;
 use rmcast_proto::txn::{Config, TxnFactory};
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 /// X_MRopen's arguments and the implosion control of a [`TxnGroup`]'s transactions. Every
 /// member of a group should use the same `timeout`, `backoff_unit` and `reply_timeout`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TxnOptions {
     /// Receivers that must answer the open for a transaction to go ahead.
     pub min: usize,
@@ -113,6 +115,26 @@ impl TxnOptions {
     /// The engine choice for a [`GroupConfig`].
     pub fn engine(&self) -> EngineChoice {
         EngineChoice::custom(Arc::new(TxnFactory::with_config(self.engine_config())))
+    }
+}
+
+setters!(TxnOptions {
+    min: (usize),
+    max: (usize),
+    timeout: (Duration),
+    backoff_unit: (Duration),
+    use_backoff: (bool),
+    reply_timeout: (Duration),
+    receive: (bool),
+    max_message_bytes: (usize),
+});
+
+impl TxnOptions {
+    /// Make the transactions secure with `keys` ([`TxnOptions::keys`]).
+    #[must_use]
+    pub fn keys(mut self, keys: Keyring) -> Self {
+        self.keys = Some(keys);
+        self
     }
 }
 

@@ -431,16 +431,7 @@ fn txn_rows() -> (Vec<Row>, Vec<NodeCounters>) {
         .multicast_addr()
         .expect("multicast");
     let sniff = Sniffer::new(maddr);
-    let mut c = TxnGroup::open(
-        &client,
-        &name,
-        TxnOptions {
-            min: 2,
-            max: 2,
-            ..TxnOptions::client()
-        },
-    )
-    .expect("client");
+    let mut c = TxnGroup::open(&client, &name, TxnOptions::client().min(2).max(2)).expect("client");
     // A real transaction, answered by both servers: the probe's QUERY names it.
     let _ = c.request("warmup", rmcast::txn::Until::All);
     let real = sniff

@@ -54,12 +54,7 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 }
 
 fn client_opts() -> TxnOptions {
-    TxnOptions {
-        min: 2,
-        max: 2,
-        timeout: OPEN,
-        ..TxnOptions::client()
-    }
+    TxnOptions::client().min(2).max(2).timeout(OPEN)
 }
 
 /// min 2, one server: `request`, `request_async`, `Group::send` and `Group::send_async` all
@@ -223,10 +218,7 @@ fn a_receiver_dying_mid_transaction_fails_the_send_naming_it() {
     let dying_node = node(72);
     // It answers the open at once (no backoff): with a random wait it could answer only
     // after it held the whole message, and then the transaction rightly commits.
-    let opts = TxnOptions {
-        backoff_unit: Duration::ZERO,
-        ..TxnOptions::server()
-    };
+    let opts = TxnOptions::server().backoff_unit(Duration::ZERO);
     let dying = TxnGroup::config(&name, &opts).engine(EngineChoice::custom(Arc::new(
         DyingFactory(TxnFactory::with_config(opts.engine_config())),
     )));

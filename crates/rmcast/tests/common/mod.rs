@@ -30,11 +30,7 @@ pub fn unique_name(tag: &str) -> String {
 }
 
 pub fn node(id: u32) -> Node {
-    Node::new(NodeConfig {
-        id: Some(NodeId(id)),
-        ..NodeConfig::default()
-    })
-    .expect("node starts")
+    Node::new(NodeConfig::default().id(NodeId(id))).expect("node starts")
 }
 
 pub fn cfg(name: &str, engine: &EngineChoice, mode: OpenMode) -> GroupConfig {
