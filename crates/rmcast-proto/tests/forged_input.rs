@@ -507,6 +507,71 @@ fn sequencer_successor_that_learnt_stability_past_the_order_takes_over() {
 }
 
 #[test]
+fn sequencer_membership_entry_that_does_not_decode_is_skipped_alike() {
+    // Found by the sequencer_state fuzz target (corpus/sequencer_state/bug-undecodable-view-
+    // entry): a reset's result carried a membership entry whose view did not decode, and its
+    // delivery failed a debug assertion ("written by the sequencer itself"). Entries also come
+    // from others (results, retransmissions), forged or not: such an entry is now counted and
+    // skipped at its place in the order, the same at every member. Here, an ordered run in the
+    // sequencer's name (a group without a key authenticates nobody) with a Join entry whose
+    // view is garbage, at the next number.
+    let mut net = Net::new(&EngineChoice::sequencer(0), 3);
+    net.assert_still_works(2, b"before");
+    let last = net.last_of(0, ptype::ORDERED);
+    let Ok((
+        _,
+        Body::Ordered {
+            state,
+            base_seq,
+            entries,
+        },
+    )) = packet::decode(&last)
+    else {
+        panic!("the sequencer's last ORDERED decodes");
+    };
+    let next = base_seq + entries.count() as u64;
+    let forged_state = packet::SeqState {
+        accepted_next: next + 1,
+        next_seq: next + 1,
+        ..state
+    };
+    let mut buf = Vec::new();
+    let mut w = OrderedWriter::new(&mut buf, &net.header(0, ptype::ORDERED), forged_state, next);
+    w.push(&OrderedEntry {
+        kind: packet::EntryKind::Join,
+        has_payload: true,
+        sender: NodeId(9),
+        pnum: 0,
+        frag_index: 0,
+        frag_count: 1,
+        payload: b"\xffnot a view",
+    });
+    let before: Vec<u64> = net
+        .nodes
+        .iter()
+        .map(|n| n.counters().malformed_dropped)
+        .collect();
+    let now = net.now;
+    for i in [1, 2] {
+        net.nodes[i].handle_datagram(now, NodeId(1), &buf);
+    }
+    net.run_for(Duration::from_millis(500));
+    for i in [1, 2] {
+        assert!(
+            net.nodes[i].counters().malformed_dropped > before[i],
+            "member {i} counted the entry it skipped"
+        );
+    }
+    for d in &net.delivered {
+        assert_eq!(d.iter().filter(|(_, p)| &p[..] == b"before").count(), 1);
+        assert!(
+            d.iter().all(|(s, _)| *s != NodeId(9)),
+            "nothing from the forged joiner"
+        );
+    }
+}
+
+#[test]
 fn tree_ack_with_the_left_edge_at_the_last_number_is_harmless() {
     // Found by the tree_state fuzz target (corpus/tree_state/bug-ack-left-edge-at-the-last-
     // number): an ACK from a child with its window's left edge at 2^64 - 1. The tail of packets
