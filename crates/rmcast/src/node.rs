@@ -919,6 +919,29 @@ impl Group {
     }
 }
 
+/// The group's events as a `Stream` (feature `stream`, on by default): the same events as
+/// [`Group::recv_async`], in the same order; it ends when the group is closed and drained
+/// (after a leave, an expulsion or a merge). Use it with any executor and `StreamExt`
+/// (`futures-util`, `tokio-stream`).
+#[cfg(feature = "stream")]
+impl futures_core::Stream for Group {
+    type Item = GroupEvent;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<GroupEvent>> {
+        let this = self.get_mut();
+        let ev = std::task::ready!(this.events.poll_next(cx));
+        this.received(ev.is_some());
+        std::task::Poll::Ready(ev)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.events.len(), None)
+    }
+}
+
 impl std::fmt::Debug for Group {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Group")

@@ -81,6 +81,19 @@ impl<T> Batched<T> {
         self.took(n)
     }
 
+    /// [`Batched::next`] as a poll: the next item, or a wake of `cx` when one comes; `None`
+    /// when the channel is closed and drained.
+    #[cfg(feature = "stream")]
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if let Some(item) = self.taken.pop() {
+            return Poll::Ready(Some(item));
+        }
+        match self.rx.poll_recv_many(cx, &mut self.taken, BATCH) {
+            Poll::Ready(n) => Poll::Ready(self.took(n)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
     /// Refuse further items; those already queued can still be taken.
     pub(crate) fn close(&mut self) {
         self.rx.close();

@@ -378,3 +378,67 @@ fn a_member_that_only_sends_never_waits_for_a_reader() {
     s.send("last").unwrap();
     s.leave().unwrap();
 }
+
+/// Feature `stream`: a group's events read as a `Stream` come in the group's order, two
+/// members' alike, and the stream ends once the group is left and drained.
+#[test]
+fn events_as_a_stream_arrive_in_order_and_end_after_the_leave() {
+    use futures_util::StreamExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let name = unique_name("stream");
+        let engine = EngineChoice::sequencer(0);
+        let (n1, n2) = (node(1), node(2));
+        let mut a = n1
+            .open_group_async(cfg(&name, &engine, OpenMode::Create))
+            .await
+            .expect("create");
+        let mut b = n2
+            .open_group_async(cfg(&name, &engine, OpenMode::Join))
+            .await
+            .expect("join");
+        let sent: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        for (i, line) in sent.iter().enumerate() {
+            let g = if i % 2 == 0 { &a } else { &b };
+            g.send_async(line.as_str()).await.expect("send");
+        }
+        let mut orders = Vec::new();
+        for g in [&mut a, &mut b] {
+            let got: Vec<String> = tokio::time::timeout(
+                Duration::from_secs(10),
+                g.filter_map(|e| async move {
+                    match e {
+                        GroupEvent::Deliver(d) => {
+                            Some(String::from_utf8_lossy(&d.payload).into_owned())
+                        }
+                        _ => None,
+                    }
+                })
+                .take(sent.len())
+                .collect(),
+            )
+            .await
+            .expect("every line within 10 s");
+            orders.push(got);
+        }
+        let mut sorted = orders[0].clone();
+        sorted.sort();
+        let mut want = sent.clone();
+        want.sort();
+        assert_eq!(sorted, want, "every line once");
+        assert_eq!(orders[0], orders[1], "one total order");
+        b.leave_async().await.expect("leave");
+        // After the leave the stream yields what is left and then ends.
+        let rest = tokio::time::timeout(Duration::from_secs(10), (&mut b).count())
+            .await
+            .expect("the stream ends after the leave");
+        assert!(
+            rest < 16,
+            "only the last views and completions remain: {rest}"
+        );
+        a.leave_async().await.expect("leave");
+    });
+}
