@@ -37,7 +37,7 @@
 //! process, which cannot be put to sleep alone). See [`perturb`].
 //!
 //! Every measurement ends by itself: senders stop at the duration or message count, receivers at
-//! the end of a bounded drain, and the whole measurement at `--timeout-secs`. Only processes this
+//! the end of a bounded drain, and the whole measurement at `--timeout`. Only processes this
 //! command spawned are ever killed, by their own handles, and never while stopped.
 
 mod perturb;
@@ -100,13 +100,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "1", value_parser = parse_senders)]
     pub senders: Senders,
 
-    /// Seconds each measurement sends for.
-    #[arg(
-        long,
-        default_value_t = 5,
-        value_parser = clap::value_parser!(u64).range(1..=600),
-        conflicts_with = "messages"
-    )]
+    /// How long each measurement sends (a bare number: seconds).
+    #[arg(long = "duration", alias = "duration-secs", default_value = "5s", value_name = "DURATION", value_parser = crate::dur::secs(1, 600), conflicts_with = "messages")]
     pub duration_secs: u64,
 
     /// Send exactly this many messages per sender instead of sending for a duration.
@@ -143,8 +138,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = crate::member::parse_max_datagram)]
     pub max_datagram_bytes: Option<usize>,
 
-    /// Abandon a measurement that has not finished after this many seconds.
-    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// Abandon a measurement that has not finished after this long (a bare number: seconds).
+    #[arg(long = "timeout", alias = "timeout-secs", default_value = "2m", value_name = "DURATION", value_parser = crate::dur::secs(1, 3600))]
     pub timeout_secs: u64,
 
     /// Also write one JSON line per measurement to this file.

@@ -36,8 +36,8 @@ pub struct CallArgs {
     pub no_handler: bool,
     #[arg(long, value_parser = parse_qos, help = QOS_HELP)]
     pub qos: Option<rmcast::Qos>,
-    /// How long to wait for the answer, in milliseconds.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    /// How long to wait for the answer (a bare number: milliseconds).
+    #[arg(long = "timeout", alias = "timeout-ms", default_value = "5s", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub timeout_ms: u64,
     /// Send the request this many times, one after the other, and print each round trip.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

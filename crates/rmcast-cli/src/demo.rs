@@ -8,9 +8,9 @@
 //! at every member) and prints a summary table.
 //!
 //! With `--kill-sequencer` it is a crash test instead (Amoeba paper section 5.3): four members
-//! (resilience 1) stream messages at `--rate` each; after `--kill-after-ms` the demo kills the
+//! (resilience 1) stream messages at `--rate` each; after `--kill-after` the demo kills the
 //! sequencer's process with SIGKILL; the survivors notice, reset the group without it and go
-//! on; `--run-after-ms` after the last of them reset, the demo stops the stream. It then checks
+//! on; `--run-after` after the last of them reset, the demo stops the stream. It then checks
 //! the logs (the killed member's, cut short, included): one total order, and every completed
 //! send, the killed member's too, delivered by every survivor. It prints the stream rate, the
 //! moment of the crash, the recovery time at each survivor (from the kill to its `reset` log
@@ -61,8 +61,8 @@ pub struct DemoArgs {
     /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet].
     #[arg(long, value_parser = crate::member::parse_max_datagram)]
     pub max_datagram_bytes: Option<usize>,
-    /// Give up after this many seconds.
-    #[arg(long, default_value_t = 40)]
+    /// Give up after this long (a bare number: seconds).
+    #[arg(long = "timeout", alias = "timeout-secs", default_value = "40s", value_name = "DURATION", value_parser = crate::dur::secs(1, 86_400))]
     pub timeout_secs: u64,
     /// Keep the members' logs in this directory (default: a temporary one, removed on success).
     #[arg(long)]
@@ -76,14 +76,12 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 500, requires = "kill_sequencer",
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub rate: u64,
-    /// How long the stream runs before the kill, in milliseconds (--kill-sequencer).
-    #[arg(long, default_value_t = 2000, requires = "kill_sequencer",
-          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    /// How long the stream runs before the kill (a bare number: milliseconds; --kill-sequencer).
+    #[arg(long = "kill-after", alias = "kill-after-ms", default_value = "2s", value_name = "DURATION", value_parser = crate::dur::ms(0, 600_000), requires = "kill_sequencer")]
     pub kill_after_ms: u64,
     /// How long the stream goes on after the last survivor reset, in milliseconds
     /// (--kill-sequencer).
-    #[arg(long, default_value_t = 2000, requires = "kill_sequencer",
-          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    #[arg(long = "run-after", alias = "run-after-ms", default_value = "2s", value_name = "DURATION", value_parser = crate::dur::ms(0, 600_000), requires = "kill_sequencer")]
     pub run_after_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,

@@ -4,6 +4,7 @@ mod bench;
 mod call;
 mod config;
 mod demo;
+mod dur;
 mod gauntlet;
 mod keys;
 mod member;
@@ -23,13 +24,21 @@ use clap::{Parser, Subcommand};
 
 /// rmcast: reliable multicast and group communication.
 #[derive(Parser, Debug)]
-#[command(name = "rmcast", version, about, long_about = None)]
+#[command(name = "rmcast", version, about, long_about = None, after_help = EXIT_STATUS)]
 // A flag given twice counts once, the last time: how typed flags override a config file.
 #[command(args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit statuses of every command, printed under `--help` (and in the man page).
+const EXIT_STATUS: &str = "Exit status: 0 success; 1 the command ran but what it checks failed \
+(demo, bench, gauntlet or sim verification, a transaction that failed, a member expelled); 2 a \
+wrong argument or an error that stopped the command (said on standard error); 3 `rmcast txn`: \
+every transaction committed but replies it waited for are missing.\n\
+Durations are written with their unit (3s, 500ms, 1m30s); a bare number is in the unit the \
+flag's help names.";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -60,7 +69,7 @@ enum Command {
     /// Exit status: 0 when every transaction committed and the replies --wait asks for came;
     /// 1 when a transaction failed (committed nowhere) or did not end; 3 when every one
     /// committed but replies asked for are missing (the servers that committed and did not
-    /// reply within --reply-timeout-ms are named on standard error).
+    /// reply within --reply-timeoutare named on standard error).
     Txn(txn::AskArgs),
     /// Answer the group's transactions with a command's output (`rmcast txn` asks).
     TxnServe(txn::ServeArgs),
@@ -93,6 +102,18 @@ enum Command {
     /// One measured group member (spawned by `demo` and `bench`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
+    /// Print a shell completion script: `rmcast completions bash > /etc/bash_completion.d/rmcast`
+    /// (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages: rmcast(1) and one per command (rmcast-member(1), ...).
+    Man {
+        /// Directory to write them to [default: print rmcast(1) to standard output].
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 /// The log filter: `RUST_LOG` (tracing-subscriber's `EnvFilter` syntax, e.g. `rmcast=debug`), or
@@ -119,8 +140,9 @@ fn log_colour() -> bool {
 /// Arguments of `rmcast config`.
 #[derive(clap::Args, Debug)]
 struct ConfigArgs {
-    /// Print a commented config file with every setting of the command and its default.
-    #[arg(long, required = true)]
+    /// Print a commented config file with every setting of the command and its default (what
+    /// `rmcast config` does without it too).
+    #[arg(long)]
     print_defaults: bool,
     /// The command the file is for: member, or send / receive (RMTP's session file).
     #[arg(long, default_value = "member", value_parser = clap::builder::PossibleValuesParser::new(config::WITH_CONFIG))]
@@ -198,6 +220,11 @@ fn main() -> std::process::ExitCode {
         Command::TxnServe(a) => txn::serve(a),
         Command::TxnBench(a) => txn_bench::run(a),
         Command::TxnBenchWorker(a) => txn_bench::worker(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut cli_command(), "rmcast", &mut std::io::stdout());
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Man { out } => man(out.as_deref()),
     };
     match result {
         Ok(code) => code,
@@ -206,6 +233,24 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// `rmcast man`: rmcast(1) to standard output, or every page into `out`.
+fn man(out: Option<&std::path::Path>) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    let cmd = cli_command();
+    match out {
+        None => clap_mangen::Man::new(cmd)
+            .render(&mut std::io::stdout())
+            .context("writing the man page")?,
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, dir)
+                .with_context(|| format!("writing the man pages to {}", dir.display()))?;
+            println!("man pages written to {}", dir.display());
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// An error and its causes on one line, `context: cause: cause`, each cause once: a cause

@@ -128,7 +128,7 @@ pub fn check_unicast_peers(
 }
 
 /// Help text of the `--engine` flags.
-pub const ENGINE_HELP: &str = "Protocol engine, by its name in the engine registry (rmcast_proto::catalog; `sequencer`: the Amoeba sequencer, total order, resilience r)";
+pub const ENGINE_HELP: &str = "Protocol engine: sequencer (Amoeba: total order through a sequencer, resilience r), ring (RMP: a rotating token site, a quality of service per message), gossip (Bimodal Multicast: epidemic repair, FIFO per sender), tree (RMTP: one sender, designated receivers) or txn (the Multidriver: multicast transactions)";
 
 /// Which group to be in, and how to get there.
 #[derive(Args, Debug, Clone)]
@@ -174,8 +174,8 @@ pub struct GroupArgs {
     /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet].
     #[arg(long, value_parser = parse_max_datagram)]
     pub max_datagram_bytes: Option<usize>,
-    /// How long a join waits to be admitted, in milliseconds.
-    #[arg(long, default_value_t = rmcast::DEFAULT_JOIN_TIMEOUT.as_millis() as u64)]
+    /// How long a join waits to be admitted (a bare number: milliseconds).
+    #[arg(long = "join-timeout", alias = "join-timeout-ms", default_value_t = rmcast::DEFAULT_JOIN_TIMEOUT.as_millis() as u64, value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
@@ -238,18 +238,16 @@ pub struct RecoveryArgs {
     /// holds it, so no send completes on a minority side of a partition).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
     pub min_members: u16,
-    /// Probe a peer not heard from for this many milliseconds; 0 turns failure detection off.
-    #[arg(long, default_value_t = RecoveryPolicy::default().alive_interval_ms,
-          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    /// Probe a peer not heard from for this long (a bare number: milliseconds); 0 turns failure detection off.
+    #[arg(long = "alive-interval", alias = "alive-interval-ms", default_value_t = RecoveryPolicy::default().alive_interval_ms, value_name = "DURATION", value_parser = crate::dur::ms(0, 600_000))]
     pub alive_interval_ms: u64,
     /// Unanswered probes before a peer counts as failed.
     #[arg(long, default_value_t = RecoveryPolicy::default().alive_retries,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub alive_retries: u32,
-    /// Shortest wait for the answer to one probe, in milliseconds (it grows with the measured
+    /// Shortest wait for the answer to one probe (a bare number: milliseconds; it grows with the measured
     /// round-trip time).
-    #[arg(long, default_value_t = RecoveryPolicy::default().alive_timeout_ms,
-          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    #[arg(long = "alive-timeout", alias = "alive-timeout-ms", default_value_t = RecoveryPolicy::default().alive_timeout_ms, value_name = "DURATION", value_parser = crate::dur::ms(1, 60_000))]
     pub alive_timeout_ms: u64,
 }
 
@@ -428,8 +426,7 @@ pub struct MemberArgs {
     /// How often the member that coordinates the group announces it, so that groups of one
     /// name that hear each other merge (the larger absorbs the smaller) and members left out
     /// come back, within a few of these.
-    #[arg(long, default_value_t = rmcast::DEFAULT_HEAL_INTERVAL.as_millis() as u64, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(50..=600_000))]
+    #[arg(long = "heal-interval", alias = "heal-interval-ms", default_value_t = rmcast::DEFAULT_HEAL_INTERVAL.as_millis() as u64, value_name = "DURATION", value_parser = crate::dur::ms(50, 600_000))]
     pub heal_interval_ms: u64,
     /// Hold handler lock H (0 to 5; `--engine ring`): this member answers the requests that
     /// name it (`rmcast call --handler H`), and takes the lock again whenever it is free (its
@@ -1042,6 +1039,14 @@ impl RecoveryNotices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--help` lists every engine of the registry by name, so that the list cannot drift.
+    #[test]
+    fn the_engine_help_names_every_registered_engine() {
+        for name in rmcast_proto::catalog::names() {
+            assert!(ENGINE_HELP.contains(&format!("{name} (")), "{name} missing");
+        }
+    }
 
     #[test]
     fn a_waiting_reset_is_told_once_then_only_its_changes() {

@@ -3,7 +3,7 @@
 //! (with `--keep-listening`, wait for the next file instead). A receiver started late gets the
 //! whole file from its ACK processor's cache. With `--dr` this receiver is a designated
 //! receiver: it repairs the receivers near it (they choose it by the TTL of its
-//! advertisements) from its copy of the file, and stays `--dally-ms` after it is done.
+//! advertisements) from its copy of the file, and stays `--dally` after it is done.
 
 use crate::member::NetArgs;
 use crate::send::{bar, hex, node, packet_size, FileHeader, FileStore, TransferArgs};
@@ -35,11 +35,11 @@ pub struct ReceiveArgs {
     /// After a file, wait for the next one instead of exiting.
     #[arg(long)]
     pub keep_listening: bool,
-    /// Seconds to wait for a sender to start.
-    #[arg(long, default_value_t = 3600)]
+    /// How long to wait for a sender to start (a bare number: seconds).
+    #[arg(long = "timeout", alias = "wait", default_value = "1h", value_name = "DURATION", value_parser = crate::dur::secs(1, 31_536_000))]
     pub wait: u64,
-    /// Give up when no data arrived for this many seconds during a transfer.
-    #[arg(long, default_value_t = 60)]
+    /// Give up when no data arrived for this long during a transfer (a bare number: seconds).
+    #[arg(long = "idle-timeout", default_value = "60s", value_name = "DURATION", value_parser = crate::dur::secs(1, 86_400))]
     pub idle_timeout: u64,
     /// No progress bar.
     #[arg(long)]

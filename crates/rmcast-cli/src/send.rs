@@ -8,8 +8,8 @@
 //! store), so a file larger than memory streams, and a receiver that starts late still gets
 //! all of it. After the last packet the sender stays while receivers still acknowledge (the
 //! engine's T_dally), at most `--linger` seconds: a receiver that is too slow is not waited for
-//! by the others (the send window goes on without it after `--stall-ms`), and one that is gone
-//! is forgotten after `--silence-ms`.
+//! by the others (the send window goes on without it after `--stall`), and one that is gone
+//! is forgotten after `--silence`.
 
 use crate::member::NetArgs;
 use anyhow::{bail, Context, Result};
@@ -48,11 +48,11 @@ pub struct TransferArgs {
     /// W_r: the receive window in packets.
     #[arg(long, default_value_t = 8192)]
     pub recv_window: u32,
-    /// T_send in milliseconds: the sender's rate is at most W_s × packet size / T_send.
-    #[arg(long, default_value_t = 2)]
+    /// T_send (a bare number: milliseconds): the sender's rate is at most W_s × packet size / T_send.
+    #[arg(long = "t-send", alias = "t-send-ms", default_value = "2ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 60_000))]
     pub t_send_ms: u64,
-    /// T_retx in milliseconds: how often ACK processors serve their retransmission queues.
-    #[arg(long, default_value_t = 2)]
+    /// T_retx (a bare number: milliseconds): how often ACK processors serve their retransmission queues.
+    #[arg(long = "t-retx", alias = "t-retx-ms", default_value = "2ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 60_000))]
     pub t_retx_ms: u64,
     /// Cache_Size: packets kept in memory by the sender and by designated receivers.
     #[arg(long, default_value_t = 8192)]
@@ -62,15 +62,15 @@ pub struct TransferArgs {
     #[arg(long)]
     pub cong_thresh: Option<u32>,
     /// A receiver whose acknowledgements stop for this long is forgotten (gone).
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long = "silence", alias = "silence-ms", default_value = "3s", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub silence_ms: u64,
     /// A receiver that keeps the window from moving for this long is too slow: the others go
     /// on without waiting for it (it catches up from the cache).
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long = "stall", alias = "stall-ms", default_value = "5s", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub stall_ms: u64,
-    /// T_dally in milliseconds: how long the sender (and a DR) stays after the end without
+    /// T_dally (a bare number: milliseconds): how long the sender (and a DR) stays after the end without
     /// hearing an acknowledgement.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long = "dally", alias = "dally-ms", default_value = "2s", value_name = "DURATION", value_parser = crate::dur::ms(0, 3_600_000))]
     pub dally_ms: u64,
 }
 
@@ -110,8 +110,8 @@ pub struct SendArgs {
     /// Largest packet payload in bytes [default: what the interface carries, at most 8192].
     #[arg(long)]
     pub packet_size: Option<usize>,
-    /// After the end, stay at most this many seconds for receivers that still acknowledge.
-    #[arg(long, default_value_t = 60)]
+    /// After the end, stay at most this long (a bare number: seconds) for receivers that still acknowledge.
+    #[arg(long = "linger", default_value = "60s", value_name = "DURATION", value_parser = crate::dur::secs(0, 86_400))]
     pub linger: u64,
     /// No progress bar.
     #[arg(long)]

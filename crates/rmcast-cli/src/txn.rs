@@ -33,18 +33,18 @@ pub struct TxnArgs {
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub id: Option<u32>,
-    /// How long the open waits for servers to answer, in milliseconds.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    /// How long the open waits for servers to answer (a bare number: milliseconds).
+    #[arg(long = "timeout", alias = "timeout-ms", default_value = "500ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub timeout_ms: u64,
-    /// BACKOFF_TIME per server, in microseconds: a server answers the open after a random wait
+    /// BACKOFF_TIME per server (a bare number: microseconds): a server answers the open after a random wait
     /// in [0, servers × this].
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long = "backoff", alias = "backoff-us", default_value = "100us", value_name = "DURATION", value_parser = crate::dur::us(0, 1_000_000))]
     pub backoff_us: u64,
     /// The use-backoff flag: every packet of a response channel (replies too) backs off.
     #[arg(long)]
     pub use_backoff: bool,
-    /// How long replies are collected after the commit, in milliseconds.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    /// How long replies are collected after the commit (a bare number: milliseconds).
+    #[arg(long = "reply-timeout", alias = "reply-timeout-ms", default_value = "2s", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub reply_timeout_ms: u64,
     #[command(flatten)]
     pub net: NetArgs,

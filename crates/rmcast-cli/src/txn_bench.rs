@@ -105,19 +105,19 @@ pub struct TxnBenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=MAX_SMALL_BYTES))]
     pub reply_bytes: u64,
 
-    /// BACKOFF_TIME per receiver, in microseconds: a receiver answers an open after a random
+    /// BACKOFF_TIME per receiver (a bare number: microseconds): a receiver answers an open after a random
     /// wait in [0, N × this] (the engine's implosion control; 0: none).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long = "backoff", alias = "backoff-us", default_value_t = 100, value_name = "DURATION", value_parser = crate::dur::us(0, 1_000_000))]
     pub backoff_us: u64,
 
-    /// How long a transaction's open waits for the N receivers, in milliseconds (it ends as
+    /// How long a transaction's open waits for the N receivers (a bare number: milliseconds; it ends as
     /// soon as all N answered).
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    #[arg(long = "open-timeout", alias = "open-timeout-ms", default_value_t = 500, value_name = "DURATION", value_parser = crate::dur::ms(1, 60_000))]
     pub open_timeout_ms: u64,
 
-    /// Abandon the run after this many seconds (the tables of the receivers done so far are
+    /// Abandon the run after this long (a bare number: seconds; the tables of the receivers done so far are
     /// printed).
-    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long = "timeout", alias = "timeout-secs", default_value = "15m", value_name = "DURATION", value_parser = crate::dur::secs(1, 86_400))]
     pub timeout_secs: u64,
 
     /// Also write one JSON line per table row to this file.
@@ -145,17 +145,17 @@ pub struct BenchWorkerArgs {
     /// This worker's index, 1-based.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_RECEIVERS as i64))]
     pub index: u32,
-    /// BACKOFF_TIME per receiver, in microseconds.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    /// BACKOFF_TIME per receiver (a bare number: microseconds).
+    #[arg(long = "backoff", alias = "backoff-us", value_name = "DURATION", value_parser = crate::dur::us(0, 1_000_000))]
     pub backoff_us: u64,
-    /// The open's timeout, in milliseconds (the same at every member).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    /// The open's timeout (a bare number: milliseconds; the same at every member).
+    #[arg(long = "open-timeout", alias = "open-timeout-ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 60_000))]
     pub open_timeout_ms: u64,
     /// Bytes of every answer.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_SMALL_BYTES))]
     pub reply_bytes: u64,
-    /// Exit after this many seconds whatever happens.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=90_000))]
+    /// Exit after this long whatever happens (a bare number: seconds).
+    #[arg(long = "max-time", alias = "max-secs", value_name = "DURATION", value_parser = crate::dur::secs(1, 90_000))]
     pub max_secs: u64,
 }
 

@@ -102,8 +102,8 @@ pub struct WorkerArgs {
     /// --stop-file).
     #[arg(long, conflicts_with = "stop_file")]
     pub expect: Option<u64>,
-    /// Give up after this long, in milliseconds (the leave has its own few seconds after).
-    #[arg(long, default_value_t = 30_000)]
+    /// Give up after this long (a bare number: milliseconds; the leave has its own few seconds after).
+    #[arg(long = "timeout", alias = "timeout-ms", default_value = "30s", value_name = "DURATION", value_parser = crate::dur::ms(1, 86_400_000))]
     pub timeout_ms: u64,
     /// Write the event log (JSON lines) here.
     #[arg(long)]

@@ -218,9 +218,9 @@ fn a_session_file_sets_the_connection_parameters() {
         std::fs::write(
             &session,
             format!("{defaults}\ngroup = {group:?}\n")
-                .replace("dally_ms = 2000\n", "dally_ms = 300\n")
+                .replace("dally_ms = \"2s\"\n", "dally_ms = \"300ms\"\n")
                 .replace("quiet = false\n", "quiet = true\n")
-                .replace("t_retx_ms = 2\n", &format!("t_retx_ms = {retx}\n")),
+                .replace("t_retx_ms = \"2ms\"\n", &format!("t_retx_ms = {retx}\n")),
         )
         .unwrap()
     };
@@ -239,6 +239,6 @@ fn a_session_file_sets_the_connection_parameters() {
     write("\"soon\"");
     let s = send();
     assert!(!s.status.success());
-    assert!(text(&s).contains("--t-retx-ms"), "{}", text(&s));
+    assert!(text(&s).contains("--t-retx"), "{}", text(&s));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -289,10 +289,11 @@ fn wrong_arguments_say_what_is_wrong() {
         "{}",
         text(&out.stderr)
     );
+    // The older spelling is an alias: the error names the flag as --help does.
     let out = rmcast(&["txn", "--group", "g", "--timeout-ms", "0", "q"], t);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("timeout-ms"),
+        text(&out.stderr).contains("--timeout <DURATION>") && text(&out.stderr).contains("outside"),
         "{}",
         text(&out.stderr)
     );

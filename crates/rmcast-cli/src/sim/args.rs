@@ -96,11 +96,11 @@ pub struct SimArgs {
     /// [default: 8,16,32,64]; with --experiment bimodal [default: 50,128].
     #[arg(long, value_delimiter = ',', num_args = 1)]
     pub members: Vec<u32>,
-    /// One-way latency of every link, in milliseconds.
-    #[arg(long, default_value_t = 1.0)]
+    /// One-way latency of every link (a bare number: milliseconds, fractions allowed).
+    #[arg(long = "latency", default_value = "1ms", value_name = "DURATION", value_parser = crate::dur::ms_f64)]
     pub latency: f64,
-    /// Jitter in milliseconds (uniform extra latency per datagram): reorders datagrams.
-    #[arg(long, default_value_t = 0.0)]
+    /// Jitter (a bare number: milliseconds; uniform extra latency per datagram): reorders datagrams.
+    #[arg(long = "reorder", default_value = "0ms", value_name = "DURATION", value_parser = crate::dur::ms_f64)]
     pub reorder: f64,
     /// Probability that a datagram copy is lost, in [0, 1) [default: 0; with --experiment
     /// pbcast, 0.01; with --experiment bimodal, 0.1].
@@ -140,21 +140,21 @@ pub struct SimArgs {
     /// Partitions that come and heal while traffic flows (`--partition` alone means 1).
     #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
     pub partition: u32,
-    /// Longest partition in milliseconds (each lasts between half of it and all of it).
-    #[arg(long, default_value_t = 300)]
+    /// Longest partition (a bare number: milliseconds; each lasts between half of it and all of it).
+    #[arg(long = "partition-duration", alias = "partition-ms", default_value = "300ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub partition_ms: u64,
     /// Pauses of one host while traffic flows (`--pause` alone means 1).
     #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
     pub pause: u32,
-    /// Longest pause in milliseconds (each lasts between half of it and all of it).
-    #[arg(long, default_value_t = 200)]
+    /// Longest pause (a bare number: milliseconds; each lasts between half of it and all of it).
+    #[arg(long = "pause-duration", alias = "pause-ms", default_value = "200ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub pause_ms: u64,
     /// Receive buffer of a paused (or, with --experiment pbcast, sleeping) host, in datagrams
     /// (overflow is dropped and counted).
     #[arg(long, default_value_t = 64)]
     pub rx_buffer: usize,
-    /// Window after the traffic starts in which faults and churn happen, in milliseconds.
-    #[arg(long, default_value_t = 500)]
+    /// Window after the traffic starts in which faults and churn happen (a bare number: milliseconds).
+    #[arg(long = "fault-window", alias = "fault-window-ms", default_value = "500ms", value_name = "DURATION", value_parser = crate::dur::ms(1, 3_600_000))]
     pub fault_window_ms: u64,
     /// Hosts that crash at random moments of the fault window (state lost for good).
     #[arg(long, default_value_t = 0)]
@@ -210,8 +210,8 @@ pub struct SimArgs {
     /// and the engine's default, 4096].
     #[arg(long, value_delimiter = ',', num_args = 1)]
     pub history: Vec<usize>,
-    /// With --experiment pbcast: virtual seconds of sending in each run [default: 10].
-    #[arg(long)]
+    /// With --experiment pbcast: virtual time of sending in each run (a bare number: seconds) [default: 10s].
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", value_parser = crate::dur::secs_f64)]
     pub seconds: Option<f64>,
     /// With --experiment bimodal: members crashed before the first message (the last hosts).
     #[arg(long, default_value_t = 0)]

@@ -167,7 +167,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         .collect();
     println!(
         "rmcast sim --experiment pbcast --members {} --perturbed {} --p {} --history {} \
-         --seconds {} --rate {} --loss {} --rx-buffer {} --message-bytes {} --latency {} \
+         --duration {} --rate {} --loss {} --rx-buffer {} --message-bytes {} --latency {} \
          --seed {}",
         list(&grid.members),
         list(&grid.perturbed),

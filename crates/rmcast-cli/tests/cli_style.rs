@@ -1,0 +1,114 @@
+//! One CLI style, tried as typed: durations with their unit, shell completions, man pages, the
+//! config file without flags, exit statuses in `--help`.
+
+use std::process::{Command, Stdio};
+
+const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rmcast runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn durations_take_their_unit_and_a_bad_one_is_explained() {
+    // A join with nobody to admit it: refused after the timeout given as `1s`, exit 2.
+    let group = format!("cli-style-{}", std::process::id());
+    let out = run(&[
+        "member",
+        "--group",
+        &group,
+        "--join",
+        "--join-timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("answered the join request in time"));
+    // The older spelling, a bare number in its unit, still works.
+    let out = run(&[
+        "member",
+        "--group",
+        &group,
+        "--join",
+        "--join-timeout-ms",
+        "300",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("answered the join request in time"));
+    for (flag, bad, says) in [
+        ("--join-timeout", "3parsecs", "such as 3s"),
+        ("--alive-interval", "2h", "outside 0s..=10m"),
+        (
+            "--join-timeout",
+            "10us",
+            "less than one of the milliseconds",
+        ),
+    ] {
+        let out = run(&["member", "--group", "g", flag, bad]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {bad}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains(says),
+            "{flag} {bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    let help = text(&run(&["--help"]).stdout);
+    assert!(help.contains("Exit status: 0 success"), "{help}");
+    let commands = [
+        "demo",
+        "member",
+        "bench",
+        "sim",
+        "stat",
+        "config",
+        "keygen",
+        "send",
+        "receive",
+        "call",
+        "txn",
+        "txn-serve",
+        "txn-bench",
+        "gauntlet",
+    ];
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell]);
+        assert!(out.status.success(), "{shell}");
+        let script = text(&out.stdout);
+        for c in commands {
+            assert!(script.contains(c), "{shell} completion lacks {c}");
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("rmcast-man-{}", std::process::id()));
+    let out = run(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for c in commands {
+        let page = std::fs::read_to_string(dir.join(format!("rmcast-{c}.1")))
+            .unwrap_or_else(|e| panic!("rmcast-{c}.1: {e}"));
+        assert!(page.contains(".TH"), "rmcast-{c}.1 is a man page");
+    }
+    let top = std::fs::read_to_string(dir.join("rmcast.1")).expect("rmcast.1");
+    assert!(top.contains("Exit status"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_prints_the_defaults_without_a_flag() {
+    let out = run(&["config"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = text(&out.stdout);
+    assert!(file.contains("join_timeout_ms = 3000"), "{file}");
+    let out = run(&["config", "--command", "send"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("rmcast send --config FILE"));
+}
