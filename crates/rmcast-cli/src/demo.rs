@@ -67,6 +67,10 @@ pub struct DemoArgs {
     /// Keep the members' logs in this directory (default: a temporary one, removed on success).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+    /// Also write the result as one JSON object to this file: the run's settings, each
+    /// member's figures (as the table shows them), what was verified and every failure.
+    #[arg(long, conflicts_with = "kill_sequencer")]
+    pub json: Option<PathBuf>,
     /// Crash test: stream from every member, kill the sequencer's process with SIGKILL (with
     /// --engine ring: the token site that formed the current view; --qos k-resilient=1 or
     /// stronger), and check that the survivors reset the group and lose no completed message.
@@ -165,9 +169,36 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .at_qos(qos);
     let (_, report) = check_logs(&dir, &outcomes, &promised, &mut failures);
 
-    print_table(&args, members, &outcomes, wall);
+    let senders = if one_sender { 1 } else { members };
+    print_table(&args, members, senders, &outcomes, wall);
     for f in &failures {
         eprintln!("FAILED: {f}");
+    }
+    if let Some(path) = &args.json {
+        let verified = report.as_ref().filter(|_| failures.is_empty()).map(|r| {
+            serde_json::json!({
+                "members": r.members,
+                "deliveries": r.deliveries,
+                "messages": r.messages,
+                "views": r.views,
+            })
+        });
+        let out = serde_json::json!({
+            "engine": args.engine,
+            "qos": qos.to_string(),
+            "resilience": resilience,
+            "members": members,
+            "senders": senders,
+            "messages_per_sender": args.messages,
+            "size": args.size,
+            "wall_s": wall.as_secs_f64(),
+            "ok": failures.is_empty() && report.is_some(),
+            "verified": verified,
+            "failures": failures,
+            "workers": outcomes.iter().map(|w| &w.stats).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, format!("{out}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     match (&report, failures.is_empty()) {
         (Some(r), true) => {
@@ -311,7 +342,13 @@ fn log_path(dir: &Path, index: usize) -> PathBuf {
     member_log_path(dir, index)
 }
 
-fn print_table(args: &DemoArgs, members: u32, outcomes: &[WorkerOutcome], wall: Duration) {
+fn print_table(
+    args: &DemoArgs,
+    members: u32,
+    senders: u32,
+    outcomes: &[WorkerOutcome],
+    wall: Duration,
+) {
     println!();
     println!(
         "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>8}",
@@ -346,7 +383,7 @@ fn print_table(args: &DemoArgs, members: u32, outcomes: &[WorkerOutcome], wall: 
             None => println!("{index:>6} {:>10}", "-"),
         }
     }
-    let sent_total = args.messages * members as u64;
+    let sent_total = args.messages * senders as u64;
     let median = |v: &mut Vec<f64>| -> f64 {
         if v.is_empty() {
             return 0.0;

@@ -112,3 +112,40 @@ fn config_prints_the_defaults_without_a_flag() {
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("rmcast send --config FILE"));
 }
+
+#[test]
+fn demo_writes_its_result_as_json() {
+    let path = std::env::temp_dir().join(format!("rmcast-demo-{}.json", std::process::id()));
+    let out = run(&["demo", "--messages", "50", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the file")).expect("JSON");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["engine"], "sequencer");
+    // 3 x 50 data messages, and each member's end-of-run barrier message, at every member.
+    assert_eq!(v["verified"]["deliveries"], 3 * 153, "{v}");
+    let workers = v["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 3);
+    assert!(workers.iter().all(|w| w["delivered"] == 150), "{v}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn sim_writes_its_sweep_as_json() {
+    let path = std::env::temp_dir().join(format!("rmcast-sim-{}.json", std::process::id()));
+    let out = run(&["sim", "--seeds", "3", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the file")).expect("JSON");
+    assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["seeds"], 3);
+    let checkers = v["checkers"].as_array().expect("checkers");
+    assert!(
+        checkers
+            .iter()
+            .any(|c| c["checker"] == "total_order" && c["passed"] == 3),
+        "{v}"
+    );
+    assert!(v["mean_figures"]["deliveries"].as_u64() > Some(0), "{v}");
+    let _ = std::fs::remove_file(&path);
+}

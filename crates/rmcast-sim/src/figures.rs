@@ -12,7 +12,7 @@ use rmcast_proto::{Counters, Recovery};
 use std::collections::{HashMap, HashSet};
 
 /// Figures of one run (or the mean over a sweep, see [`Figures::mean`]).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Figures {
     /// Messages accepted by `submit`.
     pub messages: u64,

@@ -252,4 +252,9 @@ pub struct SimArgs {
     /// distributions, log scale).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// Also write the sweep's result as one JSON object to this file: the command, each
+    /// checker's seeds passed and failed, the failing seeds and the mean figures (not with
+    /// --experiment).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }

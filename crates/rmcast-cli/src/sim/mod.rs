@@ -31,7 +31,7 @@ mod pbcast;
 mod rmp;
 mod rmtp;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use args::Experiment;
 pub use args::SimArgs;
 use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
@@ -132,6 +132,28 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     print_verdicts(&report);
     println!();
     print_figures(&report.mean_figures(), report.runs.len());
+    if let Some(path) = &args.json {
+        let checkers: Vec<_> = report
+            .checker_totals()
+            .into_iter()
+            .map(|(name, passed, failed, first)| {
+                serde_json::json!({
+                    "checker": name, "passed": passed, "failed": failed, "first_failing_seed": first,
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "command": format!("rmcast sim {}", sc.cli_args()),
+            "engine": sc.engine.name(),
+            "seeds": report.runs.len(),
+            "passed": report.passed(),
+            "failing_seeds": report.failing_seeds(),
+            "checkers": checkers,
+            "mean_figures": report.mean_figures(),
+        });
+        std::fs::write(path, format!("{out}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if report.passed() {
         println!("\nall checkers passed on every seed");
         return Ok(ExitCode::SUCCESS);
