@@ -128,8 +128,6 @@ pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
 pub use payload::IntoPayload;
-/// State transfer to late joiners (JGroups STATE_TRANSFER): see [`state`].
-pub use state::{StateApp, StateError, StateGroup, StateOptions, StateSender, StateStats};
 /// The engine list ([`rmcast_proto::catalog`]): the runtime has no list of its own.
 pub use rmcast_proto::catalog::EngineChoice;
 /// What engines are built from ([`rmcast_proto::registry`]).
@@ -142,6 +140,8 @@ pub use rmcast_proto::{
     Counters, Delivery, GroupInfo, Guarantees, LockChange, Loss, NodeId, Qos, Recovery, Reply,
     SendError, View,
 };
+/// State transfer to late joiners (JGroups STATE_TRANSFER): see [`state`].
+pub use state::{StateApp, StateError, StateGroup, StateOptions, StateSender, StateStats};
 
 /// The repository README's Rust snippets, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

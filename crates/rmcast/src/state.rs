@@ -271,7 +271,9 @@ fn decode(p: &[u8]) -> Option<Control<'_>> {
     let (&tag, rest) = p.split_first()?;
     match tag {
         TAG_APP => Some(Control::App(rest)),
-        TAG_REQUEST if rest.len() == 4 => Some(Control::Request { n: u32_at(rest, 0)? }),
+        TAG_REQUEST if rest.len() == 4 => Some(Control::Request {
+            n: u32_at(rest, 0)?,
+        }),
         TAG_SNAPSHOT => {
             let requester = NodeId(u32_at(rest, 0)?);
             let n = u32_at(rest, 4)?;
@@ -343,8 +345,7 @@ pub struct StateSender {
 impl StateSender {
     /// [`GroupSender::send`] of an application message.
     pub fn send(&self, payload: impl IntoPayload) -> Result<u64, Error> {
-        self.group
-            .send(tagged(TAG_APP, &payload.into_payload()))
+        self.group.send(tagged(TAG_APP, &payload.into_payload()))
     }
 
     /// [`GroupSender::send_nowait`] of an application message.
@@ -605,16 +606,17 @@ impl<A: StateApp> StateGroup<A> {
             .find(|m| *m != requester && self.holders.contains(m))
     }
 
-    /// The largest message this member sends as a snapshot.
-    fn message_limit(&self) -> usize {
+    /// The largest state this member sends after a snapshot header of `header` bytes: the
+    /// configured bound, and on the Ring what one datagram carries.
+    fn state_limit(&self, header: usize) -> usize {
         let engine = if self.group.engine_kind() == "ring" {
             self.group
                 .max_datagram_bytes()
-                .saturating_sub(RING_OVERHEAD)
+                .saturating_sub(RING_OVERHEAD + header)
         } else {
             usize::MAX
         };
-        engine.min(self.opts.max_state_bytes.saturating_add(SNAPSHOT_FIXED + 4 * MAX_HOLDERS))
+        engine.min(self.opts.max_state_bytes)
     }
 
     /// Answer `requester`'s request `n` with the state as it is now.
@@ -627,11 +629,12 @@ impl<A: StateApp> StateGroup<A> {
             .filter(|m| self.holders.contains(m))
             .take(MAX_HOLDERS)
             .collect();
-        let limit = self.message_limit();
+        let header = SNAPSHOT_FIXED + 4 * holders.len();
+        let limit = self.state_limit(header);
         let mut out = Bounded {
-            buf: Vec::new(),
-            header: SNAPSHOT_FIXED + 4 * holders.len(),
-            limit,
+            buf: Vec::with_capacity(header),
+            header,
+            limit: header.saturating_add(limit),
         };
         out.buf.push(TAG_SNAPSHOT);
         out.buf.extend_from_slice(&requester.0.to_le_bytes());
@@ -641,7 +644,6 @@ impl<A: StateApp> StateGroup<A> {
         for h in &holders {
             out.buf.extend_from_slice(&h.0.to_le_bytes());
         }
-        let header = out.buf.len();
         let msg = match self.app.get_state(&mut out) {
             Ok(()) => {
                 self.stats.snapshots_sent += 1;
@@ -654,7 +656,7 @@ impl<A: StateApp> StateGroup<A> {
                 let mut v = vec![TAG_REFUSAL];
                 v.extend_from_slice(&requester.0.to_le_bytes());
                 v.extend_from_slice(&n.to_le_bytes());
-                v.extend_from_slice(&(limit.saturating_sub(header) as u64).to_le_bytes());
+                v.extend_from_slice(&(limit as u64).to_le_bytes());
                 v.extend_from_slice(e.to_string().as_bytes());
                 v.truncate(256);
                 Bytes::from(v)
