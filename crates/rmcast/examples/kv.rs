@@ -3,11 +3,14 @@
 //! clients stay outside the group and call it by multi-RPC, naming handler lock 0, whose
 //! holder answers. The holder is killed with SIGKILL while a client writes: the ring reforms
 //! without it, the lock is freed, a survivor takes it and answers, and every write the client
-//! saw acknowledged is read back afterwards.
+//! saw acknowledged is read back afterwards. Then a fourth server starts: it receives the
+//! map by state transfer ([`rmcast::state`]: the state at its place in the total order) and
+//! reads every key the client wrote.
 //!
 //! ```sh
 //! cargo run --example kv                         # the whole run above, checked
 //! cargo run --example kv -- serve --group G      # one server (start three)
+//! cargo run --example kv -- serve --group G --verify N  # one that checks key0..N from the state
 //! cargo run --example kv -- put --group G K V    # a client call
 //! cargo run --example kv -- get --group G K
 //! cargo run --example kv -- load --group G --writes N   # writes, then reads them all back
@@ -16,10 +19,17 @@
 //! Requests are majority resilient: a member delivers one (and the handler answers it) only
 //! once a majority of the ring holds it, so an answered write survives the crash of any
 //! minority, the answering member included.
+//!
+//! Servers wrap their group in a [`StateGroup`] whose state is their map: the first server
+//! starts empty, every later one asks the group for the map and gets it as it stood at its
+//! request's place in the order, then applies every request ordered after it.
 
-use rmcast::{EngineChoice, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Qos};
+use rmcast::{
+    EngineChoice, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode, Qos, StateApp,
+    StateGroup, StateOptions,
+};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -38,7 +48,8 @@ fn main() -> Res<()> {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     match a.as_slice() {
         [] => run_all(),
-        ["serve", "--group", g] => serve(g),
+        ["serve", "--group", g] => serve(g, None),
+        ["serve", "--group", g, "--verify", n] => serve(g, Some(n.parse()?)),
         ["put", "--group", g, k, v] => {
             println!("{}", call(&mut client(g)?.1, &format!("put {k} {v}"))?.1);
             Ok(())
@@ -49,7 +60,7 @@ fn main() -> Res<()> {
         }
         ["load", "--group", g, "--writes", n] => load(g, n.parse()?),
         _ => Err(
-            "usage: kv [serve --group G | put --group G K V | get --group G K | \
+            "usage: kv [serve --group G [--verify N] | put --group G K V | get --group G K | \
                   load --group G --writes N]"
                 .into(),
         ),
@@ -58,25 +69,72 @@ fn main() -> Res<()> {
 
 // ---- the server ------------------------------------------------------------------------------
 
-/// One replica: applies every request in the total order, answers those naming the handler
-/// lock it holds, and takes the lock whenever it is free.
-fn serve(group: &str) -> Res<()> {
+/// The replicated state: the map, transferred to servers that join.
+#[derive(Default)]
+struct Store(BTreeMap<String, String>);
+
+impl StateApp for Store {
+    /// One `key value` line per entry (keys have no space; values no newline).
+    fn get_state(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        for (k, v) in &self.0 {
+            writeln!(out, "{k} {v}")?;
+        }
+        Ok(())
+    }
+
+    fn set_state(&mut self, input: &mut dyn Read) -> std::io::Result<()> {
+        let mut text = String::new();
+        input.read_to_string(&mut text)?;
+        self.0 = text
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok(())
+    }
+}
+
+/// One replica: gets the map by state transfer, applies every request in the total order,
+/// answers those naming the handler lock it holds, and takes the lock whenever it is free.
+/// With `verify`, first checks that the transferred map holds `key0..verify`.
+fn serve(group: &str, verify: Option<u64>) -> Res<()> {
     let node = Node::new(NodeConfig::default())?;
     let mut cfg = GroupConfig::new(group).engine(EngineChoice::named("ring")?);
     cfg.qos = QOS;
-    let mut g = node.open_group(cfg)?;
     let me = node.id();
+    let mut g = StateGroup::join(
+        node.open_group(cfg)?,
+        Store::default(),
+        StateOptions::default(),
+    )?;
     println!("server {me} in group {group}");
-    g.lock(u16::from(HANDLER))?;
-    let mut store: BTreeMap<String, String> = BTreeMap::new();
+    if let Some(from) = g.stats().provider {
+        println!(
+            "server {me} got the state from {from}: {} keys in {} bytes",
+            g.app().0.len(),
+            g.stats().state_bytes
+        );
+    }
+    if let Some(n) = verify {
+        for i in 0..n {
+            let v = g.app().0.get(&format!("key{i}"));
+            if v.map(String::as_str) != Some(format!("value{i}").as_str()) {
+                return Err(
+                    format!("server {me}: key{i} is {v:?} after the state transfer").into(),
+                );
+            }
+        }
+        println!("server {me} reads all {n} keys after the state transfer");
+    }
+    g.group().lock(u16::from(HANDLER))?;
     while let Some(ev) = g.recv() {
         match ev {
             GroupEvent::Deliver(d) => {
                 let req = String::from_utf8_lossy(&d.payload).into_owned();
-                let answer = apply(&mut store, &req);
+                let answer = apply(&mut g.app_mut().0, &req);
                 if d.respond {
                     // Answered only after delivery at the majority-resilient level.
-                    if let Err(e) = g.reply(d.sender, d.msg, answer) {
+                    if let Err(e) = g.group().reply(d.sender, d.msg, answer) {
                         eprintln!("server {me}: answer to {} not sent: {e}", d.sender);
                     }
                 }
@@ -86,7 +144,7 @@ fn serve(group: &str) -> Res<()> {
                 Some(h) => println!("handler lock {HANDLER} held by {h}"),
                 None => {
                     println!("handler lock {HANDLER} is free: server {me} asks for it");
-                    g.lock(u16::from(HANDLER))?;
+                    g.group().lock(u16::from(HANDLER))?;
                 }
             },
             GroupEvent::View(v) => println!("view {}: members {:?}", v.id, ids(&v.members)),
@@ -165,7 +223,8 @@ fn load(group: &str, n: u64) -> Res<()> {
 
 // ---- the whole run -----------------------------------------------------------------------------
 
-/// Three servers, a client writing, the handler killed with SIGKILL midway.
+/// Three servers, a client writing, the handler killed with SIGKILL midway; then a fourth
+/// server that must read every key from the state transfer.
 fn run_all() -> Res<()> {
     let exe = std::env::current_exe()?;
     let group = format!("kv-{}", std::process::id());
@@ -243,6 +302,19 @@ fn run_all() -> Res<()> {
         if !status.success() {
             return Err(format!("client failed: {status}").into());
         }
+        // A fourth server, started after the writes: the map comes by state transfer.
+        let c = Command::new(&exe)
+            .args(["serve", "--group", &group, "--verify", &writes.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        servers.push(spawn_lines(3, c, tx.clone()));
+        wait_for(&rx, Duration::from_secs(30), |s, l| {
+            s == 3 && l.contains(&format!("reads all {writes} keys"))
+        })?;
+        println!(
+            "kv: a fourth server started after the writes read all {writes} keys from the state \
+             transfer"
+        );
         Ok(())
     })();
     for mut s in servers.into_iter().chain(client) {

@@ -9,9 +9,9 @@
 //!
 //! **How.** A member that joins a group that has other members multicasts a *state request* in
 //! the total order. The member that provides the state is chosen alike by every member at the
-//! request's position: the oldest member of the view in effect there (views list members oldest
-//! first) that holds the state at that point (the group's creator, or a member whose own
-//! transfer was completed earlier in the order), other than the requester. Every member keeps
+//! request's position: the first member, in the order of the view in effect there (the
+//! engine's rank order), that holds the state at that point (the group's creator, or a member
+//! whose own transfer was completed earlier in the order), other than the requester. Every member keeps
 //! that set of state holders as it reads the order, and a snapshot carries it to the joiner.
 //! The provider takes the snapshot when it reads the request, so its state is exactly the one
 //! of that position, and multicasts it. The joiner drops the messages ordered before its
@@ -362,7 +362,7 @@ pub struct StateGroup<A> {
     group: Group,
     app: A,
     opts: StateOptions,
-    /// The view in effect at the position last read, oldest first.
+    /// The view in effect at the position last read, in the view's order.
     members: Vec<NodeId>,
     /// The members that hold the state at that position (a subset of `members`).
     holders: BTreeSet<NodeId>,
@@ -598,7 +598,8 @@ impl<A: StateApp> StateGroup<A> {
         }
     }
 
-    /// The oldest member of the view that holds the state, other than the requester.
+    /// The first member of the view, in its order, that holds the state, other than the
+    /// requester.
     fn provider_for(&self, requester: NodeId) -> Option<NodeId> {
         self.members
             .iter()
@@ -708,7 +709,8 @@ impl<A: StateApp> StateGroup<A> {
         self.stats
     }
 
-    /// The members that hold the state at the position last read, oldest first.
+    /// The members that hold the state at the position last read, in the view's order (the
+    /// first one other than a requester serves it).
     pub fn holders(&self) -> Vec<NodeId> {
         self.members
             .iter()

@@ -3,12 +3,15 @@
 //! lock 0, and the lock's holder killed with SIGKILL midway. The example checks every
 //! acknowledged write; this test checks that it ran to the end and says so, that the lock
 //! passed to a survivor and that answers came from the killed member and from its successor.
+//! Then a fourth server starts after the writes: it gets the map by state transfer from a
+//! survivor and checks every key itself; this test checks that it said so.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
-fn kv_example_survives_kill_9_of_the_handler_and_loses_no_acknowledged_write() {
+fn kv_example_survives_kill_9_of_the_handler_loses_no_acknowledged_write_and_a_late_server_gets_every_key(
+) {
     // `cargo test` builds the examples next to the test binaries' directory.
     let exe = std::env::current_exe().unwrap();
     let kv = exe
@@ -57,4 +60,30 @@ fn kv_example_survives_kill_9_of_the_handler_and_loses_no_acknowledged_write() {
         "the lock passed on and a survivor answered: {summary}"
     );
     assert!(text.contains("handler lock passed to server"), "{text}");
+
+    // The late server: its state came from a survivor (not the killed member), and held every
+    // key the client wrote.
+    let got = text
+        .lines()
+        .find(|l| l.starts_with("server 3: ") && l.contains(" got the state from "))
+        .unwrap_or_else(|| panic!("no state transfer to the fourth server:\n{text}"));
+    let from: u32 = got
+        .split(" got the state from ")
+        .nth(1)
+        .and_then(|l| l.split(':').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap();
+    assert_ne!(from, killed, "{got}");
+    assert!(got.contains(": 300 keys in "), "{got}");
+    assert!(
+        text.lines().any(|l| l.starts_with("server 3: ")
+            && l.ends_with("reads all 300 keys after the state transfer")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "kv: a fourth server started after the writes read all 300 keys from the state transfer"
+        ),
+        "{text}"
+    );
 }

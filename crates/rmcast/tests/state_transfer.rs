@@ -17,7 +17,7 @@ use rmcast::{
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -111,6 +111,8 @@ struct Replica {
     halt: Arc<AtomicBool>,
     applied: Arc<AtomicU64>,
     requests_seen: Arc<AtomicU64>,
+    /// The members holding the state, in the view's order, as this replica last saw them.
+    holders: Arc<Mutex<Vec<NodeId>>>,
     thread: JoinHandle<StateGroup<Kv>>,
 }
 
@@ -120,11 +122,13 @@ impl Replica {
         let halt = Arc::new(AtomicBool::new(false));
         let applied = Arc::new(AtomicU64::new(sg.app().applied));
         let requests_seen = Arc::new(AtomicU64::new(0));
-        let (t, h, a, r) = (
+        let holders = Arc::new(Mutex::new(sg.holders()));
+        let (t, h, a, r, hs) = (
             target.clone(),
             halt.clone(),
             applied.clone(),
             requests_seen.clone(),
+            holders.clone(),
         );
         let id = sg.group().me();
         let sender = sg.sender();
@@ -143,6 +147,7 @@ impl Replica {
                 }
                 a.store(sg.app().applied, Ordering::Release);
                 r.store(sg.stats().requests_seen, Ordering::Release);
+                *hs.lock().unwrap() = sg.holders();
             }
             sg
         });
@@ -153,6 +158,7 @@ impl Replica {
             halt,
             applied,
             requests_seen,
+            holders,
             thread,
         }
     }
@@ -220,7 +226,10 @@ fn late_replica_reads_every_key_after_1000_writes(engine: EngineChoice) {
     }
     assert_eq!(c.app().applied, 1000);
     assert_eq!(c.stats().requests_sent, 1);
-    assert_eq!(c.stats().provider, Some(a.id), "the oldest holder serves");
+    // The provider is the first holder in the view's order (a or b, as the engine ranks them).
+    let me = c.group().me();
+    let first = a.holders.lock().unwrap().iter().copied().find(|h| *h != me);
+    assert_eq!(c.stats().provider, first);
     // Then every later message once, in order.
     let c = Replica::run(c);
     write(&c.sender, 1000..1100);
@@ -323,31 +332,37 @@ fn provider_that_leaves_before_it_answers_is_replaced_and_the_joiner_asks_again(
     wait_until("writes applied", || {
         a.applied() == 100 && b.applied() == 100
     });
-    let a_id = a.id;
-    // The provider (the oldest member) stops reading: it will not answer.
-    let a_group = a.halt();
+    // The provider is the first holder in the view's order: it stops reading, so it will not
+    // answer.
+    let first = b.holders.lock().unwrap()[0];
+    let ((np, provider), (ns, survivor)) = if first == a.id {
+        ((na, a), (nb, b))
+    } else {
+        ((nb, b), (na, a))
+    };
+    assert_eq!(provider.id, first);
+    let provider_group = provider.halt();
     let joiner = {
         let name = name.clone();
         std::thread::spawn(move || open(23, &name, &engine, OpenMode::Join, Kv::default(), opts()))
     };
-    // Once the request is in the order (b read it), the provider goes.
+    // Once the request is in the order (the survivor read it), the provider goes.
     wait_until("the request ordered", || {
-        b.requests_seen.load(Ordering::Acquire) >= 1
+        survivor.requests_seen.load(Ordering::Acquire) >= 1
     });
-    na.shutdown();
-    drop(a_group);
+    np.shutdown();
+    drop(provider_group);
     let (nc, c) = joiner.join().unwrap();
     let c = c.expect("state from the next holder");
     assert_eq!(c.stats().requests_sent, 2, "asked again after the view");
-    assert_eq!(c.stats().provider, Some(b.id));
-    assert_ne!(c.stats().provider, Some(a_id));
+    assert_eq!(c.stats().provider, Some(survivor.id));
     assert_eq!(c.app().map.len(), 100);
     let c = Replica::run(c);
-    write(&b.sender, 100..150);
-    let (sb, sc) = (b.finish(150), c.finish(150));
-    assert_eq!(sb.app(), sc.app());
+    write(&survivor.sender, 100..150);
+    let (ss, sc) = (survivor.finish(150), c.finish(150));
+    assert_eq!(ss.app(), sc.app());
     nc.shutdown();
-    nb.shutdown();
+    ns.shutdown();
 }
 
 #[test]
@@ -413,8 +428,12 @@ fn messages_past_the_joiners_buffer_bound_fail_the_transfer() {
     let a = Replica::run(a.unwrap());
     let (nb, b) = open(52, &name, &engine, OpenMode::Join, Kv::default(), opts());
     let b = Replica::run(b.unwrap());
-    // The provider stops reading, so the snapshot waits while b writes.
-    let a_group = a.halt();
+    wait_until("b a holder at a", || a.holders.lock().unwrap().len() == 2);
+    // The provider (the first holder) stops reading, so the snapshot waits while the other
+    // member writes.
+    let first = a.holders.lock().unwrap()[0];
+    let (provider, b) = if first == a.id { (a, b) } else { (b, a) };
+    let a_group = provider.halt();
     let joiner = {
         let name = name.clone();
         std::thread::spawn(move || {
