@@ -397,6 +397,45 @@ fn a_state_larger_than_one_ring_message_fails_with_a_clear_error() {
 }
 
 #[test]
+fn a_state_of_exactly_one_ring_message_is_transferred() {
+    // The limit, as a provider reports it.
+    let name = unique_name("state-limit");
+    let engine = ring();
+    let big = Kv {
+        pad: 100_000,
+        ..Kv::default()
+    };
+    let (na, a) = open(71, &name, &engine, OpenMode::Create, big, opts());
+    let a = Replica::run(a.unwrap());
+    let (nb, b) = open(72, &name, &engine, OpenMode::Join, Kv::default(), opts());
+    let limit = match b {
+        Err(StateError::TooLarge { limit, .. }) => limit as usize,
+        other => panic!("expected TooLarge, got {other:?}"),
+    };
+    drop(a.halt());
+    nb.shutdown();
+    na.shutdown();
+    // A state of exactly that size goes through, in one message.
+    let pad = (0..limit)
+        .find(|p| format!("0 0 {p}\n").len() + p == limit)
+        .unwrap();
+    let exact = Kv {
+        pad,
+        ..Kv::default()
+    };
+    let name = unique_name("state-limit");
+    let (na, a) = open(73, &name, &engine, OpenMode::Create, exact.clone(), opts());
+    let a = Replica::run(a.unwrap());
+    let (nb, b) = open(74, &name, &engine, OpenMode::Join, Kv::default(), opts());
+    let b = b.expect("a state of the limit fits");
+    assert_eq!(b.stats().state_bytes, limit);
+    assert_eq!(b.app(), &exact);
+    drop(a.halt());
+    nb.shutdown();
+    na.shutdown();
+}
+
+#[test]
 fn a_state_past_max_state_bytes_is_refused_on_the_sequencer_too() {
     let name = unique_name("state-bound");
     let engine = sequencer();
