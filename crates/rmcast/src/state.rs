@@ -41,6 +41,13 @@
 //! the new request is served from the new view. A snapshot answering any of its requests ends
 //! the wait. [`StateOptions::timeout`] bounds the whole wait ([`StateError::Timeout`]).
 //!
+//! **Healing.** A member left out of the group, or merged into another, by self-healing
+//! ([`crate::GroupConfig::heal`]) comes back as a new member with the state it had, which is
+//! not the group's: the wrapper sees [`rmcast_proto::Recovery::Expelled`] or
+//! [`rmcast_proto::Recovery::Merging`] pass, serves no state from then on
+//! ([`StateGroup::detached`]), and [`StateGroup::resync`] transfers the group's state again
+//! (as JGroups leaves a merge to the application, which may fetch the state anew).
+//!
 //! **Every member of such a group must use the wrapper.** Application messages and the
 //! wrapper's own (requests, snapshots) share the group, told apart by one leading byte that
 //! [`StateGroup::send`] adds and [`StateGroup::recv`] strips. Messages delivered from a sender
@@ -364,10 +371,15 @@ pub struct StateGroup<A> {
     opts: StateOptions,
     /// The view in effect at the position last read, in the view's order.
     members: Vec<NodeId>,
+    /// That view, if one was read.
+    view: Option<View>,
     /// The members that hold the state at that position (a subset of `members`).
     holders: BTreeSet<NodeId>,
     /// Events kept during the transfer, handed over before the group's next ones.
     replay: VecDeque<GroupEvent>,
+    /// Left out of the group (expelled, or merged into another): this member's state is no
+    /// longer the group's until [`StateGroup::resync`].
+    detached: bool,
     stats: StateStats,
 }
 
@@ -389,8 +401,10 @@ impl<A: StateApp> StateGroup<A> {
             app,
             opts,
             members: vec![me],
+            view: None,
             holders: BTreeSet::new(),
             replay: VecDeque::new(),
+            detached: false,
             stats: StateStats::default(),
         };
         if sg.group.created() {
@@ -411,7 +425,7 @@ impl<A: StateApp> StateGroup<A> {
         let mut in_flight = 0u32;
         self.ask()?;
         in_flight += 1;
-        let mut view: Option<View> = None;
+        let mut view: Option<View> = self.view.clone();
         // For each of this member's requests read in the order: its number, the view in
         // effect there, and its index in `kept`.
         let mut asked: Vec<(u32, Option<View>, usize)> = Vec::new();
@@ -453,6 +467,15 @@ impl<A: StateApp> StateGroup<A> {
                     match decode(&d.payload) {
                         Some(Control::Request { n }) if d.sender == me => {
                             in_flight = in_flight.saturating_sub(1);
+                            if asked.is_empty() && view.as_ref().is_some_and(|v| v.members == [me])
+                            {
+                                // Alone at its request: nobody else holds a state, so this
+                                // member's own is the group's (as the creator's is).
+                                self.holders = BTreeSet::from([me]);
+                                self.members = vec![me];
+                                self.view = view;
+                                return Ok(());
+                            }
                             asked.push((n, view.clone(), kept.len()));
                         }
                         Some(Control::Snapshot {
@@ -494,6 +517,7 @@ impl<A: StateApp> StateGroup<A> {
                 self.holders = holders.into_iter().collect();
                 if let Some(v) = at_view {
                     self.members = v.members.clone();
+                    self.view = Some(v.clone());
                     kept.push_front(GroupEvent::View(v));
                 }
                 kept.push_back(ev);
@@ -565,9 +589,20 @@ impl<A: StateApp> StateGroup<A> {
         let d = match ev {
             GroupEvent::View(v) => {
                 self.members = v.members.clone();
+                self.view = Some(v.clone());
                 let members = &self.members;
                 self.holders.retain(|h| members.contains(h));
                 return Some(GroupEvent::View(v));
+            }
+            GroupEvent::Recovery(
+                r @ (rmcast_proto::Recovery::Expelled { .. }
+                | rmcast_proto::Recovery::Merging { .. }),
+            ) => {
+                // What follows is another group's order (healing rejoins as a new member):
+                // serve nobody from a state that is not that group's.
+                self.holders.clear();
+                self.detached = true;
+                return Some(GroupEvent::Recovery(r));
             }
             GroupEvent::Deliver(d) if self.members.contains(&d.sender) => d,
             // A non-member's request (or any other event): the application's, untouched.
@@ -667,6 +702,33 @@ impl<A: StateApp> StateGroup<A> {
             // The joiner asks again (after a view change) or fails at its timeout.
             tracing::warn!(%requester, "state snapshot not sent: {e}");
         }
+    }
+
+    /// Whether this member was left out of the group ([`rmcast_proto::Recovery::Expelled`])
+    /// or merged into another ([`rmcast_proto::Recovery::Merging`]) since its state was last
+    /// the group's. Self-healing ([`crate::GroupConfig::heal`]) then joins it again as a new
+    /// member, with the state it had: it serves no state request until
+    /// [`StateGroup::resync`].
+    pub fn detached(&self) -> bool {
+        self.detached
+    }
+
+    /// Bring the state to the group's again, as [`StateGroup::join`] does for a new member
+    /// (after [`StateGroup::detached`]: the group healing rejoined this member as a new one).
+    /// Events not yet read are dropped: the snapshot holds them. A member alone in the view
+    /// at its request keeps its own state.
+    pub fn resync(&mut self) -> Result<(), StateError> {
+        // Only the views of what is dropped matter: the request is ordered after them.
+        for ev in self.replay.drain(..) {
+            if let GroupEvent::View(v) = ev {
+                self.members = v.members.clone();
+                self.view = Some(v);
+            }
+        }
+        self.holders.clear();
+        self.transfer()?;
+        self.detached = false;
+        Ok(())
     }
 
     /// A sending handle for other threads.

@@ -366,6 +366,39 @@ fn provider_that_leaves_before_it_answers_is_replaced_and_the_joiner_asks_again(
 }
 
 #[test]
+fn resync_brings_a_member_to_the_groups_state_again_and_a_member_alone_keeps_its_own() {
+    let name = unique_name("state-resync");
+    let engine = sequencer();
+    let own = Kv {
+        applied: 7,
+        ..Kv::default()
+    };
+    let (na, a) = open(81, &name, &engine, OpenMode::Create, own.clone(), opts());
+    let mut a = a.unwrap();
+    // Alone: its own state is the group's.
+    a.resync().expect("alone");
+    assert_eq!(a.app(), &own);
+    assert_eq!(a.stats().requests_sent, 1);
+    let a = Replica::run(a);
+    let (nb, b) = open(82, &name, &engine, OpenMode::Join, Kv::default(), opts());
+    let mut b = b.unwrap();
+    write(&a.sender, 0..200);
+    wait_until("writes applied at a", || a.applied() == 207);
+    // b has read nothing since its join: it takes the state again, with every write.
+    assert!(b.app().map.is_empty());
+    b.resync().expect("resync");
+    assert_eq!(b.app().map.len(), 200);
+    assert_eq!(b.stats().requests_sent, 2);
+    assert!(!b.detached());
+    let b = Replica::run(b);
+    write(&b.sender, 200..250);
+    let (sa, sb) = (a.finish(257), b.finish(257));
+    assert_eq!(sa.app(), sb.app());
+    nb.shutdown();
+    na.shutdown();
+}
+
+#[test]
 fn a_state_larger_than_one_ring_message_fails_with_a_clear_error() {
     let name = unique_name("state-big");
     let engine = ring();
