@@ -10,15 +10,24 @@
 //! **How.** A member that joins a group that has other members multicasts a *state request* in
 //! the total order. The member that provides the state is chosen alike by every member at the
 //! request's position: the first member, in the order of the view in effect there (the
-//! engine's rank order), that holds the state at that point (the group's creator, or a member
-//! whose own transfer was completed earlier in the order), other than the requester. Every member keeps
-//! that set of state holders as it reads the order, and a snapshot carries it to the joiner.
+//! engine's rank order), that holds the state at that point, other than the requester. The
+//! holders are the group's creator and every member whose own snapshot was ordered earlier;
+//! every member keeps that set as it reads the order, and a snapshot carries it to the joiner.
 //! The provider takes the snapshot when it reads the request, so its state is exactly the one
 //! of that position, and multicasts it. The joiner drops the messages ordered before its
 //! request (the snapshot contains them), keeps those ordered after it until the snapshot comes
 //! (at most [`StateOptions::max_buffer_bytes`]), calls [`StateApp::set_state`], and hands the
-//! kept events to the application in order before any later one. Two members that join at the
-//! same time are each served by a member that had the state before their requests.
+//! kept events to the application in order before any later one. A member still waiting for
+//! its own state is never chosen: it becomes a holder at its snapshot's place in the order, so
+//! two members that join at the same time are each served by one that held the state before
+//! their requests, and the requests a joiner reads as it hands over its kept events are
+//! treated by the same rule as everywhere else.
+//!
+//! JGroups STATE_TRANSFER asks one member (the coordinator by default) point to point; the
+//! provider sends its state with a digest of the messages it has delivered, and the joiner's
+//! reliable layer starts from that digest, so the cut is agreed through the digest. Here the
+//! cut is the request's place in the total order, which every member sees alike, so no digest
+//! is needed; the price is that the state, like any message, goes to every member.
 //!
 //! **What is guaranteed.** The joiner's state equals the state every member had at the same
 //! point of the total order; from there it sees every later message exactly once and in the

@@ -10,8 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
-fn kv_example_survives_kill_9_of_the_handler_loses_no_acknowledged_write_and_a_late_server_gets_every_key(
-) {
+fn kv_example_survives_kill_9_loses_no_acknowledged_write_and_a_late_server_gets_every_key() {
     // `cargo test` builds the examples next to the test binaries' directory.
     let exe = std::env::current_exe().unwrap();
     let kv = exe
