@@ -97,7 +97,10 @@ pub struct StateOptions {
     /// after its request); past it the transfer fails ([`StateError::BufferFull`]).
     pub max_buffer_bytes: usize,
     /// The largest state a provider sends (the engine's own limit may be lower: see the module
-    /// docs); a larger one is refused ([`StateError::TooLarge`] at the joiner).
+    /// docs); a larger one is refused ([`StateError::TooLarge`] at the joiner). Keep it at or
+    /// below the Sequencer's `max_message_bytes` where that is set lower than its 16 MiB: a
+    /// snapshot the engine refuses is only logged and counted
+    /// ([`crate::NodeCounters`]' `submit_refused`), and the joiner fails at its timeout.
     pub max_state_bytes: usize,
 }
 
