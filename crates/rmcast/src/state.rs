@@ -64,6 +64,7 @@
 //! handed over whole. A member's message without a valid tag is counted
 //! ([`StateStats::malformed`]) and skipped, alike at every member.
 
+use crate::config::setters;
 use crate::error::Error;
 use crate::node::{Group, GroupEvent, GroupSender};
 use crate::payload::IntoPayload;
@@ -114,25 +115,11 @@ impl Default for StateOptions {
     }
 }
 
-impl StateOptions {
-    /// Set [`StateOptions::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Set [`StateOptions::max_buffer_bytes`].
-    pub fn max_buffer_bytes(mut self, bytes: usize) -> Self {
-        self.max_buffer_bytes = bytes;
-        self
-    }
-
-    /// Set [`StateOptions::max_state_bytes`].
-    pub fn max_state_bytes(mut self, bytes: usize) -> Self {
-        self.max_state_bytes = bytes;
-        self
-    }
-}
+setters!(StateOptions {
+    timeout: (Duration),
+    max_buffer_bytes: (usize),
+    max_state_bytes: (usize),
+});
 
 /// Why a state transfer failed.
 #[derive(Debug)]
