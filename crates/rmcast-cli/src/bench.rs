@@ -124,7 +124,7 @@ pub struct BenchArgs {
 
     /// rmcast: the engine the workers run; several, comma separated (`sequencer,ring`), are
     /// measured one after the other beside the same raw baseline.
-    #[arg(long, default_value = "sequencer", value_delimiter = ',', value_parser = parse_engine, help = ENGINE_HELP)]
+    #[arg(short = 'e', long, default_value = "sequencer", value_delimiter = ',', value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: Vec<String>,
 
     /// rmcast: the quality of service of every message (see `rmcast member --help`)

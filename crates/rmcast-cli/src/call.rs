@@ -25,7 +25,7 @@ pub struct CallArgs {
     /// The request (sent as one message).
     pub request: String,
     /// Group name (a group run by `rmcast member --engine ring`).
-    #[arg(long, value_parser = crate::names::parse_group_name)]
+    #[arg(short = 'g', long, value_parser = crate::names::parse_group_name)]
     pub group: String,
     /// Handler lock (0 to 5) whose holder answers.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..6),

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Member processes to start [default: 3; 4 with --kill-sequencer].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub members: Option<u32>,
     /// Messages each member sends (not with --kill-sequencer, which streams for a time).
     #[arg(long, default_value_t = 2000, conflicts_with = "kill_sequencer")]
@@ -46,7 +46,7 @@ pub struct DemoArgs {
     /// Bytes per message (at least 20: sender, counter and send time travel in each).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(crate::worker::PAYLOAD_HEADER_BYTES as u64..=1 << 20))]
     pub size: u64,
-    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
+    #[arg(short = 'e', long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
     /// The quality of service of every message (see `rmcast member --help`) [default: the
     /// strongest delivery order the engine serves: totally-ordered, or for an engine that does

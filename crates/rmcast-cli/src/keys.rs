@@ -16,7 +16,7 @@ pub struct KeyArgs {
     /// Make the group secure with the key in this file (32 bytes from `rmcast keygen`, or a
     /// passphrase of at least 16 bytes); every member needs the same key. Default: the file
     /// named by RMCAST_KEY_FILE; without either, the group has no key and trusts its network.
-    #[arg(long)]
+    #[arg(short = 'k', long)]
     pub key_file: Option<PathBuf>,
     /// Also accept datagrams sealed with the key in this file (a key rotation: members switch
     /// --key-file one by one, each accepting the other key meanwhile). Repeatable.

@@ -270,3 +270,13 @@ fn error_text(e: &anyhow::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own check of the whole command: no two flags of a command share a name or a
+    /// short letter, aliases included, and every default parses.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        super::cli_command().debug_assert();
+    }
+}

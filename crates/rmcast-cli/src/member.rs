@@ -135,9 +135,9 @@ pub const ENGINE_HELP: &str = "Protocol engine: sequencer (Amoeba: total order t
 pub struct GroupArgs {
     /// Group name; hashed to the group id and, unless --addr or --unicast-peers is given, to
     /// the multicast address and port.
-    #[arg(long, value_parser = parse_group_name)]
+    #[arg(short = 'g', long, value_parser = parse_group_name)]
     pub group: String,
-    #[arg(long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
+    #[arg(short = 'e', long, default_value = "sequencer", value_parser = parse_engine, help = ENGINE_HELP)]
     pub engine: String,
     #[arg(long, value_parser = parse_qos, help = QOS_HELP)]
     pub qos: Option<rmcast::Qos>,

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug)]
 pub struct ReceiveArgs {
     /// Group name (hashed to the multicast address and port).
-    #[arg(long)]
+    #[arg(short = 'g', long)]
     pub group: String,
     /// Directory the file is written to.
     #[arg(long)]

@@ -105,7 +105,7 @@ pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
     /// Group name (hashed to the multicast address and port).
-    #[arg(long)]
+    #[arg(short = 'g', long)]
     pub group: String,
     /// Largest packet payload in bytes [default: what the interface carries, at most 8192].
     #[arg(long)]

@@ -297,7 +297,7 @@ fn write_atomically(path: &Path, p: &Published) -> std::io::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct StatArgs {
     /// The group whose members on this host to show.
-    #[arg(long, value_parser = crate::names::parse_group_name)]
+    #[arg(short = 'g', long, value_parser = crate::names::parse_group_name)]
     pub group: String,
     /// Print once and exit (default: refresh every second until interrupted).
     #[arg(long)]

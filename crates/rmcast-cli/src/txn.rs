@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug, Clone)]
 pub struct TxnArgs {
     /// Group name.
-    #[arg(long, value_parser = parse_group_name)]
+    #[arg(short = 'g', long, value_parser = parse_group_name)]
     pub group: String,
     /// This member's node id (unique in the group); random when omitted.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

@@ -86,7 +86,7 @@ fn engine_name(s: &str) -> Result<String, String> {
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct SimArgs {
     /// Protocol engine to run: a name of the engine registry (`sequencer`, ...).
-    #[arg(long, default_value = "sequencer", value_parser = engine_name)]
+    #[arg(short = 'e', long, default_value = "sequencer", value_parser = engine_name)]
     pub engine: String,
     /// Resilience degree r: a send completes once r + 1 members hold the message.
     #[arg(long, default_value_t = 0)]
