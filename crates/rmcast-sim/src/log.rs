@@ -760,6 +760,8 @@ struct Member {
     delivered: HashMap<(u32, u64), (u64, u64)>,
     /// Seqs delivered in each view that this member saw end (a later view followed).
     closed_views: BTreeMap<u64, BTreeSet<u64>>,
+    /// Losses it reported: sender -> (first, count) ranges of that sender's numbers.
+    lost: HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl Member {
@@ -856,6 +858,7 @@ pub fn verify_logs_for(
             completions: Vec::new(),
             delivered: HashMap::new(),
             closed_views: BTreeMap::new(),
+            lost: HashMap::new(),
         };
         let mut current_view: Option<u64> = None;
         let mut in_view: BTreeSet<u64> = BTreeSet::new();
@@ -906,6 +909,11 @@ pub fn verify_logs_for(
                     let view = m.delivered.get(&(id, *msg)).map_or(rec.view, |&(_, dv)| dv);
                     m.completions.push((view, *msg));
                 }
+                Event::Loss(l) => m
+                    .lost
+                    .entry(l.sender.0)
+                    .or_default()
+                    .push((l.first_seq, l.count)),
                 Event::Recovery(Recovery::Expelled { .. }) => {
                     if m.stints.last() != Some(&m.delivs.len()) {
                         m.stints.push(m.delivs.len());
@@ -994,6 +1002,48 @@ pub fn verify_logs_for(
                             a.id, b.id
                         ),
                     ),
+                }
+            }
+        }
+    }
+
+    // Probabilistic delivery (Bimodal Multicast): a message is delivered or reported lost,
+    // never skipped in silence. Required of a member that was receiving its sender's stream
+    // around it: it delivered an earlier and a later message of that sender (a joiner owes
+    // nothing before its first delivery, a member that left nothing after its last). Gossip
+    // numbers a sender's messages in `seq` and `msg` alike, and reports losses in them.
+    if g.delivery == DeliveryPromise::Probabilistic && !total {
+        let mut everywhere: BTreeSet<(u32, u64)> = BTreeSet::new();
+        for m in &members {
+            everywhere.extend(m.delivered.keys().copied());
+        }
+        for m in &members {
+            let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
+            for &(s, n) in m.delivered.keys() {
+                let e = span.entry(s).or_insert((n, n));
+                e.0 = e.0.min(n);
+                e.1 = e.1.max(n);
+            }
+            for &(s, n) in &everywhere {
+                let Some(&(lo, hi)) = span.get(&s) else {
+                    continue;
+                };
+                if n <= lo || n >= hi || m.delivered.contains_key(&(s, n)) {
+                    continue;
+                }
+                let reported = m.lost.get(&s).is_some_and(|ranges| {
+                    ranges
+                        .iter()
+                        .any(|&(first, count)| n >= first && n - first < count)
+                });
+                if !reported {
+                    v.push(
+                        "loss-reported",
+                        format!(
+                            "member {} delivered messages {lo} and {hi} of member {s} but neither message {n} (delivered elsewhere) nor a loss of it",
+                            m.id
+                        ),
+                    );
                 }
             }
         }
@@ -1483,6 +1533,34 @@ mod tests {
         logs[3].retain(|r| !is_deliver(r, 7));
         let r = rules(verify_logs(&logs));
         assert!(r.contains(&"completion"), "{r:?}");
+    }
+
+    /// Gossip's promise: a member that skips a message it was there for reports it lost.
+    #[test]
+    fn a_message_skipped_without_a_loss_report_is_caught() {
+        let gossip = EngineChoice::named("gossip").unwrap().guarantees();
+        let member_log = |member: u32, msgs: &[u64], lost: Option<u64>| {
+            let mut w = LogWriter::new(Vec::new(), member);
+            w.view_at(&view(1, &[1, 2]), 7).unwrap();
+            for &m in msgs {
+                if lost.is_some_and(|l| l < m) && !msgs.contains(&(m - 1)) {
+                    let loss = Event::<Bytes>::Loss(Loss {
+                        sender: NodeId(1),
+                        first_seq: m - 1,
+                        count: 1,
+                    });
+                    w.event_at(&loss, 8).unwrap();
+                }
+                w.deliver_at(&deliv(1, m, 1, m), 9).unwrap();
+            }
+            parse_log(&w.into_inner()[..]).unwrap()
+        };
+        let a = member_log(1, &[0, 1, 2], None);
+        let b = member_log(2, &[0, 2], None);
+        let r = rules(verify_logs_for(&[a.clone(), b], &gossip));
+        assert_eq!(r, vec!["loss-reported"]);
+        let b = member_log(2, &[0, 2], Some(1));
+        verify_logs_for(&[a, b], &gossip).expect("the skipped message was reported lost");
     }
 
     #[test]
