@@ -2,6 +2,7 @@
 //! fixes (entries per ACK, origins per sync point) stays a constant of [`super::packet`].
 
 use crate::registry::ConfigError;
+use crate::wire;
 use std::time::Duration;
 
 /// The configuration of a ring engine. [`Config::default`] is what the registry builds.
@@ -100,6 +101,15 @@ pub struct Config {
     pub give_up_tries: u32,
     /// Lock requests are repeated this often until ordered.
     pub lock_retry: Duration,
+    /// The largest message. One larger than a datagram goes in fragments, each a message of
+    /// its own in the ring's order, and is put together again at delivery, at most this large
+    /// (one partly assembled message per sender). A message is also refused when its
+    /// fragments could never all be in the send window together (more than
+    /// [`Config::window_msgs`] of them, or than [`Config::max_out`] datagrams): it would
+    /// wedge the sender. 1 MiB by default, as the gossip engine's: 732 fragments of a
+    /// 1,472-byte datagram, within the default window of 1,024 messages, so that the largest
+    /// message goes in one window on Ethernet, and a sixteenth of the byte window's ceiling.
+    pub max_message_bytes: usize,
 }
 
 impl Default for Config {
@@ -144,6 +154,7 @@ impl Default for Config {
             first_after_tries: 3,
             give_up_tries: 40,
             lock_retry: Duration::from_millis(50),
+            max_message_bytes: 1 << 20,
         }
     }
 }
@@ -162,6 +173,7 @@ impl Config {
             ("data_retry_burst", self.data_retry_burst == 0),
             ("window_initial_bytes", self.window_initial_bytes == 0),
             ("reform_round", self.reform_round.is_zero()),
+            ("max_message_bytes", self.max_message_bytes == 0),
         ];
         for (field, bad) in zero {
             if bad {
@@ -184,6 +196,16 @@ impl Config {
                     reason: "is above its largest value",
                 });
             }
+        }
+        // Its fragments must fit the window of messages even in the largest datagrams; the
+        // datagram size is the driver's, so submit refuses what does not fit smaller ones.
+        let most = (self.window_msgs.min(self.max_out as u64)).min(u64::from(u16::MAX))
+            * (wire::MAX_DATAGRAM_LEN - wire::HEADER_LEN - super::packet::FRAG_FIXED) as u64;
+        if self.max_message_bytes as u64 > most {
+            return Err(ConfigError::Invalid {
+                field: "max_message_bytes",
+                reason: "needs more fragments than window_msgs (or max_out) even in the largest datagrams",
+            });
         }
         Ok(())
     }

@@ -11,12 +11,12 @@ use super::config::Config;
 use super::flow::SendFlow;
 use super::membership::{Membership, Phase};
 use super::order::{Entry, Ordering, SourceCursor};
-use super::packet::{self, Ack, AckBody, Nack, NewList};
+use super::packet::{self, Ack, AckBody, Frag, Nack, NewList};
 use super::recovery::RecoveryState;
 use super::rpc::{Client, MultiRpc};
 use super::token::TokenSite;
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
-use crate::common::{Deadlines, Fence, Run, SplitMix64, TimerKey, Timers};
+use crate::common::{Deadlines, Fence, Fragmenter, Reassembly, Run, SplitMix64, TimerKey, Timers};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -25,7 +25,12 @@ use crate::guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLev
 use crate::registry::{EngineParams, EngineSettings, Role};
 use crate::wire::{self, EngineKind, Header, Packet};
 use bytes::{BufMut, Bytes};
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// An own message on its way out: its number, QoS, payload, and place in its message when it
+/// is a fragment.
+pub(super) type Outgoing = (u64, Qos, Bytes, Option<Frag>);
 
 /// The ring's own timers (the failure detector, the gap tracker, a reformation's rounds and a
 /// non-member's requests keep theirs).
@@ -111,6 +116,18 @@ pub struct Ring {
     /// the token's chain, an admission not from the site that ran it, an EXPELLED from a
     /// member that may not expel this one.
     pub(super) roles_refused: u64,
+    /// Cuts messages larger than a datagram into fragments.
+    pub(super) fragmenter: Fragmenter,
+    /// Ordered-stream messages being put together, one per origin: an origin's messages are
+    /// delivered in its numbering's order whatever their level, so its fragments come in order.
+    pub(super) reassembly: Reassembly<NodeId>,
+    /// Unreliable messages being put together, one per origin, and the number its next
+    /// fragment must have (a fragment lost or out of order loses the message).
+    pub(super) unreliable_parts: Reassembly<NodeId>,
+    pub(super) unreliable_next: BTreeMap<NodeId, u64>,
+    /// Fragments dropped at delivery: without their beginning (a forged or stray one, one
+    /// after an unreliable fragment was lost) or too large to be put together.
+    pub(super) fragments_dropped: u64,
 }
 
 impl Ring {
@@ -127,7 +144,19 @@ impl Ring {
 
     /// [`Ring::with_config`], a creator's first view numbered `first_view`.
     fn build(p: &EngineParams<'_>, cfg: Config, first_view: u64) -> Ring {
+        let max_packet = p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
+        let fragmenter = Fragmenter::new(
+            cfg.max_message_bytes,
+            max_packet
+                .saturating_sub(wire::HEADER_LEN + packet::FRAG_FIXED)
+                .max(1),
+        );
         let mut r = Ring {
+            reassembly: Reassembly::new(&fragmenter),
+            unreliable_parts: Reassembly::new(&fragmenter),
+            unreliable_next: BTreeMap::new(),
+            fragmenter,
+            fragments_dropped: 0,
             group: p.group,
             me: p.me,
             max_datagram_bytes: p.max_datagram_bytes,
@@ -272,30 +301,46 @@ impl Ring {
         self.out.push_back((to, buf));
     }
 
-    fn send_data(&mut self, to: Destination, origin: NodeId, sseq: u64, qos: Qos, p: &Bytes) {
-        self.send(to, packet::DATA, |b| {
-            packet::encode_data(b, origin, sseq, std::iter::once((qos, &p[..])))
-        });
-    }
-
-    /// Sends `msgs` (consecutive numbers of `origin`) in as few data packets as Fig. 4.2
-    /// allows: up to half the window each, at least a minimum packet, at most a datagram.
-    pub(super) fn send_runs(
+    fn send_data(
         &mut self,
         to: Destination,
         origin: NodeId,
-        msgs: &[(u64, Qos, Bytes)],
+        sseq: u64,
+        (qos, frag): (Qos, Option<Frag>),
+        p: &Bytes,
     ) {
+        match frag {
+            None => self.send(to, packet::DATA, |b| {
+                packet::encode_data(b, origin, sseq, std::iter::once((qos, &p[..])))
+            }),
+            Some(f) => self.send(to, packet::DATA_FRAG, |b| {
+                packet::encode_frag(b, origin, sseq, qos, f, p)
+            }),
+        }
+    }
+
+    /// Sends `msgs` (consecutive numbers of `origin`) in as few data packets as Fig. 4.2
+    /// allows: up to half the window each, at least a minimum packet, at most a datagram. A
+    /// fragment fills a datagram: it goes alone.
+    pub(super) fn send_runs(&mut self, to: Destination, origin: NodeId, msgs: &[Outgoing]) {
         let max_packet = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
         let limit = self.flow.run_limit(max_packet);
         let mut rest = msgs;
-        while let Some(&(first, ..)) = rest.first() {
+        while let Some((first, qos, p, frag)) = rest.first() {
+            if frag.is_some() {
+                self.send_data(to, origin, *first, (*qos, *frag), p);
+                rest = &rest[1..];
+                continue;
+            }
+            let first = *first;
             let mut size = wire::HEADER_LEN + packet::DATA_FIXED;
             let mut n = 0;
-            for (i, (sseq, _, p)) in rest.iter().enumerate() {
+            for (i, (sseq, _, p, frag)) in rest.iter().enumerate() {
                 let add = packet::DATA_PER_MSG + p.len();
                 let next = first + i as u64 == *sseq;
-                if n > 0 && (size + add > limit || !next || n == usize::from(u16::MAX)) {
+                if n > 0
+                    && (size + add > limit || !next || n == usize::from(u16::MAX) || frag.is_some())
+                {
                     break;
                 }
                 size += add;
@@ -304,7 +349,7 @@ impl Ring {
             let (run, tail) = rest.split_at(n);
             rest = tail;
             self.send(to, packet::DATA, |b| {
-                packet::encode_data(b, origin, first, run.iter().map(|(_, q, p)| (*q, &p[..])))
+                packet::encode_data(b, origin, first, run.iter().map(|m| (m.1, &m.2[..])))
             });
         }
     }
@@ -314,7 +359,7 @@ impl Ring {
         if self.flow.outbox.is_empty() {
             return;
         }
-        let msgs: Vec<(u64, Qos, Bytes)> = self.flow.outbox.drain(..).collect();
+        let msgs: Vec<Outgoing> = self.flow.outbox.drain(..).collect();
         self.send_runs(Destination::Group, self.me, &msgs);
     }
 
@@ -554,6 +599,7 @@ impl Ring {
                         origin,
                         sseq,
                         qos: held.as_ref().map_or(Qos::TotallyOrdered, |h| h.1),
+                        frag: held.as_ref().and_then(|h| h.2),
                         payload: held.map(|h| h.0),
                         client,
                     });
@@ -765,9 +811,10 @@ impl Ring {
                     sseq,
                     payload,
                     qos,
+                    frag,
                     client,
                 } => {
-                    let (origin, sseq, qos) = (*origin, *sseq, *qos);
+                    let (origin, sseq, qos, frag) = (*origin, *sseq, *qos, *frag);
                     if !self.resilient(ts, origin, qos) {
                         self.order.resilience_wait = true;
                         break;
@@ -779,22 +826,17 @@ impl Ring {
                         continue;
                     }
                     if !self.order.early.remove(&(origin, sseq)) {
+                        let p = payload.clone().unwrap_or_default();
                         self.order.pending_src.remove(&(origin, sseq));
-                        self.counters.delivered += 1;
-                        self.events.push_back(Event::Deliver(Delivery {
-                            respond: false,
-                            // Below total order a message is placed by its sender's numbering.
-                            seq: if qos.is_total() { ts } else { sseq },
-                            sender: origin,
-                            msg: sseq,
-                            view: self.membership.delivered_view.id,
-                            payload: payload.clone().unwrap_or_default(),
-                        }));
+                        // Below total order a message is placed by its sender's numbering.
+                        let seq = if qos.is_total() { ts } else { sseq };
+                        self.deliver_whole(origin, sseq, seq, p, frag);
                         self.order.mark_source(origin, sseq);
                         self.source_chain(origin);
                     }
-                    // Resilience 0: ordered, and so delivered by every member that stays.
-                    if origin == self.me {
+                    // Resilience 0: ordered, and so delivered by every member that stays; a
+                    // message in fragments once its last fragment is.
+                    if origin == self.me && frag.is_none_or(|(i, n)| i + 1 == n) {
                         self.events.push_back(Event::SendComplete { msg: sseq });
                     }
                 }
@@ -811,6 +853,13 @@ impl Ring {
                     }
                     let v = v.clone();
                     self.counters.view_changes += 1;
+                    // A member gone from the view sends nothing more in it: what it had begun
+                    // of a message in fragments never completes (every member drops it here,
+                    // in the same place), and its buffer is freed.
+                    let old = std::mem::take(&mut self.membership.delivered_view.members);
+                    for gone in old.iter().filter(|m| !v.members.contains(m)) {
+                        self.forget_parts(*gone);
+                    }
                     self.membership.delivered_view = v.clone();
                     let gone = v.left == Some(self.me);
                     // Applying the New List that removes this member made it Removed.
@@ -863,7 +912,14 @@ impl Ring {
 
     /// A packet of a level below total order arrived (or was sent here): reliable packets are
     /// delivered at once, source-ordered ones once every earlier packet of their origin was.
-    fn deliver_early(&mut self, origin: NodeId, sseq: u64, qos: Qos, payload: &Bytes) {
+    fn deliver_early(
+        &mut self,
+        origin: NodeId,
+        sseq: u64,
+        qos: Qos,
+        payload: &Bytes,
+        frag: Option<Frag>,
+    ) {
         if self.membership.admission.is_some() || self.rec.current.is_some() {
             // In its slot: once the admission is confirmed, or once the reformation committed
             // (what a member delivers ahead of the order must be what its vote reported).
@@ -875,38 +931,74 @@ impl Ring {
             // and brings every survivor to (section 4.4), whoever crashes.
             self.order
                 .pending_src
-                .insert((origin, sseq), payload.clone());
+                .insert((origin, sseq), (payload.clone(), frag));
             self.source_chain(origin);
         }
     }
 
-    fn push_early(&mut self, origin: NodeId, sseq: u64, payload: Bytes) {
+    fn push_early(&mut self, origin: NodeId, sseq: u64, payload: Bytes, frag: Option<Frag>) {
         self.order.early.insert((origin, sseq));
+        self.deliver_whole(origin, sseq, sseq, payload, frag);
+        self.order.mark_source(origin, sseq);
+    }
+
+    /// Delivers ordered-stream message `sseq` of `origin` at `seq`; a fragment goes into its
+    /// message, which is delivered whole in the place of its last fragment (RMP orders
+    /// packets: the message's place in the total order is where it completes).
+    fn deliver_whole(
+        &mut self,
+        origin: NodeId,
+        sseq: u64,
+        seq: u64,
+        payload: Bytes,
+        frag: Option<Frag>,
+    ) {
+        let payload = match frag {
+            None => payload,
+            Some((index, count)) => match self.reassembly.push(origin, index, count, payload) {
+                Ok(Some(whole)) => whole,
+                Ok(None) => return,
+                Err(_) => {
+                    // Its beginning was never delivered here (a forged or stray fragment, or
+                    // one of a message begun before this member joined): dropped, counted.
+                    self.fragments_dropped += 1;
+                    return;
+                }
+            },
+        };
         self.counters.delivered += 1;
         self.events.push_back(Event::Deliver(Delivery {
             respond: false,
-            seq: sseq,
+            seq,
             sender: origin,
             msg: sseq,
             view: self.membership.delivered_view.id,
             payload,
         }));
-        self.order.mark_source(origin, sseq);
+    }
+
+    /// Frees what `origin` had begun of messages in fragments (it left the ring).
+    pub(super) fn forget_parts(&mut self, origin: NodeId) {
+        self.reassembly.forget(origin);
+        self.unreliable_parts.forget(origin);
+        self.unreliable_next.remove(&origin);
     }
 
     /// Delivers the source-ordered packets of `origin` whose predecessors are all delivered.
     fn source_chain(&mut self, origin: NodeId) {
         while self.events.room() {
             let next = self.order.sources.get(&origin).map_or(0, |c| c.next);
-            let Some(p) = self.order.pending_src.remove(&(origin, next)) else {
+            let Some((p, frag)) = self.order.pending_src.remove(&(origin, next)) else {
                 break;
             };
-            self.push_early(origin, next, p);
+            self.push_early(origin, next, p, frag);
         }
     }
 
-    /// An unreliable packet: delivered at once, once, never asked for again (Fig. 3.2).
-    fn on_unreliable(&mut self, origin: NodeId, n: u64, payload: &[u8]) {
+    /// An unreliable packet: delivered at once, once, never asked for again (Fig. 3.2). A
+    /// fragment is put together with the ones numbered right before it: one lost (or
+    /// reordered) loses its message, never delivered in part, and holds nothing up.
+    fn on_unreliable(&mut self, origin: NodeId, n: u64, payload: &[u8], frag: Option<Frag>) {
         if !self.order.ordered_next.contains_key(&origin) || self.membership.admission.is_some() {
             self.counters.foreign_dropped += 1;
             return;
@@ -922,6 +1014,31 @@ impl Ring {
             self.counters.duplicates += 1;
             return;
         }
+        let payload = match frag {
+            None => Bytes::copy_from_slice(payload),
+            Some((index, count)) => {
+                if index > 0 && self.unreliable_next.get(&origin) != Some(&n) {
+                    // The fragment before it was lost: so is the message.
+                    self.unreliable_parts.forget(origin);
+                }
+                let p = Bytes::copy_from_slice(payload);
+                match self.unreliable_parts.push(origin, index, count, p) {
+                    Ok(Some(whole)) => {
+                        self.unreliable_next.remove(&origin);
+                        whole
+                    }
+                    Ok(None) => {
+                        self.unreliable_next.insert(origin, n.wrapping_add(1));
+                        return;
+                    }
+                    Err(_) => {
+                        self.unreliable_next.remove(&origin);
+                        self.fragments_dropped += 1;
+                        return;
+                    }
+                }
+            }
+        };
         if !self.events.room() {
             self.order.unreliable_dropped += 1;
             return;
@@ -934,7 +1051,7 @@ impl Ring {
             sender: origin,
             msg,
             view: self.membership.delivered_view.id,
-            payload: Bytes::copy_from_slice(payload),
+            payload,
         }));
     }
 
@@ -1068,12 +1185,12 @@ impl Ring {
             .flow
             .own_next
             .min(start.saturating_add(self.cfg.data_retry_burst));
-        let again: Vec<(u64, Qos, Bytes)> = (start..end)
+        let again: Vec<Outgoing> = (start..end)
             .filter_map(|s| {
                 self.order
                     .data
                     .get(self.me, s)
-                    .map(|(p, q)| (s, *q, p.clone()))
+                    .map(|(p, q, f)| (s, *q, p.clone(), *f))
             })
             .collect();
         if again.is_empty() {
@@ -1289,6 +1406,7 @@ impl Ring {
                 sseq,
                 payload: Some(p),
                 qos,
+                frag,
                 client,
             }) = self.order.q.get(ts).map(|s| s.entry.clone())
             {
@@ -1299,7 +1417,7 @@ impl Ring {
                     continue;
                 }
                 self.counters.retransmissions += 1;
-                self.send_data(to, origin, sseq, qos, &p);
+                self.send_data(to, origin, sseq, (qos, frag), &p);
             }
         }
     }
@@ -1318,10 +1436,10 @@ impl Ring {
         let mut fresh = false;
         for (sseq, (qos, payload)) in (run.first..).zip(run.msgs) {
             if qos == Qos::Unreliable {
-                self.on_unreliable(run.origin, sseq, payload);
+                self.on_unreliable(run.origin, sseq, payload, None);
                 continue;
             }
-            match self.on_data_msg(run.origin, sseq, qos, payload) {
+            match self.on_data_msg(run.origin, sseq, (qos, None), payload) {
                 Some(true) => filled = true,
                 Some(false) => fresh = true,
                 None => {}
@@ -1334,17 +1452,43 @@ impl Ring {
         }
     }
 
+    /// A fragment of a message larger than a datagram: a message of its own in its origin's
+    /// stream (or among its unreliable messages), put together at delivery.
+    fn on_frag(&mut self, now: Time, body: &[u8]) {
+        let Ok(f) = packet::decode_frag(body, self.fragmenter.max_fragments()) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member() {
+            return;
+        }
+        if f.qos == Qos::Unreliable {
+            return self.on_unreliable(f.origin, f.sseq, f.payload, Some(f.frag));
+        }
+        match self.on_data_msg(f.origin, f.sseq, (f.qos, Some(f.frag)), f.payload) {
+            Some(true) => self.after_progress(now),
+            Some(false) => self.token_work(now),
+            None => {}
+        }
+    }
+
     /// One ordered-stream message of a data packet: `Some(true)` when it filled an ordered slot,
     /// `Some(false)` when it was kept for ordering, `None` when it was not needed.
-    fn on_data_msg(&mut self, origin: NodeId, sseq: u64, qos: Qos, payload: &[u8]) -> Option<bool> {
+    fn on_data_msg(
+        &mut self,
+        origin: NodeId,
+        sseq: u64,
+        (qos, frag): (Qos, Option<Frag>),
+        payload: &[u8],
+    ) -> Option<bool> {
         let payload = Bytes::copy_from_slice(payload);
         if self
             .order
             .q
-            .fill(origin, sseq, payload.clone(), qos)
+            .fill(origin, sseq, (payload.clone(), qos, frag))
             .is_some()
         {
-            self.deliver_early(origin, sseq, qos, &payload);
+            self.deliver_early(origin, sseq, qos, &payload, frag);
             return Some(true);
         }
         let Some(&next) = self.order.ordered_next.get(&origin) else {
@@ -1353,12 +1497,15 @@ impl Ring {
         };
         if sseq < next
             || sseq >= next + self.cfg.window_msgs
-            || !self.order.data.insert(origin, sseq, payload.clone(), qos)
+            || !self
+                .order
+                .data
+                .insert(origin, sseq, (payload.clone(), qos, frag))
         {
             self.counters.duplicates += 1;
             return None;
         }
-        self.deliver_early(origin, sseq, qos, &payload);
+        self.deliver_early(origin, sseq, qos, &payload, frag);
         Some(false)
     }
 
@@ -1684,6 +1831,7 @@ impl Ring {
         );
         fresh.counters = self.counters.clone();
         fresh.roles_refused = self.roles_refused;
+        fresh.fragments_dropped = self.fragments_dropped;
         fresh.views_seen = views_seen;
         // Message numbers go on, so that no message is taken for one sent before.
         fresh.flow.own_next = self.flow.own_next;
@@ -1694,6 +1842,84 @@ impl Ring {
         fresh.rec.committed = self.rec.committed;
         *self = fresh;
         Ok(())
+    }
+
+    /// Own ordered-stream messages were just numbered: the retransmission timer runs, and the
+    /// token site may order them.
+    fn sent_own(&mut self, now: Time) {
+        if !self.timers.is_armed(RingTimer::DataRetry) {
+            self.timers
+                .arm(RingTimer::DataRetry, now + self.flow.rtt.rto());
+            self.flow.data_retry_mark = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
+        }
+        self.token_work(now);
+    }
+
+    /// Submits a message larger than a datagram: each fragment a message of its own at the
+    /// message's QoS, numbered consecutively, so that the token site orders each (RMP orders
+    /// packets) and every member puts them together in its origin's order. Returns the last
+    /// fragment's number: the message is delivered (and its send completes) there.
+    fn submit_fragments(&mut self, now: Time, payload: Bytes, qos: Qos) -> Result<u64, SendError> {
+        let Ok(frags) = self.fragmenter.split(payload.clone()) else {
+            return Err(SendError::TooLarge);
+        };
+        let count = frags.len();
+        // A message whose fragments could never be in the send window (or the datagram
+        // queue) together would wait for ever: refused as too large, not pushed back.
+        if count as u64 > self.cfg.window_msgs || count >= self.cfg.max_out {
+            return Err(SendError::TooLarge);
+        }
+        let free = (self.out.capacity() - self.out.len()).saturating_sub(self.flow.outbox.len());
+        let bytes = payload.len() + count * packet::FRAG_FIXED;
+        if !self.can_submit()
+            || free < count + 1
+            || (qos != Qos::Unreliable
+                && (self.flow.unstable() + count as u64 > self.cfg.window_msgs
+                    || !self.flow.admits_all(bytes)))
+        {
+            self.counters.backpressure_refusals += 1;
+            return Err(SendError::WouldBlock);
+        }
+        self.counters.submitted += 1;
+        if qos == Qos::Unreliable {
+            // Sent once each, outside the ordered stream; delivered here whole, and done.
+            let mut last = 0;
+            for f in frags {
+                let n = self.flow.own_unreliable;
+                self.flow.own_unreliable += 1;
+                let frag = Some((f.index, f.count));
+                self.send_data(Destination::Group, self.me, n, (qos, frag), &f.payload);
+                last = n;
+            }
+            let msg = last | packet::UNRELIABLE_BIT;
+            self.counters.delivered += 1;
+            self.events.push_back(Event::Deliver(Delivery {
+                respond: false,
+                seq: msg,
+                sender: self.me,
+                msg,
+                view: self.membership.delivered_view.id,
+                payload,
+            }));
+            self.events.push_back(Event::SendComplete { msg });
+            return Ok(msg);
+        }
+        let mut last = 0;
+        for f in frags {
+            let n = self.flow.own_next;
+            self.flow.own_next += 1;
+            let frag = Some((f.index, f.count));
+            self.flow.outbox.push((n, qos, f.payload.clone(), frag));
+            self.flow
+                .on_send(n, now, f.payload.len() + packet::FRAG_FIXED);
+            (self.order.data).insert(self.me, n, (f.payload.clone(), qos, frag));
+            self.deliver_early(self.me, n, qos, &f.payload, frag);
+            last = n;
+        }
+        // Checked above: the send window holds every fragment.
+        debug_assert!(self.flow.unstable() <= self.cfg.window_msgs);
+        self.sent_own(now);
+        Ok(last)
     }
 }
 
@@ -1764,6 +1990,7 @@ impl Shelled for Ring {
             packet::RECOVERY_ABORT => self.on_recovery_abort(now, h.sender, pkt.body),
             packet::RECOVERY_COMMIT => self.on_recovery_commit(now, h.sender, pkt.body),
             packet::DATA => self.on_data(now, pkt.body),
+            packet::DATA_FRAG => self.on_frag(now, pkt.body),
             packet::ACK => self.on_ack(now, h.sender, datagram, pkt.body),
             packet::NACK => self.on_nack(now, h.sender, pkt.body),
             packet::LCR => self.on_lcr(now, h.sender, pkt.body),
@@ -1888,12 +2115,12 @@ impl Engine for Ring {
                         .flow
                         .own_next
                         .min(ordered.saturating_add(self.cfg.data_retry_burst));
-                    let again: Vec<(u64, Qos, Bytes)> = (ordered..end)
+                    let again: Vec<Outgoing> = (ordered..end)
                         .filter_map(|s| {
                             self.order
                                 .data
                                 .get(self.me, s)
-                                .map(|(p, q)| (s, *q, p.clone()))
+                                .map(|(p, q, f)| (s, *q, p.clone(), *f))
                         })
                         .collect();
                     self.counters.retransmissions += again.len() as u64;
@@ -1932,7 +2159,7 @@ impl Engine for Ring {
         }
         let room = self.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
         if payload.len() + wire::HEADER_LEN + packet::DATA_FIXED + packet::DATA_PER_MSG > room {
-            return Err(SendError::TooLarge);
+            return self.submit_fragments(now, payload, qos);
         }
         let len = payload.len() + packet::DATA_PER_MSG;
         if !self.can_submit() || (qos != Qos::Unreliable && !self.flow.admits(len, room)) {
@@ -1944,7 +2171,7 @@ impl Engine for Ring {
             // Sent once, outside the ordered stream; delivered here at once, and done.
             let n = self.flow.own_unreliable;
             self.flow.own_unreliable += 1;
-            self.send_data(Destination::Group, self.me, n, qos, &payload);
+            self.send_data(Destination::Group, self.me, n, (qos, None), &payload);
             let msg = n | packet::UNRELIABLE_BIT;
             self.counters.delivered += 1;
             self.events.push_back(Event::Deliver(Delivery {
@@ -1962,16 +2189,13 @@ impl Engine for Ring {
         self.flow.own_next += 1;
         // Checked by `can_submit` just above: the send window holds.
         debug_assert!(self.flow.unstable() <= self.cfg.window_msgs);
-        self.flow.outbox.push((n, qos, payload.clone()));
+        self.flow.outbox.push((n, qos, payload.clone(), None));
         self.flow.on_send(n, now, len);
-        self.order.data.insert(self.me, n, payload.clone(), qos);
-        self.deliver_early(self.me, n, qos, &payload);
-        if !self.timers.is_armed(RingTimer::DataRetry) {
-            self.timers
-                .arm(RingTimer::DataRetry, now + self.flow.rtt.rto());
-            self.flow.data_retry_mark = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
-        }
-        self.token_work(now);
+        self.order
+            .data
+            .insert(self.me, n, (payload.clone(), qos, None));
+        self.deliver_early(self.me, n, qos, &payload, None);
+        self.sent_own(now);
         Ok(n)
     }
 
@@ -2121,6 +2345,7 @@ impl Engine for Ring {
             ("fences_raised", self.rec.fences_raised),
             ("fences_lifted", self.rec.fences_lifted),
             ("roles_refused", self.roles_refused),
+            ("fragments_dropped", self.fragments_dropped),
         ]
     }
 

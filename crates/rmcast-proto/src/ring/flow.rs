@@ -3,8 +3,7 @@
 
 use super::config::Config;
 use crate::common::{packet_size, CongestionWindow, LossCache, RttEstimator};
-use crate::engine::{Qos, Time};
-use bytes::Bytes;
+use crate::engine::Time;
 use std::collections::VecDeque;
 
 /// A sender's own messages and its flow control: a window of bytes in transit, from a
@@ -33,7 +32,7 @@ pub(super) struct SendFlow {
     pub(super) own_unreliable: u64,
     /// Own messages submitted and not yet sent: they go out together, in as few packets as
     /// Fig. 4.2 allows, when the driver next takes datagrams (or before this site's ACK).
-    pub(super) outbox: Vec<(u64, Qos, Bytes)>,
+    pub(super) outbox: Vec<super::engine::Outgoing>,
     /// How far own messages were ordered when the retransmission timer was last armed.
     pub(super) data_retry_mark: u64,
 }
@@ -70,6 +69,13 @@ impl SendFlow {
         let w = self.window.get();
         let room = w.saturating_sub(self.in_flight);
         self.in_flight == 0 || packet_size(w, room, len, self.min_packet, max_packet) >= Some(len)
+    }
+
+    /// Whether the fragments of one message, `len` bytes in all, may go now: all at once
+    /// within the window, or alone when nothing is in transit (a message larger than the
+    /// window still goes, so that it never waits for ever).
+    pub(super) fn admits_all(&self, len: usize) -> bool {
+        self.in_flight == 0 || self.in_flight + len <= self.window.get()
     }
 
     /// The largest data packet to bundle own messages into: half the window, at least a

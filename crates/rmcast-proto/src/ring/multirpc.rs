@@ -238,7 +238,12 @@ impl Ring {
                 continue;
             }
             let p = Bytes::copy_from_slice(payload);
-            if self.order.q.fill(from, sseq, p.clone(), qos).is_some() {
+            if self
+                .order
+                .q
+                .fill(from, sseq, (p.clone(), qos, None))
+                .is_some()
+            {
                 filled = true;
                 continue;
             }
@@ -260,7 +265,7 @@ impl Ring {
                 self.counters.duplicates += 1;
                 continue;
             }
-            if self.order.data.insert(from, sseq, p, qos) {
+            if self.order.data.insert(from, sseq, (p, qos, None)) {
                 fresh = true;
             } else {
                 self.counters.duplicates += 1;
@@ -527,7 +532,11 @@ impl Ring {
 
     // ---- multi-RPC: the non-member's side -----------------------------------------------------
 
-    /// `Engine::request` of a non-member.
+    /// `Engine::request` of a non-member. A request stays within one datagram (a larger one is
+    /// refused with [`SendError::TooLarge`]): a non-member's packets are numbered in a window
+    /// of their own, acknowledged one by one and flushed from the ring's table, so a message
+    /// in fragments could lose its beginning with its sender's entry. Members' messages go in
+    /// fragments up to [`super::Config::max_message_bytes`].
     pub(super) fn client_request(
         &mut self,
         now: Time,

@@ -1,7 +1,7 @@
 //! The DataList (data received but not yet ordered) and the OrderingQ (slots in timestamp
 //! order, each missing, requested, received or delivered), section 4.2.
 
-use super::packet::SyncPoint;
+use super::packet::{Frag, SyncPoint};
 use crate::common::{GapTracker, ReplayWindow};
 use crate::engine::{NodeId, Qos, View};
 use bytes::Bytes;
@@ -33,6 +33,8 @@ pub enum Entry {
         payload: Option<Bytes>,
         /// Its quality of service (as sent; `TotallyOrdered` until the payload is here).
         qos: Qos,
+        /// Its place in a message larger than a datagram (known once the payload is here).
+        frag: Option<Frag>,
         /// From a process outside the ring (multi-RPC): the payload starts with the flags and
         /// the handler number.
         client: bool,
@@ -52,25 +54,28 @@ pub struct Slot {
     pub entry: Entry,
 }
 
+/// A held data packet: its payload, QoS, and place in its message when it is a fragment.
+pub type Held = (Bytes, Qos, Option<Frag>);
+
 /// Data packets received but not yet ordered, by `(origin, sseq)`, with their QoS.
 #[derive(Clone, Default)]
 pub struct DataList {
-    map: BTreeMap<(NodeId, u64), (Bytes, Qos)>,
+    map: BTreeMap<(NodeId, u64), Held>,
 }
 
 impl DataList {
     /// Keep a packet; false when already held.
-    pub fn insert(&mut self, origin: NodeId, sseq: u64, payload: Bytes, qos: Qos) -> bool {
+    pub fn insert(&mut self, origin: NodeId, sseq: u64, held: Held) -> bool {
         match self.map.entry((origin, sseq)) {
             std::collections::btree_map::Entry::Occupied(_) => false,
             std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert((payload, qos));
+                v.insert(held);
                 true
             }
         }
     }
     /// Take a packet out (it is being ordered).
-    pub fn take(&mut self, origin: NodeId, sseq: u64) -> Option<(Bytes, Qos)> {
+    pub fn take(&mut self, origin: NodeId, sseq: u64) -> Option<Held> {
         self.map.remove(&(origin, sseq))
     }
     /// Whether a packet is held.
@@ -87,7 +92,7 @@ impl DataList {
                 .is_some()
     }
     /// A held packet.
-    pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&(Bytes, Qos)> {
+    pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&Held> {
         self.map.get(&(origin, sseq))
     }
     /// Forget everything of `origin` below `sseq` (ordered already) or all of it.
@@ -205,7 +210,8 @@ impl OrderingQ {
     }
 
     /// Data for a missing slot arrived: its timestamp, or `None` when no slot waited for it.
-    pub fn fill(&mut self, origin: NodeId, sseq: u64, data: Bytes, level: Qos) -> Option<u64> {
+    pub fn fill(&mut self, origin: NodeId, sseq: u64, held: Held) -> Option<u64> {
+        let (data, level, place) = held;
         let ts = self.missing.remove(&(origin, sseq))?;
         // A missing slot is at or above the first one not held (never delivered or pruned).
         debug_assert!(ts >= self.held_next && ts < self.end());
@@ -213,9 +219,13 @@ impl OrderingQ {
             .checked_sub(self.base)
             .and_then(|i| self.slots.get_mut(i as usize))
         {
-            if let Entry::Data { payload, qos, .. } = &mut s.entry {
+            if let Entry::Data {
+                payload, qos, frag, ..
+            } = &mut s.entry
+            {
                 *payload = Some(data);
                 *qos = level;
+                *frag = place;
                 s.state = SlotState::Received;
             }
         }
@@ -345,7 +355,7 @@ pub(super) struct Ordering {
     /// Source order per origin: what was delivered.
     pub(super) sources: BTreeMap<NodeId, SourceCursor>,
     /// Source-ordered packets held, waiting for an earlier packet of their origin.
-    pub(super) pending_src: BTreeMap<(NodeId, u64), Bytes>,
+    pub(super) pending_src: BTreeMap<(NodeId, u64), (Bytes, Option<Frag>)>,
     /// Unreliable messages seen per member (duplicates are dropped: best effort).
     pub(super) unreliable_seen: BTreeMap<NodeId, ReplayWindow>,
     /// Unreliable messages dropped because the application's queue was full.
@@ -564,6 +574,7 @@ mod tests {
             sseq: s,
             payload: p.map(Bytes::from_static),
             qos: Qos::TotallyOrdered,
+            frag: None,
             client: false,
         };
         q.push(d(0, Some(b"a")));
@@ -576,8 +587,8 @@ mod tests {
         q.delivered();
         assert!(q.deliverable().is_none());
         let b = || Bytes::from_static(b"b");
-        assert_eq!(q.fill(NodeId(1), 1, b(), Qos::Reliable), Some(11));
-        assert_eq!(q.fill(NodeId(1), 1, b(), Qos::Reliable), None);
+        assert_eq!(q.fill(NodeId(1), 1, (b(), Qos::Reliable, None)), Some(11));
+        assert_eq!(q.fill(NodeId(1), 1, (b(), Qos::Reliable, None)), None);
         assert!(q.holds_all());
         q.delivered();
         q.prune(100);

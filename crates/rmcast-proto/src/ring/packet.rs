@@ -24,6 +24,13 @@ pub const GOODBYE: u8 = 6;
 /// first sequence number it lacks, sent to that member.
 pub const DATA_NACK: u8 = 7;
 
+/// A fragment of a message larger than a datagram, `(origin, sseq, QoS, index, count,
+/// payload)`: each fragment is a message of its own in its origin's stream (numbered, ordered by
+/// the token site and repaired like any data packet: section 4.2 orders packets, not
+/// messages), and the message is delivered whole under the number of its last fragment. A
+/// message that fits one datagram never goes this way: its wire bytes are [`DATA`]'s.
+pub const DATA_FRAG: u8 = 22;
+
 /// LCR kinds.
 pub const LCR_JOIN: u8 = 1;
 /// LCR kinds.
@@ -441,6 +448,63 @@ pub const DATA_FIXED: usize = 14;
 /// Bytes each message adds to a data packet besides its payload.
 pub const DATA_PER_MSG: usize = 6;
 
+/// Bytes of a fragment body before its payload: origin (4), sequence number (8), QoS (2),
+/// index (2), count (2).
+pub const FRAG_FIXED: usize = 18;
+
+/// A fragment's place in its message: `(index, count)`, index below count, count at least 2.
+pub type Frag = (u16, u16);
+
+/// Write a fragment body ([`DATA_FRAG`]).
+pub fn encode_frag(b: &mut Vec<u8>, origin: NodeId, sseq: u64, qos: Qos, frag: Frag, p: &[u8]) {
+    b.put_u32(origin.0);
+    b.put_u64(sseq);
+    b.extend_from_slice(&qos_bytes(qos));
+    b.put_u16(frag.0);
+    b.put_u16(frag.1);
+    b.extend_from_slice(p);
+}
+
+/// A decoded fragment body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragBody<'a> {
+    /// The original sender.
+    pub origin: NodeId,
+    /// Its sequence number (for an unreliable fragment, its number among the origin's
+    /// unreliable messages).
+    pub sseq: u64,
+    /// The QoS of the whole message.
+    pub qos: Qos,
+    /// Its place in the message.
+    pub frag: Frag,
+    /// Its bytes.
+    pub payload: &'a [u8],
+}
+
+/// Decode a fragment body; never panics. The index lies below the count, a message of one
+/// fragment is no fragment, and the count is at most `max_count` (what the largest message
+/// accepted needs), so that nothing is kept for a message that could never be put together.
+pub fn decode_frag(body: &[u8], max_count: usize) -> Result<FragBody<'_>, WireError> {
+    let mut r = Reader::new(body);
+    let origin = NodeId(r.u32()?);
+    let sseq = r.u64()?;
+    let qos = qos_from([r.u8()?, r.u8()?]).ok_or(WireError::BadValue("qos"))?;
+    let (index, count) = (r.u16()?, r.u16()?);
+    if count < 2 || index >= count {
+        return Err(WireError::BadValue("fragment index"));
+    }
+    if usize::from(count) > max_count {
+        return Err(WireError::BadValue("fragment count"));
+    }
+    Ok(FragBody {
+        origin,
+        sseq,
+        qos,
+        frag: (index, count),
+        payload: r.rest(),
+    })
+}
+
 /// A decoded data packet.
 pub struct DataRun<'a> {
     /// The original sender.
@@ -537,6 +601,46 @@ mod tests {
         n.encode(&mut b);
         assert_eq!(Nack::decode(&b).unwrap(), n);
         assert!(Nack::decode(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn fragments_roundtrip_and_bad_indices_or_counts_are_refused() {
+        let mut b = Vec::new();
+        encode_frag(&mut b, NodeId(2), 7, Qos::KResilient(3), (1, 3), b"xyz");
+        assert_eq!(b.len(), FRAG_FIXED + 3);
+        let f = decode_frag(&b, 8).unwrap();
+        assert_eq!(
+            f,
+            FragBody {
+                origin: NodeId(2),
+                sseq: 7,
+                qos: Qos::KResilient(3),
+                frag: (1, 3),
+                payload: b"xyz",
+            }
+        );
+        // An empty last fragment is a fragment all the same.
+        let mut e = Vec::new();
+        encode_frag(&mut e, NodeId(2), 8, Qos::Unreliable, (2, 3), b"");
+        assert_eq!(decode_frag(&e, 3).unwrap().payload, b"");
+        for bad in [(3, 3), (0, 1), (0, 0), (9, 2), (u16::MAX, 2)] {
+            let mut b = Vec::new();
+            encode_frag(&mut b, NodeId(2), 7, Qos::Reliable, bad, b"xyz");
+            assert!(decode_frag(&b, 8).is_err(), "{bad:?}");
+        }
+        // More fragments than the largest message needs.
+        assert!(decode_frag(&b, 2).is_err());
+        let mut b9 = Vec::new();
+        encode_frag(&mut b9, NodeId(2), 7, Qos::Reliable, (0, 9), b"xyz");
+        assert!(decode_frag(&b9, 8).is_err());
+        assert!(decode_frag(&b9, 9).is_ok());
+        // A bad QoS, and every truncation of the fixed part.
+        let mut q = b.clone();
+        q[12] = 9;
+        assert!(decode_frag(&q, 8).is_err());
+        for n in 0..FRAG_FIXED {
+            assert!(decode_frag(&b[..n], 8).is_err(), "{n}");
+        }
     }
 
     #[test]

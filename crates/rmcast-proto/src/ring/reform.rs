@@ -563,7 +563,7 @@ impl Ring {
         let o = NodeId(o);
         let end = z.min(a.saturating_add(packet::MAX_ENTRIES as u64));
         let again: Vec<_> = (a..end)
-            .map_while(|s| self.order.data.get(o, s).map(|(p, q)| (s, *q, p.clone())))
+            .map_while(|s| (self.order.data.get(o, s)).map(|(p, q, f)| (s, *q, p.clone(), *f)))
             .collect();
         if !again.is_empty() {
             self.counters.retransmissions += again.len() as u64;
