@@ -75,6 +75,8 @@
 pub mod config;
 mod engine;
 mod flow;
+#[cfg(test)]
+mod fragment_tests;
 mod membership;
 mod multirpc;
 pub mod order;
