@@ -106,7 +106,9 @@ pub struct Config {
     /// (one partly assembled message per sender). A message is also refused when its
     /// fragments could never all be in the send window together (more than
     /// [`Config::window_msgs`] of them, or than [`Config::max_out`] datagrams): it would
-    /// wedge the sender. 1 MiB by default, as the gossip engine's: 732 fragments of a
+    /// wedge the sender; or ordered in one ACK (more than [`Config::max_unstable`] or
+    /// [`super::packet::MAX_ENTRIES`]), which the token site does so that no membership
+    /// change falls inside a message. 1 MiB by default, as the gossip engine's: 732 fragments of a
     /// 1,472-byte datagram, within the default window of 1,024 messages, so that the largest
     /// message goes in one window on Ethernet, and a sixteenth of the byte window's ceiling.
     pub max_message_bytes: usize,
@@ -199,12 +201,14 @@ impl Config {
         }
         // Its fragments must fit the window of messages even in the largest datagrams; the
         // datagram size is the driver's, so submit refuses what does not fit smaller ones.
-        let most = (self.window_msgs.min(self.max_out as u64)).min(u64::from(u16::MAX))
+        let most = (self.window_msgs.min(self.max_out as u64))
+            .min(self.max_unstable)
+            .min(super::packet::MAX_ENTRIES as u64)
             * (wire::MAX_DATAGRAM_LEN - wire::HEADER_LEN - super::packet::FRAG_FIXED) as u64;
         if self.max_message_bytes as u64 > most {
             return Err(ConfigError::Invalid {
                 field: "max_message_bytes",
-                reason: "needs more fragments than window_msgs (or max_out) even in the largest datagrams",
+                reason: "needs more fragments than window_msgs (or max_out, max_unstable, one ACK's entries) even in the largest datagrams",
             });
         }
         Ok(())

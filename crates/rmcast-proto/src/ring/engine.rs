@@ -1263,7 +1263,9 @@ impl Ring {
         }
     }
 
-    /// Data this site holds that can be ordered: each member's packets in sequence.
+    /// Data this site holds that can be ordered: each member's packets in sequence, a message
+    /// in fragments all in one ACK or not yet (so that no New List falls inside it: a joiner
+    /// would be in the view where it is delivered without its beginning).
     fn orderable(&self) -> Vec<(NodeId, u64)> {
         let mut out = Vec::new();
         // Called only with room: the slots not yet stable stay within their bound.
@@ -1275,9 +1277,20 @@ impl Ring {
         for k in 0..self.membership.ring.len() {
             let m = self.membership.ring[(start + k) % self.membership.ring.len()];
             let mut s = self.order.ordered_next.get(&m).copied().unwrap_or(0);
+            let first = out.len();
             while out.len() < max && self.order.data.has(m, s) {
                 out.push((m, s));
                 s += 1;
+            }
+            // The run ends inside a message begun in it: that message waits for its other
+            // fragments (or for room). One begun before (ordered in parts by a reformation, or
+            // a forgery) goes as it is.
+            let last = out.last().filter(|_| out.len() > first);
+            if let Some((_, _, Some((i, n)))) = last.and_then(|&(o, q)| self.order.data.get(o, q)) {
+                let begun = out.len() - first;
+                if i + 1 < *n && usize::from(*i) < begun {
+                    out.truncate(out.len() - usize::from(*i) - 1);
+                }
             }
         }
         self.orderable_clients(&mut out, max);
@@ -1865,8 +1878,13 @@ impl Ring {
         };
         let count = frags.len();
         // A message whose fragments could never be in the send window (or the datagram
-        // queue) together would wait for ever: refused as too large, not pushed back.
-        if count as u64 > self.cfg.window_msgs || count >= self.cfg.max_out {
+        // queue) together would wait for ever, and the token site orders it in one ACK within
+        // its bound on unstable slots: beyond those, refused as too large, not pushed back.
+        if count as u64 > self.cfg.window_msgs
+            || count as u64 > self.cfg.max_unstable
+            || count > packet::MAX_ENTRIES
+            || count >= self.cfg.max_out
+        {
             return Err(SendError::TooLarge);
         }
         let free = (self.out.capacity() - self.out.len()).saturating_sub(self.flow.outbox.len());
