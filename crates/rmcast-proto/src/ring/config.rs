@@ -204,7 +204,7 @@ impl Config {
         let most = (self.window_msgs.min(self.max_out as u64))
             .min(self.max_unstable)
             .min(super::packet::MAX_ENTRIES as u64)
-            * (wire::MAX_DATAGRAM_LEN - wire::HEADER_LEN - super::packet::FRAG_FIXED) as u64;
+            * super::packet::fragment_bytes(wire::MAX_DATAGRAM_LEN) as u64;
         if self.max_message_bytes as u64 > most {
             return Err(ConfigError::Invalid {
                 field: "max_message_bytes",

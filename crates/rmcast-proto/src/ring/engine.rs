@@ -145,12 +145,7 @@ impl Ring {
     /// [`Ring::with_config`], a creator's first view numbered `first_view`.
     fn build(p: &EngineParams<'_>, cfg: Config, first_view: u64) -> Ring {
         let max_packet = p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
-        let fragmenter = Fragmenter::new(
-            cfg.max_message_bytes,
-            max_packet
-                .saturating_sub(wire::HEADER_LEN + packet::FRAG_FIXED)
-                .max(1),
-        );
+        let fragmenter = Fragmenter::new(cfg.max_message_bytes, packet::fragment_bytes(max_packet));
         let mut r = Ring {
             reassembly: Reassembly::new(&fragmenter),
             unreliable_parts: Reassembly::new(&fragmenter),
@@ -1877,6 +1872,9 @@ impl Ring {
             return Err(SendError::TooLarge);
         };
         let count = frags.len();
+        // Longer than one data packet holds, so at least two fragments (a count of one is no
+        // fragment on the wire).
+        debug_assert!(count >= 2, "a message in fragments has two at least");
         // A message whose fragments could never be in the send window (or the datagram
         // queue) together would wait for ever, and the token site orders it in one ACK within
         // its bound on unstable slots: beyond those, refused as too large, not pushed back.

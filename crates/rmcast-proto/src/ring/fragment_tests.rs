@@ -261,7 +261,7 @@ fn a_message_above_the_maximum_is_refused_and_the_largest_goes_through() {
         Err(SendError::TooLarge)
     );
     // Four fragments fit it.
-    let p = big(4 * (DATAGRAM - wire::HEADER_LEN - packet::FRAG_FIXED), 1);
+    let p = big(4 * packet::fragment_bytes(DATAGRAM), 1);
     let m = submit(&mut net, 0, p.clone(), Qos::TotallyOrdered);
     assert_eq!(m, 3);
     net.run_for(Duration::from_secs(1));
@@ -275,6 +275,28 @@ fn a_message_above_the_maximum_is_refused_and_the_largest_goes_through() {
     };
     let err = bad.validate().unwrap_err();
     assert!(err.to_string().contains("max_message_bytes"), "{err}");
+}
+
+#[test]
+fn messages_around_the_datagram_boundary_go_whole() {
+    let mut net = ring(2, Config::default());
+    // The longest message one data packet holds, and each length up to two fragments.
+    let one = DATAGRAM - wire::HEADER_LEN - packet::DATA_FIXED - packet::DATA_PER_MSG;
+    let lens: Vec<usize> = (one - 1..one + 4)
+        .chain([2 * packet::fragment_bytes(DATAGRAM)])
+        .collect();
+    let mut sent = Vec::new();
+    for (k, &len) in lens.iter().enumerate() {
+        let p = big(len, k as u8);
+        sent.push((submit(&mut net, 0, p.clone(), Qos::TotallyOrdered), p));
+    }
+    net.run_for(Duration::from_secs(1));
+    for i in 0..2 {
+        let got: Vec<(u64, Bytes)> = (delivered(&net, i).into_iter())
+            .map(|d| (d.2, d.3))
+            .collect();
+        assert_eq!(got, sent, "member {i}");
+    }
 }
 
 /// A fragment datagram from `sender` (as its header says).

@@ -23,6 +23,26 @@
 //! token only holding every slot before). Ordering between two messages of different levels is
 //! that of the lower level (section 3.2), which this delivery rule gives.
 //!
+//! **Large messages.** A message larger than a datagram (up to [`Config::max_message_bytes`],
+//! 1 MiB by default; larger ones are refused with [`crate::SendError::TooLarge`], as are ones
+//! whose fragments could never be in the send window together) goes as fragments
+//! ([`packet::DATA_FRAG`]), each a packet of its own in its origin's stream at the message's
+//! QoS, ordered by the token site as RMP orders any packet and repaired the same way. The
+//! token site orders a message's fragments in one ACK, so that no membership change falls
+//! inside it. Every member puts them together with the common [`crate::common::Reassembly`]
+//! (one partial message per sender, bounded by the maximum) and delivers the message once,
+//! whole, in the place of its last fragment: total order and agreement hold for whole
+//! messages, at every level as above. `submit` returns the last fragment's number, under which
+//! the message is delivered and its send completes. An unreliable message whose fragment is
+//! lost (or arrives out of its order) is lost whole, never delivered in part, and holds
+//! nothing up. A fragment whose beginning was not delivered (a forged or stray one) is dropped
+//! and counted (`fragments_dropped`). A partial message of a member that leaves or is removed
+//! is dropped by every member at the view that removes it, and its buffer freed. Members of a
+//! ring use the same datagram size: a fragment count beyond what the largest message needs in
+//! this member's datagrams is refused as malformed. A message that fits a datagram goes as
+//! before, in [`packet::DATA`] runs. Requests of non-members (multi-RPC) stay within one
+//! datagram.
+//!
 //! **How** (section 4.2). Members form a logical ring. Each member stamps its data packets with
 //! `(member id, sequence number, QoS)` and multicasts them ([`order::DataList`]). One member at
 //! a time is the *token site*: it multicasts an ACK that gives consecutive timestamps to one or

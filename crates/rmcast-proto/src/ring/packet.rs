@@ -452,6 +452,15 @@ pub const DATA_PER_MSG: usize = 6;
 /// index (2), count (2).
 pub const FRAG_FIXED: usize = 18;
 
+/// Payload bytes of one fragment in datagrams of `max_packet` bytes. No more than a data
+/// packet of one message carries, so that a message too long for one is at least two
+/// fragments (a fragment body's fixed part is shorter than a data packet's).
+pub fn fragment_bytes(max_packet: usize) -> usize {
+    max_packet
+        .saturating_sub(crate::wire::HEADER_LEN + DATA_FIXED + DATA_PER_MSG)
+        .max(1)
+}
+
 /// A fragment's place in its message: `(index, count)`, index below count, count at least 2.
 pub type Frag = (u16, u16);
 
