@@ -162,6 +162,17 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The most fragments one message may have: all of them must fit the send window, the
+    /// datagram queue, the token site's bound on unstable slots and one ACK. A sender refuses a
+    /// message needing more (`TooLarge`), and a receiver any fragment announcing more,
+    /// whatever the datagram size of either.
+    pub fn max_fragments(&self) -> usize {
+        (self.window_msgs.min(self.max_unstable) as usize)
+            .min(super::packet::MAX_ENTRIES)
+            .min(self.max_out.saturating_sub(1))
+            .min(usize::from(u16::MAX))
+    }
+
     /// Refuse values the ring cannot work with: a bound of zero would stop it for good.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let zero = [
@@ -201,9 +212,7 @@ impl Config {
         }
         // Its fragments must fit the window of messages even in the largest datagrams; the
         // datagram size is the driver's, so submit refuses what does not fit smaller ones.
-        let most = (self.window_msgs.min(self.max_out as u64))
-            .min(self.max_unstable)
-            .min(super::packet::MAX_ENTRIES as u64)
+        let most = self.max_fragments() as u64
             * super::packet::fragment_bytes(wire::MAX_DATAGRAM_LEN) as u64;
         if self.max_message_bytes as u64 > most {
             return Err(ConfigError::Invalid {

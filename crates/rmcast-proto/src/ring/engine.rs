@@ -146,9 +146,18 @@ impl Ring {
     fn build(p: &EngineParams<'_>, cfg: Config, first_view: u64) -> Ring {
         let max_packet = p.max_datagram_bytes.min(wire::MAX_DATAGRAM_LEN);
         let fragmenter = Fragmenter::new(cfg.max_message_bytes, packet::fragment_bytes(max_packet));
+        // A member with smaller datagrams cuts a message into more fragments: reassembly takes
+        // as many as any sender may send (its bytes stay bounded by the maximum message).
+        let most = cfg.max_fragments().max(1);
+        let widest = Fragmenter::new(
+            cfg.max_message_bytes,
+            cfg.max_message_bytes.div_ceil(most).max(1),
+        );
+        let mut reassembly = Reassembly::new(&fragmenter);
+        reassembly.allow(&widest);
         let mut r = Ring {
-            reassembly: Reassembly::new(&fragmenter),
-            unreliable_parts: Reassembly::new(&fragmenter),
+            unreliable_parts: reassembly.clone(),
+            reassembly,
             unreliable_next: BTreeMap::new(),
             fragmenter,
             fragments_dropped: 0,
@@ -1463,7 +1472,7 @@ impl Ring {
     /// A fragment of a message larger than a datagram: a message of its own in its origin's
     /// stream (or among its unreliable messages), put together at delivery.
     fn on_frag(&mut self, now: Time, body: &[u8]) {
-        let Ok(f) = packet::decode_frag(body, self.fragmenter.max_fragments()) else {
+        let Ok(f) = packet::decode_frag(body, self.cfg.max_fragments()) else {
             self.counters.malformed_dropped += 1;
             return;
         };
@@ -1878,11 +1887,7 @@ impl Ring {
         // A message whose fragments could never be in the send window (or the datagram
         // queue) together would wait for ever, and the token site orders it in one ACK within
         // its bound on unstable slots: beyond those, refused as too large, not pushed back.
-        if count as u64 > self.cfg.window_msgs
-            || count as u64 > self.cfg.max_unstable
-            || count > packet::MAX_ENTRIES
-            || count >= self.cfg.max_out
-        {
+        if count > self.cfg.max_fragments() {
             return Err(SendError::TooLarge);
         }
         let free = (self.out.capacity() - self.out.len()).saturating_sub(self.flow.outbox.len());

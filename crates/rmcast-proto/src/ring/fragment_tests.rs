@@ -19,12 +19,16 @@ type Net<X = ()> = crate::testnet::Net<Ring, X>;
 const DATAGRAM: usize = 1400;
 
 fn build(role: Role, id: u32, now: Time, cfg: Config) -> Box<Ring> {
+    build_sized(role, id, now, cfg, DATAGRAM)
+}
+
+fn build_sized(role: Role, id: u32, now: Time, cfg: Config, datagram: usize) -> Box<Ring> {
     Box::new(Ring::with_config(
         &EngineParams {
             role,
             group: 7,
             me: NodeId(id),
-            max_datagram_bytes: DATAGRAM,
+            max_datagram_bytes: datagram,
             now,
             seed: u64::from(id),
             settings: &EngineSettings::default(),
@@ -296,6 +300,34 @@ fn messages_around_the_datagram_boundary_go_whole() {
             .map(|d| (d.2, d.3))
             .collect();
         assert_eq!(got, sent, "member {i}");
+    }
+}
+
+#[test]
+fn members_with_smaller_datagrams_send_more_fragments_that_others_take() {
+    let mut net = ring(2, Config::default());
+    // Member 2 writes 300-byte datagrams: 10,000 bytes are 39 fragments to it, 8 to the others.
+    let mut e = build_sized(Role::Join, 2, net.now, Config::default(), 300);
+    e.handle_timeout(net.now);
+    net.add(e);
+    net.run_for(Duration::from_millis(300));
+    let (a, b) = (big(10_000, 5), big(10_000, 6));
+    let ma = submit(&mut net, 2, a.clone(), Qos::TotallyOrdered);
+    let mb = submit(&mut net, 0, b.clone(), Qos::TotallyOrdered);
+    assert_eq!(
+        ma + 1,
+        10_000u64.div_ceil(packet::fragment_bytes(300) as u64)
+    );
+    assert_eq!(ma, 38);
+    net.run_for(Duration::from_secs(2));
+    for i in 0..3 {
+        let got: Vec<(NodeId, u64, Bytes)> = (delivered(&net, i).into_iter())
+            .map(|d| (d.1, d.2, d.3))
+            .collect();
+        assert_eq!(got.len(), 2, "member {i}");
+        assert!(got.contains(&(NodeId(2), ma, a.clone())), "member {i}");
+        assert!(got.contains(&(NodeId(0), mb, b.clone())), "member {i}");
+        assert_eq!(net.nodes[i].counters().malformed_dropped, 0);
     }
 }
 

@@ -37,9 +37,9 @@
 //! lost (or arrives out of its order) is lost whole, never delivered in part, and holds
 //! nothing up. A fragment whose beginning was not delivered (a forged or stray one) is dropped
 //! and counted (`fragments_dropped`). A partial message of a member that leaves or is removed
-//! is dropped by every member at the view that removes it, and its buffer freed. Members of a
-//! ring use the same datagram size: a fragment count beyond what the largest message needs in
-//! this member's datagrams is refused as malformed. A message that fits a datagram goes as
+//! is dropped by every member at the view that removes it, and its buffer freed. Members may
+//! use datagrams of different sizes: a fragment announcing more fragments than any member may
+//! send ([`Config::max_fragments`]) is refused as malformed. A message that fits a datagram goes as
 //! before, in [`packet::DATA`] runs. Requests of non-members (multi-RPC) stay within one
 //! datagram.
 //!
