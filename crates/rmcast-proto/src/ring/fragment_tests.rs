@@ -284,12 +284,39 @@ fn a_message_above_the_maximum_is_refused_and_the_largest_goes_through() {
 #[test]
 fn messages_around_the_datagram_boundary_go_whole() {
     let mut net = ring(2, Config::default());
-    // The longest message one data packet holds, and each length up to two fragments.
+    // The longest message one data packet holds goes as before, in a data packet of its own
+    // (the same bytes as before fragments existed), never as a fragment.
     let one = DATAGRAM - wire::HEADER_LEN - packet::DATA_FIXED - packet::DATA_PER_MSG;
+    let p = big(one, 9);
+    let mut want = Vec::new();
+    packet::encode_data(
+        &mut want,
+        NodeId(0),
+        0,
+        std::iter::once((Qos::TotallyOrdered, &p[..])),
+    );
+    let seen = std::rc::Rc::new(std::cell::Cell::new((0, 0)));
+    let s = seen.clone();
+    net.drop = rule(move |from, _, ptype, body| {
+        let (data, frags) = s.get();
+        if from == 0 && ptype == packet::DATA && body == &want[..] {
+            s.set((data + 1, frags));
+        }
+        if ptype == packet::DATA_FRAG {
+            s.set((data, frags + 1));
+        }
+        false
+    });
+    let m = submit(&mut net, 0, p.clone(), Qos::TotallyOrdered);
+    net.run_for(Duration::from_millis(200));
+    assert_eq!(m, 0);
+    assert!(seen.get().0 > 0 && seen.get().1 == 0, "{:?}", seen.get());
+    net.drop = None;
+    // Each length around the boundary, up to two fragments.
     let lens: Vec<usize> = (one - 1..one + 4)
         .chain([2 * packet::fragment_bytes(DATAGRAM)])
         .collect();
-    let mut sent = Vec::new();
+    let mut sent = vec![(m, p)];
     for (k, &len) in lens.iter().enumerate() {
         let p = big(len, k as u8);
         sent.push((submit(&mut net, 0, p.clone(), Qos::TotallyOrdered), p));
