@@ -36,12 +36,12 @@
 //!
 //! **What is not.** Only totally ordered engines with views ordered with the messages (the
 //! Sequencer, and the Ring at `totally-ordered` or stronger): [`StateGroup::join`] refuses
-//! others ([`StateError::NotTotallyOrdered`]). The state travels as one message, so it is
-//! limited by the group's largest message: [`StateOptions::max_state_bytes`] (16 MiB, what the
-//! Sequencer fragments by default), and on the Ring, which does not fragment, one datagram:
-//! [`GroupSender::max_datagram_bytes`] less 40 bytes of headers and 15 bytes of the snapshot's
-//! own header and up to 64 member ids (about 65 KB on loopback, 1.4 KB on Ethernet). A larger
-//! state is refused by the provider and the joiner fails with [`StateError::TooLarge`]. If
+//! others ([`StateError::NotTotallyOrdered`]). The state travels as one message (fragmented
+//! by the engine), so it is limited by [`StateOptions::max_state_bytes`] (16 MiB, the
+//! Sequencer's largest message by default) and on the Ring by its default largest message
+//! (1 MiB), less the snapshot's own header (15 bytes and up to 64 member ids).
+//! A larger state is refused by the provider and the joiner fails with
+//! [`StateError::TooLarge`]. If
 //! every member that holds the state leaves, a joiner cannot get it and fails at its timeout.
 //!
 //! **If the provider goes.** The joiner cannot know its provider before it has the snapshot
@@ -97,11 +97,11 @@ pub struct StateOptions {
     /// Bytes of events a joiner keeps while it waits for the snapshot (the messages ordered
     /// after its request); past it the transfer fails ([`StateError::BufferFull`]).
     pub max_buffer_bytes: usize,
-    /// The largest state a provider sends (the engine's own limit may be lower: see the module
-    /// docs); a larger one is refused ([`StateError::TooLarge`] at the joiner). Keep it at or
-    /// below the Sequencer's `max_message_bytes` where that is set lower than its 16 MiB: a
-    /// snapshot the engine refuses is only logged and counted
-    /// ([`crate::NodeCounters`]' `submit_refused`), and the joiner fails at its timeout.
+    /// The largest state a provider sends; a larger one is refused ([`StateError::TooLarge`] at
+    /// the joiner). On the Ring the bound is at most its default largest message (1 MiB). Keep
+    /// it at or below the Sequencer's `max_message_bytes` where that is set lower than its
+    /// 16 MiB: a snapshot the engine refuses is only logged and counted, and the joiner fails
+    /// at its timeout.
     pub max_state_bytes: usize,
 }
 
@@ -237,8 +237,6 @@ const TAG_REQUEST: u8 = 1;
 const TAG_SNAPSHOT: u8 = 2;
 const TAG_REFUSAL: u8 = 3;
 
-/// What the Ring adds to a payload in its datagram (header, data packet and message fields).
-const RING_OVERHEAD: usize = 40;
 /// Snapshot header: tag, requester, request number, number of state holders.
 const SNAPSHOT_FIXED: usize = 1 + 4 + 4 + 2;
 /// State holders a snapshot names at most (the rest are left out: only the set's first ones
@@ -642,12 +640,13 @@ impl<A: StateApp> StateGroup<A> {
     }
 
     /// The largest state this member sends after a snapshot header of `header` bytes: the
-    /// configured bound, and on the Ring what one datagram carries.
+    /// configured bound, and on the Ring its largest message (which the engine checks only
+    /// after a send has returned, too late to tell the joiner why).
     fn state_limit(&self, header: usize) -> usize {
         let engine = if self.group.engine_kind() == "ring" {
-            self.group
-                .max_datagram_bytes()
-                .saturating_sub(RING_OVERHEAD + header)
+            rmcast_proto::ring::Config::default()
+                .max_message_bytes
+                .saturating_sub(header)
         } else {
             usize::MAX
         };
@@ -681,7 +680,6 @@ impl<A: StateApp> StateGroup<A> {
         }
         let msg = match self.app.get_state(&mut out) {
             Ok(()) => {
-                self.stats.snapshots_sent += 1;
                 tracing::debug!(%requester, bytes = out.buf.len() - header, "state sent");
                 Bytes::from(out.buf)
             }
@@ -697,9 +695,11 @@ impl<A: StateApp> StateGroup<A> {
                 Bytes::from(v)
             }
         };
-        if let Err(e) = self.group.send_nowait(msg) {
+        let snapshot = msg.first() == Some(&TAG_SNAPSHOT);
+        match self.group.send_nowait(msg) {
+            Ok(()) => self.stats.snapshots_sent += u64::from(snapshot),
             // The joiner asks again (after a view change) or fails at its timeout.
-            tracing::warn!(%requester, "state snapshot not sent: {e}");
+            Err(e) => tracing::warn!(%requester, "state snapshot not sent: {e}"),
         }
     }
 
