@@ -1651,21 +1651,11 @@ fn seal<'a>(
     }
 }
 
-/// A seed for an engine's own RNG, from the operating system: `RandomState` is keyed from the
-/// OS's randomness once per thread and advanced for every new instance; the time and a counter
-/// are mixed in as well.
+/// A seed for an engine's own RNG (and the loss shim's), from the operating system.
 fn os_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(N.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
+    let mut b = [0u8; 8];
+    crate::random::fill_random(&mut b);
+    u64::from_ne_bytes(b)
 }
 
 #[cfg(test)]

@@ -110,6 +110,7 @@ mod node;
 mod payload;
 mod peers;
 mod queue;
+mod random;
 mod sessions;
 mod shared;
 pub mod state;

@@ -278,20 +278,11 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// A random non-zero node id. `RandomState` is seeded from the OS, which is all the randomness
-/// this needs.
+/// A random non-zero node id (0 is no node), from the operating system.
 fn random_id() -> NodeId {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    let v = h.finish();
-    NodeId(((v >> 32) as u32 ^ v as u32).max(1))
+    let mut b = [0u8; 4];
+    crate::random::fill_random(&mut b);
+    NodeId(u32::from_ne_bytes(b).max(1))
 }
 
 /// A message queued by [`GroupSender::start_send_with`] whose completion is still to come: what

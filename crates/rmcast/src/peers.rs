@@ -166,7 +166,11 @@ impl Peers {
     /// A fresh unpredictable cookie, never 0 (0 says "no challenge sent").
     fn cookie(&mut self) -> u64 {
         if self.used == COOKIE_BATCH {
-            fill_random(&mut self.cookies);
+            let mut bytes = [0u8; COOKIE_BATCH * 8];
+            crate::random::fill_random(&mut bytes);
+            for (c, b) in self.cookies.iter_mut().zip(bytes.chunks_exact(8)) {
+                *c = u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+            }
             self.used = 0;
         }
         let c = self.cookies[self.used];
@@ -481,37 +485,6 @@ impl Peers {
 
 /// Cookies drawn from the system per batch (one system call for this many challenges).
 pub(crate) const COOKIE_BATCH: usize = 32;
-
-/// Fill `out` from the operating system's random number generator (`getrandom(2)`, else
-/// `/dev/urandom`); should both fail, from the keyed SipHash of the standard library's
-/// `RandomState`, whose keys come from the system's generator too.
-pub(crate) fn fill_random(out: &mut [u64; COOKIE_BATCH]) {
-    let mut bytes = [0u8; COOKIE_BATCH * 8];
-    #[cfg(target_os = "linux")]
-    let got = {
-        // SAFETY: a valid buffer of the length given.
-        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-        n == bytes.len() as isize
-    };
-    #[cfg(not(target_os = "linux"))]
-    let got = false;
-    let got = got || {
-        use std::io::Read;
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .is_ok()
-    };
-    for (i, c) in out.iter_mut().enumerate() {
-        *c = if got {
-            u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([1; 8]))
-        } else {
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_usize(i);
-            h.finish()
-        };
-    }
-}
 
 /// Whether `a`'s budget takes `len` more bytes.
 fn fits(a: &Addr, len: usize) -> bool {

@@ -48,7 +48,6 @@
 //! datagrams that caused them (no amplification: a challenge, 88 bytes sealed, is about the
 //! size of the smallest sealed datagram).
 
-use crate::peers::{fill_random, COOKIE_BATCH};
 use crate::shared::AtomicNodeCounters;
 use rmcast_proto::secure::{ChallengeKey, SessionId, SessionName, CHALLENGE_LEN};
 use rmcast_proto::wire::{EngineKind, Header, HEADER_LEN, SESSION_ID_LEN};
@@ -184,12 +183,8 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// The sessions of group `group` at node `me`.
     pub(crate) fn new(group: u32, me: NodeId) -> Sessions {
-        let mut random = [0u64; COOKIE_BATCH];
-        fill_random(&mut random);
         let mut secret = [0u8; 32];
-        for (i, w) in random[..4].iter().enumerate() {
-            secret[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-        }
+        crate::random::fill_random(&mut secret);
         Sessions {
             group,
             me,
