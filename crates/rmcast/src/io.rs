@@ -59,6 +59,10 @@ const CLOSE_FLUSH: Duration = Duration::from_millis(20);
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(1);
 /// Capacity of the control command queue.
 const COMMAND_QUEUE: usize = 64;
+/// How long past its join timeout a joining open waits for formation's answer (admitted,
+/// created, timed out) before it fails with [`Error::Timeout`]; formation answers well
+/// before, this only bounds the wait should it not.
+const OPEN_MARGIN: Duration = Duration::from_secs(10);
 
 /// Open the unicast socket and start the I/O thread.
 pub(crate) fn spawn(
@@ -376,7 +380,10 @@ struct GroupState {
     completions: HashMap<u64, oneshot::Sender<Result<u64, Error>>>,
     /// Own messages submitted and not yet complete.
     outstanding: u64,
-    open_reply: Option<std_mpsc::SyncSender<Result<bool, Error>>>,
+    /// The open's answer while the node is joining, and when the wait for it ends
+    /// ([`Error::Timeout`]): the join timeout and a margin, enforced here so that the blocking
+    /// and async opens need no timer of their own.
+    open_reply: Option<(oneshot::Sender<Result<bool, Error>>, Time)>,
     leaving: Option<Leaving>,
     /// Finished: removed at the end of the turn.
     done: bool,
@@ -421,7 +428,7 @@ impl GroupState {
                 self.final_reply = Some((r, result));
             }
         }
-        if let Some(r) = self.open_reply.take() {
+        if let Some((r, _)) = self.open_reply.take() {
             let _ = r.send(Err(Error::Closed));
         }
         self.shared.set_recovering(None);
@@ -628,6 +635,7 @@ impl IoLoop {
             if let Some(l) = &g.leaving {
                 consider(Some(if l.started { l.deadline } else { l.start_by }));
             }
+            consider(g.open_reply.as_ref().map(|(_, by)| *by));
         }
         // Exact: the precise timer wakes the loop at it (epoll alone sleeps in whole
         // milliseconds, rounded up so as not to spin).
@@ -699,6 +707,11 @@ impl IoLoop {
             reply,
         } = req;
         let gid = cfg.group_id();
+        let open_by =
+            now + match cfg.mode {
+                OpenMode::Create | OpenMode::Client => Duration::ZERO,
+                OpenMode::Join | OpenMode::JoinOrCreate => cfg.join_timeout,
+            } + OPEN_MARGIN;
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Error::Closed));
             return;
@@ -762,7 +775,7 @@ impl IoLoop {
             now,
         );
         let open_reply = if engine.joining() {
-            Some(reply)
+            Some((reply, open_by))
         } else {
             let _ = reply.send(Ok(true));
             None
@@ -1096,7 +1109,7 @@ impl IoLoop {
         let g = &mut self.groups[i];
         if g.engine.joining() {
             warn!(group = %g.name, id = %self.shared.id, %from, "node id in use: not joining");
-            if let Some(r) = g.open_reply.take() {
+            if let Some((r, _)) = g.open_reply.take() {
                 let _ = r.send(Err(Error::DuplicateId {
                     id: self.shared.id,
                     at: from,
@@ -1140,6 +1153,13 @@ impl IoLoop {
                 warn!(group = %g.name, "leave not confirmed in time; dropping the group");
                 g.finish(Err(Error::LeaveTimeout));
             }
+        }
+        if g.open_reply.as_ref().is_some_and(|(_, by)| now >= *by) {
+            warn!(group = %g.name, "no answer to the open in time; dropping the group");
+            if let Some((r, _)) = g.open_reply.take() {
+                let _ = r.send(Err(Error::Timeout));
+            }
+            g.done = true;
         }
     }
 
@@ -1491,13 +1511,13 @@ fn drain_notices(g: &mut GroupState) -> bool {
     while let Some(n) = g.engine.poll_notice() {
         match n {
             Notice::Admitted => {
-                if let Some(r) = g.open_reply.take() {
+                if let Some((r, _)) = g.open_reply.take() {
                     let _ = r.send(Ok(false));
                 }
             }
             Notice::Created => {
                 info!(group = %g.name, "nobody answered the join: creating the group");
-                if let Some(r) = g.open_reply.take() {
+                if let Some((r, _)) = g.open_reply.take() {
                     let _ = r.send(Ok(true));
                 }
             }
@@ -1507,7 +1527,7 @@ fn drain_notices(g: &mut GroupState) -> bool {
             }
             Notice::JoinTimedOut => {
                 info!(group = %g.name, "join timed out");
-                if let Some(r) = g.open_reply.take() {
+                if let Some((r, _)) = g.open_reply.take() {
                     let _ = r.send(Err(Error::JoinTimeout));
                 }
                 g.done = true;

@@ -123,7 +123,8 @@ impl Node {
     }
 
     /// [`Node::open_group`] for async code: the wait for admission does not block the
-    /// executor (it happens on a short-lived helper thread), and works on any async runtime.
+    /// executor and takes no thread of its own (the I/O thread completes the future), so it
+    /// works on any async runtime.
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), rmcast::Error> {
@@ -134,15 +135,9 @@ impl Node {
     /// # Ok(()) }
     /// ```
     pub async fn open_group_async(&self, cfg: GroupConfig) -> Result<Group, Error> {
-        let pending = self.start_open(cfg)?;
-        let (tx, rx) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("rmcast-open".into())
-            .spawn(move || {
-                let _ = tx.send(pending.finish());
-            })
-            .map_err(Error::Io)?;
-        rx.await.map_err(|_| Error::Closed)?
+        let mut pending = self.start_open(cfg)?;
+        let created = (&mut pending.reply).await;
+        pending.into_group(created)
     }
 
     /// Validate `cfg`, open the group's socket and hand the group to the I/O thread; the
@@ -178,11 +173,7 @@ impl Node {
         let (ops_tx, ops_rx) = mpsc::channel(cfg.send_queue_capacity);
         let (events_tx, events_rx) = mpsc::channel(cfg.event_queue_capacity);
         let shared = Arc::new(GroupShared::default());
-        let (reply_tx, reply_rx) = std_mpsc::sync_channel(1);
-        let wait = match cfg.mode {
-            OpenMode::Create | OpenMode::Client => Duration::ZERO,
-            OpenMode::Join | OpenMode::JoinOrCreate => cfg.join_timeout,
-        } + Duration::from_secs(10);
+        let (reply_tx, reply_rx) = oneshot::channel();
         let handle = GroupHandle {
             ops: ops_tx,
             name: cfg.name.clone(),
@@ -217,7 +208,6 @@ impl Node {
             handle,
             events: events_rx,
             reply: reply_rx,
-            wait,
         })
     }
 
@@ -235,21 +225,27 @@ impl Node {
 }
 
 /// A group handed to the I/O thread, waiting for the answer (admitted, created, or refused).
+/// The I/O thread always answers, by the join timeout and a margin at the latest
+/// ([`Error::Timeout`] then), or drops the sender when it stops ([`Error::Closed`]).
 struct PendingOpen {
     handle: GroupHandle,
     events: mpsc::Receiver<GroupEvent>,
-    reply: std_mpsc::Receiver<Result<bool, Error>>,
-    wait: Duration,
+    reply: oneshot::Receiver<Result<bool, Error>>,
 }
 
 impl PendingOpen {
     /// Block until the I/O thread answers.
-    fn finish(self) -> Result<Group, Error> {
-        let created = match self.reply.recv_timeout(self.wait) {
-            Ok(r) => r?,
-            Err(std_mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(Error::Closed),
-        };
+    fn finish(mut self) -> Result<Group, Error> {
+        let created = block_on(&mut self.reply, None).unwrap_or(Ok(Err(Error::Timeout)));
+        self.into_group(created)
+    }
+
+    /// The group, once the I/O thread's answer `created` is in.
+    fn into_group(
+        self,
+        created: Result<Result<bool, Error>, oneshot::error::RecvError>,
+    ) -> Result<Group, Error> {
+        let created = created.map_err(|_| Error::Closed)??;
         self.handle.created.store(created, Ordering::Relaxed);
         Ok(Group {
             sender: GroupSender {

@@ -90,8 +90,9 @@ pub(crate) struct OpenRequest {
     /// The group's events ([`crate::GroupEvent`]).
     pub events: mpsc::Sender<Event>,
     pub shared: Arc<GroupShared>,
-    /// `Ok(created)` once the node is a member.
-    pub reply: std_mpsc::SyncSender<Result<bool, Error>>,
+    /// `Ok(created)` once the node is a member; an async channel, so that
+    /// [`crate::Node::open_group_async`] awaits it without a thread of its own.
+    pub reply: oneshot::Sender<Result<bool, Error>>,
 }
 
 /// State shared by the I/O thread and a group's handles.
