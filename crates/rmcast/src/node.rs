@@ -490,6 +490,25 @@ impl GroupSender {
         Ok(())
     }
 
+    /// Async [`GroupSender::send_nowait_with`]: waits (without a thread) only while the send
+    /// queue is full, not for the message to complete.
+    pub(crate) async fn send_nowait_async_with(
+        &self,
+        payload: impl IntoPayload,
+        qos: Qos,
+    ) -> Result<(), Error> {
+        self.check_qos(qos)?;
+        self.inner.shared.member_failed()?;
+        let op = Op::Send {
+            payload: payload.into_payload(),
+            qos,
+            done: None,
+        };
+        self.inner.ops.send(op).await.map_err(|_| Error::Closed)?;
+        self.inner.node.wake();
+        Ok(())
+    }
+
     /// Answer message `request` of member `to` on the engine's response channel
     /// ([`rmcast_proto::Engine::reply`]): `to` receives it as [`Event::Reply`]. Stays in order
     /// with the messages queued before it; returns once the engine took the answer. Engines

@@ -345,22 +345,10 @@ impl TxnGroup {
         let payload = payload.into_payload();
         self.check(&payload)?;
         // `send_async` would wait for the commit, which a failed transaction never reaches:
-        // queue without waiting, and only on a full queue wait off the executor's thread.
-        match self.group.try_send_with(payload, Qos::Reliable) {
-            Ok(()) => {}
-            Err(crate::TrySendError::Full(payload)) => {
-                let sender = self.group.sender();
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                std::thread::spawn(move || {
-                    let _ = tx.send(sender.send_nowait_with(payload, Qos::Reliable));
-                });
-                rx.await.map_err(|_| Error::Closed)??;
-            }
-            Err(crate::TrySendError::Unsupported(_)) => {
-                return Err(Error::Send(SendError::Unsupported))
-            }
-            Err(_) => return Err(Error::Closed),
-        }
+        // queue without waiting for it (awaiting only room in a full queue).
+        self.group
+            .send_nowait_async_with(payload, Qos::Reliable)
+            .await?;
         Ok(self.started())
     }
 
