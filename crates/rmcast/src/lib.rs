@@ -96,6 +96,45 @@
 //! application receives [`Recovery::Reset`] and then the new [`GroupEvent::View`], after which
 //! sends work again. A member that the new group left out receives [`Recovery::Expelled`], and
 //! its group is closed.
+//!
+//! # Threads
+//!
+//! **One I/O thread per [`Node`]**, started by [`Node::new`] and named `rmcast-io-<id>`; the
+//! runtime starts no other thread, per group, per open or per call. On it run the `mio` event
+//! loop and everything protocol: reading and sending datagrams, sealing and verifying them,
+//! the engines and formation with their timers, moving queued messages into the engines and
+//! events out of them. No application code runs there (events are queued, never called back),
+//! and it never waits for the application: a full event queue makes it stop taking events
+//! from that engine, which then pushes back on the senders. It sleeps only in its poll and,
+//! for at most a second, while the last datagrams of a group that closes or a node that shuts
+//! down wait for room in the socket. Engines need not be `Send`: they live and die on it.
+//!
+//! **The application's threads** only queue requests and wait for answers: a message or a
+//! leave into the group's bounded send queue, an open, a query or a reset into the node's
+//! bounded command queue (64 places), then a wake of the I/O thread (one `eventfd` write).
+//! What blocks the calling thread, and for how long:
+//!
+//! * never: [`GroupSender::try_send`], [`Group::try_recv`], the accessors, the counters' reads
+//!   of [`Node::counters`], dropping a [`Node`], a [`Group`] or a [`GroupSender`];
+//! * while a bounded queue is full (back-pressure): [`GroupSender::send_nowait`],
+//!   [`GroupSender::start_send_with`]; a command also waits for room in the command queue,
+//!   which the I/O thread empties every turn;
+//! * until the I/O thread answers, one turn of its loop: [`GroupSender::info`],
+//!   [`GroupSender::counters`], [`GroupSender::reset`] (at most 5 s), the lock calls;
+//! * until the outcome: [`GroupSender::send`] (the message is stable), [`Node::open_group`]
+//!   (admitted or created; at most the join timeout and 10 s), [`GroupSender::leave`] (at most
+//!   the leave timeout), [`Group::recv`] (an event; [`Group::recv_timeout`] bounds it),
+//!   [`Node::shutdown`] (the I/O thread ends, within about a second).
+//!
+//! The blocking calls work inside an async runtime as well (they park the calling thread, not
+//! a tokio-specific wait), but there they stall the executor's thread while they wait.
+//!
+//! **The async forms** ([`Node::open_group_async`], [`GroupSender::send_async`],
+//! [`GroupSender::leave_async`], [`Group::recv_async`], the transaction groups'
+//! `_async` calls) wait on channels the I/O thread completes, so they need nothing from the
+//! executor but a waker: no tokio runtime, no timer, no blocking pool, no thread of their own.
+//! For a deadline, wrap them in the executor's timeout; dropping such a future stops the
+//! wait (a message already queued is still sent, an open not finished is left).
 
 #![warn(missing_docs)]
 
