@@ -1391,8 +1391,8 @@ fn run_workers_in(
 // ---------------------------------------------------------------------------------------------
 
 /// A progress bar on stderr (hidden when stderr is not a terminal) over `len` units, or a
-/// spinner when the length is not known.
-fn bar(len: Option<u64>, prefix: String) -> ProgressBar {
+/// spinner when the length is not known. The simulator's sweeps draw theirs with it too.
+pub(crate) fn bar(len: Option<u64>, prefix: String) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
     let style = match len {
         Some(_) => ProgressStyle::with_template("{prefix:>14} [{bar:30}] {percent:>3}% {msg}")

@@ -149,3 +149,24 @@ fn sim_writes_its_sweep_as_json() {
     assert!(v["mean_figures"]["deliveries"].as_u64() > Some(0), "{v}");
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn sim_progress_shows_on_a_terminal_and_never_in_a_pipe() {
+    // Piped: the outputs hold the report only, no progress line (indicatif hides its bar when
+    // stderr is not a terminal).
+    let out = run(&["sim", "--seeds", "3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (what, s) in [("stdout", text(&out.stdout)), ("stderr", text(&out.stderr))] {
+        assert!(!s.contains('\r'), "a progress line in {what}: {s:?}");
+        assert!(!s.contains("100%"), "a progress bar in {what}: {s:?}");
+    }
+    // On a terminal (`script`, util-linux, gives it one), the sweep's bar ends full.
+    let out = Command::new("script")
+        .args(["-qec", &format!("{EXE} sim --seeds 3"), "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("seeds [") && s.contains("100%"), "{s:?}");
+}

@@ -35,9 +35,7 @@ use anyhow::{bail, Context};
 use args::Experiment;
 pub use args::SimArgs;
 use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Members of a sweep without `--members`.
 const DEFAULT_MEMBERS: u32 = 8;
@@ -270,27 +268,15 @@ fn print_schedule(sc: &Scenario, seed: u64) {
 }
 
 fn sweep_with_progress(sc: &Scenario, seeds: &[u64], threads: usize) -> SweepReport {
-    let done = AtomicUsize::new(0);
-    let tty = std::io::stderr().is_terminal() && seeds.len() > 1;
-    let total = seeds.len();
-    let progress = || {
-        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if tty {
-            let width = 30;
-            let filled = d * width / total;
-            eprint!(
-                "\r[{}{}] {d}/{total} seeds",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            let _ = std::io::stderr().flush();
-        }
+    // One seed is its own report: no bar for it.
+    let pb = if seeds.len() > 1 {
+        crate::bench::bar(Some(seeds.len() as u64), "seeds".into())
+    } else {
+        indicatif::ProgressBar::hidden()
     };
     // A panicking run becomes a failed `panic` verdict of its seed (see `run_caught`).
-    let report = sc.sweep_parallel(seeds, threads, &progress);
-    if tty {
-        eprintln!();
-    }
+    let report = sc.sweep_parallel(seeds, threads, &|| pb.inc(1));
+    pb.finish();
     report
 }
 

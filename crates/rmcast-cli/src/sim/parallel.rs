@@ -1,20 +1,18 @@
 //! Independent simulator runs spread over threads, shared by the experiments.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// `f` of every job, on `threads` threads; the results come back in job order. With a
-/// terminal on stderr, the runs done so far are counted there.
+/// terminal on stderr, a progress bar counts the runs done there.
 pub fn run_parallel<J: Sync, R: Send>(
     jobs: &[J],
     threads: usize,
     f: impl Fn(&J) -> R + Sync,
 ) -> Vec<R> {
     let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
-    let tty = std::io::stderr().is_terminal();
+    let pb = crate::bench::bar(Some(jobs.len() as u64), "runs".into());
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             s.spawn(|| loop {
@@ -25,17 +23,11 @@ pub fn run_parallel<J: Sync, R: Send>(
                     .lock()
                     .expect("no panics hold this lock")
                     .push((i, r));
-                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty {
-                    eprint!("\r{d}/{} runs", jobs.len());
-                    let _ = std::io::stderr().flush();
-                }
+                pb.inc(1);
             });
         }
     });
-    if tty {
-        eprintln!();
-    }
+    pb.finish();
     let mut results = results.into_inner().expect("no panics hold this lock");
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, r)| r).collect()
