@@ -302,6 +302,11 @@ pub struct StatArgs {
     /// Print once and exit (default: refresh every second until interrupted).
     #[arg(long)]
     pub once: bool,
+    /// Print one JSON object per refresh, on one line, instead of the table: the group and
+    /// every member as it publishes itself (all its counters), with its `state` (`ok`,
+    /// `recovering`, or `gone` for a file not updated for 3 s).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The members' published files, by member id; a file not updated for 3 s is from a member
@@ -378,6 +383,41 @@ fn table(group: &str, rows: &[(Published, bool)]) -> String {
     s
 }
 
+/// What `rmcast stat --json` prints per refresh.
+#[derive(Serialize)]
+struct JsonRefresh<'a> {
+    group: &'a str,
+    members: Vec<JsonMember<'a>>,
+}
+
+/// A member's published file and the state the table shows for it.
+#[derive(Serialize)]
+struct JsonMember<'a> {
+    #[serde(flatten)]
+    published: &'a Published,
+    state: &'static str,
+}
+
+/// One line of JSON for `rows`.
+fn json(group: &str, rows: &[(Published, bool)]) -> anyhow::Result<String> {
+    let members = rows
+        .iter()
+        .map(|(p, stale)| JsonMember {
+            published: p,
+            state: if *stale {
+                "gone"
+            } else if p.recovering {
+                "recovering"
+            } else {
+                "ok"
+            },
+        })
+        .collect();
+    let mut line = serde_json::to_string(&JsonRefresh { group, members })?;
+    line.push('\n');
+    Ok(line)
+}
+
 /// Run `rmcast stat`.
 pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     let dir = group_dir(&args.group);
@@ -387,18 +427,24 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     }
     let terminal = std::io::stdout().is_terminal();
     loop {
-        let text = table(&args.group, &read_all(&dir));
+        let rows = read_all(&dir);
+        let text = if args.json {
+            json(&args.group, &rows)?
+        } else {
+            table(&args.group, &rows)
+        };
         if args.once {
             print!("{text}");
             return Ok(ExitCode::SUCCESS);
         }
-        if terminal {
+        if args.json {
+            // A stream of lines for a program: no screen control, one object per refresh.
+            print!("{text}");
+        } else if terminal {
             // Clear the screen and go home: a live table, as top(1) shows one.
-            print!("\u{1b}[2J\u{1b}[H");
-        }
-        print!("{text}");
-        if !terminal {
-            println!();
+            print!("\u{1b}[2J\u{1b}[H{text}");
+        } else {
+            println!("{text}");
         }
         std::io::stdout().flush()?;
         std::thread::sleep(Duration::from_secs(1));
