@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
+
+mod support;
 
 const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
 
@@ -72,16 +74,7 @@ impl Member {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start rmcast member");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = support::stdout_lines(&mut child);
         Member {
             id,
             stdin: child.stdin.take(),

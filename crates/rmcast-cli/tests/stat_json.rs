@@ -1,26 +1,11 @@
 //! `rmcast stat --json`: what the table shows, as one JSON object per refresh.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+mod support;
 
-/// Lines of `child`'s stdout, read on a thread.
-fn lines(child: &mut Child) -> Receiver<String> {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
+const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
 
 /// A child of this test, killed (by its handle) if the test fails before it ends.
 struct Own(Child);
@@ -61,7 +46,7 @@ fn stat_json_shows_a_member_as_the_table_does() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("rmcast member starts"));
-    let out = lines(&mut member.0);
+    let out = support::stdout_lines(&mut member.0);
     let deadline = Instant::now() + t;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -105,7 +90,7 @@ fn stat_json_shows_a_member_as_the_table_does() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("rmcast stat starts"));
-    let refreshes = lines(&mut stat.0);
+    let refreshes = support::stdout_lines(&mut stat.0);
     for _ in 0..2 {
         let line = refreshes.recv_timeout(t).expect("a refresh");
         let r: serde_json::Value = serde_json::from_str(&line).expect("a JSON object per line");

@@ -305,6 +305,23 @@ impl Ring {
         self.out.push_back((to, buf));
     }
 
+    /// An own unreliable message whose last packet is numbered `n` (outside the ordered
+    /// stream): delivered here at once, whole, and its send complete. Returns its number.
+    fn deliver_own_unreliable(&mut self, n: u64, payload: Bytes) -> u64 {
+        let msg = n | packet::UNRELIABLE_BIT;
+        self.counters.delivered += 1;
+        self.events.push_back(Event::Deliver(Delivery {
+            respond: false,
+            seq: msg,
+            sender: self.me,
+            msg,
+            view: self.membership.delivered_view.id,
+            payload,
+        }));
+        self.events.push_back(Event::SendComplete { msg });
+        msg
+    }
+
     fn send_data(
         &mut self,
         to: Destination,
@@ -1912,18 +1929,7 @@ impl Ring {
                 self.send_data(Destination::Group, self.me, n, (qos, frag), &f.payload);
                 last = n;
             }
-            let msg = last | packet::UNRELIABLE_BIT;
-            self.counters.delivered += 1;
-            self.events.push_back(Event::Deliver(Delivery {
-                respond: false,
-                seq: msg,
-                sender: self.me,
-                msg,
-                view: self.membership.delivered_view.id,
-                payload,
-            }));
-            self.events.push_back(Event::SendComplete { msg });
-            return Ok(msg);
+            return Ok(self.deliver_own_unreliable(last, payload));
         }
         let mut last = 0;
         for f in frags {
@@ -2193,18 +2199,7 @@ impl Engine for Ring {
             let n = self.flow.own_unreliable;
             self.flow.own_unreliable += 1;
             self.send_data(Destination::Group, self.me, n, (qos, None), &payload);
-            let msg = n | packet::UNRELIABLE_BIT;
-            self.counters.delivered += 1;
-            self.events.push_back(Event::Deliver(Delivery {
-                respond: false,
-                seq: msg,
-                sender: self.me,
-                msg,
-                view: self.membership.delivered_view.id,
-                payload,
-            }));
-            self.events.push_back(Event::SendComplete { msg });
-            return Ok(msg);
+            return Ok(self.deliver_own_unreliable(n, payload));
         }
         let n = self.flow.own_next;
         self.flow.own_next += 1;
