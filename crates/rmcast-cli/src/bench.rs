@@ -145,7 +145,8 @@ pub struct BenchArgs {
     /// Also write one JSON line per measurement to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Also draw throughput against message size, rmcast beside raw UDP, as SVG to this file.
+    /// Also draw throughput against message size, rmcast beside raw UDP, as SVG to this file;
+    /// with --perturb, the lowest unperturbed receiver's rate in each 500 ms window against time.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 
@@ -533,7 +534,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         out.flush()?;
     }
     if let Some(p) = &args.plot {
-        plot_rates(p, &rows, members)?;
+        if rows.iter().any(|m| m.perturbed.is_some()) {
+            plot_windows(p, &rows, members)?;
+        } else {
+            plot_rates(p, &rows, members)?;
+        }
         println!("figure written to {}", p.display());
     }
     Ok(if failures == 0 {
@@ -575,6 +580,44 @@ fn plot_rates(path: &std::path::Path, rows: &[Measurement], members: usize) -> R
         &format!("rmcast bench: {members} members on loopback"),
         "message size (bytes)",
         "messages per second per member",
+        &series,
+    )
+}
+
+/// With `--perturb`: the lowest rate over the unperturbed receivers in each window against
+/// time, one line per engine and size (the paper's figures show a whole run, not its mean).
+fn plot_windows(path: &std::path::Path, rows: &[Measurement], members: usize) -> Result<()> {
+    let series: Vec<crate::plot::Series> = rows
+        .iter()
+        .filter_map(|m| {
+            let w = m.perturbed.as_ref()?;
+            let windows: Vec<&[u64]> = w
+                .members
+                .iter()
+                .filter_map(|&i| m.members.get(i as usize - 1))
+                .map(|f| f.windows.as_slice())
+                .collect();
+            let lowest = perturb::lowest_per_window(&windows, w.windows);
+            let step = crate::worker::WINDOW_MS as f64 / 1000.0;
+            Some(crate::plot::Series {
+                name: format!("{} {} B", label(m, rows), m.size_bytes),
+                points: lowest
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| ((i + 1) as f64 * step, r))
+                    .collect(),
+            })
+        })
+        .collect();
+    let first = rows.iter().find_map(|m| m.perturbed.as_ref());
+    let (f, p) = first.map_or((0, 0.0), |w| (w.perturbed, w.probability));
+    crate::plot::line_chart(
+        path,
+        &format!(
+            "rmcast bench: {members} members, {f} perturbed at p = {p}: lowest unperturbed receiver"
+        ),
+        "time (s, end of each 500 ms window)",
+        "messages per second",
         &series,
     )
 }

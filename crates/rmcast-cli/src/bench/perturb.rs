@@ -301,9 +301,37 @@ pub fn window_stats(windows: &[&[u64]], n: usize) -> (f64, f64, f64) {
     (mean, var.sqrt(), min)
 }
 
+/// The lowest rate, in messages per second, over the members in `windows` in each of the
+/// first `n` windows (a member with no count for a window delivered nothing in it).
+pub fn lowest_per_window(windows: &[&[u64]], n: usize) -> Vec<f64> {
+    let per_s = 1000.0 / WINDOW_MS as f64;
+    (0..n)
+        .map(|i| {
+            windows
+                .iter()
+                .map(|w| w.get(i).copied().unwrap_or(0))
+                .min()
+                .unwrap_or(0) as f64
+                * per_s
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lowest_per_window_takes_the_slowest_member_and_counts_missing_windows_as_zero() {
+        let a: &[u64] = &[500, 400, 500];
+        let b: &[u64] = &[450, 500];
+        assert_eq!(
+            lowest_per_window(&[a, b], 3),
+            vec![900.0, 800.0, 0.0],
+            "windows of 500 ms: counts doubled"
+        );
+        assert!(lowest_per_window(&[], 2).iter().all(|&r| r == 0.0));
+    }
 
     #[test]
     fn perturb_argument() {
