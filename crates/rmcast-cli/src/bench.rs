@@ -46,7 +46,7 @@ use crate::keys::KeyArgs;
 use crate::member::{parse_engine, NetArgs, ENGINE_HELP};
 use crate::worker::WINDOW_MS;
 use crate::workers::{
-    fresh_group_name, killed, worker_timeout, MemberArgs, WorkerSpec, WorkerStderr,
+    fresh_group_name, killed, worker_timeout, MemberArgs, Netns, WorkerSpec, WorkerStderr,
     WORKER_WIND_DOWN,
 };
 use anyhow::{bail, Context, Result};
@@ -153,6 +153,13 @@ pub struct BenchArgs {
     /// rmcast: the workers' interface and multicast TTL (the raw baseline stays on loopback).
     #[command(flatten)]
     pub net: NetArgs,
+
+    /// rmcast: run the workers in these network namespaces, in turn (worker i in the
+    /// ((i - 1) mod n)-th, by `ip netns exec`; needs root), each on its namespace's first global
+    /// IPv4 address with a multicast TTL of at least 1: members on separate hosts of a bridged
+    /// network, as `scripts/netns.sh up` makes them. Skips the raw baseline.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub netns: Vec<String>,
 
     /// rmcast: also measure a secure group with the key in this file, beside the group without
     /// a key (rows `secure`; the last column then also gives secure/rmcast).
@@ -379,6 +386,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             bail!("--perturb perturbs rmcast workers: not with --only raw");
         }
     }
+    if !args.netns.is_empty() && args.only == Only::Raw {
+        bail!("--netns places rmcast workers: not with --only raw");
+    }
+    let netns = Netns::resolve(&args.netns)?;
     let limit = match args.messages {
         Some(n) => Limit::Messages(n),
         None => Limit::Duration(Duration::from_secs(args.duration_secs)),
@@ -427,18 +438,37 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         ));
     }
     println!(
-        "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {} B, \
-         loopback multicast, {} cores{}",
+        "rmcast bench: {members} members, {who}, {what}, sizes {} B, max datagram {}, \
+         {}, {} cores{}",
         args.sizes
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        args.max_datagram_bytes
-            .unwrap_or_else(|| rmcast::path_datagram_bytes(
-                std::net::Ipv4Addr::LOCALHOST,
-                rmcast::DEFAULT_MAX_DATAGRAM_BYTES
-            )),
+        match (args.max_datagram_bytes, netns.is_empty()) {
+            (Some(n), _) => format!("{n} B"),
+            (None, true) => format!(
+                "{} B",
+                rmcast::path_datagram_bytes(
+                    std::net::Ipv4Addr::LOCALHOST,
+                    rmcast::DEFAULT_MAX_DATAGRAM_BYTES
+                )
+            ),
+            // Found by each worker from its own interface's MTU.
+            (None, false) => "of each worker's interface".to_string(),
+        },
+        if netns.is_empty() {
+            "loopback multicast".to_string()
+        } else {
+            format!(
+                "workers in network namespaces {}",
+                netns
+                    .iter()
+                    .map(|n| format!("{} ({})", n.name, n.addr))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
         thread::available_parallelism().map_or(0, |n| n.get()),
         if args.resilience > 0 || args.method != rmcast_proto::sequencer::Method::Auto {
             format!(
@@ -450,6 +480,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         },
     );
 
+    if args.only == Only::Both {
+        if args.perturb.is_some() {
+            eprintln!("--perturb: no raw baseline (its receivers are threads of this process)");
+        } else if !netns.is_empty() {
+            eprintln!("--netns: no raw baseline (its receivers are threads of this process)");
+        }
+    }
     let mut rows: Vec<Measurement> = Vec::new();
     let mut failures = 0;
     for &size in &args.sizes {
@@ -471,6 +508,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             sequencer_history: args.sequencer_history,
             resilience: args.resilience,
             method: args.method,
+            netns: netns.clone(),
         };
         if crate::signals::received() {
             // Interrupted: no new measurement (one under way ends within its duration).
@@ -478,10 +516,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("interrupted: skipping {size} B");
             continue;
         }
-        if args.perturb.is_some() && args.only == Only::Both {
-            eprintln!("--perturb: no raw baseline (its receivers are threads of this process)");
-        }
-        if args.only != Only::Rmcast && args.perturb.is_none() {
+        if args.only != Only::Rmcast && args.perturb.is_none() && netns.is_empty() {
             match run_raw(&cfg) {
                 Ok(m) => rows.push(m),
                 Err(e) => {
@@ -653,6 +688,8 @@ struct RunConfig {
     resilience: u8,
     /// `--method` of the sequencer.
     method: rmcast_proto::sequencer::Method,
+    /// `--netns`: the namespaces the workers run in, in turn.
+    netns: Vec<Netns>,
 }
 
 impl RunConfig {
@@ -1244,6 +1281,7 @@ fn run_workers_in(
         } else {
             Duration::from_millis(50)
         },
+        netns: &cfg.netns,
     };
     let member = MemberArgs {
         engine: cfg.engine.clone(),
@@ -1263,7 +1301,16 @@ fn run_workers_in(
     let outcomes = spec.run(
         |id, cmd| {
             let sends = if id <= cfg.senders { count } else { 0 };
-            member.apply(id, cmd);
+            match Netns::for_worker(&cfg.netns, id) {
+                // Its own host: its namespace's address, a TTL that leaves it.
+                Some(ns) => {
+                    let mut m = member.clone();
+                    m.net.interface = ns.addr;
+                    m.net.ttl = m.net.ttl.max(1);
+                    m.apply(id, cmd);
+                }
+                None => member.apply(id, cmd),
+            }
             cmd.args(["--count", &sends.to_string()])
                 .args(["--expect", &expect.to_string()]);
             if let Some(rate) = cfg.rate {

@@ -246,6 +246,7 @@ fn member_spec<'a>(
         stderr: WorkerStderr::Inherit,
         deadline: start + Duration::from_secs(timeout_secs),
         poll: Duration::from_millis(20),
+        netns: &[],
     }
 }
 

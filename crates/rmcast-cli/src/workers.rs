@@ -236,6 +236,65 @@ pub struct WorkerSpec<'a> {
     pub deadline: Instant,
     /// How often the wait looks at the children (and calls its `tick`).
     pub poll: Duration,
+    /// Network namespaces the workers run in, in turn (worker i in the ((i - 1) mod n)-th),
+    /// by `ip netns exec`; empty: this one.
+    pub netns: &'a [Netns],
+}
+
+/// A network namespace a worker runs in (`ip netns exec`), and the address the worker uses
+/// there as its interface.
+#[derive(Clone, Debug)]
+pub struct Netns {
+    /// Its name, as `ip netns list` shows it.
+    pub name: String,
+    /// Its first global IPv4 address.
+    pub addr: std::net::Ipv4Addr,
+}
+
+impl Netns {
+    /// The namespaces named, each with its first global IPv4 address (from `ip -n NAME -4 -o
+    /// addr show scope global`). Fails, naming it, on a namespace that does not exist or has
+    /// no such address.
+    pub fn resolve(names: &[String]) -> Result<Vec<Netns>> {
+        names
+            .iter()
+            .map(|name| {
+                let out = Command::new("ip")
+                    .args(["-n", name, "-4", "-o", "addr", "show", "scope", "global"])
+                    .stderr(Stdio::piped())
+                    .output()
+                    .context("running `ip` (package iproute2)")?;
+                if !out.status.success() {
+                    bail!(
+                        "--netns {name}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                }
+                let addr =
+                    first_ipv4(&String::from_utf8_lossy(&out.stdout)).with_context(|| {
+                        format!("--netns {name}: the namespace has no global IPv4 address")
+                    })?;
+                Ok(Netns {
+                    name: name.clone(),
+                    addr,
+                })
+            })
+            .collect()
+    }
+
+    /// The namespace worker `index` (1-based) runs in, if any.
+    pub fn for_worker(list: &[Netns], index: usize) -> Option<&Netns> {
+        (!list.is_empty()).then(|| &list[(index - 1) % list.len()])
+    }
+}
+
+/// The first address of `ip -o addr show` output (`2: eth0    inet 10.0.0.1/24 brd ...`).
+fn first_ipv4(out: &str) -> Option<std::net::Ipv4Addr> {
+    out.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        words.find(|w| *w == "inet")?;
+        words.next()?.split('/').next()?.parse().ok()
+    })
 }
 
 /// How one worker ended.
@@ -475,7 +534,15 @@ impl WorkerSpec<'_> {
         for index in 1..=self.members {
             let ready = self.dir.join(format!("ready-{index}"));
             let _ = std::fs::remove_file(&ready);
-            let mut cmd = Command::new(&exe);
+            let mut cmd = match Netns::for_worker(self.netns, index) {
+                Some(ns) => {
+                    // `ip netns exec` execs the worker: the child's pid is the worker's.
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", &ns.name]).arg(&exe);
+                    c
+                }
+                None => Command::new(&exe),
+            };
             cmd.arg("worker")
                 .args(["--group", self.group])
                 .args(["--id", &index.to_string()])
@@ -555,6 +622,33 @@ const START_FILE: &str = "start";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_address_of_ip_addr_output() {
+        let out = "2: eth0    inet 10.79.0.2/24 brd 10.79.0.255 scope global eth0\n\
+                   3: eth1    inet 10.80.0.2/24 scope global eth1\n";
+        assert_eq!(first_ipv4(out), Some(std::net::Ipv4Addr::new(10, 79, 0, 2)));
+        assert_eq!(first_ipv4(""), None);
+        let list = [
+            Netns {
+                name: "a".into(),
+                addr: std::net::Ipv4Addr::new(10, 0, 0, 1),
+            },
+            Netns {
+                name: "b".into(),
+                addr: std::net::Ipv4Addr::new(10, 0, 0, 2),
+            },
+        ];
+        let names: Vec<&str> = (1..=3)
+            .map(|i| Netns::for_worker(&list, i).unwrap().name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["a", "b", "a"],
+            "workers take the namespaces in turn"
+        );
+        assert!(Netns::for_worker(&[], 1).is_none());
+    }
 
     #[test]
     fn stats_line_roundtrip() {

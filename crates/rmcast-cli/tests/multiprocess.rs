@@ -2252,3 +2252,41 @@ fn unicast_only_member_takes_part_in_a_ring_with_multicast_members() {
     verify_logs(&logs).unwrap_or_else(|v| panic!("log violations: {v:#?}"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rmcast bench --netns`: the workers run one per namespace (separate hosts on a bridge),
+/// every engine with membership delivers every message at every worker, and the header names
+/// the namespaces and their addresses. Needs root: `sudo -E cargo test -p rmcast-cli --test
+/// multiprocess -- --ignored bench_workers_in_network_namespaces`.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn bench_workers_in_network_namespaces() {
+    let ns = Netns::new(3);
+    let out = Command::new(EXE)
+        .args([
+            "bench",
+            "--engine",
+            "sequencer,ring,gossip",
+            "--sizes",
+            "1024",
+        ])
+        .args(["--messages", "2000", "--only", "rmcast", "--timeout", "60s"])
+        .args(["--netns", &ns.members.join(",")])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run rmcast bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed:\n{text}");
+    assert!(
+        text.contains(&format!("{} ({})", ns.members[1], Netns::addr(1))),
+        "the header names each namespace and its address:\n{text}"
+    );
+    for engine in ["sequencer", "ring", "gossip"] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("1024 B") && l.split_whitespace().nth(2) == Some(engine))
+            .unwrap_or_else(|| panic!("no {engine} row:\n{text}"));
+        // The `lost` column: nothing missing at any worker.
+        let lost = row.split_whitespace().rev().nth(1).unwrap();
+        assert_eq!(lost, "0", "{engine} lost messages: {row}");
+    }
+}
