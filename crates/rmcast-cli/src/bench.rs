@@ -40,6 +40,7 @@
 //! the end of a bounded drain, and the whole measurement at `--timeout`. Only processes this
 //! command spawned are ever killed, by their own handles, and never while stopped.
 
+mod amoeba;
 mod perturb;
 
 use crate::keys::KeyArgs;
@@ -193,6 +194,20 @@ pub struct BenchArgs {
     /// rmcast, sequencer engine only: `pb`, `bb` or `auto` (see `rmcast member --help`).
     #[arg(long, default_value = "auto", value_parser = crate::member::parse_method)]
     pub method: rmcast_proto::sequencer::Method,
+
+    /// Run a paper's experiment on real processes instead of one measurement: `amoeba`, the
+    /// Amoeba paper's Figures 21, 23-25 and 27-28 (the sequencer by PB and by BB against group
+    /// size and resilience degree; tables beside the paper's values, `--plot` draws the six
+    /// figures; `--duration` is each throughput run's, `--messages` each delay run's count).
+    #[arg(long, value_enum, conflicts_with_all = ["sizes", "members", "senders", "rate", "resilience", "perturb"])]
+    pub experiment: Option<Experiment>,
+}
+
+/// `rmcast bench --experiment`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Experiment {
+    /// The Amoeba paper's Figures 21, 23-25 and 27-28 (Kaashoek and Tanenbaum, section 6.2).
+    Amoeba,
 }
 
 /// Which members send.
@@ -415,6 +430,30 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         None => None,
     };
 
+    if let Some(Experiment::Amoeba) = args.experiment {
+        let base = RunConfig {
+            size: 0,
+            members,
+            senders,
+            limit,
+            timeout,
+            raw_window: None,
+            max_datagram_bytes: args.max_datagram_bytes,
+            engine: "sequencer".to_string(),
+            qos: qos_for(args.qos, "sequencer")?,
+            rate: None,
+            net: args.net.clone(),
+            keys: KeyArgs::default(),
+            perturb: None,
+            seed: args.seed,
+            sequencer_history: args.sequencer_history,
+            resilience: 0,
+            method: args.method,
+            netns: netns.clone(),
+            first_sender: 1,
+        };
+        return amoeba::run(&args, &base);
+    }
     let what = match limit {
         Limit::Duration(d) => format!("{} s per measurement", d.as_secs()),
         Limit::Messages(n) => format!("{n} messages per sender"),
@@ -489,26 +528,31 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let mut rows: Vec<Measurement> = Vec::new();
     let mut failures = 0;
+    let base = RunConfig {
+        size: args.sizes[0],
+        members,
+        senders,
+        limit,
+        timeout,
+        raw_window: args.raw_window,
+        max_datagram_bytes: args.max_datagram_bytes,
+        engine: args.engine[0].clone(),
+        qos: qos_for(args.qos, &args.engine[0])?,
+        rate: args.rate,
+        net: args.net.clone(),
+        keys: KeyArgs::default(),
+        perturb: args.perturb,
+        seed: args.seed,
+        sequencer_history: args.sequencer_history,
+        resilience: args.resilience,
+        method: args.method,
+        netns: netns.clone(),
+        first_sender: 1,
+    };
     for &size in &args.sizes {
         let cfg = RunConfig {
             size,
-            members,
-            senders,
-            limit,
-            timeout,
-            raw_window: args.raw_window,
-            max_datagram_bytes: args.max_datagram_bytes,
-            engine: args.engine[0].clone(),
-            qos: qos_for(args.qos, &args.engine[0])?,
-            rate: args.rate,
-            net: args.net.clone(),
-            keys: KeyArgs::default(),
-            perturb: args.perturb,
-            seed: args.seed,
-            sequencer_history: args.sequencer_history,
-            resilience: args.resilience,
-            method: args.method,
-            netns: netns.clone(),
+            ..base.clone()
         };
         if crate::signals::received() {
             // Interrupted: no new measurement (one under way ends within its duration).
@@ -690,6 +734,9 @@ struct RunConfig {
     method: rmcast_proto::sequencer::Method,
     /// `--netns`: the namespaces the workers run in, in turn.
     netns: Vec<Netns>,
+    /// The first sending member (1 unless an experiment sends from a member that is not the
+    /// sequencer); members `first_sender..first_sender + senders` send.
+    first_sender: usize,
 }
 
 impl RunConfig {
@@ -1300,7 +1347,8 @@ fn run_workers_in(
     };
     let outcomes = spec.run(
         |id, cmd| {
-            let sends = if id <= cfg.senders { count } else { 0 };
+            let sending = cfg.first_sender..cfg.first_sender + cfg.senders;
+            let sends = if sending.contains(&id) { count } else { 0 };
             match Netns::for_worker(&cfg.netns, id) {
                 // Its own host: its namespace's address, a TTL that leaves it.
                 Some(ns) => {

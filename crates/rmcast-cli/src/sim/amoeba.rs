@@ -25,34 +25,61 @@ const RESILIENCE: [u8; 8] = [1, 2, 3, 5, 7, 9, 11, 15];
 const RESILIENCE_SIZES: [usize; 3] = [0, 1024, 4096];
 const METHODS: [Method; 2] = [Method::Pb, Method::Bb];
 
+/// The runs of one form of the experiment: group sizes, message sizes, resilience degrees.
+pub(crate) struct Grid {
+    /// Group sizes of Figures 21 and 23-25.
+    pub groups: &'static [u32],
+    /// Message sizes of Figures 21 and 23.
+    pub delay_sizes: &'static [usize],
+    /// Message sizes of Figures 24 and 25.
+    pub throughput_sizes: &'static [usize],
+    /// Resilience degrees of Figures 27 and 28 (group size r + 1).
+    pub resilience: &'static [u8],
+    /// Message sizes of Figures 27 and 28.
+    pub resilience_sizes: &'static [usize],
+    /// Whether the tables give the retransmissions (the simulator counts them per run).
+    pub retransmissions: bool,
+}
+
+/// The simulator's grid: the paper's group sizes, message sizes and resilience degrees.
+const SIM_GRID: Grid = Grid {
+    groups: &GROUPS,
+    delay_sizes: &PAPER_SIZES,
+    throughput_sizes: &THROUGHPUT_SIZES,
+    resilience: &RESILIENCE,
+    resilience_sizes: &RESILIENCE_SIZES,
+    retransmissions: true,
+};
+
 /// One run.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Job {
+pub(crate) enum Job {
     /// Figures 21, 23, 27, 28: method, members, r, bytes.
     Delay(Method, u32, u8, usize),
     /// Figures 24, 25: method, members (all sending), bytes.
     Throughput(Method, u32, usize),
 }
 
-fn jobs() -> Vec<Job> {
+/// Every run of `grid`, both methods.
+pub(crate) fn jobs(grid: &Grid) -> Vec<Job> {
     let mut v = Vec::new();
     for m in METHODS {
-        for b in PAPER_SIZES {
-            for n in GROUPS {
+        for &b in grid.delay_sizes {
+            for &n in grid.groups {
                 v.push(Job::Delay(m, n, 0, b));
             }
         }
     }
     for m in METHODS {
-        for b in THROUGHPUT_SIZES {
-            for n in GROUPS {
+        for &b in grid.throughput_sizes {
+            for &n in grid.groups {
                 v.push(Job::Throughput(m, n, b));
             }
         }
     }
     for m in METHODS {
-        for b in RESILIENCE_SIZES {
-            for r in RESILIENCE {
+        for &b in grid.resilience_sizes {
+            for &r in grid.resilience {
                 v.push(Job::Delay(m, u32::from(r) + 1, r, b));
             }
         }
@@ -93,7 +120,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         rmcast_sim::amoeba::PAPER_HISTORY,
         setup.messages
     );
-    let jobs = jobs();
+    let jobs = jobs(&SIM_GRID);
     let points: Vec<Point> = run_parallel(&jobs, threads, |j| match *j {
         Job::Delay(m, n, r, b) => setup.delay(m, n, r, b),
         Job::Throughput(m, n, b) => setup.throughput(m, n, b),
@@ -102,57 +129,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     .map(|r| r.map_err(anyhow::Error::msg))
     .collect::<anyhow::Result<_>>()?;
     let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
-    let delay = |m: Method, r0: bool| -> Vec<&Point> {
-        (pairs.iter())
-            .filter(|(j, _)| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0))
-            .map(|(_, p)| *p)
-            .collect()
-    };
-    let thr = |m: Method| -> Vec<&Point> {
-        (pairs.iter())
-            .filter(|(j, _)| matches!(j, Job::Throughput(jm, ..) if *jm == m))
-            .map(|(_, p)| *p)
-            .collect()
-    };
-    for (fig, m) in [(21, Method::Pb), (23, Method::Bb)] {
-        println!("\nFigure {fig}: delay of one sender's SendToGroup, {m} method, r = 0 (ms)");
-        print_grid(&delay(m, true), &PAPER_SIZES, |p| p.members, |p| p.delay_ms);
-    }
-    println!(
-        "(the paper, PB: {:.1} ms for 0 bytes in a group of 2, {:.1} ms in a group of 30; \
-         8,000 bytes add about {:.0} ms; BB: 0 bytes alike, large messages far better)",
-        paper::DELAY_0B_2_MS,
-        paper::DELAY_0B_30_MS,
-        paper::PB_8000B_EXTRA_MS
-    );
-    for (fig, m) in [(24, Method::Pb), (25, Method::Bb)] {
-        println!("\nFigure {fig}: messages a second, every member sending, {m} method");
-        print_grid(&thr(m), &THROUGHPUT_SIZES, |p| p.members, |p| p.throughput);
-    }
-    println!(
-        "(the paper: at most {:.0} 0-byte messages a second; the sequencer's 800 us a message \
-         bound it by 1,250)",
-        paper::MAX_THROUGHPUT
-    );
-    for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
-        println!("\nFigure {fig}: delay against the resilience degree r (group r + 1), {m} (ms)");
-        print_grid(
-            &delay(m, false),
-            &RESILIENCE_SIZES,
-            |p| u32::from(p.r),
-            |p| p.delay_ms,
-        );
-    }
-    println!(
-        "(the paper, PB, 0 bytes: {:.1} ms at r = 1, {:.1} ms at r = 15: about 600 us an \
-         acknowledgement)",
-        paper::DELAY_R1_MS,
-        paper::DELAY_R15_MS
-    );
-    if let Some(path) = &args.plot {
-        plot(path, &pairs)?;
-        println!("\nfigures written to {}", path.display());
-    }
+    report(&pairs, &SIM_GRID, args.plot.as_deref())?;
     let bad: Vec<&Point> = points.iter().filter(|p| !p.passed || !p.complete).collect();
     if bad.is_empty() {
         println!("\nevery run delivered everything and passed every checker");
@@ -174,8 +151,84 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
+/// The tables of Figures 21, 23-25 and 27-28 of `pairs` with the paper's values beside them,
+/// and with `plot_path` the six figures as one SVG: shared by the simulator's form and the
+/// real processes' (`rmcast bench --experiment amoeba`).
+pub(crate) fn report(
+    pairs: &[(Job, &Point)],
+    grid: &Grid,
+    plot_path: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let delay = |m: Method, r0: bool| -> Vec<&Point> {
+        (pairs.iter())
+            .filter(|(j, _)| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0))
+            .map(|(_, p)| *p)
+            .collect()
+    };
+    let thr = |m: Method| -> Vec<&Point> {
+        (pairs.iter())
+            .filter(|(j, _)| matches!(j, Job::Throughput(jm, ..) if *jm == m))
+            .map(|(_, p)| *p)
+            .collect()
+    };
+    for (fig, m) in [(21, Method::Pb), (23, Method::Bb)] {
+        println!("\nFigure {fig}: delay of one sender's SendToGroup, {m} method, r = 0 (ms)");
+        print_grid(
+            grid,
+            &delay(m, true),
+            grid.delay_sizes,
+            |p| p.members,
+            |p| p.delay_ms,
+        );
+    }
+    println!(
+        "(the paper, PB: {:.1} ms for 0 bytes in a group of 2, {:.1} ms in a group of 30; \
+         8,000 bytes add about {:.0} ms; BB: 0 bytes alike, large messages far better)",
+        paper::DELAY_0B_2_MS,
+        paper::DELAY_0B_30_MS,
+        paper::PB_8000B_EXTRA_MS
+    );
+    for (fig, m) in [(24, Method::Pb), (25, Method::Bb)] {
+        println!("\nFigure {fig}: messages a second, every member sending, {m} method");
+        print_grid(
+            grid,
+            &thr(m),
+            grid.throughput_sizes,
+            |p| p.members,
+            |p| p.throughput,
+        );
+    }
+    println!(
+        "(the paper: at most {:.0} 0-byte messages a second; the sequencer's 800 us a message \
+         bound it by 1,250)",
+        paper::MAX_THROUGHPUT
+    );
+    for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
+        println!("\nFigure {fig}: delay against the resilience degree r (group r + 1), {m} (ms)");
+        print_grid(
+            grid,
+            &delay(m, false),
+            grid.resilience_sizes,
+            |p| u32::from(p.r),
+            |p| p.delay_ms,
+        );
+    }
+    println!(
+        "(the paper, PB, 0 bytes: {:.1} ms at r = 1, {:.1} ms at r = 15: about 600 us an \
+         acknowledgement)",
+        paper::DELAY_R1_MS,
+        paper::DELAY_R15_MS
+    );
+    if let Some(path) = plot_path {
+        plot(path, pairs, grid)?;
+        println!("\nfigures written to {}", path.display());
+    }
+    Ok(())
+}
+
 /// A table: one row per `row(p)` (group size or r), one column per message size.
 fn print_grid(
+    grid: &Grid,
     points: &[&Point],
     sizes: &[usize],
     row: impl Fn(&Point) -> u32,
@@ -189,7 +242,10 @@ fn print_grid(
     for b in sizes {
         print!(" {:>10}", format!("{b} B"));
     }
-    println!("  retrans");
+    if grid.retransmissions {
+        print!("  retrans");
+    }
+    println!();
     for r in rows {
         print!("{r:>8}");
         let mut retrans = 0;
@@ -203,7 +259,10 @@ fn print_grid(
                 None => print!(" {:>10}", "-"),
             }
         }
-        println!("  {retrans:>7}");
+        if grid.retransmissions {
+            print!("  {retrans:>7}");
+        }
+        println!();
     }
 }
 
@@ -228,29 +287,53 @@ fn series(
 
 /// The six figures, two rows of three: delay (21, 23), throughput (24, 25), resilience (27, 28);
 /// the paper's values from its text as reference points.
-fn plot(path: &std::path::Path, pairs: &[(Job, &Point)]) -> anyhow::Result<()> {
+fn plot(path: &std::path::Path, pairs: &[(Job, &Point)], grid: &Grid) -> anyhow::Result<()> {
     let members = |p: &Point| f64::from(p.members);
     let r = |p: &Point| f64::from(p.r);
     let delay = |m: Method, r0: bool| move |j: &Job| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0);
     let thr = |m: Method| move |j: &Job| matches!(j, Job::Throughput(jm, ..) if *jm == m);
-    let f21 = series(pairs, delay(Method::Pb, true), &PAPER_SIZES, members, |p| {
-        p.delay_ms
-    });
-    let f23 = series(pairs, delay(Method::Bb, true), &PAPER_SIZES, members, |p| {
-        p.delay_ms
-    });
-    let f24 = series(pairs, thr(Method::Pb), &THROUGHPUT_SIZES, members, |p| {
-        p.throughput
-    });
-    let f25 = series(pairs, thr(Method::Bb), &THROUGHPUT_SIZES, members, |p| {
-        p.throughput
-    });
-    let f27 = series(pairs, delay(Method::Pb, false), &RESILIENCE_SIZES, r, |p| {
-        p.delay_ms
-    });
-    let f28 = series(pairs, delay(Method::Bb, false), &RESILIENCE_SIZES, r, |p| {
-        p.delay_ms
-    });
+    let f21 = series(
+        pairs,
+        delay(Method::Pb, true),
+        grid.delay_sizes,
+        members,
+        |p| p.delay_ms,
+    );
+    let f23 = series(
+        pairs,
+        delay(Method::Bb, true),
+        grid.delay_sizes,
+        members,
+        |p| p.delay_ms,
+    );
+    let f24 = series(
+        pairs,
+        thr(Method::Pb),
+        grid.throughput_sizes,
+        members,
+        |p| p.throughput,
+    );
+    let f25 = series(
+        pairs,
+        thr(Method::Bb),
+        grid.throughput_sizes,
+        members,
+        |p| p.throughput,
+    );
+    let f27 = series(
+        pairs,
+        delay(Method::Pb, false),
+        grid.resilience_sizes,
+        r,
+        |p| p.delay_ms,
+    );
+    let f28 = series(
+        pairs,
+        delay(Method::Bb, false),
+        grid.resilience_sizes,
+        r,
+        |p| p.delay_ms,
+    );
     let paper_delay = [Series {
         name: "the paper, 0 bytes".into(),
         points: vec![(2.0, paper::DELAY_0B_2_MS), (30.0, paper::DELAY_0B_30_MS)],
@@ -335,7 +418,7 @@ mod tests {
 
     #[test]
     fn the_runs_cover_every_figure_with_both_methods() {
-        let jobs = jobs();
+        let jobs = jobs(&SIM_GRID);
         let delays = jobs
             .iter()
             .filter(|j| matches!(j, Job::Delay(_, _, 0, _)))

@@ -23,7 +23,7 @@
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
 //! arguments.
 
-mod amoeba;
+pub(crate) mod amoeba;
 mod args;
 mod bimodal;
 mod parallel;
