@@ -29,10 +29,12 @@ mod proc;
 mod table;
 
 use crate::member::parse_engine;
+use crate::workers::Netns;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use proc::{probe_text, Member};
 use rmcast_proto::{DeliveryPromise, Guarantees, Senders};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
@@ -162,6 +164,59 @@ pub struct GauntletArgs {
     /// a failed run's files are kept there and named).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+    /// Run the members in these network namespaces, in turn (member i in the ((i - 1) mod n)-th,
+    /// by `ip netns exec`; needs root), each on its namespace's address: members on separate
+    /// hosts of a bridged network, as `scripts/netns.sh up 8` makes them. The loss cells then
+    /// drop datagrams with an nftables rule in every namespace (`numgen random`) instead of the
+    /// runtime's loss shim.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub netns: Vec<String>,
+}
+
+/// Loss made by nftables in every namespace of a run: the rule is loaded when the run starts
+/// and deleted when it is dropped.
+struct NftLoss<'a>(&'a [Netns]);
+
+/// The nftables table of the loss cells.
+const NFT_TABLE: &str = "rmcast_gauntlet_loss";
+
+impl<'a> NftLoss<'a> {
+    fn load(netns: &'a [Netns], percent: u32) -> Result<NftLoss<'a>> {
+        let loss = NftLoss(netns);
+        for ns in netns {
+            let rules = format!(
+                "table inet {NFT_TABLE} {{\n chain in {{\n  type filter hook input priority 0;\n  \
+                 meta protocol ip numgen random mod 100 < {percent} drop\n }}\n}}\n"
+            );
+            let mut child = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns.name, "nft", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .context("running nft (package nftables)")?;
+            child
+                .stdin
+                .take()
+                .context("nft stdin")?
+                .write_all(rules.as_bytes())?;
+            let st = child.wait()?;
+            if !st.success() {
+                bail!("nft in namespace {} failed ({st})", ns.name);
+            }
+        }
+        Ok(loss)
+    }
+}
+
+impl Drop for NftLoss<'_> {
+    fn drop(&mut self) {
+        for ns in self.0 {
+            let _ = std::process::Command::new("ip")
+                .args([
+                    "netns", "exec", &ns.name, "nft", "delete", "table", "inet", NFT_TABLE,
+                ])
+                .status();
+        }
+    }
 }
 
 /// Arguments of the hidden `rmcast busy-loop`: one of the gauntlet's busy loops.
@@ -266,6 +321,17 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
         },
         base.display()
     );
+    let netns = Netns::resolve(&args.netns)?;
+    if !netns.is_empty() {
+        println!(
+            "members in network namespaces {} (loss by nftables)",
+            netns
+                .iter()
+                .map(|n| format!("{} ({})", n.name, n.addr))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let mut cells: Vec<Cell> = Vec::new();
     let mut any_failed = false;
     'all: for &busy in modes {
@@ -281,10 +347,15 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
                     fault: fault.name(),
                     busy,
                     command: format!(
-                        "rmcast gauntlet --engine {engine} --fault {}{} --runs {}",
+                        "rmcast gauntlet --engine {engine} --fault {}{} --runs {}{}",
                         fault.name(),
                         if busy { " --busy" } else { "" },
-                        args.runs
+                        args.runs,
+                        if netns.is_empty() {
+                            ""
+                        } else {
+                            " --netns \"$(scripts/netns.sh names)\""
+                        }
                     ),
                     runs: Vec::new(),
                 };
@@ -300,15 +371,16 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
                     std::fs::create_dir_all(&dir)
                         .with_context(|| format!("creating {}", dir.display()))?;
                     let started = Instant::now();
-                    let mut r = match Run::new(&exe, engine, fault, busy, &dir, args.pipe_lines)
-                        .and_then(|mut run| run.go())
-                    {
-                        Ok(r) => r,
-                        Err(e) => RunResult {
-                            note: format!("harness error: {e:#}"),
-                            ..RunResult::default()
-                        },
-                    };
+                    let mut r =
+                        match Run::new(&exe, engine, fault, busy, &dir, args.pipe_lines, &netns)
+                            .and_then(|mut run| run.go())
+                        {
+                            Ok(r) => r,
+                            Err(e) => RunResult {
+                                note: format!("harness error: {e:#}"),
+                                ..RunResult::default()
+                            },
+                        };
                     if !r.passed {
                         any_failed = true;
                         r.note = format!("{} (files: {})", r.note, dir.display());
@@ -399,6 +471,10 @@ struct Run<'a> {
     probes_refused: u64,
     last_probe: Option<Instant>,
     env: Vec<(String, String)>,
+    /// `--netns`: the namespaces the members run in, in turn.
+    netns: &'a [Netns],
+    /// The loss of a loss cell across namespaces, removed with the run.
+    _nft_loss: Option<NftLoss<'a>>,
 }
 
 impl<'a> Run<'a> {
@@ -409,18 +485,23 @@ impl<'a> Run<'a> {
         busy: bool,
         dir: &'a Path,
         pipe_lines: u64,
+        netns: &'a [Netns],
     ) -> Result<Run<'a>> {
         let qos = crate::member::default_qos(engine, 0)?;
         let g = rmcast_proto::catalog::EngineChoice::named(engine)
             .with_context(|| format!("engine {engine}"))?
             .guarantees()
             .at_qos(qos);
-        let env = match fault {
-            Fault::Loss(p) => vec![(
-                rmcast::RECEIVE_LOSS_ENV.to_string(),
-                format!("{}", p as f64 / 100.0),
-            )],
-            _ => Vec::new(),
+        let (env, nft_loss) = match fault {
+            Fault::Loss(p) if !netns.is_empty() => (Vec::new(), Some(NftLoss::load(netns, p)?)),
+            Fault::Loss(p) => (
+                vec![(
+                    rmcast::RECEIVE_LOSS_ENV.to_string(),
+                    format!("{}", p as f64 / 100.0),
+                )],
+                None,
+            ),
+            _ => (Vec::new(), None),
         };
         Ok(Run {
             exe,
@@ -437,6 +518,8 @@ impl<'a> Run<'a> {
             probes_refused: 0,
             last_probe: None,
             env,
+            netns,
+            _nft_loss: nft_loss,
         })
     }
 
@@ -473,8 +556,14 @@ impl<'a> Run<'a> {
         if let Some(m) = mode {
             a.push(m.into());
         }
+        let ns = Netns::for_worker(self.netns, id as usize);
+        if let Some(ns) = ns {
+            // Its own host: its namespace's address, a TTL that leaves it.
+            a.extend([format!("--interface={}", ns.addr), "--ttl=1".to_string()]);
+        }
         let m = Member::start(
             self.exe,
+            ns.map(|n| n.name.as_str()),
             id,
             &a,
             &self.env,

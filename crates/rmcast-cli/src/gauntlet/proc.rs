@@ -118,10 +118,12 @@ pub struct Member {
 }
 
 impl Member {
-    /// Start `exe member` with `args` (the run's, `--id` and `--log` included), its stderr to
-    /// `stderr`, extra environment `env`; times are measured from `origin`.
+    /// Start `exe member` with `args` (the run's, `--id` and `--log` included), in network
+    /// namespace `netns` if given, its stderr to `stderr`, extra environment `env`; times are
+    /// measured from `origin`.
     pub fn start(
         exe: &Path,
+        netns: Option<&str>,
         id: u32,
         args: &[String],
         env: &[(String, String)],
@@ -130,7 +132,15 @@ impl Member {
     ) -> Result<Member> {
         let err = std::fs::File::create(stderr)
             .with_context(|| format!("creating {}", stderr.display()))?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = match netns {
+            // `ip netns exec` execs the member: the child's pid is the member's.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.arg("member")
             .args(args)
             .stdin(Stdio::piped())
