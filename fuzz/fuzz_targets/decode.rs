@@ -53,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Body::Status { .. }
         | Body::JoinReq { .. }
+        | Body::JoinRefused { .. }
         | Body::LeaveReq { .. }
         | Body::AliveReq { .. }
         | Body::Alive { .. }

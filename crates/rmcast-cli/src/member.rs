@@ -1032,6 +1032,9 @@ impl RecoveryNotices {
                      joining it (lines not yet confirmed are not sent: type them again)"
                 ))
             }
+            Recovery::Refused { limit } => Some(format!(
+                "* refused: the group is full (its engine admits at most {limit} members)"
+            )),
         }
     }
 }

@@ -296,7 +296,7 @@ impl<P> Event<P> {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            Event::Left | Event::Recovery(Recovery::Expelled { .. })
+            Event::Left | Event::Recovery(Recovery::Expelled { .. } | Recovery::Refused { .. })
         )
     }
 }
@@ -366,6 +366,12 @@ pub enum Recovery {
     Merging {
         /// The member that coordinates the group merged into.
         into: NodeId,
+    },
+    /// This node's join was refused at once: the group already holds as many members as its
+    /// engine admits (`limit`). It is not a member and its engine does nothing more.
+    Refused {
+        /// The most members the group's engine admits.
+        limit: u32,
     },
 }
 

@@ -199,6 +199,7 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
         }
         Body::Status { .. }
         | Body::JoinReq { .. }
+        | Body::JoinRefused { .. }
         | Body::LeaveReq { .. }
         | Body::AliveReq { .. }
         | Body::Alive { .. }

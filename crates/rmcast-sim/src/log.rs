@@ -100,6 +100,7 @@ impl LogRecord {
             Event::Recovery(Recovery::Reset { .. }) => "reset",
             Event::Recovery(Recovery::Expelled { .. }) => "expelled",
             Event::Recovery(Recovery::Merging { .. }) => "merging",
+            Event::Recovery(Recovery::Refused { .. }) => "refused",
             // `Event` may grow: a kind the log does not know yet is named as such.
             _ => "unknown",
         }
@@ -267,6 +268,12 @@ enum Line<'a> {
         into: u32,
         t_ns: u64,
     },
+    Refused {
+        member: u32,
+        view: u64,
+        limit: u32,
+        t_ns: u64,
+    },
     /// An event this version does not know (`Event` may grow): written, so that the line is
     /// not lost, and refused when read.
     Unknown {
@@ -374,6 +381,12 @@ impl<'a> Line<'a> {
                 member,
                 view,
                 into: into.0,
+                t_ns,
+            },
+            Event::Recovery(Recovery::Refused { limit }) => Line::Refused {
+                member,
+                view,
+                limit: *limit,
                 t_ns,
             },
             _ => Line::Unknown { member, view, t_ns },
@@ -591,6 +604,17 @@ impl TryFrom<Line<'_>> for LogRecord {
                 view,
                 t_ns,
                 Event::Recovery(Recovery::Merging { into: NodeId(into) }),
+            ),
+            Line::Refused {
+                member,
+                view,
+                limit,
+                t_ns,
+            } => rec(
+                member,
+                view,
+                t_ns,
+                Event::Recovery(Recovery::Refused { limit }),
             ),
             Line::Unknown { .. } => return Err("an event kind this version does not know".into()),
         })
@@ -1719,6 +1743,7 @@ mod tests {
                 removed: vec![NodeId(1)],
             }),
             Event::Recovery(Recovery::Merging { into: NodeId(7) }),
+            Event::Recovery(Recovery::Refused { limit: 256 }),
             Event::Recovery(Recovery::Expelled { incarnation: 3 }),
             Event::Left,
         ];

@@ -25,6 +25,12 @@ pub enum Error {
     /// Nobody admitted this node to the group in time.
     #[error("no member of the group answered the join request in time")]
     JoinTimeout,
+    /// The group refused the join: it holds as many members as its engine admits.
+    #[error("the group is full: its engine admits at most {limit} members")]
+    GroupFull {
+        /// The most members the group's engine admits.
+        limit: u32,
+    },
     /// The leave did not complete in time; the node left without the group's agreement.
     #[error("the group did not confirm the leave in time")]
     LeaveTimeout,

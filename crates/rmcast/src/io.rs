@@ -1461,6 +1461,10 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
                     // Everything of the old group is through: what did not complete there
                     // never will.
                     Recovery::Merging { .. } => {}
+                    // Formation's notice ends the open (`Error::GroupFull`).
+                    Recovery::Refused { limit } => {
+                        info!(group = %g.name, limit, "join refused: the group is full");
+                    }
                 }
                 if let Recovery::Merging { into } = r {
                     merged = Some(into);
@@ -1529,6 +1533,13 @@ fn drain_notices(g: &mut GroupState) -> bool {
                 info!(group = %g.name, "join timed out");
                 if let Some((r, _)) = g.open_reply.take() {
                     let _ = r.send(Err(Error::JoinTimeout));
+                }
+                g.done = true;
+            }
+            Notice::JoinRefused { limit } => {
+                info!(group = %g.name, limit, "join refused: the group is full");
+                if let Some((r, _)) = g.open_reply.take() {
+                    let _ = r.send(Err(Error::GroupFull { limit }));
                 }
                 g.done = true;
             }

@@ -123,3 +123,33 @@ fn the_group_writes_datagrams_its_smallest_path_takes() {
     ga.leave().expect("leave");
     gb.leave().expect("leave");
 }
+
+/// A group at its member limit refuses a joiner at once: `open_group` fails with
+/// `Error::GroupFull` naming the limit, well before the join timeout, and the members go on.
+#[test]
+fn a_joiner_past_the_member_limit_fails_at_once_with_the_limit() {
+    let engine = EngineChoice::sequencer_with(rmcast_proto::sequencer::Config {
+        max_members: 2,
+        ..rmcast_proto::sequencer::Config::new(0)
+    });
+    let name = unique_name("full");
+    let (a, b, c) = (node(61), node(62), node(63));
+    let ga = a.open_group(cfg(&name, &engine, OpenMode::Create)).unwrap();
+    let _gb = b.open_group(cfg(&name, &engine, OpenMode::Join)).unwrap();
+    let started = std::time::Instant::now();
+    let err = c
+        .open_group(cfg(&name, &engine, OpenMode::Join).join_timeout(Duration::from_secs(20)))
+        .map(|_| ())
+        .expect_err("a third member of a group of at most two");
+    assert!(
+        matches!(err, rmcast::Error::GroupFull { limit: 2 }),
+        "refused, naming the limit: {err}"
+    );
+    assert!(err.to_string().contains("at most 2 members"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "at once, not at the join timeout: {:?}",
+        started.elapsed()
+    );
+    ga.sender().send(&b"still on"[..]).unwrap();
+}

@@ -151,6 +151,11 @@ pub enum Notice {
     },
     /// Nobody admitted this node within the join timeout ([`Entry::Join`] with `give_up`).
     JoinTimedOut,
+    /// The group refused this node's join: it holds as many members as its engine admits.
+    JoinRefused {
+        /// The most members the group's engine admits.
+        limit: u32,
+    },
     /// The engine joins its group again.
     Rejoined(Rejoin),
     /// The engine could not join again (it cannot, or it already left): after an expulsion,
@@ -573,6 +578,12 @@ impl Formation {
                 self.fit_datagrams();
             }
             Event::Recovery(Recovery::Merging { .. }) => self.left_view(),
+            // A full group: no creating a group of its own instead, and no retrying.
+            Event::Recovery(Recovery::Refused { limit }) if self.joining() => {
+                self.stage = Stage::GaveUp;
+                self.next_looking = None;
+                self.notice(Notice::JoinRefused { limit: *limit });
+            }
             Event::Recovery(Recovery::Expelled { incarnation })
                 if self.cfg.heal.is_some() && !self.leaving =>
             {

@@ -602,6 +602,15 @@ impl Sequencer {
             Body::JoinReq { .. } => {
                 self.ordering(|o, m| o.on_join_req(m, from));
             }
+            Body::JoinRefused { limit } => {
+                // Only a joiner takes it, and only once: a member ignores it (a forged one
+                // cannot expel anybody).
+                if self.phase == Phase::Joining {
+                    self.set_phase(Phase::Left);
+                    self.events
+                        .push_back(Event::Recovery(crate::Recovery::Refused { limit }));
+                }
+            }
             Body::LeaveReq { expect } => {
                 self.ordering(|o, m| o.on_leave_req(m, from, expect));
             }

@@ -70,6 +70,8 @@ pub(super) struct Ordering {
     pub(super) nudge: VecDeque<NodeId>,
     /// Gaps in senders' request streams to ask them to fill: (sender, from, to).
     pub(super) gap_asks: VecDeque<(NodeId, u64, u64)>,
+    /// Joiners to tell that the group is full.
+    pub(super) refuse: VecDeque<NodeId>,
     /// Requests received ahead of their turn (history full, an earlier one lost, a join
     /// waiting), keyed by sender and protocol number; bounded by half the history capacity.
     pub(super) waiting: BTreeMap<(NodeId, u64), Waiting>,
@@ -109,6 +111,7 @@ impl Ordering {
             view_id,
             nudge: VecDeque::new(),
             gap_asks: VecDeque::new(),
+            refuse: VecDeque::new(),
             pending_joins: VecDeque::new(),
             waiting: BTreeMap::new(),
             last_multicast: now,
@@ -321,6 +324,8 @@ pub(super) enum Announce {
     ReqGap { to: NodeId, from: u64, until: u64 },
     /// A unicast BC_ACCEPT: tell `to` where the sequence stands.
     Nudge(NodeId),
+    /// BC_JOINREFUSED: tell joiner `to` that the group is full.
+    Refuse(NodeId),
     /// A multicast BC_ACCEPT: acceptance moved.
     Accept,
     /// BC_SYNC: ask every member where it stands.
@@ -654,8 +659,13 @@ impl Ordering {
             }
             self.pending_joins.pop_front();
             if self.current_member_ids().len() >= m.cfg.max_members_effective() {
-                // Full: refused; the joiner keeps asking and gets in once someone leaves.
+                // Full: the joiner is told at once (a joiner that waited would wait for as
+                // long as nobody leaves, without knowing why).
                 m.counters.backpressure_refusals += 1;
+                m.stats.joins_refused += 1;
+                if self.refuse.len() < MAX_RETRANS_QUEUE && !self.refuse.contains(&id) {
+                    self.refuse.push_back(id);
+                }
                 continue;
             }
             self.order_join(m, id);
@@ -927,6 +937,9 @@ impl Ordering {
         }
         if let Some(to) = self.nudge.pop_front() {
             return Some(Announce::Nudge(to));
+        }
+        if let Some(to) = self.refuse.pop_front() {
+            return Some(Announce::Refuse(to));
         }
         if self.accept_due {
             self.accept_due = false;

@@ -45,6 +45,8 @@ pub mod ptype {
     /// retransmission: the later ones wait at the sequencer, so repeating only the missing ones
     /// at once saves the sender a timeout and a go-back-N).
     pub const REQ_GAP: u8 = 16;
+    /// The sequencer refuses a join: the group holds as many members as it admits.
+    pub const JOIN_REFUSED: u8 = 17;
 }
 
 /// Kind of an ordered entry.
@@ -195,6 +197,11 @@ pub enum Body<'a> {
     JoinReq {
         /// A member of the group that is to admit the joiner; `None`: whichever group hears it.
         into: Option<NodeId>,
+    },
+    /// A join refused: the group already holds `limit` members, the most it admits.
+    JoinRefused {
+        /// The most members the group admits.
+        limit: u32,
     },
     /// Request to leave.
     LeaveReq {
@@ -464,6 +471,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
                 into: targeted.then_some(NodeId(id)),
             }
         }
+        ptype::JOIN_REFUSED => Body::JoinRefused { limit: r.u32()? },
         ptype::LEAVE_REQ => Body::LeaveReq { expect: r.u64()? },
         ptype::ALIVE_REQ => Body::AliveReq { token: r.u32()? },
         ptype::ALIVE => Body::Alive { token: r.u32()? },
@@ -666,6 +674,7 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.push(u8::from(into.is_some()));
             buf.put_u32(into.map_or(0, |n| n.0));
         }
+        Body::JoinRefused { limit } => buf.put_u32(limit),
         Body::LeaveReq { expect } => buf.put_u64(expect),
         Body::AliveReq { token } | Body::Alive { token } => buf.put_u32(token),
         Body::ReformReq {
@@ -833,6 +842,7 @@ mod tests {
                 into: Some(NodeId(4)),
             },
             Body::LeaveReq { expect: 9 },
+            Body::JoinRefused { limit: 256 },
             Body::AliveReq { token: 0 },
             Body::Alive { token: 7 },
             Body::ReformReq {
@@ -875,6 +885,7 @@ mod tests {
                 Body::ReqGap { .. } => ptype::REQ_GAP,
                 Body::JoinReq { .. } => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
+                Body::JoinRefused { .. } => ptype::JOIN_REFUSED,
                 Body::AliveReq { .. } => ptype::ALIVE_REQ,
                 Body::Alive { .. } => ptype::ALIVE,
                 Body::ReformReq { .. } => ptype::REFORM_REQ,

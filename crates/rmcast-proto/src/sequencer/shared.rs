@@ -49,6 +49,9 @@ pub(super) struct Stats {
     pub(super) requests_far_ahead: u64,
     /// Gaps in a sender's requests this sequencer asked the sender to fill at once.
     pub(super) request_gaps_asked: u64,
+    /// Joins this sequencer refused because the group was full (each answered with
+    /// BC_JOINREFUSED).
+    pub(super) joins_refused: u64,
     /// Requests sent again because the sequencer asked for them.
     pub(super) request_gaps_filled: u64,
     /// Times the request timer fired (no progress of own requests for a timeout).
@@ -74,6 +77,7 @@ impl Stats {
             ("results_refused", self.results_refused),
             ("requests_far_ahead", self.requests_far_ahead),
             ("request_gaps_asked", self.request_gaps_asked),
+            ("joins_refused", self.joins_refused),
             ("request_gaps_filled", self.request_gaps_filled),
             ("request_timeouts", self.request_timeouts),
             ("request_gaps_stale", self.request_gaps_stale),

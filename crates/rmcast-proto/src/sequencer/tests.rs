@@ -420,6 +420,42 @@ fn joiner_receives_exactly_what_follows_its_join() {
     assert_eq!(net.deliveries(0)[5..], joined[..]);
 }
 
+/// A group at its member limit refuses a joiner at once (it would otherwise wait, unanswered,
+/// for as long as nobody leaves): the joiner gets `Recovery::Refused` naming the limit, takes
+/// no part in the group, and the members go on.
+#[test]
+fn a_joiner_past_the_member_limit_is_refused_at_once_naming_the_limit() {
+    let small = || Config {
+        max_members: 2,
+        ..cfg(0)
+    };
+    let mut net = Net::new(1, small());
+    net.add(Box::new(Sequencer::join(small(), NodeId(2), net.now)));
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.nodes[0].info().members, vec![NodeId(1), NodeId(2)]);
+    net.add(Box::new(Sequencer::join(small(), NodeId(3), net.now)));
+    // Well within one join retry: the refusal answers the first request.
+    net.run_for(Duration::from_millis(30));
+    assert!(
+        net.events[2]
+            .iter()
+            .any(|e| matches!(e, Event::Recovery(Recovery::Refused { limit: 2 }))),
+        "the joiner was told, with the limit: {:?}",
+        kinds(&net.events[2])
+    );
+    assert!(engine_counter(&net.nodes[0], "joins_refused") >= 1);
+    net.run_for(Duration::from_millis(500));
+    // It stopped asking, and the group is as it was and still works.
+    assert_eq!(engine_counter(&net.nodes[0], "joins_refused"), 1);
+    assert!(!net.nodes[2].info().members.contains(&NodeId(3)));
+    net.nodes[1]
+        .submit(net.now, Bytes::from_static(b"on"), Qos::default())
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.deliveries(0).len(), 1);
+    assert!(net.deliveries(2).is_empty());
+}
+
 /// Two groups of one name (created apart) both hear a join request. A node merging into one of
 /// them names its sequencer: only that group admits it, and the other does not take in a member
 /// that never comes (which it would keep until it found it failed).
@@ -537,6 +573,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::Recovery(Recovery::Reset { .. }) => "reset",
             Event::Recovery(Recovery::Expelled { .. }) => "expelled",
             Event::Recovery(Recovery::Merging { .. }) => "merging",
+            Event::Recovery(Recovery::Refused { .. }) => "refused",
         })
         .collect()
 }

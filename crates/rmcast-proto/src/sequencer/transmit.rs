@@ -92,6 +92,13 @@ impl Sequencer {
                 Body::Accept(self.seq_state()),
                 Destination::Peer(to),
             ),
+            Announce::Refuse(to) => (
+                ptype::JOIN_REFUSED,
+                Body::JoinRefused {
+                    limit: self.cfg.max_members_effective() as u32,
+                },
+                Destination::Peer(to),
+            ),
             Announce::Accept => (
                 ptype::ACCEPT,
                 Body::Accept(self.seq_state()),
