@@ -10,6 +10,10 @@
 //!   ([`Setup::separate_source`]; in the simulator the source is still a member, since the
 //!   engines only send to their own group, but its own deliveries are not counted). It stays
 //!   about constant with multicast, while unicast-based protocols fall as 1/N.
+//! - Figure 5.3, *latency*: the same factors (members, sources) with latency as the metric
+//!   ([`Setup::latency`]). The paper ping-pongs a single message between the members; here each
+//!   sender keeps one message in flight, and latency is from `submit` to the delivery at each
+//!   other member (the median and the 99th percentile over every such delivery).
 //!
 //! Throughput at a destination is the payload it delivered divided by the time from the first
 //! submission to its last delivery; the aggregate is the sum over the destinations, and the
@@ -17,11 +21,28 @@
 //! 1000 bytes, as in the paper (10 Mb/s = 1250 KB/s).
 
 use crate::{run, Scenario};
-use rmcast_proto::{EngineChoice, NodeId};
+use rmcast_proto::{EngineChoice, NodeId, Qos};
 use std::collections::HashSet;
 
 /// The paper's Ethernet: 10 Mbit/s.
 pub const ETHERNET_MBPS: f64 = 10.0;
+
+/// What the paper's text says of its measurements (8 SparcStations on a 10 Mb/s Ethernet,
+/// totally ordered packets). Its figures are plots; these are the values its text gives.
+pub mod paper {
+    /// Figure 5.1: aggregate throughput with 1 source and 8 members, in KB/s (5.91 times the
+    /// Ethernet).
+    pub const AGGREGATE_1_SOURCE_8_MEMBERS_KB_S: f64 = 7384.0;
+    /// Figure 5.2 (and the abstract): throughput to one destination, in KB/s ("86% of the
+    /// network capacity"); "roughly constant independent of the number of destinations".
+    pub const ONE_DESTINATION_KB_S: f64 = 1070.0;
+    /// Figure 5.3 (and the abstract): the latency of a totally ordered packet to one
+    /// destination, in ms; the figure's curve "stays almost constant" with the members.
+    pub const ONE_DESTINATION_LATENCY_MS: f64 = 4.0;
+    /// Section 1: a totally ordered packet's latency is "approximately twice that of an
+    /// unordered or source ordered packet".
+    pub const TOTAL_OVER_SOURCE_ORDERED_LATENCY: f64 = 2.0;
+}
 
 /// Each host's queue towards the medium in the experiment, in datagrams: more than the send
 /// window of either registered engine (the ring's 256 messages, the sequencer's 1024), so that a
@@ -74,6 +95,10 @@ pub struct Point {
     pub destinations: u32,
     /// Whether the senders' own deliveries are left out (Figure 5.2).
     pub source_separate: bool,
+    /// The quality of service of every message (`None`: the strongest the engine serves).
+    pub qos: Option<Qos>,
+    /// Messages each sender kept in flight at most (`None`: as many as its engine accepts).
+    pub in_flight: Option<u32>,
     /// Payload delivered per second at each destination, on average, in KB/s: with one sender,
     /// the paper's single-sender throughput.
     pub per_destination_kb_s: f64,
@@ -87,6 +112,10 @@ pub struct Point {
     pub retransmissions: u64,
     /// Datagrams dropped by full queues towards the medium.
     pub drops: u64,
+    /// Median latency from `submit` to the delivery at another member, in ms.
+    pub latency_p50_ms: f64,
+    /// 99th percentile of that latency, in ms.
+    pub latency_p99_ms: f64,
     /// Every destination delivered every message.
     pub complete: bool,
     /// Every checker passed (total order, agreement, ...).
@@ -109,7 +138,14 @@ impl Setup {
     /// host 0 last; see [`Scenario::sender_ids`]), on the shared medium, closed loop (with more
     /// messages allowed in flight than any engine's window unless [`Setup::in_flight`] says
     /// otherwise), r = 0 and sends that complete without a majority's acknowledgements.
-    pub fn scenario(&self, engine: EngineChoice, members: u32, senders: u32) -> Scenario {
+    /// Every message is sent at `qos` (`None`: the strongest the engine serves).
+    pub fn scenario(
+        &self,
+        engine: EngineChoice,
+        members: u32,
+        senders: u32,
+        qos: Option<Qos>,
+    ) -> Scenario {
         Scenario {
             engine,
             members,
@@ -121,6 +157,7 @@ impl Setup {
             message_bytes: self.message_bytes,
             in_flight: self.in_flight.unwrap_or(1 << 20),
             min_members: 1,
+            qos,
             ..Scenario::default()
         }
     }
@@ -128,24 +165,44 @@ impl Setup {
     /// Figure 5.1's point: `members` members, `senders` of them sending, every member a
     /// destination.
     pub fn aggregate(&self, engine: &str, members: u32, senders: u32) -> Result<Point, String> {
-        self.measure(engine, members, senders, false)
+        self.measure(engine, members, senders, false, None)
     }
 
     /// Figure 5.2's point: one source and `destinations` other members.
     pub fn separate_source(&self, engine: &str, destinations: u32) -> Result<Point, String> {
-        self.measure(engine, destinations + 1, 1, true)
+        self.measure(engine, destinations + 1, 1, true, None)
     }
 
-    /// Runs one point; the error names a bad setting.
+    /// Figure 5.3's point: `members` members, `senders` of them sending, each with one message
+    /// in flight (the paper ping-pongs a single message), every message at `qos` (`None`: the
+    /// strongest the engine serves); the latencies are [`Point::latency_p50_ms`] and
+    /// [`Point::latency_p99_ms`].
+    pub fn latency(
+        &self,
+        engine: &str,
+        members: u32,
+        senders: u32,
+        qos: Option<Qos>,
+    ) -> Result<Point, String> {
+        let one_at_a_time = Setup {
+            in_flight: Some(1),
+            ..self.clone()
+        };
+        one_at_a_time.measure(engine, members, senders, false, qos)
+    }
+
+    /// Runs one point, every message at `qos` (`None`: the strongest the engine serves); the
+    /// error names a bad setting.
     pub fn measure(
         &self,
         engine: &str,
         members: u32,
         senders: u32,
         source_separate: bool,
+        qos: Option<Qos>,
     ) -> Result<Point, String> {
         let choice = EngineChoice::named(engine).map_err(|e| e.to_string())?;
-        let sc = self.scenario(choice, members, senders);
+        let sc = self.scenario(choice, members, senders, qos);
         sc.validate()?;
         let mut cfg = sc.config(self.seed);
         cfg.net.uplink_queue_datagrams = HOST_QUEUE_DATAGRAMS;
@@ -194,12 +251,16 @@ impl Setup {
             senders,
             destinations,
             source_separate,
+            qos,
+            in_flight: self.in_flight,
             per_destination_kb_s: per_destination,
             aggregate_kb_s: aggregate,
             medium_kb_s: self.bandwidth_mbps * 1e6 / 8.0 / 1000.0,
             datagrams_per_message: report.figures.datagrams_per_broadcast,
             retransmissions: report.figures.retransmissions,
             drops: rec.net.drops_uplink_queue,
+            latency_p50_ms: report.figures.latency_p50_ms,
+            latency_p99_ms: report.figures.latency_p99_ms,
             complete,
             passed: report.passed(),
             failed_checkers: report.failed_checkers(),

@@ -71,3 +71,32 @@ fn ring_throughput_on_a_shared_medium_has_the_shape_of_the_rmp_paper() {
 fn sequencer_throughput_on_a_shared_medium_has_the_same_shape() {
     assert_shape("sequencer");
 }
+
+/// Figure 5.3's shape: with one source and one message in flight, the latency of a totally
+/// ordered message stays nearly flat as the group grows from 2 to 8 members (one multicast
+/// reaches them all; a unicast-based protocol's would grow with N), and the ring's
+/// source-ordered messages, which wait for no ACK of the token site, come no later than its
+/// totally ordered ones.
+#[test]
+fn latency_stays_nearly_flat_in_the_members_as_in_figure_5_3() {
+    let s = setup();
+    for engine in ["ring", "sequencer"] {
+        let two = checked(s.latency(engine, 2, 1, None));
+        let eight = checked(s.latency(engine, 8, 1, None));
+        assert!(two.latency_p50_ms > 0.0, "{engine}: no latency measured");
+        assert!(
+            eight.latency_p50_ms <= 2.0 * two.latency_p50_ms,
+            "{engine}: median latency {:.2} ms at 2 members, {:.2} at 8",
+            two.latency_p50_ms,
+            eight.latency_p50_ms
+        );
+    }
+    let total = checked(s.latency("ring", 8, 1, None));
+    let source = checked(s.latency("ring", 8, 1, Some(rmcast_proto::Qos::SourceOrdered)));
+    assert!(
+        source.latency_p50_ms <= total.latency_p50_ms,
+        "ring at 8 members: source-ordered {:.2} ms, totally ordered {:.2}",
+        source.latency_p50_ms,
+        total.latency_p50_ms
+    );
+}

@@ -66,7 +66,12 @@ pub(super) fn run(args: &BenchArgs, base: &RunConfig) -> Result<ExitCode> {
         points.push(point);
     }
     let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
-    report(&pairs, &GRID, args.plot.as_deref())?;
+    report(
+        &mut std::io::stdout().lock(),
+        &pairs,
+        &GRID,
+        args.plot.as_deref(),
+    )?;
     if failed == 0 {
         println!("\nevery run delivered every message at every member");
         Ok(ExitCode::SUCCESS)

@@ -13,6 +13,7 @@ use super::parallel::run_parallel;
 use crate::plot::{Panel, Series};
 use plotters::chart::SeriesLabelPosition;
 use rmcast_sim::amoeba::{paper, Method, Point, Setup, PAPER_SIZES};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Group sizes of Figures 21 and 23-25 (the paper's machines: up to 30).
@@ -98,7 +99,7 @@ fn setup(args: &SimArgs) -> Setup {
 }
 
 /// The Amoeba experiment.
-pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let setup = setup(args);
     if setup.messages == 0 {
         anyhow::bail!("--messages must be at least 1");
@@ -107,11 +108,13 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         .scenario(Method::Pb, 0, 30, 30, 8000)
         .validate()
         .map_err(anyhow::Error::msg)?;
-    println!(
+    writeln!(
+        out,
         "rmcast sim --experiment amoeba --messages {} --bandwidth-mbps {} --seed {}",
         setup.messages, setup.bandwidth_mbps, setup.seed
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "one shared {} Mbit/s Ethernet, {} us of processor per received datagram, {}-packet \
          interface buffers, a history of {} messages; {} messages per sender, one at a time",
         setup.bandwidth_mbps,
@@ -119,7 +122,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         setup.rx_buffer,
         rmcast_sim::amoeba::PAPER_HISTORY,
         setup.messages
-    );
+    )?;
     let jobs = jobs(&SIM_GRID);
     let points: Vec<Point> = run_parallel(&jobs, threads, |j| match *j {
         Job::Delay(m, n, r, b) => setup.delay(m, n, r, b),
@@ -129,23 +132,28 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     .map(|r| r.map_err(anyhow::Error::msg))
     .collect::<anyhow::Result<_>>()?;
     let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
-    report(&pairs, &SIM_GRID, args.plot.as_deref())?;
+    report(out, &pairs, &SIM_GRID, args.plot.as_deref())?;
     let bad: Vec<&Point> = points.iter().filter(|p| !p.passed || !p.complete).collect();
     if bad.is_empty() {
-        println!("\nevery run delivered everything and passed every checker");
+        writeln!(
+            out,
+            "\nevery run delivered everything and passed every checker"
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    writeln!(
+        out,
         "\n{} run(s) did not deliver everything or failed a checker:",
         bad.len()
-    );
+    )?;
     for p in bad.iter().take(args.show_failures) {
-        println!(
+        writeln!(
+            out,
             "{} with {} members, {} sender(s), r = {}, {} bytes:",
             p.method, p.members, p.senders, p.r, p.message_bytes
-        );
+        )?;
         for line in p.summary.lines().take(6) {
-            println!("  {line}");
+            writeln!(out, "  {line}")?;
         }
     }
     Ok(ExitCode::from(1))
@@ -155,6 +163,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
 /// and with `plot_path` the six figures as one SVG: shared by the simulator's form and the
 /// real processes' (`rmcast bench --experiment amoeba`).
 pub(crate) fn report(
+    out: &mut dyn Write,
     pairs: &[(Job, &Point)],
     grid: &Grid,
     plot_path: Option<&std::path::Path>,
@@ -172,98 +181,115 @@ pub(crate) fn report(
             .collect()
     };
     for (fig, m) in [(21, Method::Pb), (23, Method::Bb)] {
-        println!("\nFigure {fig}: delay of one sender's SendToGroup, {m} method, r = 0 (ms)");
+        writeln!(
+            out,
+            "\nFigure {fig}: delay of one sender's SendToGroup, {m} method, r = 0 (ms)"
+        )?;
         print_grid(
+            out,
             grid,
             &delay(m, true),
             grid.delay_sizes,
             |p| p.members,
             |p| p.delay_ms,
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "(the paper, PB: {:.1} ms for 0 bytes in a group of 2, {:.1} ms in a group of 30; \
          8,000 bytes add about {:.0} ms; BB: 0 bytes alike, large messages far better)",
         paper::DELAY_0B_2_MS,
         paper::DELAY_0B_30_MS,
         paper::PB_8000B_EXTRA_MS
-    );
+    )?;
     for (fig, m) in [(24, Method::Pb), (25, Method::Bb)] {
-        println!("\nFigure {fig}: messages a second, every member sending, {m} method");
+        writeln!(
+            out,
+            "\nFigure {fig}: messages a second, every member sending, {m} method"
+        )?;
         print_grid(
+            out,
             grid,
             &thr(m),
             grid.throughput_sizes,
             |p| p.members,
             |p| p.throughput,
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "(the paper: at most {:.0} 0-byte messages a second; the sequencer's 800 us a message \
          bound it by 1,250)",
         paper::MAX_THROUGHPUT
-    );
+    )?;
     for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
-        println!("\nFigure {fig}: delay against the resilience degree r (group r + 1), {m} (ms)");
+        writeln!(
+            out,
+            "\nFigure {fig}: delay against the resilience degree r (group r + 1), {m} (ms)"
+        )?;
         print_grid(
+            out,
             grid,
             &delay(m, false),
             grid.resilience_sizes,
             |p| u32::from(p.r),
             |p| p.delay_ms,
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "(the paper, PB, 0 bytes: {:.1} ms at r = 1, {:.1} ms at r = 15: about 600 us an \
          acknowledgement)",
         paper::DELAY_R1_MS,
         paper::DELAY_R15_MS
-    );
+    )?;
     if let Some(path) = plot_path {
         plot(path, pairs, grid)?;
-        println!("\nfigures written to {}", path.display());
+        writeln!(out, "\nfigures written to {}", path.display())?;
     }
     Ok(())
 }
 
 /// A table: one row per `row(p)` (group size or r), one column per message size.
 fn print_grid(
+    out: &mut dyn Write,
     grid: &Grid,
     points: &[&Point],
     sizes: &[usize],
     row: impl Fn(&Point) -> u32,
     value: impl Fn(&Point) -> f64,
-) {
+) -> std::io::Result<()> {
     let mut rows: Vec<u32> = points.iter().map(|p| row(p)).collect();
     rows.dedup();
     rows.sort_unstable();
     rows.dedup();
-    print!("{:>8}", "");
+    write!(out, "{:>8}", "")?;
     for b in sizes {
-        print!(" {:>10}", format!("{b} B"));
+        write!(out, " {:>10}", format!("{b} B"))?;
     }
     if grid.retransmissions {
-        print!("  retrans");
+        write!(out, "  retrans")?;
     }
-    println!();
+    writeln!(out)?;
     for r in rows {
-        print!("{r:>8}");
+        write!(out, "{r:>8}")?;
         let mut retrans = 0;
         for b in sizes {
             match points.iter().find(|p| row(p) == r && p.message_bytes == *b) {
                 Some(p) => {
                     retrans += p.retransmissions;
                     let mark = if p.passed && p.complete { "" } else { "!" };
-                    print!(" {:>10}", format!("{:.2}{mark}", value(p)));
+                    write!(out, " {:>10}", format!("{:.2}{mark}", value(p)))?;
                 }
-                None => print!(" {:>10}", "-"),
+                None => write!(out, " {:>10}", "-")?,
             }
         }
         if grid.retransmissions {
-            print!("  {retrans:>7}");
+            write!(out, "  {retrans:>7}")?;
         }
-        println!();
+        writeln!(out)?;
     }
+    Ok(())
 }
 
 fn series(

@@ -8,8 +8,8 @@ use rmcast_sim::stability;
 /// The experiments of `rmcast sim --experiment`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Experiment {
-    /// Throughput on a shared 10 Mbit/s medium as the group and the number of sources grow
-    /// (RMP paper, Figures 5.1 and 5.2), ring and sequencer engines side by side.
+    /// Throughput and latency on a shared 10 Mbit/s medium as the group and the number of
+    /// sources grow (RMP paper, Figures 5.1 to 5.3), ring and sequencer engines side by side.
     Rmp,
     /// Throughput at the unperturbed members while perturbed members sleep at random
     /// ("Throughput Stability of Reliable Multicast Protocols", Figures 2 to 7), gossip and
@@ -28,6 +28,33 @@ pub enum Experiment {
     /// (takes --members, --crashed, --fanout, --gc-rounds, --loss-rounds, --loss,
     /// --first-loss, --messages, --spacing-rounds, --latency, --seed, --threads and --plot).
     Bimodal,
+    /// Every experiment above, one after the other, each table and figure into --out DIR
+    /// (bimodal with 50 members and 500 messages unless --members or --messages say
+    /// otherwise), and a summary with each one's time and verdict into DIR/summary.txt.
+    All,
+}
+
+impl Experiment {
+    /// The experiments `All` runs, in order.
+    pub const EACH: [Experiment; 5] = [
+        Experiment::Amoeba,
+        Experiment::Rmp,
+        Experiment::Pbcast,
+        Experiment::Bimodal,
+        Experiment::Rmtp,
+    ];
+
+    /// The name `--experiment` takes, and the stem of its files under `--out`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Rmp => "rmp",
+            Experiment::Pbcast => "pbcast",
+            Experiment::Rmtp => "rmtp",
+            Experiment::Amoeba => "amoeba",
+            Experiment::Bimodal => "bimodal",
+            Experiment::All => "all",
+        }
+    }
 }
 
 /// How many members of a group are perturbed (`--perturbed`).
@@ -185,16 +212,17 @@ pub struct SimArgs {
     /// Print datagrams per broadcast for r = 0..3, one message in flight and under load.
     #[arg(long)]
     pub message_counts: bool,
-    /// Run an experiment instead of a sweep: `rmp` measures the throughput of the ring and the
-    /// sequencer engines on a shared 10 Mbit/s medium, as Figures 5.1 and 5.2 of the RMP paper
-    /// do (takes --messages, --message-bytes, --in-flight, --latency, --bandwidth-mbps,
+    /// Run an experiment instead of a sweep: `rmp` measures the throughput and latency of the
+    /// ring and the sequencer engines on a shared 10 Mbit/s medium, as Figures 5.1 to 5.3 of
+    /// the RMP paper do (takes --messages, --message-bytes, --in-flight, --latency, --bandwidth-mbps,
     /// --seed, --threads and --plot); `pbcast` measures the throughput of the gossip and the
     /// sequencer engines at the unperturbed members of a group whose perturbed members sleep
     /// at random, as Figures 2 to 7 of "Throughput Stability of Reliable Multicast Protocols"
     /// do (takes --members, --perturbed, --p, --history, --seconds, --rate, --loss,
     /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot); `bimodal`
     /// measures how many members deliver each message of the gossip engine beside the
-    /// prediction of "Bimodal Multicast" (see --crashed, --fanout, --gc-rounds, --first-loss).
+    /// prediction of "Bimodal Multicast" (see --crashed, --fanout, --gc-rounds, --first-loss);
+    /// `rmtp` and `amoeba` the tables of those papers; `all` every one of them into --out DIR.
     #[arg(long, value_enum)]
     pub experiment: Option<Experiment>,
     /// With --experiment pbcast: perturb rates, the probability that a perturbed member sleeps
@@ -252,6 +280,10 @@ pub struct SimArgs {
     /// distributions, log scale).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// With --experiment: write the tables to DIR/NAME.txt and, without --plot, the figure to
+    /// DIR/NAME.svg (NAME: the experiment's name); --experiment all needs it.
+    #[arg(long, value_name = "DIR", requires = "experiment")]
+    pub out: Option<std::path::PathBuf>,
     /// Also write the sweep's result as one JSON object to this file: the command, each
     /// checker's seeds passed and failed, the failing seeds and the mean figures (not with
     /// --experiment).

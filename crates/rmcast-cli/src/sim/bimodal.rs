@@ -19,6 +19,7 @@ use super::parallel::run_parallel;
 use anyhow::Context;
 use plotters::prelude::*;
 use rmcast_sim::bimodal::{mass, middle_third, Measured, Setup};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Group sizes without `--members`.
@@ -49,7 +50,7 @@ fn setup(args: &SimArgs, members: u32) -> Setup {
 }
 
 /// Runs the experiment on `threads` threads.
-pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let members = if args.members.is_empty() {
         DEFAULT_MEMBERS.to_vec()
     } else {
@@ -60,7 +61,8 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         s.validate().map_err(anyhow::Error::msg)?;
     }
     let s = &setups[0];
-    println!(
+    writeln!(
+        out,
         "rmcast sim --experiment bimodal --members {} --crashed {} --fanout {} --gc-rounds {} \
          --loss-rounds {} --loss {} --first-loss {} --messages {} --spacing-rounds {} \
          --latency {} --seed {}",
@@ -79,8 +81,9 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         s.spacing_rounds,
         s.latency_ms,
         s.seed
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "one sender (host 1) multicasts {} messages, one every {} rounds of {} ms; each \
          first-phase copy is lost with {} and then with {}, every other datagram with {}; \
          members gossip to {} others a round and keep a message {} rounds after it arrived \
@@ -98,35 +101,40 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         s.crashed,
         s.gc_rounds - 1,
         s.model(false).first_reach,
-    );
+    )?;
     let results: Vec<Measured> = run_parallel(&setups, threads, Setup::measure)
         .into_iter()
         .collect::<Result<_, String>>()
         .map_err(anyhow::Error::msg)?;
     for (s, m) in setups.iter().zip(&results) {
-        print_table(s, m);
+        print_table(out, s, m)?;
     }
     if let Some(path) = &args.plot {
         plot(path, &setups, &results)?;
-        println!("\nfigure written to {}", path.display());
+        writeln!(out, "\nfigure written to {}", path.display())?;
     }
     let bad: Vec<&Measured> = results.iter().filter(|m| !m.passed).collect();
     if bad.is_empty() {
-        println!("\nevery run passed every checker");
+        writeln!(out, "\nevery run passed every checker")?;
         return Ok(ExitCode::SUCCESS);
     }
     for m in bad {
-        println!("\nthe run with {} live members failed a checker:", m.live);
+        writeln!(
+            out,
+            "\nthe run with {} live members failed a checker:",
+            m.live
+        )?;
         for line in m.summary.lines().take(6) {
-            println!("  {line}");
+            writeln!(out, "  {line}")?;
         }
     }
     Ok(ExitCode::from(1))
 }
 
-fn print_table(s: &Setup, m: &Measured) {
+fn print_table(out: &mut dyn Write, s: &Setup, m: &Measured) -> std::io::Result<()> {
     let model = s.model(false);
-    println!(
+    writeln!(
+        out,
         "\nn = {} ({} live): {} messages, q = {:.5} (push), {:.5} (push and pull); {} loss \
          up-calls; {:.0} s of virtual time",
         s.members,
@@ -136,19 +144,21 @@ fn print_table(s: &Setup, m: &Measured) {
         s.model(true).escape(),
         m.loss_upcalls,
         m.simulated.as_secs_f64()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>5} {:>9} {:>10} {:>12} {:>12}",
         "k", "messages", "measured", "push", "push+pull"
-    );
+    )?;
     for k in 0..m.histogram.len() {
-        println!(
+        writeln!(
+            out,
             "{k:>5} {:>9} {:>10.5} {:>12.3e} {:>12.3e}",
             m.histogram[k],
             m.fraction(k),
             m.push[k],
             m.push_pull[k]
-        );
+        )?;
     }
     let n = m.live as usize;
     let mid = middle_third(m.live);
@@ -158,15 +168,17 @@ fn print_table(s: &Setup, m: &Measured) {
         ("almost all", mid.end..n + 1),
     ];
     for (name, r) in parts {
-        println!(
+        writeln!(
+            out,
             "k in {}..={} ({name}): measured {:.4}, push {:.3e}, push+pull {:.3e}",
             r.start,
             r.end - 1,
             m.fraction_in(r.clone()),
             mass(&m.push, r.clone()),
             mass(&m.push_pull, r.clone())
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// One panel per group size: the measured fractions as dots, the two predictions as lines, on

@@ -23,6 +23,7 @@
 //! The exit code is 0 only if every checker passed on every seed, 1 if one failed, 2 on bad
 //! arguments.
 
+mod all;
 pub(crate) mod amoeba;
 mod args;
 mod bimodal;
@@ -35,6 +36,7 @@ use anyhow::{bail, Context};
 use args::Experiment;
 pub use args::SimArgs;
 use rmcast_sim::{EngineChoice, Figures, Scenario, SweepReport};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 /// Members of a sweep without `--members`.
@@ -462,18 +464,78 @@ pub(crate) fn parse_args(line: &str) -> SimArgs {
     try_parse_args(std::iter::once("sim").chain(line.split_whitespace())).expect("parses")
 }
 
-/// Runs `experiment` on `threads` threads.
+/// Runs `experiment`: its tables to stdout, or with `--out DIR` into `DIR` ([`run_into`]).
 fn run_experiment(
     experiment: Experiment,
     args: &SimArgs,
     threads: usize,
 ) -> anyhow::Result<ExitCode> {
+    match (&args.out, experiment) {
+        (None, Experiment::All) => bail!("--experiment all writes its files into --out DIR"),
+        (Some(dir), Experiment::All) => {
+            create_dir(dir)?;
+            all::run(args, threads, dir)
+        }
+        (Some(dir), e) => {
+            create_dir(dir)?;
+            let code = run_into(e, args, threads, dir)?;
+            println!("tables written to {}", out_files(e, dir).0.display());
+            Ok(code)
+        }
+        (None, e) => run_to(e, args, threads, &mut std::io::stdout().lock()),
+    }
+}
+
+fn create_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// The files of `experiment` under `dir`: its tables and its figure.
+fn out_files(
+    experiment: Experiment,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let name = experiment.name();
+    (
+        dir.join(format!("{name}.txt")),
+        dir.join(format!("{name}.svg")),
+    )
+}
+
+/// Runs one experiment (not `All`) with its tables into `dir/NAME.txt` and, unless `--plot`
+/// names another file, its figure into `dir/NAME.svg`.
+fn run_into(
+    experiment: Experiment,
+    args: &SimArgs,
+    threads: usize,
+    dir: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let (txt, svg) = out_files(experiment, dir);
+    let mut args = args.clone();
+    args.plot.get_or_insert(svg);
+    let file =
+        std::fs::File::create(&txt).with_context(|| format!("creating {}", txt.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let code = run_to(experiment, &args, threads, &mut out)?;
+    out.flush()
+        .with_context(|| format!("writing {}", txt.display()))?;
+    Ok(code)
+}
+
+/// Runs one experiment (not `All`), its tables to `out`.
+fn run_to(
+    experiment: Experiment,
+    args: &SimArgs,
+    threads: usize,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<ExitCode> {
     match experiment {
-        Experiment::Rmp => rmp::run(args, threads),
-        Experiment::Pbcast => pbcast::run(args, threads),
-        Experiment::Rmtp => rmtp::run(args, threads),
-        Experiment::Amoeba => amoeba::run(args, threads),
-        Experiment::Bimodal => bimodal::run(args, threads),
+        Experiment::Rmp => rmp::run(args, threads, out),
+        Experiment::Pbcast => pbcast::run(args, threads, out),
+        Experiment::Rmtp => rmtp::run(args, threads, out),
+        Experiment::Amoeba => amoeba::run(args, threads, out),
+        Experiment::Bimodal => bimodal::run(args, threads, out),
+        Experiment::All => bail!("--experiment all runs the others, it is not one of them"),
     }
 }
 

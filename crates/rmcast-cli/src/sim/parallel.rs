@@ -1,7 +1,19 @@
 //! Independent simulator runs spread over threads, shared by the experiments.
 
+use indicatif::{MultiProgress, ProgressBar};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+
+/// Where the runs' bars are drawn when another bar is already on the terminal
+/// (`--experiment all` draws one over the experiments): two bars drawn independently to the
+/// same terminal would overwrite each other's line.
+static UNDER: OnceLock<MultiProgress> = OnceLock::new();
+
+/// Draw every later bar of [`run_parallel`] under `multi`'s other bars (once per process).
+pub fn draw_under(multi: MultiProgress) {
+    // A second call would have nothing new to add: the first's bars are on the terminal.
+    let _ = UNDER.set(multi);
+}
 
 /// `f` of every job, on `threads` threads; the results come back in job order. With a
 /// terminal on stderr, a progress bar counts the runs done there.
@@ -13,6 +25,10 @@ pub fn run_parallel<J: Sync, R: Send>(
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
     let pb = crate::bench::bar(Some(jobs.len() as u64), "runs".into());
+    let pb: ProgressBar = match UNDER.get() {
+        Some(multi) => multi.add(pb),
+        None => pb,
+    };
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             s.spawn(|| loop {
@@ -27,7 +43,14 @@ pub fn run_parallel<J: Sync, R: Send>(
             });
         }
     });
-    pb.finish();
+    match UNDER.get() {
+        // Under another bar, a finished one goes: the next experiment draws its own.
+        Some(multi) => {
+            pb.finish_and_clear();
+            multi.remove(&pb);
+        }
+        None => pb.finish(),
+    }
     let mut results = results.into_inner().expect("no panics hold this lock");
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, r)| r).collect()

@@ -17,6 +17,7 @@ use crate::plot::{Panel, Series};
 use anyhow::bail;
 use plotters::chart::SeriesLabelPosition;
 use rmcast_sim::stability::{default_history, Point, Protocol, Setup, AMOEBA_HISTORY};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Group sizes without `--members` (128 takes as long as all of these together).
@@ -155,7 +156,7 @@ fn list<T: ToString>(v: &[T]) -> String {
 }
 
 /// Runs the experiment on `threads` threads.
-pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let grid = Grid::from_args(args)?;
     let setup = setup(args);
     setup.validate().map_err(anyhow::Error::msg)?;
@@ -165,7 +166,8 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
             Protocol::Gossip => None,
         })
         .collect();
-    println!(
+    writeln!(
+        out,
         "rmcast sim --experiment pbcast --members {} --perturbed {} --p {} --history {} \
          --duration {} --rate {} --loss {} --rx-buffer {} --message-bytes {} --latency {} \
          --seed {}",
@@ -180,9 +182,10 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         setup.message_bytes,
         setup.latency_ms,
         setup.seed
-    );
+    )?;
     let rec = setup.recovery();
-    println!(
+    writeln!(
+        out,
         "one sender (host 1) multicasts {} msgs/s of {} bytes for {} s of virtual time; the f \
          perturbed members (the last hosts) draw every {} ms whether to sleep {} ms \
          (probability p), holding at most {} datagrams meanwhile; {}% of the datagram copies \
@@ -196,8 +199,9 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         setup.rx_buffer,
         setup.loss * 100.0,
         setup.window.as_millis(),
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "sequencer/H: the sequencer engine with a history of H messages ({AMOEBA_HISTORY}: the \
          Amoeba paper's; {}: the engine's default); a member is probed after {} ms of silence \
          and taken for failed after {} unanswered probes of {} ms, longer than any sleep of a \
@@ -206,7 +210,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         rec.alive_interval_ms,
         rec.alive_retries,
         rec.alive_timeout_ms
-    );
+    )?;
     let jobs = grid.jobs();
     let points: Vec<Point> = run_parallel(&jobs, threads, |j| {
         setup.measure(j.protocol, j.members, j.perturbed, j.p)
@@ -215,31 +219,39 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
     .collect::<Result<_, String>>()
     .map_err(anyhow::Error::msg)?;
 
-    print_throughput(&grid, &points, setup.rate);
-    print_variance(&grid, &points);
-    print_retransmissions(&grid, &points);
-    print_losses(&grid, &points);
-    print_sleep(&grid, &points);
+    print_throughput(out, &grid, &points, setup.rate)?;
+    print_variance(out, &grid, &points)?;
+    print_retransmissions(out, &grid, &points)?;
+    print_losses(out, &grid, &points)?;
+    print_sleep(out, &grid, &points)?;
 
     if let Some(path) = &args.plot {
         plot(path, &grid, &points, setup.rate)?;
-        println!("\nfigures written to {}", path.display());
+        writeln!(out, "\nfigures written to {}", path.display())?;
     }
     let bad: Vec<&Point> = (points.iter())
         .filter(|p| !p.passed || p.failed_members > 0)
         .collect();
     if bad.is_empty() {
-        println!("\nevery run passed every checker, and no member was taken for failed in any run");
+        writeln!(
+            out,
+            "\nevery run passed every checker, and no member was taken for failed in any run"
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("\n{} run(s) failed a checker or lost a member:", bad.len());
+    writeln!(
+        out,
+        "\n{} run(s) failed a checker or lost a member:",
+        bad.len()
+    )?;
     for p in bad.iter().take(args.show_failures) {
-        println!(
+        writeln!(
+            out,
             "{} with {} members, {} perturbed, p = {}: {} member(s) taken for failed",
             p.protocol, p.members, p.perturbed, p.p, p.failed_members
-        );
+        )?;
         for line in p.summary.lines().take(6) {
-            println!("  {line}");
+            writeln!(out, "  {line}")?;
         }
     }
     Ok(ExitCode::from(1))
@@ -254,88 +266,110 @@ fn find(points: &[Point], protocol: Protocol, n: u32, f: u32, p: f64) -> Option<
 /// One row of cells per protocol (of `protocols`), group size and number of perturbed
 /// members, one column per perturb rate.
 fn table(
+    out: &mut dyn Write,
     grid: &Grid,
     points: &[Point],
     protocols: &[Protocol],
     width: usize,
     cell: impl Fn(&Point) -> String,
-) {
-    print!("{:<15} {:>4} {:>3}", "protocol", "n", "f");
+) -> std::io::Result<()> {
+    write!(out, "{:<15} {:>4} {:>3}", "protocol", "n", "f")?;
     for p in &grid.ps {
-        print!(" {:>width$}", format!("p={p}"));
+        write!(out, " {:>width$}", format!("p={p}"))?;
     }
-    println!();
+    writeln!(out)?;
     for &protocol in protocols {
         for &n in &grid.members {
             for f in grid.fs(n) {
-                print!("{:<15} {n:>4} {f:>3}", protocol.to_string());
+                write!(out, "{:<15} {n:>4} {f:>3}", protocol.to_string())?;
                 for &p in &grid.ps {
                     let c = find(points, protocol, n, f, p).map_or("-".into(), &cell);
-                    print!(" {c:>width$}");
+                    write!(out, " {c:>width$}")?;
                 }
-                println!();
+                writeln!(out)?;
             }
         }
     }
+    Ok(())
 }
 
-fn print_throughput(grid: &Grid, points: &[Point], rate: f64) {
-    println!(
+fn print_throughput(
+    out: &mut dyn Write,
+    grid: &Grid,
+    points: &[Point],
+    rate: f64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
         "\nFigures 2 and 3: throughput at the unperturbed members, msgs/s (mean over the \
          windows and members; the lowest window in brackets); {rate} msgs/s are sent"
-    );
-    table(grid, points, &grid.protocols, 10, |x| {
+    )?;
+    table(out, grid, points, &grid.protocols, 10, |x| {
         format!("{:.0} ({:.0})", x.throughput_mean, x.throughput_min)
-    });
+    })?;
+    Ok(())
 }
 
-fn print_variance(grid: &Grid, points: &[Point]) {
-    println!(
+fn print_variance(out: &mut dyn Write, grid: &Grid, points: &[Point]) -> std::io::Result<()> {
+    writeln!(
+        out,
         "\nFigure 5: variance of the throughput at the unperturbed members, (msgs/s)^2, over \
          the windows and members"
-    );
-    table(grid, points, &grid.protocols, 8, |x| {
+    )?;
+    table(out, grid, points, &grid.protocols, 8, |x| {
         format!("{:.0}", x.throughput_variance)
-    });
+    })?;
+    Ok(())
 }
 
-fn print_retransmissions(grid: &Grid, points: &[Point]) {
-    println!(
+fn print_retransmissions(
+    out: &mut dyn Write,
+    grid: &Grid,
+    points: &[Point],
+) -> std::io::Result<()> {
+    writeln!(
+        out,
         "\nFigure 7: gossip's retransmissions at an unperturbed member, % of the messages sent \
          in the window (mean over the windows and members; the highest window in brackets); \
          the paper's worst-case bound is 2p:"
-    );
-    print!("{:<24}", "bound");
+    )?;
+    write!(out, "{:<24}", "bound")?;
     for p in &grid.ps {
-        print!(" {:>10}", format!("{:.0}%", 200.0 * p));
+        write!(out, " {:>10}", format!("{:.0}%", 200.0 * p))?;
     }
-    println!();
-    table(grid, points, &[Protocol::Gossip], 10, |x| {
+    writeln!(out)?;
+    table(out, grid, points, &[Protocol::Gossip], 10, |x| {
         format!("{:.1} ({:.0})", x.retrans_pct_mean, x.retrans_pct_max)
-    });
+    })?;
+    Ok(())
 }
 
-fn print_losses(grid: &Grid, points: &[Point]) {
-    println!(
+fn print_losses(out: &mut dyn Write, grid: &Grid, points: &[Point]) -> std::io::Result<()> {
+    writeln!(
+        out,
         "\nLoss up-calls: messages the gossip engine reported lost at the perturbed members \
          (at the unperturbed ones in brackets)"
-    );
-    table(grid, points, &[Protocol::Gossip], 9, |x| {
+    )?;
+    table(out, grid, points, &[Protocol::Gossip], 9, |x| {
         format!("{} ({})", x.lost_perturbed, x.lost_unperturbed)
-    });
+    })?;
+    Ok(())
 }
 
-fn print_sleep(grid: &Grid, points: &[Point]) {
-    print!("\nfraction of the time the perturbed members slept, mean over the runs:");
+fn print_sleep(out: &mut dyn Write, grid: &Grid, points: &[Point]) -> std::io::Result<()> {
+    write!(
+        out,
+        "\nfraction of the time the perturbed members slept, mean over the runs:"
+    )?;
     for &p in &grid.ps {
         let v: Vec<f64> = (points.iter())
             .filter(|x| x.p == p)
             .map(|x| x.asleep)
             .collect();
         let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-        print!(" {mean:.2} (p={p})");
+        write!(out, " {mean:.2} (p={p})")?;
     }
-    println!();
+    writeln!(out)?;
     for &protocol in &grid.protocols {
         let refused: u64 = (points.iter())
             .filter(|x| x.protocol == protocol)
@@ -345,11 +379,13 @@ fn print_sleep(grid: &Grid, points: &[Point]) {
             .filter(|x| x.protocol == protocol)
             .map(|x| x.overflow_drops)
             .sum();
-        println!(
+        writeln!(
+            out,
             "{protocol}: {overflow} datagrams lost to full receive buffers of sleepers, {refused} \
              submissions refused by flow control (retried), over all runs"
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The four figures side by side: throughput against p at the largest group (Figure 2),

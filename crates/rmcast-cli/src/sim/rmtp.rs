@@ -6,12 +6,16 @@
 //! paper does (throughput of the slowest, average and fastest receiver; retransmissions by the
 //! sender and each DR and duplicates per area in percent of the file; slow starts) and with
 //! `--plot FILE` draws the retransmissions of M3 per run, with and without DRs, and the
-//! throughput of the three measurements.
+//! throughput of the three measurements. Under each table, the paper's own table
+//! ([`rmcast_sim::rmtp::paper`]) and ours summed up the same way ([`Summary`]): each column's
+//! mean over the runs, the range of the runs' average throughput, and the runs in which a DR
+//! retransmitted more than the sender.
 
 use super::args::SimArgs;
 use crate::plot::{Panel, Series};
 use plotters::chart::SeriesLabelPosition;
-use rmcast_sim::rmtp::{Measurement, Outcome, Setup};
+use rmcast_sim::rmtp::{paper, Measurement, Outcome, Setup, Summary};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Runs per measurement (the paper's ten experiments).
@@ -25,13 +29,14 @@ struct Job {
 }
 
 /// Run the experiment.
-pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut setup = Setup::default();
     if let Some(n) = args.messages {
         setup.packets = n;
     }
     let base = args.seed.unwrap_or(0);
-    println!(
+    writeln!(
+        out,
         "rmcast sim --experiment rmtp --messages {} --seed {base}: {} packets of {} bytes, \
          W_s {}, T_send {} ms, T_retx {} ms, CONG_thresh {:?}, MCAST_thresh {}",
         setup.packets,
@@ -42,7 +47,7 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         setup.params.t_retx_ms,
         setup.params.cong_thresh,
         setup.params.mcast_thresh
-    );
+    )?;
     let mut jobs = Vec::new();
     for (m, drs) in [
         (Measurement::M1, true),
@@ -69,26 +74,35 @@ pub fn run(args: &SimArgs, threads: usize) -> anyhow::Result<ExitCode> {
         }
     }
     for (m, drs, rows) in &tables {
-        print_table(*m, *drs, rows);
+        print_table(out, *m, *drs, rows)?;
     }
     if let Some(path) = &args.plot {
         plot(path, &tables)?;
-        println!("plot written to {}", path.display());
+        writeln!(out, "plot written to {}", path.display())?;
     }
     if !ok {
-        println!("some runs did not deliver the whole file to every receiver");
+        writeln!(
+            out,
+            "some runs did not deliver the whole file to every receiver"
+        )?;
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(m: Measurement, drs: bool, rows: &[&Outcome]) {
+fn print_table(
+    out: &mut dyn Write,
+    m: Measurement,
+    drs: bool,
+    rows: &[&Outcome],
+) -> std::io::Result<()> {
     let areas = m.areas();
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "{m:?}: areas A1..A{areas}{}",
         if drs { "" } else { ", DRs off" }
-    );
+    )?;
     let mut head = format!(
         "{:>3} {:>8} {:>8} {:>8} | {:>7}",
         "No.", "min", "avg", "max", "sender"
@@ -103,12 +117,13 @@ fn print_table(m: Measurement, drs: bool, rows: &[&Outcome]) {
         head += &format!(" {:>6}", format!("A{i}"));
     }
     head += " | slow starts";
-    println!("    throughput (kbit/s)         | retransmissions (% of the file) | duplicates (%)");
-    println!("{head}");
-    let mut mean = 0.0;
+    writeln!(
+        out,
+        "    throughput (kbit/s)         | retransmissions (% of the file) | duplicates (%)"
+    )?;
+    writeln!(out, "{head}")?;
     for (i, o) in rows.iter().enumerate() {
         let (min, avg, max) = o.throughput_kbps;
-        mean += avg;
         let mut line = format!(
             "{:>3} {min:>8.2} {avg:>8.2} {max:>8.2} | {:>7.2}",
             i + 1,
@@ -126,12 +141,65 @@ fn print_table(m: Measurement, drs: bool, rows: &[&Outcome]) {
             o.slow_starts,
             if o.passed { "" } else { "  FAILED" }
         );
-        println!("{line}");
+        writeln!(out, "{line}")?;
     }
-    println!(
-        "mean throughput: {:.2} kbit/s",
-        mean / rows.len().max(1) as f64
+    let ours = Summary::of(&rows.iter().map(|o| (*o).clone()).collect::<Vec<_>>());
+    writeln!(out, "mean throughput: {:.2} kbit/s", ours.mean_kbps)?;
+    if !drs {
+        writeln!(
+            out,
+            "(the paper has no run without DRs; ours: {})",
+            summary_line(&ours)
+        )?;
+        return Ok(());
+    }
+    let (name, table) = paper::table(m);
+    let theirs = Summary::of(&table.iter().map(paper::Run::outcome).collect::<Vec<_>>());
+    writeln!(
+        out,
+        "beside the paper's {name} (its 10 runs on the Internet of January 1995), each \
+         column's mean over the runs:"
+    )?;
+    writeln!(out, "  paper: {}", summary_line(&theirs))?;
+    writeln!(out, "  ours:  {}", summary_line(&ours))?;
+    let above = |s: &Summary| {
+        (s.dr_above_sender.iter().enumerate())
+            .map(|(i, n)| format!("DR{} {n}", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(
+        out,
+        "  runs in which a DR retransmitted more than the sender: paper {}; ours {}",
+        above(&theirs),
+        above(&ours)
+    )?;
+    Ok(())
+}
+
+/// A measurement summed up on one line: mean throughput (the runs' averages from lowest to
+/// highest), the largest gap between a run's fastest and slowest receiver, retransmissions,
+/// duplicates and slow starts.
+fn summary_line(s: &Summary) -> String {
+    let cols = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut line = format!(
+        "{:.2} kbit/s ({:.2} - {:.2}), receivers within {:.1}% | sender {:.2}",
+        s.mean_kbps, s.avg_range_kbps.0, s.avg_range_kbps.1, s.max_spread_pct, s.sender_retx_pct
     );
+    if !s.dr_retx_pct.is_empty() {
+        line += &format!(", DRs {}", cols(&s.dr_retx_pct));
+    }
+    line += &format!(
+        " | duplicates {} | slow starts {:.1}",
+        cols(&s.dup_pct),
+        s.slow_starts
+    );
+    line
 }
 
 fn plot(

@@ -1,0 +1,149 @@
+//! `rmcast sim --experiment all --out DIR`: every paper experiment of the simulator
+//! ([`Experiment::EACH`]), one after the other, each writing its tables to `DIR/NAME.txt` and
+//! its figure to `DIR/NAME.svg`; then `DIR/summary.txt`, each experiment's command, time and
+//! verdict, which is printed too. One bar over the experiments, with each experiment's bar of
+//! runs under it.
+//!
+//! Each experiment runs at its own defaults (the flags given apply to every experiment that
+//! takes them), but for bimodal: 50 members and 500 messages unless `--members` or
+//! `--messages` say otherwise, so that the whole takes minutes, not the hour its own defaults
+//! (50 and 128 members, 2,000 messages) would.
+
+use super::args::{Experiment, SimArgs};
+use super::parallel;
+use anyhow::Context;
+use indicatif::{MultiProgress, ProgressDrawTarget};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Bimodal's group in `all`, without `--members`.
+const BIMODAL_MEMBERS: u32 = 50;
+/// Bimodal's messages in `all`, without `--messages`.
+const BIMODAL_MESSAGES: u64 = 500;
+
+/// The arguments `all` runs experiment `e` with.
+pub fn args_for(e: Experiment, args: &SimArgs) -> SimArgs {
+    let mut a = args.clone();
+    a.experiment = Some(e);
+    // Each experiment's figure goes to its own file under --out, never all to one.
+    a.plot = None;
+    if e == Experiment::Bimodal {
+        if a.members.is_empty() {
+            a.members = vec![BIMODAL_MEMBERS];
+        }
+        a.messages.get_or_insert(BIMODAL_MESSAGES);
+    }
+    a
+}
+
+/// Runs every experiment into `dir`.
+pub fn run(args: &SimArgs, threads: usize, dir: &Path) -> anyhow::Result<ExitCode> {
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    parallel::draw_under(multi.clone());
+    let overall = multi.add(crate::bench::bar(
+        Some(Experiment::EACH.len() as u64),
+        "experiments".into(),
+    ));
+    let start = Instant::now();
+    let mut summary = Vec::new();
+    let mut failed = Vec::new();
+    for e in Experiment::EACH {
+        overall.set_message(e.name());
+        let t = Instant::now();
+        let code = super::run_into(e, &args_for(e, args), threads, dir)?;
+        let ok = code == ExitCode::SUCCESS;
+        if !ok {
+            failed.push(e.name());
+        }
+        let (txt, svg) = super::out_files(e, dir);
+        // Bimodal's own defaults differ from the ones `all` gives it: name them.
+        let bimodal = if e == Experiment::Bimodal {
+            let a = args_for(e, args);
+            format!(
+                " --members {} --messages {}",
+                a.members[0],
+                a.messages.unwrap_or(BIMODAL_MESSAGES)
+            )
+        } else {
+            String::new()
+        };
+        summary.push(format!(
+            "{:<8} {:>7.1} s  {:<6} {}  {}  (as rmcast sim --experiment {}{bimodal})",
+            e.name(),
+            t.elapsed().as_secs_f64(),
+            if ok { "ok" } else { "FAILED" },
+            txt.display(),
+            svg.display(),
+            e.name(),
+        ));
+        overall.inc(1);
+    }
+    overall.finish_and_clear();
+    summary.push(format!(
+        "all {} experiments in {:.1} s on {threads} thread(s); {}",
+        Experiment::EACH.len(),
+        start.elapsed().as_secs_f64(),
+        if failed.is_empty() {
+            "every run of every experiment passed".to_string()
+        } else {
+            format!("not every run passed in: {}", failed.join(", "))
+        }
+    ));
+    let path = dir.join("summary.txt");
+    let text = summary.join("\n") + "\n";
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    writeln!(stdout, "summary written to {}", path.display())?;
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::parse_args;
+    use clap::ValueEnum;
+
+    #[test]
+    fn each_experiment_is_named_as_the_command_line_names_it() {
+        for e in Experiment::value_variants() {
+            let v = e.to_possible_value().expect("no variant is skipped");
+            assert_eq!(v.get_name(), e.name());
+        }
+        // `all` runs every other experiment once.
+        let mut each: Vec<&str> = Experiment::EACH.iter().map(|e| e.name()).collect();
+        each.sort_unstable();
+        each.dedup();
+        assert_eq!(each.len(), Experiment::value_variants().len() - 1);
+        assert!(!Experiment::EACH.contains(&Experiment::All));
+    }
+
+    #[test]
+    fn all_shrinks_bimodal_only_where_no_flag_says_otherwise() {
+        let a = parse_args("--experiment all --out /tmp/x --plot one.svg");
+        let b = args_for(Experiment::Bimodal, &a);
+        assert_eq!(b.members, vec![BIMODAL_MEMBERS]);
+        assert_eq!(b.messages, Some(BIMODAL_MESSAGES));
+        assert_eq!(b.experiment, Some(Experiment::Bimodal));
+        assert_eq!(b.plot, None);
+        let r = args_for(Experiment::Rmp, &a);
+        assert_eq!((r.members.clone(), r.messages), (Vec::new(), None));
+        let given = parse_args("--experiment all --out /tmp/x --members 20 --messages 100");
+        let b = args_for(Experiment::Bimodal, &given);
+        assert_eq!((b.members, b.messages), (vec![20], Some(100)));
+    }
+
+    #[test]
+    fn out_needs_an_experiment_and_all_needs_out() {
+        assert!(crate::sim::try_parse_args(["sim", "--out", "/tmp/x"]).is_err());
+        let a = parse_args("--experiment all");
+        let e = crate::sim::run(a).unwrap_err();
+        assert!(e.to_string().contains("--out"), "{e}");
+    }
+}
