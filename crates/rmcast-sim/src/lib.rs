@@ -60,6 +60,7 @@ pub mod config;
 pub mod experiment;
 pub mod figures;
 pub mod log;
+pub mod multidriver;
 pub mod record;
 pub mod rmtp;
 pub mod scenario;

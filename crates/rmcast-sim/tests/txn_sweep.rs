@@ -17,6 +17,7 @@
 
 use rmcast_proto::txn::{Config, TxnFactory};
 use rmcast_proto::{DeliveryPromise, EngineChoice, Event, Order, Qos};
+use rmcast_sim::multidriver::{engine, mean, run, Run};
 use rmcast_sim::txn_check::{check_transactions, TxnOutcomes};
 use rmcast_sim::{Scenario, SweepReport};
 use std::sync::Arc;
@@ -196,176 +197,6 @@ fn txn_long_sweep() {
     );
 }
 
-/// A txn engine that answers every message it delivers from another member with one byte, as
-/// a server does: the transactions' replies in the simulator (which never calls `reply`).
-struct AutoReply {
-    inner: rmcast_proto::txn::Txn,
-    now: rmcast_proto::Time,
-}
-
-impl rmcast_proto::Engine for AutoReply {
-    fn handle_datagram(&mut self, now: rmcast_proto::Time, from: rmcast_proto::NodeId, d: &[u8]) {
-        self.now = now;
-        self.inner.handle_datagram(now, from, d)
-    }
-    fn handle_timeout(&mut self, now: rmcast_proto::Time) {
-        self.now = now;
-        self.inner.handle_timeout(now)
-    }
-    fn submit(
-        &mut self,
-        now: rmcast_proto::Time,
-        payload: bytes::Bytes,
-        qos: Qos,
-    ) -> Result<u64, rmcast_proto::SendError> {
-        self.now = now;
-        self.inner.submit(now, payload, qos)
-    }
-    fn leave(&mut self, now: rmcast_proto::Time) {
-        self.inner.leave(now)
-    }
-    fn poll_transmit(
-        &mut self,
-        now: rmcast_proto::Time,
-        buf: &mut Vec<u8>,
-    ) -> Option<rmcast_proto::Transmit> {
-        self.inner.poll_transmit(now, buf)
-    }
-    fn poll_event(&mut self) -> Option<Event> {
-        let e = self.inner.poll_event()?;
-        if let Event::Deliver(d) = &e {
-            if d.sender != self.inner.node_id() {
-                let r =
-                    self.inner
-                        .reply(self.now, d.sender, d.msg, bytes::Bytes::from_static(b"y"));
-                assert!(r.is_ok(), "{r:?}");
-            }
-        }
-        Some(e)
-    }
-    fn poll_timeout(&self) -> Option<rmcast_proto::Time> {
-        self.inner.poll_timeout()
-    }
-    fn node_id(&self) -> rmcast_proto::NodeId {
-        self.inner.node_id()
-    }
-    fn guarantees(&self) -> rmcast_proto::Guarantees {
-        self.inner.guarantees()
-    }
-    fn info(&self) -> rmcast_proto::GroupInfo {
-        self.inner.info()
-    }
-    fn counters(&self) -> &rmcast_proto::Counters {
-        self.inner.counters()
-    }
-    fn can_submit(&self) -> bool {
-        self.inner.can_submit()
-    }
-}
-
-/// The engine for the tables: `receivers` in every set (min = max), 1 ms per receiver of
-/// BACKOFF_TIME unless `backoff` is off, replies from every receiver.
-fn table_engine(receivers: usize, backoff: Duration, use_backoff: bool) -> EngineChoice {
-    let cfg = Config {
-        min_receivers: receivers,
-        max_receivers: receivers,
-        backoff_unit: backoff,
-        use_backoff,
-        ..Config::default()
-    };
-    rmcast_sim::custom_engine("txn", TxnFactory::declared(), move |me, now, role| {
-        let settings = rmcast_proto::EngineSettings::default();
-        let p = rmcast_proto::EngineParams {
-            role,
-            group: 1,
-            me,
-            max_datagram_bytes: rmcast_sim::config::MAX_DATAGRAM_BYTES,
-            now,
-            seed: 77 + u64::from(me.0),
-            settings: &settings,
-        };
-        Box::new(AutoReply {
-            inner: rmcast_proto::txn::Txn::new(cfg.clone(), &p),
-            now,
-        })
-    })
-}
-
-/// One sender (host 0), `receivers` others, `messages` messages of `bytes` one at a time on a
-/// shared 4 Mb/s medium (the paper's ProNET-4 token ring, charged Ethernet framing), or with
-/// `rx_inflight`, on an infinitely fast switched network that holds at most that many
-/// datagrams towards one host (its receive buffer). Returns,
-/// per message, the times from submission to its completion and to its last reply, in ms.
-fn table_run(
-    receivers: u32,
-    bytes: usize,
-    messages: u64,
-    engine: EngineChoice,
-    rx_inflight: Option<usize>,
-) -> (Vec<f64>, Vec<f64>, rmcast_sim::Record) {
-    use rmcast_sim::{LinkParams, Load, NetConfig, SimConfig, Workload};
-    let cfg = SimConfig {
-        members: receivers + 1,
-        engine,
-        net: NetConfig {
-            link: LinkParams {
-                latency: Duration::from_micros(100),
-                ..LinkParams::default()
-            },
-            // A shared medium, or (with a receive buffer to overflow) a switched network whose
-            // answers all arrive together.
-            bandwidth_bps: rx_inflight.is_none().then_some(4_000_000),
-            shared_medium: rx_inflight.is_none(),
-            frame_overhead_bytes: rmcast_sim::config::ETHERNET_FRAME_OVERHEAD_BYTES,
-            uplink_queue_datagrams: 4096,
-            rx_inflight_datagrams: rx_inflight.unwrap_or(16_384),
-            ..NetConfig::default()
-        },
-        workload: Workload {
-            senders: vec![rmcast_proto::NodeId(0)],
-            messages_per_sender: messages,
-            message_bytes: bytes,
-            // One transaction every 50 ms: each alone on the network.
-            load: Load::OpenLoop {
-                interval: Duration::from_millis(if bytes > 1000 { 5000 } else { 50 }),
-            },
-            qos: Qos::Reliable,
-            ..Workload::default()
-        },
-        ..rmcast_sim::SimConfig::default()
-    };
-    let rec = rmcast_sim::simulate(&cfg);
-    let h = &rec.hosts[0];
-    let mut done = Vec::new();
-    let mut answered = Vec::new();
-    for s in &rec.submissions {
-        let at = |pick: &dyn Fn(&Event<rmcast_proto::Digest>) -> bool, nth: usize| {
-            h.events
-                .iter()
-                .filter(|e| pick(&e.event))
-                .nth(nth)
-                .map(|e| e.at)
-        };
-        let c = at(&|e| *e == Event::SendComplete { msg: s.msg }, 0);
-        let r = at(
-            &|e| matches!(e, Event::Reply(r) if r.request == s.msg),
-            receivers as usize - 1,
-        );
-        // (The run ends once everything is delivered: the last replies may be cut off.)
-        if let Some(c) = c {
-            done.push((c.0 - s.at.0) as f64 / 1e6);
-        }
-        if let Some(r) = r {
-            answered.push((r.0 - s.at.0) as f64 / 1e6);
-        }
-    }
-    (done, answered, rec)
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
 /// Tables 1 to 3 of the paper and its implosion control, in shape, in the simulator (virtual
 /// time: deterministic). Printed; the shapes the paper found are asserted: one multicast
 /// transaction beats sequential unicast from two receivers on, and the transaction round trip
@@ -375,10 +206,14 @@ fn mean(v: &[f64]) -> f64 {
 fn txn_tables_in_the_simulator() {
     let unit = Duration::from_micros(100);
     println!("Table 1: a 350,000-byte file, one transaction vs sequential unicast (4 Mb/s shared)");
-    let (uni, _, _) = table_run(1, 350_000, 1, table_engine(1, unit, false), None);
+    let uni = run(1, 350_000, 1, engine(1, unit, false), None).completed_ms;
     let t1 = uni[0];
     for n in [1u32, 2, 3, 4, 5, 8] {
-        let (mc, _, rec) = table_run(n, 350_000, 1, table_engine(n as usize, unit, false), None);
+        let Run {
+            completed_ms: mc,
+            record: rec,
+            ..
+        } = run(n, 350_000, 1, engine(n as usize, unit, false), None);
         assert_eq!(
             mc.len(),
             1,
@@ -401,12 +236,16 @@ fn txn_tables_in_the_simulator() {
         }
     }
     println!("Tables 2-3: 1-byte transactions, round trip to the last reply (mean of 50)");
-    let (_, u, _) = table_run(1, 12, 50, table_engine(1, unit, false), None);
+    let u = run(1, 12, 50, engine(1, unit, false), None).answered_ms;
     let unicast = mean(&u);
     println!("  unicast round trip (1 receiver): {unicast:.3} ms");
     let mut lat = Vec::new();
     for n in [1u32, 2, 3, 4, 5, 8] {
-        let (c, a, _) = table_run(n, 12, 50, table_engine(n as usize, unit, false), None);
+        let Run {
+            completed_ms: c,
+            answered_ms: a,
+            ..
+        } = run(n, 12, 50, engine(n as usize, unit, false), None);
         lat.push(mean(&a));
         println!(
             "  {n} receiver(s): commit {:.3} ms, all replies {:.3} ms; {n} sequential unicast round trips {:.3} ms",
@@ -429,7 +268,11 @@ fn txn_tables_in_the_simulator() {
         ),
         ("backoff on (use-backoff)", Duration::from_micros(500), true),
     ] {
-        let (_, a, rec) = table_run(16, 12, 20, table_engine(16, unit, every), Some(8));
+        let Run {
+            answered_ms: a,
+            record: rec,
+            ..
+        } = run(16, 12, 20, engine(16, unit, every), Some(8));
         println!(
             "  {label}: {} datagrams dropped at the receive buffer, {} of 20 transactions answered by all, round trip {:.3} ms",
             rec.net.drops_rx_overflow,

@@ -28,6 +28,9 @@ pub enum Experiment {
     /// (takes --members, --crashed, --fanout, --gc-rounds, --loss-rounds, --loss,
     /// --first-loss, --messages, --spacing-rounds, --latency, --seed, --threads and --plot).
     Bimodal,
+    /// The Multidriver paper's Tables 1-3 and its implosion control: multicast transactions
+    /// of the txn engine beside series of unicast ones (takes --threads and --plot).
+    Txn,
     /// Every experiment above, one after the other, each table and figure into --out DIR
     /// (bimodal with 50 members and 500 messages unless --members or --messages say
     /// otherwise), and a summary with each one's time and verdict into DIR/summary.txt.
@@ -36,12 +39,13 @@ pub enum Experiment {
 
 impl Experiment {
     /// The experiments `All` runs, in order.
-    pub const EACH: [Experiment; 5] = [
+    pub const EACH: [Experiment; 6] = [
         Experiment::Amoeba,
         Experiment::Rmp,
         Experiment::Pbcast,
         Experiment::Bimodal,
         Experiment::Rmtp,
+        Experiment::Txn,
     ];
 
     /// The name `--experiment` takes, and the stem of its files under `--out`.
@@ -52,6 +56,7 @@ impl Experiment {
             Experiment::Rmtp => "rmtp",
             Experiment::Amoeba => "amoeba",
             Experiment::Bimodal => "bimodal",
+            Experiment::Txn => "txn",
             Experiment::All => "all",
         }
     }
@@ -222,7 +227,8 @@ pub struct SimArgs {
     /// --rx-buffer, --message-bytes, --latency, --seed, --threads and --plot); `bimodal`
     /// measures how many members deliver each message of the gossip engine beside the
     /// prediction of "Bimodal Multicast" (see --crashed, --fanout, --gc-rounds, --first-loss);
-    /// `rmtp` and `amoeba` the tables of those papers; `all` every one of them into --out DIR.
+    /// `rmtp`, `amoeba` and `txn` the tables of those papers; `all` every one of them into
+    /// --out DIR.
     #[arg(long, value_enum)]
     pub experiment: Option<Experiment>,
     /// With --experiment pbcast: perturb rates, the probability that a perturbed member sleeps

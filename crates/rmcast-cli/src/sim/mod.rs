@@ -31,6 +31,7 @@ mod parallel;
 mod pbcast;
 mod rmp;
 mod rmtp;
+mod txn;
 
 use anyhow::{bail, Context};
 use args::Experiment;
@@ -535,6 +536,7 @@ fn run_to(
         Experiment::Rmtp => rmtp::run(args, threads, out),
         Experiment::Amoeba => amoeba::run(args, threads, out),
         Experiment::Bimodal => bimodal::run(args, threads, out),
+        Experiment::Txn => txn::run(args, threads, out),
         Experiment::All => bail!("--experiment all runs the others, it is not one of them"),
     }
 }
