@@ -38,6 +38,15 @@ pub fn args_for(e: Experiment, args: &SimArgs) -> SimArgs {
     a
 }
 
+/// The command an experiment's tables begin with: each prints the settings it ran with as
+/// the `rmcast sim` command that repeats it (rmtp follows it with a colon and a description).
+fn command_of(tables: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(tables).with_context(|| format!("reading {}", tables.display()))?;
+    let first = text.lines().next().unwrap_or_default();
+    Ok(first.split(": ").next().unwrap_or_default().to_string())
+}
+
 /// Runs every experiment into `dir`.
 pub fn run(args: &SimArgs, threads: usize, dir: &Path) -> anyhow::Result<ExitCode> {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
@@ -58,25 +67,14 @@ pub fn run(args: &SimArgs, threads: usize, dir: &Path) -> anyhow::Result<ExitCod
             failed.push(e.name());
         }
         let (txt, svg) = super::out_files(e, dir);
-        // Bimodal's own defaults differ from the ones `all` gives it: name them.
-        let bimodal = if e == Experiment::Bimodal {
-            let a = args_for(e, args);
-            format!(
-                " --members {} --messages {}",
-                a.members[0],
-                a.messages.unwrap_or(BIMODAL_MESSAGES)
-            )
-        } else {
-            String::new()
-        };
         summary.push(format!(
-            "{:<8} {:>7.1} s  {:<6} {}  {}  (as rmcast sim --experiment {}{bimodal})",
+            "{:<8} {:>7.1} s  {:<6} {}  {}  (as {})",
             e.name(),
             t.elapsed().as_secs_f64(),
             if ok { "ok" } else { "FAILED" },
             txt.display(),
             svg.display(),
-            e.name(),
+            command_of(&txt)?,
         ));
         overall.inc(1);
     }
@@ -137,6 +135,22 @@ mod tests {
         let given = parse_args("--experiment all --out /tmp/x --members 20 --messages 100");
         let b = args_for(Experiment::Bimodal, &given);
         assert_eq!((b.members, b.messages), (vec![20], Some(100)));
+    }
+
+    #[test]
+    fn the_summary_names_the_command_an_experiment_printed_first() {
+        let path = std::env::temp_dir().join(format!("rmcast-all-{}.txt", std::process::id()));
+        std::fs::write(
+            &path,
+            "rmcast sim --experiment rmtp --messages 2048 --seed 0: 2048 packets\ntable\n",
+        )
+        .expect("temp file");
+        let command = command_of(&path).expect("readable");
+        std::fs::remove_file(&path).expect("removable");
+        assert_eq!(
+            command,
+            "rmcast sim --experiment rmtp --messages 2048 --seed 0"
+        );
     }
 
     #[test]
