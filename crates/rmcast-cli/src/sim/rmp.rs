@@ -325,13 +325,13 @@ fn label(p: &Point) -> String {
 fn print_latency(out: &mut dyn Write, points: &[&Point]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:>7} {:>7} {:<26} {:>8} {:>8} {:>13} {:>8}  verdict",
-        "members", "senders", "engine", "p50 ms", "p99 ms", "datagrams/msg", "retrans"
+        "{:>7} {:>7} {:<26} {:>8} {:>8} {:>13} {:>8} {:>6}  verdict",
+        "members", "senders", "engine", "p50 ms", "p99 ms", "datagrams/msg", "retrans", "drops"
     )?;
     for p in points {
         writeln!(
             out,
-            "{:>7} {:>7} {:<26} {:>8.2} {:>8.2} {:>13.2} {:>8}  {}",
+            "{:>7} {:>7} {:<26} {:>8.2} {:>8.2} {:>13.2} {:>8} {:>6}  {}",
             p.members,
             p.senders,
             label(p),
@@ -339,6 +339,7 @@ fn print_latency(out: &mut dyn Write, points: &[&Point]) -> std::io::Result<()> 
             p.latency_p99_ms,
             p.datagrams_per_message,
             p.retransmissions,
+            p.drops,
             verdict(p)
         )?;
     }
