@@ -586,7 +586,9 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     };
 
     if let Some(port) = args.metrics_port {
-        let addr = crate::stats::serve_prometheus(group.sender(), port)
+        let mut registry = prometheus_client::registry::Registry::default();
+        rmcast::metrics::register(&mut registry, &node).add_group(&group.sender());
+        let addr = crate::stats::serve_prometheus(registry, port)
             .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))?;
         eprintln!("metrics for Prometheus on http://{addr}/metrics");
     }

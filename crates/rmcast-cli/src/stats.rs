@@ -3,6 +3,8 @@
 //! AeronStat). Members publish their counters once a second to a small JSON file in a runtime
 //! directory ([`group_dir`]) and remove it when they exit; `rmcast stat` reads the directory.
 
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::registry::Registry;
 use rmcast::{Counters, GroupInfo, GroupSender};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,29 +44,10 @@ pub fn snapshot(sender: &GroupSender) -> Result<Stats, rmcast::Error> {
 
 /// The common counters by name, in declaration order.
 pub fn named(c: &Counters) -> Vec<(&'static str, u64)> {
-    vec![
-        ("datagrams_sent", c.datagrams_sent),
-        ("bytes_sent", c.bytes_sent),
-        ("datagrams_received", c.datagrams_received),
-        ("malformed_dropped", c.malformed_dropped),
-        ("foreign_dropped", c.foreign_dropped),
-        ("own_dropped", c.own_dropped),
-        ("late_dropped", c.late_dropped),
-        ("out_refused", c.out_refused),
-        ("duplicates", c.duplicates),
-        ("nacks_sent", c.nacks_sent),
-        ("nacks_received", c.nacks_received),
-        ("retransmissions", c.retransmissions),
-        ("acks_sent", c.acks_sent),
-        ("backpressure_refusals", c.backpressure_refusals),
-        ("delivered", c.delivered),
-        ("submitted", c.submitted),
-        ("view_changes", c.view_changes),
-        ("probes_sent", c.probes_sent),
-        ("failures_detected", c.failures_detected),
-        ("recovery_sent", c.recovery_sent),
-        ("resets", c.resets),
-    ]
+    c.described()
+        .into_iter()
+        .map(|f| (f.name, f.value))
+        .collect()
 }
 
 impl Stats {
@@ -454,9 +437,11 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Serves a member's counters in the Prometheus text format on `127.0.0.1:port`
-/// (`rmcast member --metrics-port PORT`), one connection at a time, until the process ends.
-pub fn serve_prometheus(sender: GroupSender, port: u16) -> std::io::Result<std::net::SocketAddr> {
+/// Serves `registry` (a member's metrics, [`rmcast::metrics`]) in the Prometheus text format
+/// on `127.0.0.1:port` (`rmcast member --metrics-port PORT`), one connection at a time, until
+/// the process ends. Whatever the request, the answer is the exposition: the standard library
+/// serves that much, no HTTP crate needed.
+pub fn serve_prometheus(registry: Registry, port: u16) -> std::io::Result<std::net::SocketAddr> {
     let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))?;
     let addr = listener.local_addr()?;
     std::thread::spawn(move || {
@@ -467,55 +452,24 @@ pub fn serve_prometheus(sender: GroupSender, port: u16) -> std::io::Result<std::
             let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
             let mut req = [0u8; 1024];
             let _ = std::io::Read::read(&mut conn, &mut req);
-            let (status, body) = match snapshot(&sender) {
-                Ok(s) => ("200 OK", prometheus_text(&s)),
-                Err(rmcast::Error::Closed) => break,
-                Err(e) => ("503 Service Unavailable", format!("# {e}\n")),
+            let mut body = String::new();
+            let status = match prometheus_text::encode(&mut body, &registry) {
+                Ok(()) => "200 OK",
+                Err(_) => {
+                    body = "# the metrics could not be encoded\n".into();
+                    "500 Internal Server Error"
+                }
             };
             let _ = write!(
                 conn,
-                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                "HTTP/1.0 {status}\r\nContent-Type: {}\r\n\
                  Content-Length: {}\r\n\r\n{body}",
+                prometheus_text::CONTENT_TYPE,
                 body.len()
             );
         }
     });
     Ok(addr)
-}
-
-/// The counters in the Prometheus text exposition format, labelled with group and member.
-pub fn prometheus_text(s: &Stats) -> String {
-    let labels = format!(
-        "group=\"{}\",member=\"{}\"",
-        s.group.replace('\\', "\\\\").replace('"', "\\\""),
-        s.info.me
-    );
-    let mut out = String::new();
-    let mut put = |name: &str, kind: &str, v: u64| {
-        out.push_str(&format!(
-            "# TYPE rmcast_{name} {kind}\nrmcast_{name}{{{labels}}} {v}\n"
-        ));
-    };
-    for (name, v) in s.counters.iter().chain(&s.engine_counters) {
-        // Metric names take letters, digits and `_` only.
-        let name: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        put(&name, "counter", *v);
-    }
-    put("view", "gauge", s.info.view);
-    put("members", "gauge", s.info.members.len() as u64);
-    put("incarnation", "gauge", s.info.incarnation as u64);
-    put("recovering", "gauge", s.info.recovering as u64);
-    put("buffered_messages", "gauge", s.info.buffered_msgs as u64);
-    out
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+#[path = "support/exposition.rs"]
+mod exposition;
 mod support;
 
 const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
@@ -1814,7 +1816,8 @@ fn idle_group_at_20_percent_loss_across_namespaces() {
 #[test]
 fn metrics_are_served_for_prometheus_on_loopback() {
     let dir = scratch("metrics");
-    let group = dir.file_name().unwrap().to_string_lossy().into_owned();
+    // A quote and a backslash in the name: label values must come out escaped.
+    let group = format!("{}\"q\\", dir.file_name().unwrap().to_string_lossy());
     let t = Duration::from_secs(15);
     let port = {
         // A free port; released just before the member takes it.
@@ -1831,14 +1834,96 @@ fn metrics_are_served_for_prometheus_on_loopback() {
     m.wait_for("its first view", t, |s| {
         s.iter().any(|l| l.starts_with("* view"))
     });
+    // Messages flow, so that counters and the latency histogram have something to show.
+    let stdin = m.stdin.as_mut().unwrap();
+    for i in 0..3 {
+        writeln!(stdin, "line {i}").unwrap();
+    }
+    m.wait_for("its three lines", t, |s| Member::deliveries(s) >= 3);
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    std::io::Read::read_to_string(&mut conn, &mut body).unwrap();
-    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
-    let want = format!("rmcast_members{{group=\"{group}\",member=\"1\"}} 1");
-    assert!(body.contains(&want), "{body}");
-    assert!(body.contains("# TYPE rmcast_delivered counter"), "{body}");
+    let mut reply = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.0 200 OK"), "{reply}");
+    let body = reply.split_once("\r\n\r\n").unwrap().1;
+    let e = exposition::parse(body).unwrap_or_else(|why| panic!("{why}\n{body}"));
+
+    // Every family described; every counter's samples named `_total`.
+    assert!(e.families.values().all(|f| !f.help.is_empty()), "{body}");
+    let counters: Vec<_> = e
+        .families
+        .iter()
+        .filter(|(_, f)| f.kind == "counter")
+        .collect();
+    assert!(counters.len() >= 40, "node and group counters: {body}");
+    for s in &e.samples {
+        if e.families[&s.family].kind == "counter" {
+            assert!(s.name.ends_with("_total"), "{}", s.name);
+        }
+    }
+    // The group's labels, escaped in the text and read back whole.
+    assert!(
+        body.contains(&format!(
+            "group=\"{}\\\"q\\\\\"",
+            dir.file_name().unwrap().to_string_lossy()
+        )),
+        "{body}"
+    );
+    let labels = [
+        ("group", group.as_str()),
+        ("member", "1"),
+        ("engine", "sequencer"),
+    ];
+    assert_eq!(e.families["rmcast_members"].kind, "gauge");
+    assert_eq!(e.value("rmcast_members", &labels), Some(1.0), "{body}");
+    assert!(
+        e.value("rmcast_delivered_total", &labels).unwrap() >= 3.0,
+        "{body}"
+    );
+    assert!(
+        e.value("rmcast_submitted_total", &labels).unwrap() >= 3.0,
+        "{body}"
+    );
+    assert!(
+        e.value("rmcast_node_datagrams_sent_total", &[("node", "1")])
+            .is_some(),
+        "{body}"
+    );
+
+    // The send latency histogram: cumulative buckets ending at +Inf, a sum and a count.
+    assert_eq!(e.families["rmcast_send_latency_seconds"].kind, "histogram");
+    let buckets: Vec<(f64, f64)> = e
+        .samples
+        .iter()
+        .filter(|s| s.name == "rmcast_send_latency_seconds_bucket")
+        .map(|s| {
+            let le = &s.labels["le"];
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            (le, s.value)
+        })
+        .collect();
+    assert!(buckets.len() > 2, "{body}");
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "{buckets:?}"
+    );
+    assert_eq!(buckets.last().unwrap().0, f64::INFINITY);
+    let count = e
+        .value("rmcast_send_latency_seconds_count", &labels)
+        .unwrap();
+    assert!(count >= 3.0, "{body}");
+    assert_eq!(buckets.last().unwrap().1, count);
+    assert!(
+        e.value("rmcast_send_latency_seconds_sum", &labels).unwrap() > 0.0,
+        "{body}"
+    );
+
     assert!(m.finish(t).success());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -434,71 +434,124 @@ pub struct GroupInfo {
     pub max_datagram_bytes: usize,
 }
 
-/// Counters every engine keeps (Aeron's system counters are the model). Read them through
-/// [`Engine::counters`]; engines only ever add to them. Counters of one engine only are
-/// [`Engine::engine_counters`].
-///
-/// The receive-side counters are kept by the shell every engine runs in
-/// ([`crate::common::shell::receive`]), so they mean the same in every engine: each datagram
-/// handed to [`Engine::handle_datagram`] is counted in exactly one of `datagrams_received`,
-/// `malformed_dropped` (header), `foreign_dropped` (header), `own_dropped` and `late_dropped`;
-/// a datagram the engine took and then found malformed or out of place is counted again, in
-/// `malformed_dropped` or `foreign_dropped`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Counters {
-    /// Datagrams handed to the driver (by `poll_transmit`).
-    pub datagrams_sent: u64,
-    /// Bytes in those datagrams.
-    pub bytes_sent: u64,
-    /// Datagrams that passed the shell's filter and were handed to the protocol: of this
-    /// engine kind, group and incarnation (or of a packet type the engine takes from any
-    /// incarnation), not this member's own, while the engine runs.
-    pub datagrams_received: u64,
-    /// Datagrams whose header did not decode (the shell), plus datagrams taken whose body the
-    /// engine could not decode or whose packet type it does not know.
-    pub malformed_dropped: u64,
-    /// Datagrams of another engine kind, group or incarnation, dropped by the shell; plus
-    /// datagrams taken that the engine found addressed to another role or epoch (a non-member's
-    /// answer at a member, a reply of an old transaction epoch).
-    pub foreign_dropped: u64,
-    /// This member's own datagrams, looped back by the network (multicast loopback), dropped
-    /// by the shell. Not an anomaly: a multicast sender usually hears itself.
-    pub own_dropped: u64,
-    /// Datagrams that arrived after the engine stopped (it left the group, or was left out of
-    /// it), dropped by the shell.
-    pub late_dropped: u64,
-    /// Datagrams the engine could not queue for the driver because its bounded out queue was
-    /// full (the driver did not drain it): not sent, and repaired by the protocol as a
-    /// datagram the network lost. First transmissions of data wait for room instead.
-    pub out_refused: u64,
-    /// Data messages (or fragments) received that were already held.
-    pub duplicates: u64,
-    /// Retransmission requests (NACKs) sent.
-    pub nacks_sent: u64,
-    /// Retransmission requests received.
-    pub nacks_received: u64,
-    /// Messages (or fragments) retransmitted.
-    pub retransmissions: u64,
-    /// Status / acknowledgement datagrams sent.
-    pub acks_sent: u64,
-    /// Requests turned away for lack of room; the sender keeps and retries them.
-    pub backpressure_refusals: u64,
-    /// Messages delivered to the application.
-    pub delivered: u64,
-    /// Messages submitted by the application.
-    pub submitted: u64,
-    /// View changes installed.
-    pub view_changes: u64,
-    /// Failure-detection datagrams sent (probes and their answers); background traffic that
-    /// depends on time, not on the number of messages.
-    pub probes_sent: u64,
-    /// Failures this member detected itself (a member that answered no probe in time).
-    pub failures_detected: u64,
-    /// Crash-recovery datagrams sent (Amoeba's invitations and votes, RMP's reformation).
-    pub recovery_sent: u64,
-    /// Times crash recovery rebuilt the group here (new incarnations installed).
-    pub resets: u64,
+/// Declares [`Counters`] and its list of names and help texts from one list, so that the
+/// names people read (`/stats`, `rmcast stat`, Prometheus) never drift from the fields.
+macro_rules! counters {
+    ($(#[$meta:meta])* struct { $($(#[doc = $doc:literal])* $name:ident,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct Counters {
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl Counters {
+            /// Every counter with its name and its documentation's first paragraph, in
+            /// declaration order.
+            pub fn described(&self) -> Vec<CounterField> {
+                vec![$(CounterField {
+                    name: stringify!($name),
+                    help: first_paragraph(&[$($doc),*]),
+                    value: self.$name,
+                },)*]
+            }
+        }
+    };
+}
+
+/// One counter of [`Counters::described`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterField {
+    /// The field's name, e.g. `datagrams_sent`.
+    pub name: &'static str,
+    /// What it counts: the first paragraph of the field's documentation, on one line.
+    pub help: String,
+    /// Its value.
+    pub value: u64,
+}
+
+/// The first paragraph of documentation given line by line (as `///` lines are), joined on
+/// one line: the help text of a counter.
+pub fn first_paragraph(lines: &[&str]) -> String {
+    let mut out = String::new();
+    for l in lines {
+        let l = l.trim();
+        if l.is_empty() {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(l);
+    }
+    out
+}
+
+counters! {
+    /// Counters every engine keeps (Aeron's system counters are the model). Read them through
+    /// [`Engine::counters`]; engines only ever add to them. Counters of one engine only are
+    /// [`Engine::engine_counters`].
+    ///
+    /// The receive-side counters are kept by the shell every engine runs in
+    /// ([`crate::common::shell::receive`]), so they mean the same in every engine: each datagram
+    /// handed to [`Engine::handle_datagram`] is counted in exactly one of `datagrams_received`,
+    /// `malformed_dropped` (header), `foreign_dropped` (header), `own_dropped` and `late_dropped`;
+    /// a datagram the engine took and then found malformed or out of place is counted again, in
+    /// `malformed_dropped` or `foreign_dropped`.
+    struct {
+        /// Datagrams handed to the driver (by `poll_transmit`).
+        datagrams_sent,
+        /// Bytes in those datagrams.
+        bytes_sent,
+        /// Datagrams that passed the shell's filter and were handed to the protocol: of this
+        /// engine kind, group and incarnation (or of a packet type the engine takes from any
+        /// incarnation), not this member's own, while the engine runs.
+        datagrams_received,
+        /// Datagrams whose header did not decode (the shell), plus datagrams taken whose body the
+        /// engine could not decode or whose packet type it does not know.
+        malformed_dropped,
+        /// Datagrams of another engine kind, group or incarnation, dropped by the shell; plus
+        /// datagrams taken that the engine found addressed to another role or epoch (a non-member's
+        /// answer at a member, a reply of an old transaction epoch).
+        foreign_dropped,
+        /// This member's own datagrams, looped back by the network (multicast loopback), dropped
+        /// by the shell. Not an anomaly: a multicast sender usually hears itself.
+        own_dropped,
+        /// Datagrams that arrived after the engine stopped (it left the group, or was left out of
+        /// it), dropped by the shell.
+        late_dropped,
+        /// Datagrams the engine could not queue for the driver because its bounded out queue was
+        /// full (the driver did not drain it): not sent, and repaired by the protocol as a
+        /// datagram the network lost. First transmissions of data wait for room instead.
+        out_refused,
+        /// Data messages (or fragments) received that were already held.
+        duplicates,
+        /// Retransmission requests (NACKs) sent.
+        nacks_sent,
+        /// Retransmission requests received.
+        nacks_received,
+        /// Messages (or fragments) retransmitted.
+        retransmissions,
+        /// Status / acknowledgement datagrams sent.
+        acks_sent,
+        /// Requests turned away for lack of room; the sender keeps and retries them.
+        backpressure_refusals,
+        /// Messages delivered to the application.
+        delivered,
+        /// Messages submitted by the application.
+        submitted,
+        /// View changes installed.
+        view_changes,
+        /// Failure-detection datagrams sent (probes and their answers); background traffic that
+        /// depends on time, not on the number of messages.
+        probes_sent,
+        /// Failures this member detected itself (a member that answered no probe in time).
+        failures_detected,
+        /// Crash-recovery datagrams sent (Amoeba's invitations and votes, RMP's reformation).
+        recovery_sent,
+        /// Times crash recovery rebuilt the group here (new incarnations installed).
+        resets,
+    }
 }
 
 /// A protocol engine driven by a simulator or a runtime.

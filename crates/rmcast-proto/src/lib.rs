@@ -26,8 +26,9 @@ pub mod wire;
 
 pub use catalog::EngineChoice;
 pub use engine::{
-    Counters, Delivery, Destination, Digest, Engine, Event, GroupInfo, IdList, LockChange, Loss,
-    NodeId, Qos, Recovery, Reply, SendError, Time, Transmit, View,
+    first_paragraph, CounterField, Counters, Delivery, Destination, Digest, Engine, Event,
+    GroupInfo, IdList, LockChange, Loss, NodeId, Qos, Recovery, Reply, SendError, Time, Transmit,
+    View,
 };
 pub use formation::{Entry, Formation, FormationConfig, Notice, Rejoin};
 pub use guarantees::{Capabilities, DeliveryPromise, Guarantees, Order, QosLevels, Senders};

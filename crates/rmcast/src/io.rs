@@ -380,6 +380,8 @@ struct GroupState {
     completions: HashMap<u64, oneshot::Sender<Result<u64, Error>>>,
     /// Own messages submitted and not yet complete.
     outstanding: u64,
+    /// When own messages were taken by the engine, for the send latency histogram.
+    send_clock: crate::latency::SendClock,
     /// The open's answer while the node is joining, and when the wait for it ends
     /// ([`Error::Timeout`]): the join timeout and a margin, enforced here so that the blocking
     /// and async opens need no timer of their own.
@@ -802,6 +804,7 @@ impl IoLoop {
             events,
             shared,
             completions: HashMap::new(),
+            send_clock: crate::latency::SendClock::new(),
             outstanding: 0,
             open_reply,
             leaving: None,
@@ -1028,7 +1031,7 @@ impl IoLoop {
                 }
             }
             progress |= self.transmit(i, now, false);
-            progress |= drain_events(&mut self.groups[i], &self.shared);
+            progress |= drain_events(&mut self.groups[i], &self.shared, self.origin);
             if !progress {
                 return;
             }
@@ -1230,6 +1233,7 @@ fn drain_ops(g: &mut GroupState, now: Time, counters: &AtomicNodeCounters) -> bo
                 match g.engine.submit(now, payload.clone(), qos) {
                     Ok(msg) => {
                         g.outstanding += 1;
+                        g.send_clock.start(msg, now.0);
                         if let Some(d) = done {
                             g.completions.insert(msg, d);
                         }
@@ -1364,8 +1368,11 @@ fn own_loss(
 }
 
 /// Move the engine's events to the application while the event queue has room.
-fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
+fn drain_events(g: &mut GroupState, shared: &NodeShared, origin: Instant) -> bool {
     let mut progress = false;
+    // The clock is read when the first completion of this call is seen, not at the start of
+    // the loop's turn: a send submitted and completed in one turn still shows its time.
+    let mut completed_at = None;
     let mut merged = None;
     let mut expelled = None;
     let mut left = false;
@@ -1426,6 +1433,10 @@ fn drain_events(g: &mut GroupState, shared: &NodeShared) -> bool {
             }
             Event::SendComplete { msg } => {
                 g.outstanding = g.outstanding.saturating_sub(1);
+                let now = *completed_at.get_or_insert_with(|| origin.elapsed().as_nanos() as u64);
+                if let Some(ns) = g.send_clock.finish(msg, now) {
+                    g.shared.send_latency.record(ns);
+                }
                 if let Some(d) = g.completions.remove(&msg) {
                     let _ = d.send(Ok(msg));
                 }

@@ -144,6 +144,9 @@ mod config;
 mod error;
 mod io;
 mod keyfile;
+mod latency;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod net;
 mod node;
 mod payload;
@@ -165,6 +168,7 @@ pub use config::{
 };
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
+pub use latency::{SendLatency, SEND_LATENCY_BOUNDS};
 pub use net::path_datagram_bytes;
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
 pub use payload::IntoPayload;

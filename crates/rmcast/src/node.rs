@@ -105,6 +105,13 @@ impl Node {
         self.shared.counters.snapshot()
     }
 
+    /// What the node shares with its I/O thread (the counters live there): held by the
+    /// metrics collector, which must not keep the I/O thread running.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shared(&self) -> Arc<NodeShared> {
+        self.shared.clone()
+    }
+
     /// Create a new group named `name` with default settings.
     pub fn create_group(&self, name: &str) -> Result<Group, Error> {
         self.open_group(GroupConfig::new(name).mode(OpenMode::Create))
@@ -323,7 +330,7 @@ impl Drop for WakeOnDrop {
     }
 }
 
-struct GroupHandle {
+pub(crate) struct GroupHandle {
     // Must stay the first field: see `WakeOnDrop`.
     ops: mpsc::Sender<Op>,
     name: String,
@@ -709,6 +716,26 @@ impl GroupSender {
     /// count), as [`rmcast_proto::Engine::engine_counters`] reports them.
     pub fn engine_counters(&self) -> Result<Vec<(&'static str, u64)>, Error> {
         self.query().map(|(_, _, e)| e)
+    }
+
+    /// How long own messages took from the engine taking them to their completion
+    /// ([`rmcast_proto::Event::SendComplete`]), as a histogram, since the group was opened.
+    /// Every send is timed, blocking or not, as long as fewer than 4,096 later ones were taken
+    /// before it completed. Read from shared memory: no round trip to the I/O thread.
+    pub fn send_latency(&self) -> crate::SendLatency {
+        self.inner.shared.send_latency.snapshot()
+    }
+
+    /// A reference that does not keep the group open (held by the metrics collector).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<GroupHandle> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The handle `weak` refers to, if the group still has one.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn upgrade(weak: &std::sync::Weak<GroupHandle>) -> Option<GroupSender> {
+        weak.upgrade().map(|inner| GroupSender { inner })
     }
 
     fn query(&self) -> Result<Snapshot, Error> {

@@ -106,6 +106,8 @@ pub(crate) struct GroupShared {
     /// [`Recovery::Reset`] (or the expulsion); 0 otherwise. One atomic, so that a handle
     /// reads the flag and the suspect together.
     pub recovering: AtomicU64,
+    /// Time from submit to completion of own messages, written by the I/O thread.
+    pub send_latency: crate::latency::LatencyCells,
 }
 
 /// Bit of [`GroupShared::recovering`] that says recovery mode is on (node ids are 32 bits).
@@ -161,11 +163,23 @@ impl NodeShared {
 }
 
 macro_rules! node_counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// The runtime's own counters (the engines keep theirs: [`crate::GroupSender::counters`]).
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct NodeCounters {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl NodeCounters {
+            /// Every counter with its name and its documentation's first paragraph, in
+            /// declaration order (as [`rmcast_proto::Counters::described`]).
+            pub fn described(&self) -> Vec<rmcast_proto::CounterField> {
+                vec![$(rmcast_proto::CounterField {
+                    name: stringify!($name),
+                    help: rmcast_proto::first_paragraph(&[$($doc),*]),
+                    value: self.$name,
+                },)*]
+            }
         }
 
         /// Written by the I/O thread only; read by anyone.
