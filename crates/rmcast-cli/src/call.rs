@@ -10,9 +10,11 @@
 //! ```
 
 use crate::member::{parse_qos, NetArgs, QOS_HELP};
+use crate::output::{JsonFlag, Output};
 use anyhow::Context;
 use clap::Args;
 use rmcast::{EngineChoice, GroupConfig, Node, NodeConfig, OpenMode};
+use serde::Serialize;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,31 @@ pub struct CallArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub keys: crate::keys::KeyArgs,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// What `rmcast call --json` prints, one object per line.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum CallLine<'a> {
+    /// The handler's answer to one call.
+    Reply {
+        group: &'a str,
+        from: u32,
+        /// The answer as text (bytes that are not UTF-8 replaced).
+        reply: String,
+        rtt_us: u64,
+    },
+    /// A call without a handler: the group acknowledged its delivery.
+    Delivered { group: &'a str, rtt_us: u64 },
+    /// After `--repeat`: the round trips' percentiles.
+    Summary {
+        calls: usize,
+        p50_us: u64,
+        p99_us: u64,
+        max_us: u64,
+    },
 }
 
 /// Run `rmcast call`.
@@ -66,21 +93,32 @@ pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening group {:?}", a.group))?;
     let handler = (!a.no_handler).then_some(a.handler);
     let timeout = Duration::from_millis(a.timeout_ms);
+    let out = Output::new(a.output);
+    let us = |d: Duration| d.as_micros() as u64;
     let mut rtts = Vec::new();
     for _ in 0..a.repeat {
         let t = Instant::now();
         match group.call(a.request.clone(), qos, handler, timeout) {
             Ok(Some(r)) => {
-                rtts.push(t.elapsed());
-                println!(
-                    "reply from member {}: {}",
-                    r.from,
-                    String::from_utf8_lossy(&r.payload)
-                );
+                let rtt = t.elapsed();
+                rtts.push(rtt);
+                let reply = String::from_utf8_lossy(&r.payload);
+                let line = CallLine::Reply {
+                    group: &a.group,
+                    from: r.from.0,
+                    reply: reply.to_string(),
+                    rtt_us: us(rtt),
+                };
+                out.result(&line, || format!("reply from member {}: {reply}", r.from))?;
             }
             Ok(None) => {
-                rtts.push(t.elapsed());
-                println!("delivered to group {:?}", a.group);
+                let rtt = t.elapsed();
+                rtts.push(rtt);
+                let line = CallLine::Delivered {
+                    group: &a.group,
+                    rtt_us: us(rtt),
+                };
+                out.result(&line, || format!("delivered to group {:?}", a.group))?;
             }
             Err(rmcast::Error::Timeout) => {
                 eprintln!(
@@ -103,13 +141,22 @@ pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
     if a.repeat > 1 {
         rtts.sort();
         let p = |q: f64| rtts[((rtts.len() - 1) as f64 * q).round() as usize];
-        eprintln!(
-            "{} calls: round trip p50 {:?}, p99 {:?}, max {:?}",
-            rtts.len(),
-            p(0.5),
-            p(0.99),
-            rtts[rtts.len() - 1]
-        );
+        let max = rtts[rtts.len() - 1];
+        let line = CallLine::Summary {
+            calls: rtts.len(),
+            p50_us: us(p(0.5)),
+            p99_us: us(p(0.99)),
+            max_us: us(max),
+        };
+        out.summary(&line, || {
+            format!(
+                "{} calls: round trip p50 {:?}, p99 {:?}, max {:?}",
+                rtts.len(),
+                p(0.5),
+                p(0.99),
+                max
+            )
+        })?;
     }
     Ok(ExitCode::SUCCESS)
 }

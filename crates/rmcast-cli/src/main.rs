@@ -9,6 +9,7 @@ mod gauntlet;
 mod keys;
 mod member;
 mod names;
+mod output;
 mod plot;
 mod receive;
 mod send;

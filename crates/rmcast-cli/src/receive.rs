@@ -58,6 +58,28 @@ pub struct ReceiveArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub keys: crate::keys::KeyArgs,
+    #[command(flatten)]
+    pub output: crate::output::JsonFlag,
+}
+
+/// What `rmcast receive --json` prints for each file received, on one line.
+#[derive(serde::Serialize)]
+struct ReceivedLine {
+    kind: &'static str,
+    /// Where the file was written.
+    file: String,
+    bytes: u64,
+    /// The file's sha256 (verified against the sender's), in hex.
+    sha256: String,
+    seconds: f64,
+    mb_per_s: f64,
+    /// The node this receiver acknowledged to (its ACK processor), if any.
+    ack_processor: Option<u64>,
+    duplicates: u64,
+    acks_sent: u64,
+    txnow_sent: u64,
+    /// A designated receiver's retransmissions to its area: all, unicast, scoped multicast.
+    area_retransmissions: Option<[u64; 3]>,
 }
 
 pub fn run(args: ReceiveArgs) -> Result<ExitCode> {
@@ -294,32 +316,43 @@ fn receive_one(
     let ec = sender.engine_counters().unwrap_or_default();
     let get = |n: &str| ec.iter().find(|(k, _)| *k == n).map_or(0, |(_, v)| *v);
     let ap = get("ap");
-    println!(
-        "received {} ({} bytes) sha256 ok in {:.2} s: {:.1} MB/s; ACK processor: {}; \
-         duplicates: {}; ACKs sent: {}; immediate requests (ACK_TXNOW): {}{}",
-        shown.display(),
-        h.size,
-        took.as_secs_f64(),
-        h.size as f64 / 1e6 / took.as_secs_f64().max(1e-9),
-        if ap == u64::MAX {
-            "none".to_string()
-        } else {
-            format!("node {ap}")
-        },
-        c.duplicates,
-        c.acks_sent,
-        get("txnow_sent"),
-        if args.dr {
-            format!(
-                "; retransmissions to this area: {} ({} unicast, {} scoped multicast)",
-                c.retransmissions,
-                get("retx_unicast"),
-                get("retx_scoped")
-            )
-        } else {
-            String::new()
-        }
-    );
+    let line = ReceivedLine {
+        kind: "received",
+        file: shown.display().to_string(),
+        bytes: h.size,
+        sha256: hex(&h.sha256),
+        seconds: took.as_secs_f64(),
+        mb_per_s: h.size as f64 / 1e6 / took.as_secs_f64().max(1e-9),
+        ack_processor: (ap != u64::MAX).then_some(ap),
+        duplicates: c.duplicates,
+        acks_sent: c.acks_sent,
+        txnow_sent: get("txnow_sent"),
+        area_retransmissions: args
+            .dr
+            .then(|| [c.retransmissions, get("retx_unicast"), get("retx_scoped")]),
+    };
+    crate::output::Output::new(args.output).result(&line, || {
+        format!(
+            "received {} ({} bytes) sha256 ok in {:.2} s: {:.1} MB/s; ACK processor: {}; \
+             duplicates: {}; ACKs sent: {}; immediate requests (ACK_TXNOW): {}{}",
+            line.file,
+            line.bytes,
+            line.seconds,
+            line.mb_per_s,
+            line.ack_processor
+                .map_or("none".to_string(), |ap| format!("node {ap}")),
+            line.duplicates,
+            line.acks_sent,
+            line.txnow_sent,
+            match line.area_retransmissions {
+                Some([all, unicast, scoped]) => format!(
+                    "; retransmissions to this area: {all} ({unicast} unicast, {scoped} scoped \
+                     multicast)"
+                ),
+                None => String::new(),
+            }
+        )
+    })?;
     if args.dr {
         // A DR stays while its region may still need it (the engine's T_dally, from here).
         let until = Instant::now() + Duration::from_millis(args.transfer.dally_ms);

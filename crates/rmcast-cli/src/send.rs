@@ -122,6 +122,31 @@ pub struct SendArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub keys: crate::keys::KeyArgs,
+    #[command(flatten)]
+    pub output: crate::output::JsonFlag,
+}
+
+/// What `rmcast send --json` prints at the end, on one line.
+#[derive(serde::Serialize)]
+struct SentLine<'a> {
+    kind: &'static str,
+    /// The file's name as receivers write it.
+    file: &'a str,
+    bytes: u64,
+    /// The file's sha256, in hex.
+    sha256: String,
+    /// Until every packet was acknowledged.
+    seconds: f64,
+    mb_per_s: f64,
+    /// Receivers reporting to the sender: finished, left early, still there.
+    receivers_finished: u64,
+    receivers_left: u64,
+    receivers_still_there: u64,
+    retransmissions: u64,
+    retransmissions_unicast: u64,
+    retransmissions_multicast: u64,
+    slow_receivers_passed: u64,
+    receivers_gone_silent: u64,
 }
 
 /// The data store of the sender and of a designated receiver: the file itself, read (and, at
@@ -367,24 +392,42 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
             .map_or(0, |(_, v)| *v)
     };
     let left = sender.leave();
-    println!(
-        "sent {} ({} bytes) in {:.2} s: {:.1} MB/s; receivers reporting to the sender: {} \
-         ({} finished, {} left early, {} still there); retransmissions by the sender: {} ({} \
-         unicast, {} multicast); slow receivers passed: {}; gone silent: {}",
-        name,
-        header.size,
-        acked.as_secs_f64(),
-        header.size as f64 / 1e6 / acked.as_secs_f64().max(1e-9),
-        get("children") + get("children_done") + get("children_left"),
-        get("children_done"),
-        get("children_left"),
-        get("children"),
-        c.retransmissions,
-        get("retx_unicast"),
-        get("retx_multicast"),
-        get("children_stalled"),
-        get("children_silent"),
-    );
+    let line = SentLine {
+        kind: "sent",
+        file: &name,
+        bytes: header.size,
+        sha256: hex(&sha256),
+        seconds: acked.as_secs_f64(),
+        mb_per_s: header.size as f64 / 1e6 / acked.as_secs_f64().max(1e-9),
+        receivers_finished: get("children_done"),
+        receivers_left: get("children_left"),
+        receivers_still_there: get("children"),
+        retransmissions: c.retransmissions,
+        retransmissions_unicast: get("retx_unicast"),
+        retransmissions_multicast: get("retx_multicast"),
+        slow_receivers_passed: get("children_stalled"),
+        receivers_gone_silent: get("children_silent"),
+    };
+    crate::output::Output::new(args.output).result(&line, || {
+        format!(
+            "sent {} ({} bytes) in {:.2} s: {:.1} MB/s; receivers reporting to the sender: {} \
+             ({} finished, {} left early, {} still there); retransmissions by the sender: {} \
+             ({} unicast, {} multicast); slow receivers passed: {}; gone silent: {}",
+            line.file,
+            line.bytes,
+            line.seconds,
+            line.mb_per_s,
+            line.receivers_finished + line.receivers_left + line.receivers_still_there,
+            line.receivers_finished,
+            line.receivers_left,
+            line.receivers_still_there,
+            line.retransmissions,
+            line.retransmissions_unicast,
+            line.retransmissions_multicast,
+            line.slow_receivers_passed,
+            line.receivers_gone_silent,
+        )
+    })?;
     if let Err(e) = left {
         eprintln!(
             "note: receivers still acknowledged after {} s; stopped waiting for them ({e})",

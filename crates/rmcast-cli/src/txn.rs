@@ -14,11 +14,13 @@
 
 use crate::member::NetArgs;
 use crate::names::parse_group_name;
+use crate::output::{JsonFlag, Output};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rmcast::txn::{TxnEvent, TxnGroup, TxnOptions};
 use rmcast::{Node, NodeConfig};
 use rmcast_proto::{IdList, NodeId};
+use serde::Serialize;
 use std::io::{IsTerminal, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -116,6 +118,44 @@ pub struct AskArgs {
     /// The question (the request's bytes).
     #[arg(required_unless_present = "file")]
     pub question: Option<String>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// What `rmcast txn --json` prints, one object per line.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum TxnLine {
+    /// A server's reply to transaction `txn` (bytes that are not UTF-8 replaced).
+    Reply { txn: u64, from: u32, reply: String },
+    /// A server of the set fell silent and was dropped from it.
+    Dropped { txn: u64, server: u32 },
+    /// The transaction's end: committed at `servers`, with the replies that came.
+    Committed {
+        txn: u64,
+        servers: Vec<u32>,
+        commit_ms: f64,
+        replies: usize,
+        /// Servers that committed and did not reply (when replies were waited for).
+        missing: Vec<u32>,
+    },
+    /// After `--repeat`: the transactions' latencies (none when all failed).
+    Summary {
+        transactions: u64,
+        failed: u64,
+        unanswered: u64,
+        mean_ms: Option<f64>,
+        p50_ms: Option<f64>,
+        p99_ms: Option<f64>,
+        min_ms: Option<f64>,
+        max_ms: Option<f64>,
+    },
+    /// `--kernel-drops`: datagrams the kernel dropped at this member's socket, if found.
+    KernelDrops { port: u16, drops: Option<u64> },
+}
+
+fn ids(v: &[NodeId]) -> Vec<u32> {
+    v.iter().map(|m| m.0).collect()
 }
 
 /// Arguments of `rmcast txn-serve`.
@@ -183,8 +223,9 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
     let mut latencies = Vec::new();
     let mut failed = 0u64;
     let mut unanswered = 0u64;
+    let out = Output::new(a.output);
     for _ in 0..a.repeat {
-        match one(&mut g, &payload, a.wait, &opts, verbose)? {
+        match one(&mut g, &payload, a.wait, &opts, verbose, out)? {
             Outcome::Answered(l) => latencies.push(l),
             Outcome::Unanswered(l) => {
                 latencies.push(l);
@@ -196,28 +237,44 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
     if a.repeat > 1 {
         latencies.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        if let (Some(first), Some(last)) = (latencies.first(), latencies.last()) {
-            let mean = latencies.iter().map(|d| ms(*d)).sum::<f64>() / latencies.len() as f64;
-            println!(
+        let n = latencies.len();
+        let (mean, p50, p99, min, max) = match (latencies.first(), latencies.last()) {
+            (Some(first), Some(last)) => (
+                Some(latencies.iter().map(|d| ms(*d)).sum::<f64>() / n as f64),
+                Some(ms(latencies[n / 2])),
+                Some(ms(latencies[(n * 99 / 100).min(n - 1)])),
+                Some(ms(*first)),
+                Some(ms(*last)),
+            ),
+            _ => (None, None, None, None, None),
+        };
+        let line = TxnLine::Summary {
+            transactions: a.repeat,
+            failed,
+            unanswered,
+            mean_ms: mean,
+            p50_ms: p50,
+            p99_ms: p99,
+            min_ms: min,
+            max_ms: max,
+        };
+        out.result(&line, || match (mean, p50, p99, min, max) {
+            (Some(mean), Some(p50), Some(p99), Some(min), Some(max)) => format!(
                 "{} transactions, {failed} failed, {unanswered} without the replies waited \
-                 for: latency mean {mean:.3} ms, p50 {:.3} ms, p99 {:.3} ms, min {:.3} ms, \
-                 max {:.3} ms",
-                a.repeat,
-                ms(latencies[latencies.len() / 2]),
-                ms(latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]),
-                ms(*first),
-                ms(*last)
-            );
-        } else {
-            println!("{} transactions, all failed", a.repeat);
-        }
+                 for: latency mean {mean:.3} ms, p50 {p50:.3} ms, p99 {p99:.3} ms, min \
+                 {min:.3} ms, max {max:.3} ms",
+                a.repeat
+            ),
+            _ => format!("{} transactions, all failed", a.repeat),
+        })?;
     }
     if a.kernel_drops {
         let port = node.local_addr().port();
-        match udp_drops(port) {
-            Some(n) => println!("kernel drops at this member's socket (port {port}): {n}"),
-            None => println!("kernel drops: /proc/net/udp has no socket on port {port}"),
-        }
+        let drops = udp_drops(port);
+        out.result(&TxnLine::KernelDrops { port, drops }, || match drops {
+            Some(n) => format!("kernel drops at this member's socket (port {port}): {n}"),
+            None => format!("kernel drops: /proc/net/udp has no socket on port {port}"),
+        })?;
     }
     let _ = g.close();
     Ok(if failed > 0 {
@@ -253,6 +310,7 @@ fn one(
     wait: WaitFor,
     opts: &TxnOptions,
     verbose: bool,
+    out: Output,
 ) -> Result<Outcome> {
     let start = Instant::now();
     let txn = g.send(payload.to_vec())?;
@@ -260,7 +318,6 @@ fn one(
     let mut committed: Option<Instant> = None;
     let mut repliers: Vec<NodeId> = Vec::new();
     let commit_by = start + opts.timeout + Duration::from_secs(10);
-    let mut out = std::io::stdout().lock();
     loop {
         let done = match (&set, committed) {
             (Some(s), Some(_)) => match wait {
@@ -284,20 +341,33 @@ fn one(
                 .filter(|m| !repliers.contains(m))
                 .collect();
             if verbose {
-                let _ = writeln!(
-                    out,
-                    "committed at {} server(s) {} in {:.1} ms; {} repl{}{}",
-                    s.len(),
-                    IdList(&s),
-                    (committed.unwrap_or(now) - start).as_secs_f64() * 1e3,
-                    repliers.len(),
-                    if repliers.len() == 1 { "y" } else { "ies" },
-                    if missing.is_empty() || wait == WaitFor::Commit {
-                        String::new()
-                    } else {
-                        format!(", none from {}", IdList(&missing))
-                    }
-                );
+                let commit_ms = (committed.unwrap_or(now) - start).as_secs_f64() * 1e3;
+                let shown_missing = if wait == WaitFor::Commit {
+                    Vec::new()
+                } else {
+                    missing.clone()
+                };
+                let line = TxnLine::Committed {
+                    txn,
+                    servers: ids(&s),
+                    commit_ms,
+                    replies: repliers.len(),
+                    missing: ids(&shown_missing),
+                };
+                out.result(&line, || {
+                    format!(
+                        "committed at {} server(s) {} in {commit_ms:.1} ms; {} repl{}{}",
+                        s.len(),
+                        IdList(&s),
+                        repliers.len(),
+                        if repliers.len() == 1 { "y" } else { "ies" },
+                        if shown_missing.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", none from {}", IdList(&shown_missing))
+                        }
+                    )
+                })?;
             }
             if done {
                 return Ok(Outcome::Answered(now - start));
@@ -319,7 +389,13 @@ fn one(
             Some(TxnEvent::Opened { txn: t, set: s }) if t == txn => set = Some(s),
             Some(TxnEvent::Dropped { txn: t, receiver }) if t == txn => {
                 if verbose {
-                    let _ = writeln!(out, "server {receiver} fell silent and was dropped");
+                    let line = TxnLine::Dropped {
+                        txn,
+                        server: receiver.0,
+                    };
+                    out.result(&line, || {
+                        format!("server {receiver} fell silent and was dropped")
+                    })?;
                 }
                 if let Some(s) = set.as_mut() {
                     s.retain(|&m| m != receiver);
@@ -337,15 +413,23 @@ fn one(
             }) if t == txn => {
                 repliers.push(from);
                 if verbose {
-                    let text = printable(&payload);
-                    if text.contains('\n') {
-                        let _ = writeln!(out, "{from}:");
-                        for l in text.lines() {
-                            let _ = writeln!(out, "  {l}");
+                    let line = TxnLine::Reply {
+                        txn,
+                        from: from.0,
+                        reply: String::from_utf8_lossy(&payload).into_owned(),
+                    };
+                    out.result(&line, || {
+                        let text = printable(&payload);
+                        if text.contains('\n') {
+                            let mut t = format!("{from}:");
+                            for l in text.lines() {
+                                t.push_str(&format!("\n  {l}"));
+                            }
+                            t
+                        } else {
+                            format!("{from}: {text}")
                         }
-                    } else {
-                        let _ = writeln!(out, "{from}: {text}");
-                    }
+                    })?;
                 }
             }
             _ => {}

@@ -152,6 +152,57 @@ fn every_receiver_gets_the_file_a_late_one_and_a_restarted_one_too() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `send --json` and `receive --json`: one JSON object each, with what the text says.
+#[test]
+fn send_and_receive_json_print_one_object_each() {
+    let dir = scratch("json");
+    let group = format!("filecast-json-{}", std::process::id());
+    let data = content(300_000, 11);
+    let file = dir.join("json.bin");
+    std::fs::write(&file, &data).unwrap();
+    let out = dir.join("out");
+    let r = receiver(&group, &out, &["--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = Proc::start(&[
+        "send",
+        file.to_str().unwrap(),
+        "--group",
+        &group,
+        "--quiet",
+        "--json",
+        "--dally-ms",
+        "300",
+    ])
+    .wait(Duration::from_secs(60));
+    assert!(s.status.success(), "sender: {}", text(&s));
+    let r = r.wait(Duration::from_secs(60));
+    assert!(r.status.success(), "receiver: {}", text(&r));
+    assert_eq!(std::fs::read(out.join("json.bin")).unwrap(), data);
+    let one = |o: &Output| -> serde_json::Value {
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "{}", text(o));
+        serde_json::from_str(lines[0]).unwrap()
+    };
+    let (sent, received) = (one(&s), one(&r));
+    assert_eq!(sent["kind"], "sent");
+    assert_eq!(sent["file"], "json.bin");
+    assert_eq!(sent["bytes"], data.len());
+    assert_eq!(sent["receivers_finished"], 1, "{sent}");
+    assert!(sent["mb_per_s"].as_f64().unwrap() > 0.0, "{sent}");
+    assert_eq!(received["kind"], "received");
+    assert_eq!(received["bytes"], data.len());
+    // Both name the same digest: the one the receiver verified.
+    assert_eq!(received["sha256"], sent["sha256"]);
+    assert_eq!(received["sha256"].as_str().unwrap().len(), 64);
+    assert!(
+        received["file"].as_str().unwrap().ends_with("json.bin"),
+        "{received}"
+    );
+    assert_eq!(received["area_retransmissions"], serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_sender_without_receivers_ends_after_dallying() {
     let dir = scratch("alone");

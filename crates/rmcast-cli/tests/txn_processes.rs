@@ -207,6 +207,66 @@ fn servers_answer_a_transaction_each_by_name() {
     drop(servers);
 }
 
+/// `rmcast txn --json`: each reply, each transaction's commit and the summary as one JSON
+/// object per line, with what the text says.
+#[test]
+fn txn_json_prints_replies_commits_and_the_summary_as_objects() {
+    let g = group("json");
+    let servers: Vec<Server> = (31..=32)
+        .map(|id| Server::start(&g, id, "tr a-z A-Z"))
+        .collect();
+    let out = rmcast(
+        &[
+            "txn",
+            "--group",
+            &g,
+            "--id",
+            "40",
+            "--min",
+            "2",
+            "--max",
+            "2",
+            "--repeat",
+            "2",
+            "--kernel-drops",
+            "--json",
+            "a \"quoted\" question",
+        ],
+        Duration::from_secs(30),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let kind = |k: &'static str| lines.iter().filter(move |v| v["kind"] == k);
+    // Two transactions, two servers: four replies, each the server's upper-cased question.
+    assert_eq!(kind("reply").count(), 4, "{stdout}");
+    for v in kind("reply") {
+        assert!([31, 32].contains(&v["from"].as_u64().unwrap()), "{v}");
+        assert_eq!(v["reply"], "A \"QUOTED\" QUESTION", "{v}");
+    }
+    let commits: Vec<_> = kind("committed").collect();
+    assert_eq!(commits.len(), 2, "{stdout}");
+    for c in &commits {
+        assert_eq!(c["servers"], serde_json::json!([31, 32]), "{c}");
+        assert_eq!(c["replies"], 2, "{c}");
+        assert_eq!(c["missing"], serde_json::json!([]), "{c}");
+        assert!(c["commit_ms"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let summary: Vec<_> = kind("summary").collect();
+    assert_eq!(summary.len(), 1, "{stdout}");
+    assert_eq!(summary[0]["transactions"], 2);
+    assert_eq!(summary[0]["failed"], 0);
+    let (p50, max) = (summary[0]["p50_ms"].as_f64(), summary[0]["max_ms"].as_f64());
+    assert!(p50.unwrap() > 0.0 && p50 <= max, "{stdout}");
+    assert_eq!(kind("kernel_drops").count(), 1, "{stdout}");
+    // Nothing but JSON lines on stdout.
+    assert_eq!(lines.len(), 4 + 2 + 1 + 1, "{stdout}");
+    drop(servers);
+}
+
 /// A server that commits the request but answers too late: `rmcast txn` prints the reply it
 /// got, exits with status 3 and names the server that did not reply; waiting for the first
 /// reply only, the same transaction is a success.
