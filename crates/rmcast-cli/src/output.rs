@@ -48,7 +48,7 @@ impl Output {
         human: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
         if self.json {
-            self.result(value, || String::new())
+            self.result(value, String::new)
         } else {
             eprintln!("{}", human());
             Ok(())
