@@ -61,6 +61,7 @@ pub mod experiment;
 pub mod figures;
 pub mod log;
 pub mod multidriver;
+pub mod parallel;
 pub mod record;
 pub mod rmtp;
 pub mod scenario;

@@ -21,8 +21,6 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{EngineChoice, NodeId, Qos, Time};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// A run as the command line describes it. See the module docs for the host layout.
@@ -547,26 +545,10 @@ impl Scenario {
         threads: usize,
         on_done: &(dyn Fn() + Sync),
     ) -> SweepReport {
-        let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<(usize, RunSummary)>> = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, seeds.len().max(1)) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&seed) = seeds.get(i) else { break };
-                    let summary = self.run_caught(seed);
-                    results
-                        .lock()
-                        .expect("no panics hold this lock")
-                        .push((i, summary));
-                    on_done();
-                });
-            }
-        });
-        let mut runs = results.into_inner().expect("no panics hold this lock");
-        runs.sort_by_key(|(i, _)| *i);
+        let runs =
+            crate::parallel::map_parallel(seeds, threads, |&seed| self.run_caught(seed), on_done);
         SweepReport {
-            runs: runs.into_iter().map(|(_, r)| r).collect(),
+            runs,
             replay: Some(format!("rmcast sim {}", self.cli_args())),
         }
     }

@@ -1,8 +1,7 @@
 //! Independent simulator runs spread over threads, shared by the experiments.
 
 use indicatif::{MultiProgress, ProgressBar};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// Where the runs' bars are drawn when another bar is already on the terminal
 /// (`--experiment all` draws one over the experiments): two bars drawn independently to the
@@ -15,34 +14,19 @@ pub fn draw_under(multi: MultiProgress) {
     let _ = UNDER.set(multi);
 }
 
-/// `f` of every job, on `threads` threads; the results come back in job order. With a
-/// terminal on stderr, a progress bar counts the runs done there.
+/// `f` of every job, on `threads` threads ([`rmcast_sim::parallel::map_parallel`]); the results
+/// come back in job order. With a terminal on stderr, a progress bar counts the runs done there.
 pub fn run_parallel<J: Sync, R: Send>(
     jobs: &[J],
     threads: usize,
     f: impl Fn(&J) -> R + Sync,
 ) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
     let pb = crate::bench::bar(Some(jobs.len() as u64), "runs".into());
     let pb: ProgressBar = match UNDER.get() {
         Some(multi) => multi.add(pb),
         None => pb,
     };
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else { break };
-                let r = f(job);
-                results
-                    .lock()
-                    .expect("no panics hold this lock")
-                    .push((i, r));
-                pb.inc(1);
-            });
-        }
-    });
+    let results = rmcast_sim::parallel::map_parallel(jobs, threads, f, &|| pb.inc(1));
     match UNDER.get() {
         // Under another bar, a finished one goes: the next experiment draws its own.
         Some(multi) => {
@@ -51,7 +35,5 @@ pub fn run_parallel<J: Sync, R: Send>(
         }
         None => pb.finish(),
     }
-    let mut results = results.into_inner().expect("no panics hold this lock");
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
+    results
 }
