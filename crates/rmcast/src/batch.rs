@@ -357,4 +357,36 @@ mod tests {
             io::ErrorKind::WouldBlock
         );
     }
+
+    /// One batch serves every socket of a node: a datagram read from a socket that reports no
+    /// TTL must not cost the next one read into the same slot from a socket that does.
+    #[test]
+    fn a_ttl_is_seen_after_a_datagram_without_one_in_the_same_slot() {
+        let plain = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let with_ttl = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        crate::net::enable_recv_ttl(&with_ttl);
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.set_ttl(9).unwrap();
+        let mut batch = RecvBatch::new();
+        let mut read_one = |sock: &mio::net::UdpSocket| -> Option<u8> {
+            tx.send_to(b"x", sock.local_addr().unwrap()).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match batch.recv(sock) {
+                    Ok(n) => {
+                        assert_eq!(n, 1);
+                        return batch.ttl(0);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        assert!(std::time::Instant::now() < deadline, "nothing came");
+                        std::thread::sleep(std::time::Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        };
+        assert_eq!(read_one(&plain), None);
+        #[cfg(target_os = "linux")]
+        assert_eq!(read_one(&with_ttl), Some(9));
+    }
 }
