@@ -26,6 +26,21 @@ impl Output {
         Output { json: flag.json }
     }
 
+    /// Whether results go out as JSON lines.
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// A line for people about the run (a header, a note): on standard output with the text,
+    /// on standard error beside JSON lines, which it would otherwise break.
+    pub fn note(&self, line: &str) {
+        if self.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+
     /// One result on standard output: `value` as one JSON line, or the text `human` makes
     /// (one line or several).
     pub fn result<T: Serialize>(

@@ -78,6 +78,38 @@ fn a_short_cell_passes_and_is_counted_in_the_table() {
     );
 }
 
+/// `--json`: every line of standard output is a JSON object, one per run and one per cell,
+/// saying what the table says.
+#[test]
+fn json_gives_one_object_per_run_and_per_cell() {
+    let (ok, out, err) = run(
+        &[
+            "gauntlet", "--engine", "gossip", "--fault", "start-3", "--runs", "2", "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(ok, "the gauntlet failed:\n{out}\n{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let runs: Vec<&serde_json::Value> = lines.iter().filter(|v| v["kind"] == "run").collect();
+    let cells: Vec<&serde_json::Value> = lines.iter().filter(|v| v["kind"] == "cell").collect();
+    assert_eq!((runs.len(), cells.len()), (2, 1), "{out}");
+    for r in &runs {
+        assert_eq!(r["engine"], "gossip");
+        assert_eq!(r["fault"], "start-3");
+        assert_eq!(r["passed"], true);
+        assert!(r["formation_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
+    }
+    assert_eq!(cells[0]["passed"], 2);
+    assert_eq!(cells[0]["made"], 2);
+    assert!(
+        err.contains("rmcast gauntlet:"),
+        "the header goes to stderr: {err}"
+    );
+}
+
 #[test]
 fn unknown_faults_and_engines_are_refused_with_the_names() {
     let (ok, _, err) = run(&["gauntlet", "--fault", "meteor"], Duration::from_secs(10));

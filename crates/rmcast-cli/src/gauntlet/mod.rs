@@ -171,6 +171,36 @@ pub struct GauntletArgs {
     /// runtime's loss shim.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub netns: Vec<String>,
+    #[command(flatten)]
+    pub output: crate::output::JsonFlag,
+}
+
+/// One run, as `--json` prints it.
+#[derive(serde::Serialize)]
+struct RunLine<'a> {
+    kind: &'static str,
+    engine: &'a str,
+    fault: &'a str,
+    busy: bool,
+    run: u32,
+    passed: bool,
+    secs: f64,
+    formation_s: Option<f64>,
+    detection_s: Option<f64>,
+    recovery_s: Option<f64>,
+    note: &'a str,
+}
+
+/// One cell once its runs are made, as `--json` prints it.
+#[derive(serde::Serialize)]
+struct CellLine<'a> {
+    kind: &'static str,
+    engine: &'a str,
+    fault: &'a str,
+    busy: bool,
+    passed: usize,
+    made: usize,
+    command: &'a str,
 }
 
 /// Loss made by nftables in every namespace of a run: the rule is loaded when the run starts
@@ -309,7 +339,8 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
         ),
     };
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    println!(
+    let output = crate::output::Output::new(args.output);
+    output.note(&format!(
         "rmcast gauntlet: {} engine(s) x {} fault(s), {} run(s) per cell{}; files in {}",
         engines.len(),
         faults.len(),
@@ -320,17 +351,17 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
             Busy::Both => ", quiet and beside 2 busy loops",
         },
         base.display()
-    );
+    ));
     let netns = Netns::resolve(&args.netns)?;
     if !netns.is_empty() {
-        println!(
+        output.note(&format!(
             "members in network namespaces {} (loss by nftables)",
             netns
                 .iter()
                 .map(|n| format!("{} ({})", n.name, n.addr))
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        ));
     }
     let mut cells: Vec<Cell> = Vec::new();
     let mut any_failed = false;
@@ -387,7 +418,20 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
                     } else if temp {
                         let _ = std::fs::remove_dir_all(&dir);
                     }
-                    println!(
+                    let line = RunLine {
+                        kind: "run",
+                        engine,
+                        fault: &fault.name(),
+                        busy,
+                        run: n,
+                        passed: r.passed,
+                        secs: started.elapsed().as_secs_f64(),
+                        formation_s: r.formation.map(|d| d.as_secs_f64()),
+                        detection_s: r.detection.map(|d| d.as_secs_f64()),
+                        recovery_s: r.recovery.map(|d| d.as_secs_f64()),
+                        note: &r.note,
+                    };
+                    output.result(&line, || format!(
                         "{engine} {}{} run {n}: {} in {:.1} s; formation {}, detection {}, recovery {}{}",
                         fault.name(),
                         if busy { " (busy)" } else { "" },
@@ -401,10 +445,24 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
                         } else {
                             format!(" - {}", r.note)
                         }
-                    );
+                    ))?;
                     cell.runs.push(r);
                 }
                 if !cell.runs.is_empty() {
+                    if output.is_json() {
+                        output.result(
+                            &CellLine {
+                                kind: "cell",
+                                engine: &cell.engine,
+                                fault: &cell.fault,
+                                busy: cell.busy,
+                                passed: cell.passed(),
+                                made: cell.runs.len(),
+                                command: &cell.command,
+                            },
+                            String::new,
+                        )?;
+                    }
                     cells.push(cell);
                 }
                 if let Some(out) = &args.out {
@@ -414,8 +472,10 @@ pub fn run(args: GauntletArgs) -> Result<ExitCode> {
             }
         }
     }
-    println!();
-    print!("{}", table::markdown(&cells));
+    if !output.is_json() {
+        println!();
+        print!("{}", table::markdown(&cells));
+    }
     if temp && !any_failed {
         let _ = std::fs::remove_dir_all(&base);
     }
