@@ -373,19 +373,21 @@ impl Gossip {
             return;
         }
         self.view_id = id;
+        // Both lists are in id order: lookups by binary search keep a change O(n log n) in a
+        // group of n (a group of a thousand takes a thousand changes to form).
         let alive = self.table.alive();
-        self.peers.retain(|m, _| alive.contains(m));
+        self.peers.retain(|m, _| alive.binary_search(m).is_ok());
         for m in &alive {
             if *m != self.me {
                 self.peers.entry(*m).or_insert_with(|| Peer::new(now));
             }
         }
         let added: Vec<NodeId> = (alive.iter())
-            .filter(|m| !self.view_members.contains(m))
+            .filter(|m| self.view_members.binary_search(m).is_err())
             .copied()
             .collect();
         let removed: Vec<NodeId> = (self.view_members.iter())
-            .filter(|m| !alive.contains(m))
+            .filter(|m| alive.binary_search(m).is_err())
             .copied()
             .collect();
         self.view_members = alive;
@@ -1045,7 +1047,10 @@ impl Gossip {
         let origins: Vec<NodeId> = self.streams.keys().copied().collect();
         let cap = self.cfg.buffer_msgs as u64;
         for o in origins {
-            let stable = self.stable_point(o);
+            // Stability only frees held messages: a history holding none (most of them, in a
+            // large group) is spared the pass over every member.
+            let held = self.streams.get(&o).is_some_and(|s| s.held_count() > 0);
+            let stable = if held { self.stable_point(o) } else { 0 };
             let (round, gc) = (self.round, u64::from(self.cfg.gc_rounds));
             let s = self.streams.get_mut(&o).expect("listed");
             let (dropped, stable_n) = s.collect(stable, round, gc);
@@ -1085,13 +1090,17 @@ impl Gossip {
             if o == self.me {
                 continue;
             }
+            let round = self.round;
+            let s = self.streams.get_mut(&o).expect("listed");
+            s.scan_gaps(now);
+            if s.gaps.is_empty() {
+                continue;
+            }
             // The oldest message any other member may still hold (everyone reported).
             let floor = (self.peers.values())
                 .map(|p| p.base.get(&o).copied())
                 .try_fold(u64::MAX, |acc, b| b.map(|b| acc.min(b)));
-            let round = self.round;
             let s = self.streams.get_mut(&o).expect("listed");
-            s.scan_gaps(now);
             let gone: Vec<u64> = (s.gaps.iter())
                 .filter(|(msg, g)| now >= g.since + timeout || floor.is_some_and(|f| **msg < f))
                 .map(|(m, _)| *m)
@@ -1129,8 +1138,14 @@ impl Gossip {
         let mut cands: Vec<NodeId> = self.peers.keys().copied().collect();
         let k = self.cfg.fanout.min(cands.len());
         if settling {
-            cands.sort_by_key(|m| (self.peers[m].agreed_at, *m));
+            // The k oldest agreements (ties by id: a total order, so the same k as a full sort)
+            // in linear time, then only those k sorted.
+            let key = |m: &NodeId| (self.peers[m].agreed_at, *m);
+            if k > 0 && k < cands.len() {
+                cands.select_nth_unstable_by_key(k - 1, key);
+            }
             cands.truncate(k);
+            cands.sort_by_key(key);
             return cands;
         }
         for i in 0..k {
