@@ -53,7 +53,7 @@ use crate::guarantees::Guarantees;
 use crate::registry::Role;
 use bytes::Bytes;
 use hello::Hello;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 /// Time between two asks of one view, two HELLOs looking, and the window of the answer bound.
@@ -219,6 +219,12 @@ pub struct Formation {
     view_changed: bool,
     /// Nodes heard from (any datagram), members of the view first (the address exchange).
     heard: Vec<NodeId>,
+    /// The view's members as a set, made when `heard` is full and one of its entries must go
+    /// (a group larger than [`MAX_LOOKERS`]); dropped when the view changes.
+    view_set: Option<HashSet<NodeId>>,
+    /// `heard` is full of members of the view: nobody can be forgotten until the view changes
+    /// (else every datagram from a member not in `heard` would look through all of it again).
+    heard_all_members: bool,
     /// When the next ask may go, while one is wanted, and asks sent for the current view.
     next_ask: Option<Time>,
     asks: u32,
@@ -288,6 +294,8 @@ impl Formation {
             coordinator: None,
             view_changed: false,
             heard: Vec::new(),
+            view_set: None,
+            heard_all_members: false,
             // A joiner's first ask goes out at once: the answers reveal a member that already
             // has its id (the driver's duplicate check).
             next_ask: (joining && cfg.address_exchange).then_some(now),
@@ -414,13 +422,20 @@ impl Formation {
             return;
         }
         if self.heard.len() >= MAX_LOOKERS {
+            if self.heard_all_members {
+                return;
+            }
             // Keep the members; forget somebody else.
-            let view = &self.view;
+            let view = (self.view_set)
+                .get_or_insert_with(|| self.view.iter().copied().collect::<HashSet<_>>());
             match self.heard.iter().position(|p| !view.contains(p)) {
                 Some(k) => {
                     self.heard.swap_remove(k);
                 }
-                None => return,
+                None => {
+                    self.heard_all_members = true;
+                    return;
+                }
             }
         }
         self.heard.push(id);
@@ -557,6 +572,8 @@ impl Formation {
     /// Out of the view this member was in.
     fn left_view(&mut self) {
         self.view.clear();
+        self.view_set = None;
+        self.heard_all_members = false;
         self.coordinator = None;
         self.next_beacon = None;
     }
@@ -572,6 +589,8 @@ impl Formation {
                     self.notice(Notice::Admitted);
                 }
                 self.view.clone_from(&v.members);
+                self.view_set = None;
+                self.heard_all_members = false;
                 self.coordinator = Some(v.coordinator);
                 self.view_changed = true;
                 // The view's members bound the datagram size (a smaller member may have joined).
