@@ -53,7 +53,7 @@ use crate::guarantees::Guarantees;
 use crate::registry::Role;
 use bytes::Bytes;
 use hello::Hello;
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Time between two asks of one view, two HELLOs looking, and the window of the answer bound.
@@ -219,9 +219,9 @@ pub struct Formation {
     view_changed: bool,
     /// Nodes heard from (any datagram), members of the view first (the address exchange).
     heard: Vec<NodeId>,
-    /// The view's members as a set, made when `heard` is full and one of its entries must go
-    /// (a group larger than [`MAX_LOOKERS`]); dropped when the view changes.
-    view_set: Option<HashSet<NodeId>>,
+    /// The view's members in id order, made when `heard` is full and one of its entries must
+    /// go (a group larger than [`MAX_LOOKERS`]); dropped when the view changes.
+    view_sorted: Option<Vec<NodeId>>,
     /// `heard` is full of members of the view: nobody can be forgotten until the view changes
     /// (else every datagram from a member not in `heard` would look through all of it again).
     heard_all_members: bool,
@@ -294,7 +294,7 @@ impl Formation {
             coordinator: None,
             view_changed: false,
             heard: Vec::new(),
-            view_set: None,
+            view_sorted: None,
             heard_all_members: false,
             // A joiner's first ask goes out at once: the answers reveal a member that already
             // has its id (the driver's duplicate check).
@@ -426,9 +426,18 @@ impl Formation {
                 return;
             }
             // Keep the members; forget somebody else.
-            let view = (self.view_set)
-                .get_or_insert_with(|| self.view.iter().copied().collect::<HashSet<_>>());
-            match self.heard.iter().position(|p| !view.contains(p)) {
+            // Sorting a copy is cheap (an engine's view is often in id order already), and the
+            // look-ups are then by binary search.
+            let view = self.view_sorted.get_or_insert_with(|| {
+                let mut v = self.view.clone();
+                v.sort_unstable();
+                v
+            });
+            match self
+                .heard
+                .iter()
+                .position(|p| view.binary_search(p).is_err())
+            {
                 Some(k) => {
                     self.heard.swap_remove(k);
                 }
@@ -572,7 +581,7 @@ impl Formation {
     /// Out of the view this member was in.
     fn left_view(&mut self) {
         self.view.clear();
-        self.view_set = None;
+        self.view_sorted = None;
         self.heard_all_members = false;
         self.coordinator = None;
         self.next_beacon = None;
@@ -589,7 +598,7 @@ impl Formation {
                     self.notice(Notice::Admitted);
                 }
                 self.view.clone_from(&v.members);
-                self.view_set = None;
+                self.view_sorted = None;
                 self.heard_all_members = false;
                 self.coordinator = Some(v.coordinator);
                 self.view_changed = true;

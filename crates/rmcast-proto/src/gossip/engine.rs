@@ -376,12 +376,6 @@ impl Gossip {
         // Both lists are in id order: lookups by binary search keep a change O(n log n) in a
         // group of n (a group of a thousand takes a thousand changes to form).
         let alive = self.table.alive();
-        self.peers.retain(|m, _| alive.binary_search(m).is_ok());
-        for m in &alive {
-            if *m != self.me {
-                self.peers.entry(*m).or_insert_with(|| Peer::new(now));
-            }
-        }
         let added: Vec<NodeId> = (alive.iter())
             .filter(|m| self.view_members.binary_search(m).is_err())
             .copied()
@@ -390,6 +384,16 @@ impl Gossip {
             .filter(|m| alive.binary_search(m).is_err())
             .copied()
             .collect();
+        // `peers` is the last view without this member: only the difference is applied.
+        for m in &removed {
+            self.peers.remove(m);
+        }
+        for m in &added {
+            if *m != self.me {
+                self.peers.entry(*m).or_insert_with(|| Peer::new(now));
+            }
+        }
+        debug_assert!(self.peers.len() == alive.iter().filter(|m| **m != self.me).count());
         self.view_members = alive;
         self.activity(now);
         if self.leaving.is_some() || !self.member {
