@@ -59,7 +59,9 @@ impl Grid {
         } else {
             args.perturb_rates.clone()
         };
-        let histories = if args.history.is_empty() {
+        let histories = if args.gossip_only {
+            Vec::new()
+        } else if args.history.is_empty() {
             vec![AMOEBA_HISTORY, default_history()]
         } else {
             args.history.clone()
@@ -81,6 +83,17 @@ impl Grid {
                         f.of(n)
                     );
                 }
+            }
+        }
+        // The sequencer engine refuses joins beyond its largest group: such a run would only
+        // show members that never got in.
+        let largest = rmcast_proto::sequencer::Config::new(0).max_members;
+        if let Some(n) = members.iter().find(|n| **n as usize > largest) {
+            if !histories.is_empty() {
+                bail!(
+                    "--members {n}: the sequencer engine takes groups of at most {largest} \
+                     members; add --gossip-only to run the gossip engine alone"
+                );
             }
         }
         for &h in &histories {
@@ -166,15 +179,19 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
             Protocol::Gossip => None,
         })
         .collect();
+    let protocols = if histories.is_empty() {
+        "--gossip-only".to_string()
+    } else {
+        format!("--history {}", list(&histories))
+    };
     writeln!(
         out,
-        "rmcast sim --experiment pbcast --members {} --perturbed {} --p {} --history {} \
+        "rmcast sim --experiment pbcast --members {} --perturbed {} --p {} {protocols} \
          --duration {} --rate {} --loss {} --rx-buffer {} --message-bytes {} --latency {} \
          --seed {}",
         list(&grid.members),
         list(&grid.perturbed),
         list(&grid.ps),
-        list(&histories),
         setup.seconds,
         setup.rate,
         setup.loss,
@@ -541,8 +558,14 @@ mod tests {
         assert_eq!(g.fs(4), vec![1]);
         let e = Grid::from_args(&parse("--members 4 --perturbed 3")).unwrap_err();
         assert!(e.to_string().contains("too many"), "{e}");
-        // Up to 1,024 members: the gossip engine's membership table by default.
-        assert!(Grid::from_args(&parse("--members 1024")).is_ok());
+        // Up to 1,024 members: the gossip engine's membership table by default; the sequencer
+        // runs stop at its largest group.
+        let g = Grid::from_args(&parse("--members 1024 --gossip-only")).unwrap();
+        assert_eq!(g.protocols, vec![Protocol::Gossip]);
+        let e = Grid::from_args(&parse("--members 257")).unwrap_err();
+        assert!(e.to_string().contains("--gossip-only"), "{e}");
+        assert!(Grid::from_args(&parse("--members 256 --history 128")).is_ok());
+        assert!(crate::sim::try_parse_args(["sim", "--gossip-only", "--history", "64"]).is_err());
         let e = Grid::from_args(&parse("--members 1025")).unwrap_err();
         assert!(e.to_string().contains("3..=1024"), "{e}");
         let e = Grid::from_args(&parse("--p 1.5")).unwrap_err();
