@@ -217,17 +217,19 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
         setup.loss * 100.0,
         setup.window.as_millis(),
     )?;
-    writeln!(
-        out,
-        "sequencer/H: the sequencer engine with a history of H messages ({AMOEBA_HISTORY}: the \
-         Amoeba paper's; {}: the engine's default); a member is probed after {} ms of silence \
-         and taken for failed after {} unanswered probes of {} ms, longer than any sleep of a \
-         run",
-        default_history(),
-        rec.alive_interval_ms,
-        rec.alive_retries,
-        rec.alive_timeout_ms
-    )?;
+    if !histories.is_empty() {
+        writeln!(
+            out,
+            "sequencer/H: the sequencer engine with a history of H messages ({AMOEBA_HISTORY}: \
+             the Amoeba paper's; {}: the engine's default); a member is probed after {} ms of \
+             silence and taken for failed after {} unanswered probes of {} ms, longer than any \
+             sleep of a run",
+            default_history(),
+            rec.alive_interval_ms,
+            rec.alive_retries,
+            rec.alive_timeout_ms
+        )?;
+    }
     let jobs = grid.jobs();
     let points: Vec<Point> = run_parallel(&jobs, threads, |j| {
         setup.measure(j.protocol, j.members, j.perturbed, j.p)
