@@ -22,7 +22,8 @@
 //! computing and communication before the background failure detection used by the system have
 //! detected the situation"): the sequencer runs with [`Setup::recovery`], which declares a
 //! member failed only after it was silent for longer than the whole sending period
-//! (back-to-back sleeps make long ones: at `p = 0.9` they last a second on average). The
+//! (back-to-back sleeps make long ones: at `p = 0.9` they last a second on average), and the
+//! gossip engine with a silence timeout longer than a run ([`Setup::silence_timeout`]). The
 //! perturbed members are the last `f` hosts: never host 1, the sender, nor host 0, the group's
 //! creator and the sequencer engine's sequencer.
 //!
@@ -39,6 +40,9 @@ use rmcast_proto::registry::RecoveryPolicy;
 use rmcast_proto::{EngineChoice, Event, NodeId, Qos, Time};
 use std::fmt;
 use std::time::Duration;
+
+/// How long a run waits after the faults for every member to settle.
+const QUIESCENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The paper's sending rate, in messages per second.
 pub const PAPER_RATE: f64 = 200.0;
@@ -226,10 +230,27 @@ impl Setup {
         }
     }
 
+    /// The gossip engine's silence timeout in the runs: longer than a whole run (5 s for the
+    /// group forming, 2.2 s at most with 1,024 members, then the sending period and the wait
+    /// for quiescence), so that, as with
+    /// [`Setup::recovery`] for the sequencer, no member is taken for failed. With the engine's
+    /// default of 5 s, groups of 512 and more took unperturbed members for silent (a member
+    /// hears of most others only through the rows digests relay, which carry part of the group
+    /// each) and did not end in one view.
+    pub fn silence_timeout(&self) -> Duration {
+        Duration::from_secs(5) + self.span() + QUIESCENCE_TIMEOUT + Duration::from_secs(5)
+    }
+
     /// The engine of `protocol` as the experiment runs it.
     pub fn engine(&self, protocol: Protocol) -> EngineChoice {
         match protocol {
-            Protocol::Gossip => EngineChoice::named("gossip").expect("registered"),
+            Protocol::Gossip => {
+                let mut c = rmcast_proto::gossip::Config::default();
+                c.silence_timeout = Some(self.silence_timeout());
+                EngineChoice::custom(std::sync::Arc::new(
+                    rmcast_proto::gossip::GossipFactory::with_config(c),
+                ))
+            }
             Protocol::Sequencer { history } if history == default_history() => {
                 EngineChoice::sequencer(0).recovery(self.recovery())
             }
@@ -328,7 +349,7 @@ impl Setup {
             sample_counters: Some(self.window),
             ..SimConfig::default()
         };
-        cfg.limits.quiescence_timeout = Duration::from_secs(30);
+        cfg.limits.quiescence_timeout = QUIESCENCE_TIMEOUT;
         cfg
     }
 
