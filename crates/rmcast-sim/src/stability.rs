@@ -245,8 +245,10 @@ impl Setup {
     pub fn engine(&self, protocol: Protocol) -> EngineChoice {
         match protocol {
             Protocol::Gossip => {
-                let mut c = rmcast_proto::gossip::Config::default();
-                c.silence_timeout = Some(self.silence_timeout());
+                let c = rmcast_proto::gossip::Config {
+                    silence_timeout: Some(self.silence_timeout()),
+                    ..Default::default()
+                };
                 EngineChoice::custom(std::sync::Arc::new(
                     rmcast_proto::gossip::GossipFactory::with_config(c),
                 ))
