@@ -379,7 +379,9 @@ impl Ring {
         let mut entries = Vec::new();
         for &o in old.iter().filter(|o| !members.contains(o)) {
             let from = self.order.ordered_next.get(&o).copied().unwrap_or(0);
-            let end = target.reached(o).min(from.saturating_add(MAX_RECOVERED as u64));
+            let end = target
+                .reached(o)
+                .min(from.saturating_add(MAX_RECOVERED as u64));
             entries.extend(
                 (from..end)
                     .filter(|&s| self.order.data.has(o, s))
