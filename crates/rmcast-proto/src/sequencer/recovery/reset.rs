@@ -540,6 +540,13 @@ impl Sequencer {
             view: Bytes::copy_from_slice(view),
         };
         if incarnation == self.incarnation.wrapping_add(1) && mine && self.hist.held_next >= seq {
+            if !self.hist.buffer.in_window(seq) {
+                // No slot here for the reset entry: a coordinator that counted this member's
+                // vote starts at or above what it holds, within its window. A forged result
+                // (sequencer_state found one) is refused, not installed half.
+                self.stats.results_refused += 1;
+                return;
+            }
             // The coordinator it names orders next and waits for our acknowledgement, whoever
             // of its group answered us with it.
             self.install_result(coordinator, &res);
