@@ -65,6 +65,9 @@ pub enum Fault {
     Loss(u32),
 }
 
+/// The largest group `start-N` starts (each member is a process of its own).
+const MAX_START_MEMBERS: u32 = 64;
+
 /// Every fault, in the table's order.
 pub const FAULTS: [Fault; 14] = [
     Fault::Start(3),
@@ -117,6 +120,16 @@ impl Fault {
 
 /// `--fault`: a fault by its name.
 fn parse_fault(s: &str) -> Result<Fault, String> {
+    // `start-N` for any group size in range, beyond the table's 3, 5 and 8 (a scale check).
+    if let Some(n) = s.strip_prefix("start-").and_then(|n| n.parse::<u32>().ok()) {
+        return if (2..=MAX_START_MEMBERS).contains(&n) {
+            Ok(Fault::Start(n))
+        } else {
+            Err(format!(
+                "`{s}`: a group of 2 to {MAX_START_MEMBERS} members can be started"
+            ))
+        };
+    }
     Fault::all().find(|f| f.name() == s).ok_or_else(|| {
         format!(
             "unknown fault `{s}` (faults: {})",
@@ -145,7 +158,8 @@ pub struct GauntletArgs {
     /// Only these engines, comma-separated [default: every engine of the registry].
     #[arg(long, value_delimiter = ',', value_parser = parse_engine)]
     pub engine: Vec<String>,
-    /// Only these faults, comma-separated: start-3, start-5, start-8, pipe, all-send,
+    /// Only these faults, comma-separated: start-3, start-5, start-8 (start-N: any N from 2
+    /// to 64), pipe, all-send,
     /// kill-orderer, kill-member, stop-2s, stop-10s, leave-orderer, leave-all, slow-reader,
     /// loss-10, loss-20 [default: all].
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
