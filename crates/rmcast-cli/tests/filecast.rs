@@ -5,20 +5,12 @@
 //! killed by its own handle if a test fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+mod support;
 
-fn scratch(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let d = std::env::temp_dir().join(format!("rmcast-fc-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::proc::{scratch, text, Proc, EXE};
 
 /// Pseudo-random bytes (xorshift), so that a lost or misplaced packet shows.
 fn content(len: usize, seed: u64) -> Vec<u8> {
@@ -31,65 +23,6 @@ fn content(len: usize, seed: u64) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
-}
-
-/// A child process killed on drop unless it was waited for.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn start(args: &[&str]) -> Proc {
-        let child = Command::new(EXE)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rmcast");
-        Proc(Some(child))
-    }
-
-    /// Wait at most `limit` for the process to end.
-    fn wait(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let child = self.0.as_mut().expect("running");
-        while child.try_wait().expect("try_wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.0
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("output")
-    }
-
-    fn kill(mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn receiver(group: &str, out: &Path, extra: &[&str]) -> Proc {

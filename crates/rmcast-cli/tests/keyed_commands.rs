@@ -6,95 +6,15 @@
 //! unless told to; `demo` runs keyed from the environment. Every wait has a deadline and every
 //! process this test starts is killed by its own handle when the test ends.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+mod support;
 
-fn scratch(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let d = std::env::temp_dir().join(format!("rmcast-kc-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::proc::{keygen, run, scratch, text, Proc};
 
 fn group(tag: &str) -> String {
     format!("keyed-{tag}-{}", std::process::id())
-}
-
-/// A new key file from `rmcast keygen`.
-fn keygen(dir: &Path, name: &str) -> PathBuf {
-    let p = dir.join(name);
-    let o = run(
-        &["keygen", p.to_str().unwrap()],
-        &[],
-        Duration::from_secs(30),
-    );
-    assert!(o.status.success(), "keygen: {}", text(&o));
-    p
-}
-
-/// A child process killed on drop unless it was waited for.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn start(args: &[&str], env: &[(&str, &Path)]) -> Proc {
-        let mut cmd = Command::new(EXE);
-        cmd.args(args)
-            .env_remove("RMCAST_KEY_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Proc(Some(cmd.spawn().expect("spawn rmcast")))
-    }
-
-    /// Wait at most `limit` for the process to end (killed then).
-    fn wait(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let child = self.0.as_mut().expect("running");
-        while child.try_wait().expect("try_wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.0
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("output")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // This test's own child, by its handle.
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn run(args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
-    Proc::start(args, env).wait(limit)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Wait until `path` holds `lines` lines (or the deadline).
@@ -111,20 +31,17 @@ fn a_txn_without_the_key_is_not_heard_by_a_keyed_server() {
     let marker = dir.join("ran");
     let g = group("txn");
     let exec = format!("echo ran >> {}; echo answer", marker.display());
-    let server = Proc::start(
-        &[
-            "txn-serve",
-            "--group",
-            &g,
-            "--id",
-            "21",
-            "--exec",
-            &exec,
-            "--key-file",
-            key.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let server = Proc::start(&[
+        "txn-serve",
+        "--group",
+        &g,
+        "--id",
+        "21",
+        "--exec",
+        &exec,
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
     std::thread::sleep(Duration::from_millis(500));
     let t = Duration::from_secs(30);
     // With the key (from the environment): answered, the command ran once.
@@ -257,7 +174,7 @@ fn receiver(g: &str, out: &Path, key: Option<&Path>, extra: &[&str]) -> Proc {
         args.extend(["--key-file", k.to_str().unwrap()]);
     }
     args.extend_from_slice(extra);
-    Proc::start(&args, &[])
+    Proc::start(&args)
 }
 
 fn sender(g: &str, file: &Path, key: Option<&Path>) -> Proc {
@@ -273,7 +190,7 @@ fn sender(g: &str, file: &Path, key: Option<&Path>) -> Proc {
     if let Some(k) = key {
         args.extend(["--key-file", k.to_str().unwrap()]);
     }
-    Proc::start(&args, &[])
+    Proc::start(&args)
 }
 
 #[test]

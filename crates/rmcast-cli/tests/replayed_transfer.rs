@@ -9,90 +9,14 @@
 
 use rmcast_proto::wire;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+mod support;
 
-fn scratch(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let d = std::env::temp_dir().join(format!(
-        "rmcast-replayed-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn keygen(dir: &Path) -> PathBuf {
-    let k = dir.join("group.key");
-    let st = Command::new(EXE).arg("keygen").arg(&k).status().unwrap();
-    assert!(st.success());
-    k
-}
-
-/// A child process killed on drop unless it was waited for.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn start(args: &[&str]) -> Proc {
-        let child = Command::new(EXE)
-            .args(args)
-            .env_remove(rmcast::KEY_FILE_ENV)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rmcast");
-        Proc(Some(child))
-    }
-
-    /// Wait at most `limit` for the process to end (killed then).
-    fn wait(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let child = self.0.as_mut().expect("running");
-        while child.try_wait().expect("try_wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.0.take().unwrap().wait_with_output().expect("output")
-    }
-
-    /// Kill it (it listens for ever) and return what it wrote.
-    fn stop(mut self) -> Output {
-        let mut child = self.0.take().expect("running");
-        let _ = child.kill();
-        child.wait_with_output().expect("output")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // This test's own child, by its handle.
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use support::proc::{keygen, scratch, text, Proc};
 
 fn content(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
@@ -228,13 +152,12 @@ fn send(g: &str, file: &Path, key: &str) -> Proc {
 fn wait_for(path: &Path, receiver: &mut Proc) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
-        let child = receiver.0.as_mut().unwrap();
-        if let Some(st) = child.try_wait().unwrap() {
-            let o = receiver.0.take().unwrap().wait_with_output().unwrap();
+        if let Some(st) = receiver.child().try_wait().unwrap() {
+            let o = receiver.finish();
             panic!("receive ended ({st}): {}", text(&o));
         }
         if Instant::now() > deadline {
-            let o = Proc(receiver.0.take()).stop();
+            let o = receiver.finish();
             panic!("{} never arrived: {}", path.display(), text(&o));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -244,7 +167,7 @@ fn wait_for(path: &Path, receiver: &mut Proc) {
 #[test]
 fn keep_listening_receives_the_next_file_while_an_old_transfer_is_replayed() {
     let dir = scratch("keep");
-    let key = keygen(&dir);
+    let key = keygen(&dir, "group.key");
     let k = key.to_str().unwrap().to_string();
     let g = format!("replayed-keep-{}", std::process::id());
     let out = dir.join("out");

@@ -16,82 +16,13 @@ use rmcast_proto::NodeId;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+mod support;
 
-fn scratch(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let d = std::env::temp_dir().join(format!(
-        "rmcast-attack-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn keygen(dir: &Path) -> PathBuf {
-    let k = dir.join("group.key");
-    let st = Command::new(EXE).arg("keygen").arg(&k).status().unwrap();
-    assert!(st.success());
-    k
-}
-
-/// A child process killed on drop unless it was waited for.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn start(args: &[&str]) -> Proc {
-        let child = Command::new(EXE)
-            .args(args)
-            .env_remove(rmcast::KEY_FILE_ENV)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rmcast");
-        Proc(Some(child))
-    }
-
-    /// Wait at most `limit` for the process to end (killed then).
-    fn wait(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let child = self.0.as_mut().expect("running");
-        while child.try_wait().expect("try_wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.0.take().unwrap().wait_with_output().expect("output")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // This test's own child, by its handle.
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use support::proc::{keygen, scratch, text, Proc};
 
 struct Rng(u64);
 
@@ -275,7 +206,7 @@ fn content(len: usize, seed: u64) -> Vec<u8> {
 /// over, replayed at a receiver listening anew, is `tests/replayed_transfer.rs`.
 fn files_under_attack(injections: u64) {
     let dir = scratch("files");
-    let key = keygen(&dir);
+    let key = keygen(&dir, "group.key");
     let k = key.to_str().unwrap().to_string();
     let g = format!("attack-files-{}", std::process::id());
     let outs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("out-{i}"))).collect();
@@ -327,7 +258,7 @@ fn files_under_attack(injections: u64) {
     for r in receivers {
         let deadline = Instant::now() + limit;
         let mut r = r;
-        let child = r.0.as_mut().unwrap();
+        let child = r.child();
         while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
             injection_done_first |= inj.finished();
             std::thread::sleep(Duration::from_millis(20));
@@ -366,7 +297,7 @@ fn files_under_attack(injections: u64) {
 /// real request.
 fn transactions_under_attack(injections: u64) {
     let dir = scratch("txn");
-    let key = keygen(&dir);
+    let key = keygen(&dir, "group.key");
     let k = key.to_str().unwrap().to_string();
     let g = format!("attack-txn-{}", std::process::id());
     let marks: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("ran-{i}"))).collect();

@@ -1,4 +1,6 @@
 //! What the CLI's process tests share.
+// Each test binary uses part of this.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::Child;
@@ -19,3 +21,4 @@ pub fn stdout_lines(child: &mut Child) -> Receiver<String> {
     });
     rx
 }
+pub mod proc;
