@@ -73,7 +73,10 @@
 //! about, so that an idle group sends nothing (and a simulation can end): once a member holds
 //! and lacks nothing, its table has not changed for [`Config::idle_rounds`] rounds and every
 //! member has shown it the same table since, it stops its rounds; any message, join, leave or
-//! different table wakes it. An idle member answers a digest with its own. A member that
+//! different table wakes it. While it waits for those agreements (settling) it gossips to the
+//! members it has not heard agree for longest, and to more of them per round in a large group
+//! (about n / (2 · idle_rounds), at most 16), so that a group of 1,024 goes idle in seconds.
+//! An idle member answers a digest with its own. A member that
 //! crashes while the whole group is idle, or in the last rounds before it goes idle (after it
 //! showed its agreement), is noticed when the group wakes.
 
