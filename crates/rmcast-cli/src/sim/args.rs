@@ -31,7 +31,11 @@ pub enum Experiment {
     /// The Multidriver paper's Tables 1-3 and its implosion control: multicast transactions
     /// of the txn engine beside series of unicast ones (takes --threads and --plot).
     Txn,
-    /// Every experiment above, one after the other, each table and figure into --out DIR
+    /// What one message costs as the group grows (10 to 1,000 members): datagrams sent and
+    /// CPU per delivery, every engine, beside what each paper predicts (takes --members,
+    /// --messages, --seed and --threads).
+    Cost,
+    /// Every paper's experiment above (not cost), one after the other, each table and figure into --out DIR
     /// (bimodal with 50 members and 500 messages unless --members or --messages say
     /// otherwise), and a summary with each one's time and verdict into DIR/summary.txt.
     All,
@@ -57,6 +61,7 @@ impl Experiment {
             Experiment::Amoeba => "amoeba",
             Experiment::Bimodal => "bimodal",
             Experiment::Txn => "txn",
+            Experiment::Cost => "cost",
             Experiment::All => "all",
         }
     }

@@ -27,6 +27,7 @@ mod all;
 pub(crate) mod amoeba;
 mod args;
 mod bimodal;
+mod cost;
 mod parallel;
 mod pbcast;
 mod rmp;
@@ -537,6 +538,7 @@ fn run_to(
         Experiment::Amoeba => amoeba::run(args, threads, out),
         Experiment::Bimodal => bimodal::run(args, threads, out),
         Experiment::Txn => txn::run(args, threads, out),
+        Experiment::Cost => cost::run(args, threads, out),
         Experiment::All => bail!("--experiment all runs the others, it is not one of them"),
     }
 }

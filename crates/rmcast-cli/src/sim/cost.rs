@@ -1,0 +1,245 @@
+//! `rmcast sim --experiment cost`: what one message costs as the group grows, for every engine
+//! of the registry. One sender multicasts `--messages` messages of 64 bytes at 100 msgs/s to
+//! groups of 10, 100, 250 and 1,000 members (or `--members`), on a lossless 1 ms network.
+//!
+//! A message's cost is what a run with it costs more than the same run without it: each point
+//! is two runs of the same seed, one with a single message and one with `messages + 1`, which
+//! form the same group the same way (the simulator is deterministic), so that formation, which
+//! grows with the group much faster than the messages do, cancels out. Per message:
+//!
+//! - **datagrams sent** by every member together (the simulator's count since the workload
+//!   started, failure-detection probes left out), and per member;
+//! - **CPU per delivery**: the simulating thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over
+//!   the deliveries at all members; the simulator's own work (event queue, records) is in it,
+//!   so it is an upper bound on the engines' cost, comparable between engines and sizes.
+//!
+//! What the papers predict, per message: Amoeba's PB method two datagrams (the request to the
+//! sequencer, its broadcast), whatever the group; RMP one multicast and one token ACK; Pbcast a
+//! constant cost per member (fanout digests a round at each member, whatever n); RMTP a sender
+//! whose ACK load is bounded by the designated receivers (in this flat network every receiver
+//! is one, so it grows with n); the Multidriver one request and an answer from every receiver.
+
+use super::args::SimArgs;
+use super::parallel::run_parallel;
+use anyhow::bail;
+use rmcast_proto::catalog;
+use rmcast_sim::{checkers, figures, simulate, EngineChoice, Scenario};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Group sizes when `--members` does not say.
+pub const SIZES: [u32; 4] = [10, 100, 250, 1000];
+/// Messages per point when `--messages` does not say.
+pub const MESSAGES: u64 = 200;
+/// The sender's rate, msgs/s (open loop: below what any engine carries at 1,000 members).
+const RATE: f64 = 100.0;
+
+/// One point: an engine at a group size.
+#[derive(Clone, Debug)]
+struct Job {
+    engine: String,
+    members: u32,
+    messages: u64,
+    seed: u64,
+}
+
+/// What a point measured (the run with the messages less the run without them).
+#[derive(Clone, Debug)]
+struct Cost {
+    job: Job,
+    /// The checkers' complaints about the run with the messages (empty: it passed).
+    failed: Vec<String>,
+    /// Deliveries at all members, of the added messages.
+    deliveries: u64,
+    /// Datagrams sent by all members, for the added messages.
+    datagrams: u64,
+    /// CPU time spent on them.
+    cpu: Duration,
+}
+
+/// This thread's CPU time so far.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Job {
+    fn scenario(&self, messages: u64) -> Result<Scenario, String> {
+        let mut engine = EngineChoice::named(&self.engine).map_err(|e| e.to_string())?;
+        // No faults here: failure detection off, as the paper experiments run (a gossip group
+        // of 1,000 would otherwise need a longer silence timeout than the default).
+        engine.settings.recovery.alive_interval_ms = 0;
+        let sc = Scenario {
+            engine,
+            members: self.members,
+            senders: 1,
+            messages,
+            message_bytes: 64,
+            rate: Some(RATE),
+            latency_ms: 1.0,
+            min_members: 1,
+            ..Scenario::default()
+        };
+        sc.validate()?;
+        Ok(sc)
+    }
+
+    /// The two runs and their difference; the error names a bad setting.
+    fn measure(&self) -> Result<Cost, String> {
+        let one = self.scenario(1)?.config(self.seed);
+        let more = self.scenario(self.messages + 1)?.config(self.seed);
+        let t0 = thread_cpu();
+        let base = simulate(&one);
+        let t1 = thread_cpu();
+        let rec = simulate(&more);
+        let t2 = thread_cpu();
+        let (fa, fb) = (figures::figures(&base), figures::figures(&rec));
+        let failed = checkers::check_all(&rec)
+            .into_iter()
+            .filter_map(|(name, v)| {
+                v.err().map(|e| {
+                    let first = e.first().map(|v| v.to_string()).unwrap_or_default();
+                    format!("{name}: {first}")
+                })
+            })
+            .collect();
+        Ok(Cost {
+            job: self.clone(),
+            failed,
+            deliveries: fb.deliveries.saturating_sub(fa.deliveries),
+            datagrams: fb.datagrams.saturating_sub(fa.datagrams),
+            cpu: (t2 - t1).saturating_sub(t1 - t0),
+        })
+    }
+}
+
+/// The largest group `engine` takes by default, where it has a limit below the sizes here:
+/// the sequencer's `max_members`, the txn's `max_receivers` (a transaction's set; the others
+/// would never deliver it).
+fn limit(engine: &str) -> Option<u32> {
+    match engine {
+        "sequencer" => Some(rmcast_proto::sequencer::Config::new(0).max_members as u32),
+        "txn" => Some(rmcast_proto::txn::Config::default().max_receivers as u32),
+        _ => None,
+    }
+}
+
+/// What the paper of `engine` predicts for datagrams per message in a group of `n`.
+fn predicted(engine: &str, n: u32) -> String {
+    match engine {
+        "sequencer" => "2 (PB)".into(),
+        "ring" => "2".into(),
+        "gossip" => "const. per member".into(),
+        "tree" => format!("1 + ACKs <= {}", n - 1),
+        "txn" => format!("1 + {}", n - 1),
+        _ => "-".into(),
+    }
+}
+
+/// Runs the experiment on `threads` threads.
+pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let sizes: Vec<u32> = if args.members.is_empty() {
+        SIZES.to_vec()
+    } else {
+        args.members.clone()
+    };
+    let messages = args.messages.unwrap_or(MESSAGES);
+    if messages == 0 {
+        bail!("--messages must be at least 1");
+    }
+    let seed = args.seed.unwrap_or(0);
+    let engines = catalog::names();
+    let mut jobs = Vec::new();
+    for e in &engines {
+        for &members in &sizes {
+            if limit(e).is_some_and(|l| members > l) {
+                continue;
+            }
+            jobs.push(Job {
+                engine: e.to_string(),
+                members,
+                messages,
+                seed,
+            });
+        }
+    }
+    writeln!(out, "rmcast sim --experiment cost")?;
+    writeln!(
+        out,
+        "one sender multicasts {messages} messages of 64 bytes at {RATE} msgs/s; 1 ms latency, \
+         no loss, failure detection off; each point is the run with the messages less the same \
+         run (same seed) with one message, so that group formation cancels out"
+    )?;
+    // The largest groups first, so that the long runs do not end the experiment alone.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].members));
+    let sorted: Vec<Job> = order.iter().map(|&i| jobs[i].clone()).collect();
+    let mut results: Vec<Result<Cost, String>> = run_parallel(&sorted, threads, Job::measure);
+    // Back to the table's order.
+    let mut by_job: Vec<Option<Result<Cost, String>>> = vec![None; jobs.len()];
+    for (k, &i) in order.iter().enumerate().rev() {
+        by_job[i] = Some(results.remove(k));
+    }
+    writeln!(
+        out,
+        "\n{:<10} {:>7} {:>14} {:>18} {:>18} {:>20}  checkers",
+        "engine",
+        "members",
+        "datagrams/msg",
+        "datagrams/msg/mbr",
+        "CPU us/delivery",
+        "paper datagrams/msg",
+    )?;
+    for e in &engines {
+        if let Some(l) = limit(e).filter(|&l| sizes.iter().any(|&m| m > l)) {
+            writeln!(out, "(not run: {e} beyond {l} members, its default limit)")?;
+        }
+    }
+    let mut ok = true;
+    for (job, r) in jobs.iter().zip(by_job.into_iter().flatten()) {
+        match r {
+            Err(e) => {
+                ok = false;
+                writeln!(out, "{:<10} {:>7}  error: {e}", job.engine, job.members)?;
+            }
+            Ok(c) => {
+                let m = c.job.messages as f64;
+                let per_msg = c.datagrams as f64 / m;
+                let cpu_us = if c.deliveries > 0 {
+                    c.cpu.as_secs_f64() * 1e6 / c.deliveries as f64
+                } else {
+                    f64::NAN
+                };
+                let verdict = if c.failed.is_empty() {
+                    "passed".to_string()
+                } else {
+                    ok = false;
+                    format!("FAILED {}", c.failed.join("; "))
+                };
+                writeln!(
+                    out,
+                    "{:<10} {:>7} {:>14.2} {:>18.3} {:>18.2} {:>20}  {}",
+                    job.engine,
+                    job.members,
+                    per_msg,
+                    per_msg / job.members as f64,
+                    cpu_us,
+                    predicted(&job.engine, job.members),
+                    verdict
+                )?;
+            }
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
