@@ -8,14 +8,15 @@
 //! writes is queued in a [`SendBatch`] and leaves by `sendmmsg(2)`.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Datagrams read per call at most.
 pub(crate) const BATCH: usize = 16;
 
-/// Bytes per buffer: any UDP payload over IPv4 fits.
+/// Bytes per buffer: any UDP payload over IPv4 or IPv6 (without jumbograms) fits.
 const SLOT: usize = 1 << 16;
-/// Bytes of ancillary data per datagram: room for the `IP_TTL` message and more.
+/// Bytes of ancillary data per datagram: room for the `IP_TTL` (or `IPV6_HOPLIMIT`) message
+/// and more.
 const CONTROL: usize = 64;
 
 /// A batch of receive buffers and what the last call put in them.
@@ -99,7 +100,7 @@ impl RecvBatch {
         let n = n as usize;
         for i in 0..n {
             self.lens[i] = (msgs[i].msg_len as usize).min(SLOT);
-            self.from[i] = ipv4_source(&names[i]);
+            self.from[i] = decode_addr(&names[i]);
             self.ttls[i] = received_ttl(&msgs[i].msg_hdr);
         }
         Ok(n)
@@ -176,45 +177,20 @@ impl SendBatch {
     /// error of the first that could not.
     #[cfg(target_os = "linux")]
     pub(crate) fn send_from(&self, sock: &mio::net::UdpSocket, start: usize) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
         let n = self.len - start;
         assert!(n > 0);
         // SAFETY: all-zero is a valid value of these plain C structs.
-        let mut names: [libc::sockaddr_in; SEND_BATCH] = unsafe { std::mem::zeroed() };
+        let mut names: [libc::sockaddr_storage; SEND_BATCH] = unsafe { std::mem::zeroed() };
         let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
         let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..n {
-            let SocketAddr::V4(to) = self.to[start + i] else {
-                // The runtime is IPv4 only; anything else goes alone, through the socket.
-                return match i {
-                    0 => sock.send_to(&self.bufs[start], self.to[start]).map(|_| 1),
-                    _ => self.send_v4(sock, start, i, &names, &mut iovs, &mut msgs),
-                };
-            };
-            names[i].sin_family = libc::AF_INET as libc::sa_family_t;
-            names[i].sin_port = to.port().to_be();
-            names[i].sin_addr.s_addr = u32::from(*to.ip()).to_be();
-        }
-        self.send_v4(sock, start, n, &names, &mut iovs, &mut msgs)
-    }
-
-    /// `sendmmsg` of the `n` datagrams from `start`, to `names`.
-    #[cfg(target_os = "linux")]
-    fn send_v4(
-        &self,
-        sock: &mio::net::UdpSocket,
-        start: usize,
-        n: usize,
-        names: &[libc::sockaddr_in; SEND_BATCH],
-        iovs: &mut [libc::iovec; SEND_BATCH],
-        msgs: &mut [libc::mmsghdr; SEND_BATCH],
-    ) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        for i in 0..n {
+            let len = encode_addr(self.to[start + i], &mut names[i]);
             let b = &self.bufs[start + i];
             iovs[i].iov_base = b.as_ptr() as *mut libc::c_void;
             iovs[i].iov_len = b.len();
-            msgs[i].msg_hdr.msg_name = (&names[i] as *const libc::sockaddr_in) as *mut libc::c_void;
-            msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            msgs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            msgs[i].msg_hdr.msg_namelen = len;
             msgs[i].msg_hdr.msg_iov = &mut iovs[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
@@ -241,7 +217,8 @@ impl SendBatch {
     }
 }
 
-/// The `IP_TTL` ancillary message of a received datagram, if the kernel wrote one.
+/// The `IP_TTL` (IPv4) or `IPV6_HOPLIMIT` (IPv6) ancillary message of a received datagram,
+/// if the kernel wrote one.
 #[cfg(target_os = "linux")]
 fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
     // SAFETY: the kernel filled the control buffer `hdr` points at and set its length; the
@@ -249,7 +226,10 @@ fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(hdr);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TTL {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if (level == libc::IPPROTO_IP && kind == libc::IP_TTL)
+                || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_HOPLIMIT)
+            {
                 let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                 return u8::try_from(v).ok();
             }
@@ -259,19 +239,61 @@ fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
     None
 }
 
-/// The source address the kernel wrote; the runtime is IPv4 only, so anything else reads as
+/// Write `addr` into `out` as the kernel reads it (`sockaddr_in` or `sockaddr_in6`); returns
+/// the length to pass with it.
+#[cfg(target_os = "linux")]
+fn encode_addr(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type.
+            let sin =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above.
+            let sin6 =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            // As the standard library and socket2 convert it: as is, not byte-swapped.
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_scope_id = a.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// The source address the kernel wrote; any other family than IPv4 and IPv6 reads as
 /// 0.0.0.0:0 (never one of ours, never a peer's).
 #[cfg(target_os = "linux")]
-fn ipv4_source(name: &libc::sockaddr_storage) -> SocketAddr {
-    if i32::from(name.ss_family) == libc::AF_INET {
-        // SAFETY: the family says the storage holds a sockaddr_in.
-        let sin = unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        SocketAddr::V4(SocketAddrV4::new(
-            Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-            u16::from_be(sin.sin_port),
-        ))
-    } else {
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+fn decode_addr(name: &libc::sockaddr_storage) -> SocketAddr {
+    match i32::from(name.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin =
+                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 =
+                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            ))
+        }
+        _ => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
     }
 }
 
@@ -317,7 +339,7 @@ mod tests {
     #[test]
     fn reads_several_datagrams_in_one_call_with_their_sources() {
         let rx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        crate::net::enable_recv_ttl(&rx);
+        crate::net::enable_recv_ttl(&rx, false);
         let to = rx.local_addr().unwrap();
         let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -364,7 +386,7 @@ mod tests {
     fn a_ttl_is_seen_after_a_datagram_without_one_in_the_same_slot() {
         let plain = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let with_ttl = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        crate::net::enable_recv_ttl(&with_ttl);
+        crate::net::enable_recv_ttl(&with_ttl, false);
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.set_ttl(9).unwrap();
         let mut batch = RecvBatch::new();
@@ -388,5 +410,88 @@ mod tests {
         assert_eq!(read_one(&plain), None);
         #[cfg(target_os = "linux")]
         assert_eq!(read_one(&with_ttl), Some(9));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn socket_addresses_survive_the_c_form_both_ways() {
+        let cases: [SocketAddr; 4] = [
+            "127.0.0.1:7400".parse().unwrap(),
+            "239.192.3.4:65535".parse().unwrap(),
+            "[ff18::efc0:304]:7400".parse().unwrap(),
+            SocketAddr::V6(SocketAddrV6::new(
+                "fe80::1:2".parse().unwrap(),
+                1,
+                0x000a_bcde,
+                3,
+            )),
+        ];
+        for a in cases {
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            let len = encode_addr(a, &mut st) as usize;
+            let want = if a.is_ipv4() {
+                std::mem::size_of::<libc::sockaddr_in>()
+            } else {
+                std::mem::size_of::<libc::sockaddr_in6>()
+            };
+            assert_eq!(len, want, "{a}");
+            assert_eq!(decode_addr(&st), a);
+            // What the standard library makes of the same bytes agrees.
+            // SAFETY: `st` holds the sockaddr its family names, `len` bytes long.
+            let theirs = unsafe { socket2::SockAddr::new(st, len as libc::socklen_t) };
+            assert_eq!(theirs.as_socket(), Some(a));
+        }
+        // An unknown family is nobody's address.
+        // SAFETY: as above.
+        let st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        assert_eq!(decode_addr(&st), "0.0.0.0:0".parse().unwrap());
+    }
+
+    /// IPv6 unicast on `::1` (where the host has it): a batch to two destinations leaves by
+    /// `sendmmsg`, and `recvmmsg` gives each datagram's IPv6 source and hop limit.
+    #[test]
+    fn ipv6_datagrams_go_out_and_come_in_with_source_and_hop_limit() {
+        let Ok(rx) = mio::net::UdpSocket::bind("[::1]:0".parse().unwrap()) else {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        };
+        crate::net::enable_recv_ttl(&rx, true);
+        let tx = mio::net::UdpSocket::bind("[::1]:0".parse().unwrap()).unwrap();
+        socket2::SockRef::from(&tx).set_unicast_hops_v6(13).unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::new();
+        out.push(b"first", to);
+        out.push(&[3u8; 40_000], to);
+        let mut sent = 0;
+        while sent < out.len() {
+            sent += out.send_from(&tx, sent).unwrap();
+        }
+        let mut batch = RecvBatch::new();
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 2 && std::time::Instant::now() < deadline {
+            match batch.recv(&rx) {
+                Ok(n) => {
+                    for i in 0..n {
+                        let (d, from) = batch.get(i);
+                        got.push((d.to_vec(), from, batch.ttl(i)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let from = tx.local_addr().unwrap();
+        let ttl = if cfg!(target_os = "linux") {
+            Some(13)
+        } else {
+            None
+        };
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], (b"first".to_vec(), from, ttl));
+        assert_eq!(got[1], (vec![3u8; 40_000], from, ttl));
     }
 }

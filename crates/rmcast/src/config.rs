@@ -4,7 +4,7 @@
 use rmcast_proto::common::{group_id, multicast_endpoint};
 use rmcast_proto::secure::{Keyring, AUTH_OVERHEAD};
 use rmcast_proto::{ConfigError, EngineChoice, NodeId, Qos};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 /// Largest datagram an engine writes when the interface's MTU cannot be found: an Ethernet
@@ -12,9 +12,23 @@ use std::time::Duration;
 /// fragmentation.
 pub const DEFAULT_MAX_DATAGRAM_BYTES: usize = 1472;
 
-/// Largest UDP payload over IPv4. The loopback interface has an MTU of 65536, so a group whose
-/// members all live on one host may use datagrams up to this size.
+/// [`DEFAULT_MAX_DATAGRAM_BYTES`] over IPv6: an Ethernet MTU less the IPv6 (40) and UDP (8)
+/// headers.
+pub const DEFAULT_MAX_DATAGRAM_BYTES_V6: usize = 1452;
+
+/// Largest UDP payload over IPv4 (over IPv6 it is 65527, so this bound holds for both). The
+/// loopback interface has an MTU of 65536, so a group whose members all live on one host may
+/// use datagrams up to this size (65488 over IPv6 without IP fragmentation).
 pub const MAX_DATAGRAM_BYTES: usize = rmcast_proto::wire::MAX_DATAGRAM_LEN;
+
+/// [`DEFAULT_MAX_DATAGRAM_BYTES`] or [`DEFAULT_MAX_DATAGRAM_BYTES_V6`], by the family of the
+/// interface address.
+pub fn default_datagram_bytes(interface: IpAddr) -> usize {
+    match interface {
+        IpAddr::V4(_) => DEFAULT_MAX_DATAGRAM_BYTES,
+        IpAddr::V6(_) => DEFAULT_MAX_DATAGRAM_BYTES_V6,
+    }
+}
 
 /// Default [`GroupConfig::join_timeout`], for the library and the `rmcast` tool alike: long
 /// enough for an answer from a loaded host, short enough to wait for by hand.
@@ -36,13 +50,24 @@ pub struct NodeConfig {
     /// This node's identity in its groups; random (and non-zero) when `None`. Must be unique in
     /// every group the node joins.
     pub id: Option<NodeId>,
-    /// Interface address: the unicast socket binds to it, multicast is sent and joined on it.
-    /// The default, 127.0.0.1, keeps all traffic on this host.
-    pub interface: Ipv4Addr,
+    /// Interface address, IPv4 or IPv6: the unicast socket binds to it, and multicast is sent
+    /// and joined on the interface that holds it (IPv4: by this address; IPv6: by
+    /// [`NodeConfig::interface_index`]). The family is the node's: its groups' multicast
+    /// addresses and unicast peers must be of the same family. The default, 127.0.0.1, keeps
+    /// all traffic on this host; `::1` does the same over IPv6 where the kernel routes IPv6
+    /// multicast on loopback (Linux does not by default; see the crate documentation).
+    pub interface: IpAddr,
+    /// IPv6 only: the index of the interface multicast is sent on (`IPV6_MULTICAST_IF`) and
+    /// joined on (`IPV6_JOIN_GROUP`), and the scope of a link-local [`NodeConfig::interface`].
+    /// `None`: the index of the interface that holds [`NodeConfig::interface`] (`::1`: the
+    /// loopback interface); when no interface holds it (`::`), groups with a multicast address
+    /// are refused rather than left to the routing table's choice of interface. IPv4 ignores it.
+    pub interface_index: Option<u32>,
     /// Port of the unicast socket; 0 picks a free one. Unicast-only groups need a known port so
     /// that peers can list this node.
     pub port: u16,
-    /// Multicast time-to-live. 0 keeps multicast on this host; raise it to reach other hosts.
+    /// Multicast time-to-live (IPv6: the hop limit, `IPV6_MULTICAST_HOPS`). 0 keeps multicast
+    /// on this host; raise it to reach other hosts.
     pub multicast_ttl: u32,
     /// Requested `SO_RCVBUF` and `SO_SNDBUF` of every socket, in bytes. A large receive buffer
     /// absorbs bursts that would otherwise be lost and retransmitted.
@@ -71,6 +96,13 @@ fn receive_loss_from_env() -> f64 {
 }
 
 impl NodeConfig {
+    /// Set [`NodeConfig::interface`]: an [`Ipv4Addr`], an [`Ipv6Addr`] or an [`IpAddr`].
+    #[must_use]
+    pub fn interface(mut self, addr: impl Into<IpAddr>) -> Self {
+        self.interface = addr.into();
+        self
+    }
+
     /// Refuse a [`NodeConfig::receive_loss`] outside 0 (included) to 1 (excluded).
     pub fn check_receive_loss(&self) -> Result<(), ConfigError> {
         if (0.0..1.0).contains(&self.receive_loss) {
@@ -88,7 +120,8 @@ impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             id: None,
-            interface: Ipv4Addr::LOCALHOST,
+            interface: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            interface_index: None,
             port: 0,
             multicast_ttl: 0,
             socket_buffer_bytes: 4 << 20,
@@ -128,7 +161,7 @@ pub(crate) use setters;
 
 setters!(NodeConfig {
     id: (Some(NodeId)),
-    interface: (Ipv4Addr),
+    interface_index: (Some(u32)),
     port: (u16),
     multicast_ttl: (u32),
     socket_buffer_bytes: (usize),
@@ -167,17 +200,49 @@ pub enum OpenMode {
     Client,
 }
 
-/// Where a group's traffic goes.
+/// Where a group's traffic goes. Addresses are IPv4 or IPv6, of the family of the node's
+/// [`NodeConfig::interface`] ([`GroupAddr::multicast`] and [`GroupAddr::unicast`] take either
+/// form).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupAddr {
-    /// The multicast address and port hashed from the group name (RMP section 3.1).
+    /// The multicast address and port hashed from the group name (RMP section 3.1): in
+    /// 239.192.0.0/14 over IPv4, and over IPv6 the same 32 bits under `ff18::` (transient,
+    /// organisation-local scope, as 239.192.0.0/14 is for IPv4), e.g. `ff18::efc1:2a07`.
     FromName,
     /// An explicit multicast address and port.
-    Multicast(SocketAddrV4),
+    Multicast(SocketAddr),
     /// No multicast: datagrams for the whole group are sent by unicast to each listed address
     /// (the node's own address may be in the list; it is skipped).
-    Unicast(Vec<SocketAddrV4>),
+    Unicast(Vec<SocketAddr>),
+}
+
+impl GroupAddr {
+    /// [`GroupAddr::Multicast`] from a [`SocketAddrV4`], [`SocketAddrV6`] or [`SocketAddr`].
+    pub fn multicast(addr: impl Into<SocketAddr>) -> GroupAddr {
+        GroupAddr::Multicast(addr.into())
+    }
+
+    /// [`GroupAddr::Unicast`] from addresses of any of the socket address types.
+    pub fn unicast<A: Into<SocketAddr>>(peers: impl IntoIterator<Item = A>) -> GroupAddr {
+        GroupAddr::Unicast(peers.into_iter().map(Into::into).collect())
+    }
+}
+
+/// The IPv6 multicast address [`GroupAddr::FromName`] gives: the IPv4 one's 32 bits under
+/// `ff18::/96` (flags 1: transient; scope 8: organisation-local).
+pub fn ipv6_group_address(v4: Ipv4Addr) -> Ipv6Addr {
+    let [a, b, c, d] = v4.octets();
+    Ipv6Addr::new(
+        0xff18,
+        0,
+        0,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([a, b]),
+        u16::from_be_bytes([c, d]),
+    )
 }
 
 /// Configuration of one group membership, passed to [`crate::Node::open_group`].
@@ -328,16 +393,48 @@ impl GroupConfig {
         group_id(&self.name)
     }
 
-    /// The multicast endpoint, or `None` in unicast mode.
-    pub fn multicast_addr(&self) -> Option<SocketAddrV4> {
+    /// The multicast endpoint, or `None` in unicast mode; [`GroupAddr::FromName`] gives its
+    /// IPv4 form (a node on an IPv6 interface uses [`GroupConfig::multicast_addr_for`]).
+    pub fn multicast_addr(&self) -> Option<SocketAddr> {
+        self.multicast_addr_for(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    }
+
+    /// The multicast endpoint a node on `interface` uses, or `None` in unicast mode:
+    /// [`GroupAddr::FromName`] in the interface's family ([`ipv6_group_address`] for IPv6).
+    pub fn multicast_addr_for(&self, interface: IpAddr) -> Option<SocketAddr> {
         match &self.addr {
             GroupAddr::FromName => {
                 let (ip, port) = multicast_endpoint(&self.name);
-                Some(SocketAddrV4::new(Ipv4Addr::from(ip), port))
+                let v4 = Ipv4Addr::from(ip);
+                Some(match interface {
+                    IpAddr::V4(_) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+                    IpAddr::V6(_) => {
+                        SocketAddr::V6(SocketAddrV6::new(ipv6_group_address(v4), port, 0, 0))
+                    }
+                })
             }
             GroupAddr::Multicast(a) => Some(*a),
             GroupAddr::Unicast(_) => None,
         }
+    }
+
+    /// Refuse addresses of another family than the node's `interface`: a socket of one family
+    /// cannot reach the other's addresses.
+    pub fn check_family(&self, interface: IpAddr) -> Result<(), ConfigError> {
+        let wrong = |a: &SocketAddr| a.is_ipv4() != interface.is_ipv4();
+        let bad = match &self.addr {
+            GroupAddr::FromName => false,
+            GroupAddr::Multicast(a) => wrong(a),
+            GroupAddr::Unicast(peers) => peers.iter().any(wrong),
+        };
+        if bad {
+            return Err(ConfigError::Invalid {
+                field: "addr",
+                reason: "is not of the interface's address family (IPv4 and IPv6 do not mix: \
+                         give an interface address of the group's family)",
+            });
+        }
+        Ok(())
     }
 
     /// [`GroupConfig::max_datagram_bytes`], or [`DEFAULT_MAX_DATAGRAM_BYTES`] when it is not
@@ -394,5 +491,92 @@ impl GroupConfig {
             }),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_ipv6_address_carries_the_ipv4_ones_bits() {
+        let cfg = GroupConfig::new("chat");
+        let Some(SocketAddr::V4(a4)) = cfg.multicast_addr() else {
+            panic!("FromName is IPv4 by default")
+        };
+        let Some(SocketAddr::V6(a6)) = cfg.multicast_addr_for(IpAddr::V6(Ipv6Addr::LOCALHOST))
+        else {
+            panic!("an IPv6 interface gets an IPv6 group")
+        };
+        assert_eq!(a6.port(), a4.port());
+        assert_eq!(*a6.ip(), ipv6_group_address(*a4.ip()));
+        assert!(a6.ip().is_multicast());
+        // Transient (flags 1), organisation-local scope (8), as 239.192.0.0/14 is for IPv4.
+        assert_eq!(a6.ip().segments()[0], 0xff18);
+        assert_eq!(
+            ipv6_group_address(Ipv4Addr::new(239, 193, 42, 7)),
+            "ff18::efc1:2a07".parse::<Ipv6Addr>().unwrap()
+        );
+        // An explicit address is what it is, whatever the interface.
+        let explicit = GroupConfig::new("x").addr(GroupAddr::multicast(
+            "[ff02::4d43]:7400".parse::<SocketAddr>().unwrap(),
+        ));
+        assert_eq!(
+            explicit.multicast_addr_for(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Some("[ff02::4d43]:7400".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn the_ipv4_forms_still_build_a_configuration() {
+        let node = NodeConfig::default()
+            .interface(Ipv4Addr::new(192, 168, 1, 10))
+            .multicast_ttl(1);
+        assert_eq!(node.interface, IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10)));
+        assert_eq!(node.interface_index, None);
+        let node = node.interface(Ipv6Addr::LOCALHOST).interface_index(1);
+        assert_eq!(node.interface, IpAddr::V6(Ipv6Addr::LOCALHOST));
+        assert_eq!(node.interface_index, Some(1));
+        let v4 = SocketAddrV4::new(Ipv4Addr::new(239, 1, 2, 3), 4000);
+        assert_eq!(
+            GroupAddr::multicast(v4),
+            GroupAddr::Multicast(SocketAddr::V4(v4))
+        );
+        let peers = [SocketAddrV4::new(Ipv4Addr::LOCALHOST, 1)];
+        assert_eq!(
+            GroupAddr::unicast(peers),
+            GroupAddr::Unicast(vec!["127.0.0.1:1".parse().unwrap()])
+        );
+    }
+
+    #[test]
+    fn validation_and_the_family_check() {
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        let v4 = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let m6 = GroupConfig::new("g").addr(GroupAddr::multicast(
+            "[ff02::4d43]:7400".parse::<SocketAddr>().unwrap(),
+        ));
+        assert!(m6.validate().is_ok());
+        assert!(m6.check_family(v6).is_ok());
+        assert!(matches!(
+            m6.check_family(v4),
+            Err(ConfigError::Invalid { field: "addr", .. })
+        ));
+        // A unicast IPv6 address is no group address.
+        let not_group = GroupConfig::new("g").addr(GroupAddr::multicast(
+            "[fd00::1]:7400".parse::<SocketAddr>().unwrap(),
+        ));
+        assert!(not_group.validate().is_err());
+        // Mixed peers are refused for either family.
+        let mixed = GroupConfig::new("g").addr(GroupAddr::Unicast(vec![
+            "[::1]:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        ]));
+        assert!(mixed.check_family(v6).is_err());
+        assert!(mixed.check_family(v4).is_err());
+        // The name's address follows the interface: never a mismatch.
+        assert!(GroupConfig::new("g").check_family(v6).is_ok());
+        assert_eq!(default_datagram_bytes(v4), 1472);
+        assert_eq!(default_datagram_bytes(v6), 1452);
     }
 }

@@ -71,21 +71,15 @@ pub(crate) fn spawn(
 ) -> Result<(Arc<NodeShared>, JoinHandle<()>), Error> {
     cfg.check_receive_loss()?;
     let loss = LossShim::new(cfg.receive_loss, os_seed());
+    let multicast_index = net::multicast_index(cfg.interface, cfg.interface_index);
     let std_sock = net::unicast_socket(
         cfg.interface,
+        multicast_index,
         cfg.port,
         cfg.multicast_ttl,
         cfg.socket_buffer_bytes,
     )?;
-    let local_addr = match std_sock.local_addr()? {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(_) => {
-            return Err(Error::Config(ConfigError::Invalid {
-                field: "interface",
-                reason: "must be an IPv4 address",
-            }))
-        }
-    };
+    let local_addr = std_sock.local_addr()?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let timer = crate::timer::PreciseTimer::new(poll.registry(), TIMER)?;
@@ -100,6 +94,7 @@ pub(crate) fn spawn(
         id,
         local_addr,
         interface: cfg.interface,
+        multicast_index,
         socket_buffer_bytes: cfg.socket_buffer_bytes,
         waker,
         wake_pending: AtomicBool::new(false),
@@ -123,7 +118,7 @@ pub(crate) fn spawn(
                 origin,
                 net: Net {
                     sock: unicast,
-                    local: SocketAddr::V4(local_addr),
+                    local: local_addr,
                     ttl: cfg.multicast_ttl,
                     backlog: VecDeque::new(),
                     spare: Vec::new(),
@@ -143,7 +138,7 @@ pub(crate) fn spawn(
             }
             .run()
         })?;
-    info!(node = %id, addr = %local_addr, "node started");
+    info!(node = %id, addr = %local_addr, multicast_index, "node started");
     Ok((shared, thread))
 }
 
@@ -189,17 +184,26 @@ impl Net {
         self.send_ttl(buf, to, (ttl != self.ttl).then_some(ttl));
     }
 
-    /// `sock.send_to`, with the multicast TTL set to `ttl` for this one datagram.
+    /// `sock.send_to`, with the multicast TTL (IPv6: hop limit) set to `ttl` for this one
+    /// datagram.
     fn send_to(&self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) -> std::io::Result<usize> {
         let Some(ttl) = ttl else {
             return self.sock.send_to(buf, to);
         };
-        self.sock.set_multicast_ttl_v4(ttl)?;
+        self.set_multicast_ttl(to, ttl)?;
         let r = self.sock.send_to(buf, to);
-        if let Err(e) = self.sock.set_multicast_ttl_v4(self.ttl) {
+        if let Err(e) = self.set_multicast_ttl(to, self.ttl) {
             warn!(error = %e, "could not restore the multicast TTL");
         }
         r
+    }
+
+    /// Set the socket's multicast TTL, or hop limit for an IPv6 destination.
+    fn set_multicast_ttl(&self, to: SocketAddr, ttl: u32) -> std::io::Result<()> {
+        match to {
+            SocketAddr::V4(_) => self.sock.set_multicast_ttl_v4(ttl),
+            SocketAddr::V6(_) => socket2::SockRef::from(&self.sock).set_multicast_hops_v6(ttl),
+        }
     }
 
     fn send_ttl(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
@@ -740,15 +744,14 @@ impl IoLoop {
             mcast = Some(sock);
         }
         let local = self.net.local;
-        let group_dests: Vec<SocketAddr> = match (&cfg.addr, cfg.multicast_addr()) {
-            (GroupAddr::Unicast(peers), _) => peers
-                .iter()
-                .map(|a| SocketAddr::V4(*a))
-                .filter(|a| *a != local)
-                .collect(),
-            (_, Some(m)) => vec![SocketAddr::V4(m)],
-            (_, None) => Vec::new(),
-        };
+        let group_dests: Vec<SocketAddr> =
+            match (&cfg.addr, cfg.multicast_addr_for(self.shared.interface)) {
+                (GroupAddr::Unicast(peers), _) => {
+                    peers.iter().copied().filter(|a| *a != local).collect()
+                }
+                (_, Some(m)) => vec![m],
+                (_, None) => Vec::new(),
+            };
         let entry = match cfg.mode {
             OpenMode::Create => Entry::Create,
             OpenMode::Join => Entry::Join { give_up: true },

@@ -163,13 +163,14 @@ pub mod txn;
 /// `bytes` dependency of their own.
 pub use bytes::Bytes;
 pub use config::{
-    GroupAddr, GroupConfig, NodeConfig, OpenMode, DEFAULT_HEAL_INTERVAL, DEFAULT_JOIN_TIMEOUT,
-    DEFAULT_MAX_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
+    default_datagram_bytes, ipv6_group_address, GroupAddr, GroupConfig, NodeConfig, OpenMode,
+    DEFAULT_HEAL_INTERVAL, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
+    DEFAULT_MAX_DATAGRAM_BYTES_V6, MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
 };
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use latency::{SendLatency, SEND_LATENCY_BOUNDS};
-pub use net::path_datagram_bytes;
+pub use net::{interface_index, path_datagram_bytes};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
 pub use payload::IntoPayload;
 /// The engine list ([`rmcast_proto::catalog`]): the runtime has no list of its own.

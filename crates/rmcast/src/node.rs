@@ -17,7 +17,7 @@ use bytes::Bytes;
 use rmcast_proto::{Capabilities, Counters, GroupInfo, Guarantees, NodeId, Qos, SendError};
 #[allow(unused_imports)] // Named in the docs.
 use rmcast_proto::{Event, Recovery};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -96,7 +96,7 @@ impl Node {
     }
 
     /// The address of the unicast socket, from which every datagram of this node is sent.
-    pub fn local_addr(&self) -> SocketAddrV4 {
+    pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
     }
 
@@ -150,17 +150,27 @@ impl Node {
     /// Validate `cfg`, open the group's socket and hand the group to the I/O thread; the
     /// answer comes through the returned [`PendingOpen`].
     fn start_open(&self, mut cfg: GroupConfig) -> Result<PendingOpen, Error> {
+        let interface = self.shared.interface;
+        let index = self.shared.multicast_index;
         if cfg.max_datagram_bytes.is_none() {
-            cfg.max_datagram_bytes = Some(net::path_datagram_bytes(
-                self.shared.interface,
-                crate::DEFAULT_MAX_DATAGRAM_BYTES,
+            cfg.max_datagram_bytes = Some(net::path_datagram_bytes_on(
+                interface,
+                index,
+                crate::config::default_datagram_bytes(interface),
             ));
         }
         cfg.validate()?;
+        cfg.check_family(interface)?;
+        // The name's address in the node's family, fixed here so that every later use agrees.
+        if cfg.addr == GroupAddr::FromName {
+            if let Some(a) = cfg.multicast_addr_for(interface) {
+                cfg.addr = GroupAddr::Multicast(a);
+            }
+        }
         if let GroupAddr::Unicast(peers) = &cfg.addr {
             // A socket bound to loopback cannot send to another host (the kernel answers
             // EINVAL): say what to do instead.
-            if self.shared.interface.is_loopback() && peers.iter().any(|p| !p.ip().is_loopback()) {
+            if interface.is_loopback() && peers.iter().any(|p| !p.ip().is_loopback()) {
                 return Err(Error::Config(rmcast_proto::ConfigError::Invalid {
                     field: "interface",
                     reason: "is loopback but unicast peers are on other hosts: set the node's \
@@ -168,10 +178,19 @@ impl Node {
                 }));
             }
         }
+        if interface.is_ipv6() && cfg.multicast_addr().is_some() && index.is_none() {
+            // Multicast would leave by whatever interface the routing table names.
+            return Err(Error::Config(rmcast_proto::ConfigError::Invalid {
+                field: "interface_index",
+                reason: "is needed for IPv6 multicast when no interface holds the node's \
+                         address (`::`): name the interface by its index",
+            }));
+        }
         let multicast = match cfg.multicast_addr().filter(|_| cfg.listen_multicast) {
             Some(addr) => Some(net::multicast_socket(
                 addr,
-                self.shared.interface,
+                interface,
+                index,
                 self.shared.socket_buffer_bytes,
             )?),
             None => None,
@@ -338,8 +357,8 @@ pub(crate) struct GroupHandle {
     kind: String,
     guarantees: Guarantees,
     qos: Qos,
-    multicast: Option<SocketAddrV4>,
-    unicast_peers: Vec<SocketAddrV4>,
+    multicast: Option<SocketAddr>,
+    unicast_peers: Vec<SocketAddr>,
     max_datagram_bytes: usize,
     leave_timeout: Duration,
     created: AtomicBool,
@@ -787,12 +806,12 @@ impl GroupSender {
     }
 
     /// The group's multicast address, or `None` in unicast mode.
-    pub fn multicast_addr(&self) -> Option<SocketAddrV4> {
+    pub fn multicast_addr(&self) -> Option<SocketAddr> {
         self.inner.multicast
     }
 
     /// The peers of a unicast-mode group (empty with multicast).
-    pub fn unicast_peers(&self) -> &[SocketAddrV4] {
+    pub fn unicast_peers(&self) -> &[SocketAddr] {
         &self.inner.unicast_peers
     }
 

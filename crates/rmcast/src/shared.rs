@@ -6,7 +6,7 @@ use crate::config::GroupConfig;
 use crate::error::Error;
 use bytes::Bytes;
 use rmcast_proto::{Counters, Event, GroupInfo, NodeId, Qos};
-use std::net::{SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::Duration;
@@ -137,8 +137,10 @@ impl GroupShared {
 /// State shared by the I/O thread and the node's handles.
 pub(crate) struct NodeShared {
     pub id: NodeId,
-    pub local_addr: SocketAddrV4,
-    pub interface: std::net::Ipv4Addr,
+    pub local_addr: SocketAddr,
+    pub interface: IpAddr,
+    /// The IPv6 multicast interface ([`crate::net::multicast_index`]); `None` for IPv4.
+    pub multicast_index: Option<u32>,
     pub socket_buffer_bytes: usize,
     pub waker: mio::Waker,
     pub wake_pending: AtomicBool,

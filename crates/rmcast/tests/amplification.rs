@@ -234,11 +234,8 @@ fn formed(
 
 fn target(nodes: &[Node], group: &Group) -> Target {
     Target {
-        members: nodes
-            .iter()
-            .map(|n| SocketAddr::V4(n.local_addr()))
-            .collect(),
-        group: group.multicast_addr().map(SocketAddr::V4),
+        members: nodes.iter().map(|n| n.local_addr()).collect(),
+        group: group.multicast_addr(),
     }
 }
 
@@ -252,7 +249,7 @@ fn sequencer_rows() -> (Vec<Row>, Vec<NodeCounters>) {
     let ids = [701, 702, 703];
     let (nodes, groups, name) = formed("amp-seq", &engine, &ids, 40);
     let gid = groups[0].group_id();
-    let sniff = Sniffer::new(groups[0].multicast_addr().expect("multicast"));
+    let sniff = Sniffer::new(v4(groups[0].multicast_addr().expect("multicast")));
     groups[1].send(vec![b'x'; 10]).expect("a datagram to sniff");
     std::thread::sleep(Duration::from_millis(50));
     let inc = sniff
@@ -323,7 +320,7 @@ fn ring_rows() -> (Vec<Row>, Vec<NodeCounters>) {
     let ids = [711, 712, 713];
     let (nodes, groups, _) = formed("amp-ring", &engine, &ids, 40);
     let gid = groups[0].group_id();
-    let sniff = Sniffer::new(groups[0].multicast_addr().expect("multicast"));
+    let sniff = Sniffer::new(v4(groups[0].multicast_addr().expect("multicast")));
     groups[1].send(vec![b'x'; 10]).expect("a datagram to sniff");
     std::thread::sleep(Duration::from_millis(50));
     let inc = sniff
@@ -427,9 +424,9 @@ fn txn_rows() -> (Vec<Row>, Vec<NodeCounters>) {
         }));
     }
     let client = node(733);
-    let maddr = rmcast::GroupConfig::new(&name)
+    let maddr = v4(rmcast::GroupConfig::new(&name)
         .multicast_addr()
-        .expect("multicast");
+        .expect("multicast"));
     let sniff = Sniffer::new(maddr);
     let mut c = TxnGroup::open(&client, &name, TxnOptions::client().min(2).max(2)).expect("client");
     // A real transaction, answered by both servers: the probe's QUERY names it.
@@ -447,10 +444,7 @@ fn txn_rows() -> (Vec<Row>, Vec<NodeCounters>) {
         .expect("the client's FIRST was heard");
     let gid = rmcast_proto::common::group_id(&name);
     let t = Target {
-        members: servers
-            .iter()
-            .map(|n| SocketAddr::V4(n.local_addr()))
-            .collect(),
+        members: servers.iter().map(|n| n.local_addr()).collect(),
         group: Some(SocketAddr::V4(maddr)),
     };
     let set: Vec<NodeId> = servers.iter().map(Node::id).collect();
@@ -692,7 +686,7 @@ fn an_unkeyed_group_cannot_redirect_a_keyed_groups_unicasts() {
     let gid_open = open[0].group_id();
     let gid_keyed = keyed[0].group_id();
     let victim = NodeId(752);
-    let to = SocketAddr::V4(nodes[0].local_addr());
+    let to = nodes[0].local_addr();
     let status = Body::Status {
         expect: 0,
         held_next: 0,

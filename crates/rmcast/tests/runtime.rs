@@ -33,7 +33,7 @@ fn explicit_multicast_address() {
     let (ip, _) = rmcast_proto::common::multicast_endpoint(&unique_name("explicit"));
     let port = 20_000 + (std::process::id() % 10_000) as u16; // below the ephemeral ports
     let addr = std::net::SocketAddrV4::new(ip.into(), port);
-    three_members_same_order(toy(), move |_| GroupAddr::Multicast(addr), 20);
+    three_members_same_order(toy(), move |_| GroupAddr::multicast(addr), 20);
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn dropped_member_leaves_in_the_background() {
 }
 
 /// Opens a group on a node of its own and returns only the group: the node is dropped here.
-fn open_alone(id: u32, name: &str, mode: OpenMode) -> (rmcast::Group, std::net::SocketAddrV4) {
+fn open_alone(id: u32, name: &str, mode: OpenMode) -> (rmcast::Group, std::net::SocketAddr) {
     let n = node(id);
     let addr = n.local_addr();
     (n.open_group(cfg(name, &toy(), mode)).unwrap(), addr)

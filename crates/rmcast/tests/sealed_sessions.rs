@@ -201,7 +201,7 @@ fn a_captured_session_replayed_to_a_new_receiver_is_never_delivered() {
     let receiver = node(502);
     let mut rx = receiver.open_group(tree(&name, &keys, true)).unwrap();
     let mut seen = Seen::default();
-    let at = SocketAddr::V4(receiver.local_addr());
+    let at = receiver.local_addr();
     cap.replay(at);
     cap.replay(at);
     let c = wait_counters(
@@ -312,7 +312,7 @@ fn a_captured_join_replayed_to_a_restarted_sequencer_admits_nobody() {
     let mut ga = open(&a, OpenMode::Create);
     let mut sa = Seen::default();
     recv_until(&mut ga, &mut sa, Duration::from_secs(20), view_has(1));
-    let at = SocketAddr::V4(a.local_addr());
+    let at = a.local_addr();
     cap.replay(at);
     let c = wait_counters(
         &a,

@@ -105,7 +105,7 @@ const CAPTURE: usize = 512;
 
 impl Attacker {
     fn new(group: &Group, gid: u32, nodes: &[Node], engine: EngineKind) -> Attacker {
-        let maddr = group.multicast_addr().expect("multicast group");
+        let maddr = v4(group.multicast_addr().expect("multicast group"));
         let sniff = socket2::Socket::new(
             socket2::Domain::IPV4,
             socket2::Type::DGRAM,
@@ -133,10 +133,7 @@ impl Attacker {
             sniff: sniff.into(),
             out,
             group_addr: SocketAddr::V4(maddr),
-            members: nodes
-                .iter()
-                .map(|n| (n.id(), SocketAddr::V4(n.local_addr())))
-                .collect(),
+            members: nodes.iter().map(|n| (n.id(), n.local_addr())).collect(),
             gid,
             engine,
             captured: VecDeque::new(),
@@ -779,7 +776,7 @@ fn one_key_and_one_id_in_two_runtimes_never_repeat_a_nonce() {
     let sniffers: Vec<UdpSocket> = groups
         .iter()
         .map(|g| {
-            let maddr = g.multicast_addr().expect("multicast group");
+            let maddr = v4(g.multicast_addr().expect("multicast group"));
             let sniff = socket2::Socket::new(
                 socket2::Domain::IPV4,
                 socket2::Type::DGRAM,

@@ -32,8 +32,11 @@ fn sequencer_same_order_over_unicast() {
 }
 
 /// A socket that hears what is multicast to `addr` on loopback, as a member's does.
-fn observer(addr: std::net::SocketAddrV4) -> UdpSocket {
+fn observer(addr: SocketAddr) -> UdpSocket {
     use socket2::{Domain, Protocol, Socket, Type};
+    let SocketAddr::V4(addr) = addr else {
+        panic!("an IPv4 group")
+    };
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
     sock.set_reuse_address(true).unwrap();
     sock.bind(&SocketAddr::V4(addr).into()).unwrap();

@@ -10,7 +10,7 @@ use rmcast::{
     EngineChoice, Group, GroupAddr, GroupConfig, GroupEvent, Node, NodeConfig, NodeId, OpenMode,
 };
 use rmcast_sim::log::{verify_logs, LogRecord, LogWriter, VerifyReport};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,14 @@ pub fn unique_name(tag: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// The IPv4 address of a group or node of these tests (all on 127.0.0.1 unless said).
+pub fn v4(a: SocketAddr) -> SocketAddrV4 {
+    match a {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(a) => panic!("{a}: an IPv4 address was expected"),
+    }
 }
 
 pub fn node(id: u32) -> Node {
@@ -107,12 +115,24 @@ pub fn view_has(n: usize) -> impl Fn(&Seen) -> bool {
 /// and leave. Returns the verifier's report.
 pub fn three_members_same_order(
     engine: EngineChoice,
-    addr: impl Fn(&[SocketAddrV4]) -> GroupAddr,
+    addr: impl Fn(&[SocketAddr]) -> GroupAddr,
+    per_member: usize,
+) -> VerifyReport {
+    three_members_same_order_on(NodeConfig::default(), engine, addr, per_member)
+}
+
+/// [`three_members_same_order`] with nodes configured as `node_cfg` (their ids aside): on
+/// another interface, say.
+pub fn three_members_same_order_on(
+    node_cfg: NodeConfig,
+    engine: EngineChoice,
+    addr: impl Fn(&[SocketAddr]) -> GroupAddr,
     per_member: usize,
 ) -> VerifyReport {
     let name = unique_name(engine.name());
-    let nodes = [node(101), node(102), node(103)];
-    let addrs: Vec<SocketAddrV4> = nodes.iter().map(|n| n.local_addr()).collect();
+    let nodes =
+        [101, 102, 103].map(|id| Node::new(node_cfg.clone().id(NodeId(id))).expect("node starts"));
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.local_addr()).collect();
     let addr = addr(&addrs);
     let mut groups = Vec::new();
     let mut seen: Vec<Seen> = Vec::new();
