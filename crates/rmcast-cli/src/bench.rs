@@ -1353,7 +1353,7 @@ fn run_workers_in(
                 // Its own host: its namespace's address, a TTL that leaves it.
                 Some(ns) => {
                     let mut m = member.clone();
-                    m.net.interface = ns.addr;
+                    m.net.interface = std::net::IpAddr::V4(ns.addr).into();
                     m.net.ttl = m.net.ttl.max(1);
                     m.apply(id, cmd);
                 }

@@ -13,7 +13,7 @@ use crate::member::{parse_qos, NetArgs, QOS_HELP};
 use crate::output::{JsonFlag, Output};
 use anyhow::Context;
 use clap::Args;
-use rmcast::{EngineChoice, GroupConfig, Node, NodeConfig, OpenMode};
+use rmcast::{EngineChoice, GroupConfig, Node, OpenMode};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -78,12 +78,7 @@ enum CallLine<'a> {
 /// Run `rmcast call`.
 pub fn run(a: CallArgs) -> anyhow::Result<ExitCode> {
     let qos = crate::member::qos_or_default(a.qos, ENGINE, 0)?;
-    let node = Node::new(
-        NodeConfig::default()
-            .interface(a.net.interface)
-            .multicast_ttl(a.net.ttl),
-    )
-    .context("starting the node")?;
+    let node = Node::new(a.net.node_config()).context("starting the node")?;
     let mut cfg = GroupConfig::new(a.group.clone()).mode(OpenMode::Client);
     cfg.engine = EngineChoice::named(ENGINE)?;
     cfg.qos = qos;

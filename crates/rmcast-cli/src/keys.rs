@@ -76,7 +76,7 @@ impl KeyArgs {
 /// the network is trusted.
 pub fn refuse_unkeyed_exposure(
     keys: Option<&Keyring>,
-    interface: std::net::Ipv4Addr,
+    interface: std::net::IpAddr,
     insecure: bool,
     what: &str,
 ) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod dur;
 mod gauntlet;
+mod iface;
 mod keys;
 mod member;
 mod names;

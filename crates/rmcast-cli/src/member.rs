@@ -12,7 +12,9 @@
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
+use crate::iface::Interface;
 use crate::names::{id_list, parse_group_name};
+use crate::output::{JsonFlag, Output};
 use anyhow::{bail, Context};
 use clap::Args;
 use rmcast::{
@@ -20,8 +22,10 @@ use rmcast::{
     PendingSend, Recovery, RecoveryPolicy,
 };
 use rmcast_sim::log::LogWriter;
+use serde::Serialize;
+use std::borrow::Cow;
 use std::io::{BufRead, IsTerminal, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,11 +114,14 @@ pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
 
 /// Refuse unicast peers this host cannot send to from `interface` (a loopback interface reaches
 /// only loopback addresses): every datagram to them would fail.
-pub fn check_unicast_peers(
-    interface: std::net::Ipv4Addr,
-    peers: &[SocketAddrV4],
-) -> anyhow::Result<()> {
+pub fn check_unicast_peers(interface: IpAddr, peers: &[SocketAddr]) -> anyhow::Result<()> {
     for p in peers {
+        if p.is_ipv4() != interface.is_ipv4() {
+            bail!(
+                "unicast peer {p} is not of the family of interface {interface}; give \
+                 --interface an address of the peers' family"
+            );
+        }
         let s = std::net::UdpSocket::bind((interface, 0))
             .with_context(|| format!("opening a socket on interface {interface}"))?;
         if let Err(e) = s.connect(p) {
@@ -160,18 +167,19 @@ pub struct GroupArgs {
     /// Join an existing group; fail if nobody answers.
     #[arg(long)]
     pub join: bool,
-    /// Explicit multicast address and port, e.g. 239.1.2.3:40000.
+    /// Explicit multicast address and port, e.g. 239.1.2.3:40000 or [ff02::4d43]:7400 (of the
+    /// family of --interface).
     #[arg(long, conflicts_with = "unicast_peers")]
-    pub addr: Option<SocketAddrV4>,
+    pub addr: Option<SocketAddr>,
     /// No multicast: the unicast addresses of all members (this one may be listed too),
-    /// comma-separated. Needs --port.
+    /// comma-separated, e.g. 10.0.0.1:7000 or [fd00::1]:7000. Needs --port.
     #[arg(long, value_delimiter = ',', requires = "port")]
-    pub unicast_peers: Vec<SocketAddrV4>,
+    pub unicast_peers: Vec<SocketAddr>,
     /// Port of this member's unicast socket (default: any free port).
     #[arg(long)]
     pub port: Option<u16>,
     /// Largest datagram the engine writes, 256..=65507 [default: the interface's MTU less the
-    /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet].
+    /// IP and UDP headers: 65507 on loopback, 1472 on Ethernet; over IPv6 65488 and 1452].
     #[arg(long, value_parser = parse_max_datagram)]
     pub max_datagram_bytes: Option<usize>,
     /// How long a join waits to be admitted (a bare number: milliseconds).
@@ -190,31 +198,29 @@ pub struct GroupArgs {
 /// workers.
 #[derive(Args, Debug, Clone)]
 pub struct NetArgs {
-    /// Interface address: the unicast socket binds to it and multicast is sent and joined on
-    /// it. The default keeps all traffic on this host; give an address of this host's network
+    /// Interface address, IPv4 or IPv6: the unicast socket binds to it and multicast is sent
+    /// and joined on its interface. IPv6 may name the interface after %, by name or index
+    /// (`::1`, `fd00::5%eth0`, `::%lo`); without it, the interface that holds the address.
+    /// The default keeps all traffic on this host; give an address of this host's network
     /// interface to reach other hosts (and for --unicast-peers on other hosts).
-    #[arg(long, default_value_t = Ipv4Addr::LOCALHOST, value_parser = parse_interface)]
-    pub interface: Ipv4Addr,
-    /// Multicast time-to-live: 0 keeps multicast on this host, 1 reaches the local network.
+    #[arg(long, default_value_t = Interface::default(), value_parser = crate::iface::parse_interface)]
+    pub interface: Interface,
+    /// Multicast time-to-live (IPv6: hop limit): 0 keeps multicast on this host, 1 reaches the
+    /// local network.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=255))]
     pub ttl: u32,
 }
 
-/// `--interface`: a unicast IPv4 address of this host (0.0.0.0: any interface, the kernel's
-/// choice for multicast).
-fn parse_interface(s: &str) -> Result<Ipv4Addr, String> {
-    let a: Ipv4Addr = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not an IPv4 address"))?;
-    if a.is_multicast() || a.is_broadcast() {
-        return Err(format!(
-            "`{s}` is not an interface address (a unicast address of this host)"
-        ));
-    }
-    Ok(a)
-}
-
 impl NetArgs {
+    /// A node configuration with these settings (the rest default).
+    pub fn node_config(&self) -> NodeConfig {
+        let mut c = NodeConfig::default()
+            .interface(self.interface.addr)
+            .multicast_ttl(self.ttl);
+        c.interface_index = self.interface.index;
+        c
+    }
+
     /// The flags that give these settings to a child process (`rmcast worker`).
     pub fn to_args(&self) -> Vec<String> {
         vec![
@@ -287,10 +293,7 @@ impl GroupArgs {
 
     /// The node and group configuration these flags describe.
     pub fn configs(&self) -> anyhow::Result<(NodeConfig, GroupConfig)> {
-        let mut node = NodeConfig::default()
-            .port(self.port.unwrap_or(0))
-            .interface(self.net.interface)
-            .multicast_ttl(self.net.ttl);
+        let mut node = self.net.node_config().port(self.port.unwrap_or(0));
         node.id = self.id.map(NodeId);
         let mut group = GroupConfig::new(self.group.clone());
         group.mode = match (self.create, self.join) {
@@ -356,7 +359,14 @@ impl GroupArgs {
         group.addr = match (self.addr, self.unicast_peers.is_empty()) {
             (Some(a), _) => {
                 if !a.ip().is_multicast() {
-                    bail!("--addr {a} is not a multicast address (224.0.0.0/4)");
+                    bail!("--addr {a} is not a multicast address (224.0.0.0/4, ff00::/8)");
+                }
+                if a.is_ipv4() != node.interface.is_ipv4() {
+                    bail!(
+                        "--addr {a} is not of the family of --interface {}; give an \
+                         interface address of the group's family (e.g. --interface ::1)",
+                        self.net.interface
+                    );
                 }
                 GroupAddr::Multicast(a)
             }
@@ -433,6 +443,125 @@ pub struct MemberArgs {
     /// holder left or crashed). Any member may also type `/lock N` and `/unlock N`.
     #[arg(long, value_name = "H", value_parser = clap::value_parser!(u8).range(0..6))]
     pub handler: Option<u8>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// What `rmcast member --json` prints on standard output, one object per line; its `kind`
+/// says which. The text form prints the same events as the lines described in the module
+/// documentation.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum MemberLine<'a> {
+    /// The member is in the group (the text form says it on standard error).
+    Started {
+        member: u32,
+        group: &'a str,
+        engine: &'a str,
+        created: bool,
+        /// The group's multicast address, if it has one.
+        multicast: Option<String>,
+        /// The unicast peers of a group without multicast.
+        unicast_peers: Vec<String>,
+        max_datagram_bytes: usize,
+    },
+    /// A message delivered: `seq` is its position in the group's delivery order (the total
+    /// order for ordering engines, the sender's own sequence for the others), `msg` the
+    /// sender's number for it, `view` the view it was delivered in; `text` is the payload
+    /// (bytes that are not UTF-8 replaced).
+    Deliver {
+        sender: u32,
+        seq: u64,
+        msg: u64,
+        view: u64,
+        text: Cow<'a, str>,
+    },
+    /// A new view; `left` when this member is no longer in it.
+    View {
+        id: u64,
+        members: Vec<u32>,
+        coordinator: u32,
+        joined: Option<u32>,
+        left: Option<u32>,
+        this_member_left: bool,
+    },
+    /// Messages the engine reports lost (gossip): `count` of `sender`'s from `first_seq`.
+    Loss {
+        sender: u32,
+        first_seq: u64,
+        count: u64,
+    },
+    /// A member is suspected to have crashed; sends are refused until the group is reset.
+    Failed { suspect: u32, manual_reset: bool },
+    /// A reset could not form a group yet.
+    ResetFailed { reachable: usize, needed: usize },
+    /// The group was reset (a new incarnation without the members removed).
+    Reset { incarnation: u32, removed: Vec<u32> },
+    /// The group went on without this member.
+    Expelled { incarnation: u32, rejoining: bool },
+    /// A larger group of the name was found; this member joins it.
+    Merging { into: u32 },
+    /// The group is full.
+    Refused { limit: u32 },
+    /// A lock changed hands (ring): `holder` none when free.
+    Lock {
+        lock: u16,
+        holder: Option<u32>,
+        asked_by: Option<u32>,
+    },
+    /// A reply to this member's request.
+    Reply {
+        from: u32,
+        request: u64,
+        text: Cow<'a, str>,
+    },
+    /// A request handed to this member to answer.
+    Forwarded {
+        sender: u32,
+        msg: u64,
+        text: Cow<'a, str>,
+    },
+    /// Something did not work out (a line not sent, an answer lost); `line` is the input
+    /// line it concerns, if any. The text form says it on standard error.
+    Warning { line: Option<u64>, message: String },
+    /// The member left the group (the text form says it on standard error).
+    Left { member: u32 },
+}
+
+impl MemberLine<'_> {
+    /// The line for recovery event `r` (whose text [`RecoveryNotices::line`] makes).
+    fn recovery(r: &Recovery, manual_reset: bool, heal: bool) -> MemberLine<'static> {
+        match r {
+            Recovery::Failed { suspect } => MemberLine::Failed {
+                suspect: suspect.0,
+                manual_reset,
+            },
+            Recovery::ResetFailed { reachable, needed } => MemberLine::ResetFailed {
+                reachable: *reachable,
+                needed: *needed,
+            },
+            Recovery::Reset {
+                incarnation,
+                removed,
+            } => MemberLine::Reset {
+                incarnation: *incarnation,
+                removed: removed.iter().map(|m| m.0).collect(),
+            },
+            Recovery::Expelled { incarnation } => MemberLine::Expelled {
+                incarnation: *incarnation,
+                rejoining: heal,
+            },
+            Recovery::Merging { into } => MemberLine::Merging { into: into.0 },
+            Recovery::Refused { limit } => MemberLine::Refused { limit: *limit },
+        }
+    }
+}
+
+/// A warning: `warning: ...` on standard error, or a JSON line beside the events.
+fn warn(out: &Output, line: Option<u64>, message: String) {
+    let human = format!("warning: {message}");
+    // Standard output closed: the events fail on it too, and end the member.
+    let _ = out.summary(&MemberLine::Warning { line, message }, || human);
 }
 
 /// Sends `rmcast member` keeps in flight at most: past this many, reading stdin waits for the
@@ -545,8 +674,21 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    // One write per line: members started together share a terminal.
-    say(&format!(
+    let out = Output::new(args.output);
+    let started = MemberLine::Started {
+        member: me.0,
+        group: group.name(),
+        engine: &args.group.engine,
+        created: group.created(),
+        multicast: group.multicast_addr().map(|a| a.to_string()),
+        unicast_peers: group
+            .unicast_peers()
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        max_datagram_bytes: group.max_datagram_bytes(),
+    };
+    let started_text = format!(
         "member {me} {} group {:?} ({}, datagrams up to {} B); type lines to send them, \
          /stats for counters, Ctrl-D or Ctrl-C to leave",
         if group.created() { "created" } else { "joined" },
@@ -556,7 +698,8 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             (None, peers) => format!("unicast to {} peers", peers.len()),
         },
         group.max_datagram_bytes()
-    ));
+    );
+    out.summary(&started, || started_text)?;
     let manual_reset = args.group.recovery.manual_reset;
     let min_members = args.group.recovery.min_members as usize;
     let qos = args.group.qos()?;
@@ -618,7 +761,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     Ok(_) => {}
                     Err(e) if is_refusal(&e) => {
                         refused.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("warning: line {line_no} not sent: {e}")
+                        warn(&out, Some(line_no), format!("line {line_no} not sent: {e}"))
                     }
                     // The group closed (a signal's leave, an expulsion): said elsewhere.
                     Err(rmcast::Error::Closed) => {}
@@ -644,9 +787,13 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             };
             if !fits {
                 refused_in.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
-                    "warning: line {line_no} not sent: longer than --max-message-bytes \
-                     ({max_message_bytes} bytes)"
+                warn(
+                    &out,
+                    Some(line_no),
+                    format!(
+                        "line {line_no} not sent: longer than --max-message-bytes \
+                         ({max_message_bytes} bytes)"
+                    ),
                 );
                 continue;
             }
@@ -669,7 +816,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     // ResetGroup; how it ends shows as `* reset` or `* reset failed` lines.
                     match sender.reset(min) {
                         Ok(()) => eprintln!("rmcast: reset started"),
-                        Err(e) => eprintln!("warning: reset refused: {e}"),
+                        Err(e) => warn(&out, Some(line_no), format!("reset refused: {e}")),
                     }
                     continue;
                 }
@@ -685,14 +832,16 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                     };
                     // The outcome shows as a `* lock` line once ordered.
                     if let Err(e) = r {
-                        eprintln!("warning: lock request refused: {e}");
+                        warn(&out, Some(line_no), format!("lock request refused: {e}"));
                     }
                     continue;
                 }
                 ["/stats"] => {
                     match crate::stats::snapshot(&sender) {
+                        // Beside JSON lines, for people: on standard error.
+                        Ok(s) if out.is_json() => eprint!("{}", s.render()),
                         Ok(s) => print!("{}", s.render()),
-                        Err(e) => eprintln!("warning: no stats: {e}"),
+                        Err(e) => warn(&out, Some(line_no), format!("no stats: {e}")),
                     }
                     continue;
                 }
@@ -710,7 +859,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) if is_refusal(&e) => {
                     refused_in.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("warning: line {line_no} not sent: {e}")
+                    warn(&out, Some(line_no), format!("line {line_no} not sent: {e}"))
                 }
                 Err(rmcast::Error::Closed) => break InputEnd::Eof,
                 Err(e) => {
@@ -729,9 +878,13 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 let n = in_flight.load(Ordering::Relaxed);
                 unconfirmed_in.store(n, Ordering::Relaxed);
-                eprintln!(
-                    "warning: {n} line(s) not confirmed within {} s; leaving anyway",
-                    DRAIN_TIMEOUT.as_secs()
+                warn(
+                    &out,
+                    None,
+                    format!(
+                        "{n} line(s) not confirmed within {} s; leaving anyway",
+                        DRAIN_TIMEOUT.as_secs()
+                    ),
                 );
                 Ok(())
             }
@@ -749,8 +902,7 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
         left.map(|()| end)
     });
 
-    let stdout = std::io::stdout();
-    let terminal = stdout.is_terminal();
+    let terminal = std::io::stdout().is_terminal();
     // What the member a view names does, in the engine's own words.
     let orderer = match args.group.engine.as_str() {
         "sequencer" => "sequencer",
@@ -780,102 +932,151 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     // `recv` returns None once the leave (or an expulsion) completed and every event before it
     // was read.
     while let Some(ev) = group.recv() {
-        let mut out = stdout.lock();
         match &ev {
             GroupEvent::Deliver(d) => {
                 let text = String::from_utf8_lossy(&d.payload);
-                let text = if terminal {
-                    escape_controls(&text)
-                } else {
-                    text
+                let line = MemberLine::Deliver {
+                    sender: d.sender.0,
+                    seq: d.seq,
+                    msg: d.msg,
+                    view: d.view,
+                    text: text.clone(),
                 };
-                writeln!(out, "{}: {text}", d.sender)?;
+                out.result(&line, || {
+                    let text = if terminal {
+                        escape_controls(&text)
+                    } else {
+                        text.clone()
+                    };
+                    format!("{}: {text}", d.sender)
+                })?;
                 if d.respond {
                     // This member holds the handler lock the request names: it answers.
                     let answer =
                         format!("member {me} got {:?}", String::from_utf8_lossy(&d.payload));
                     if let Err(e) = responder.reply(d.sender, d.msg, answer) {
-                        eprintln!("warning: answer to {} not sent: {e}", d.sender);
+                        warn(&out, None, format!("answer to {} not sent: {e}", d.sender));
                     }
                 }
             }
             GroupEvent::View(v) => {
                 notices.clear();
                 in_view = v.members.contains(&me);
-                let note = if v.members.contains(&me) {
+                let note = if in_view {
                     ""
                 } else {
                     " - this member has left"
                 };
-                writeln!(
-                    out,
-                    "* view {}: members {} ({orderer} {}){note}",
-                    v.id,
-                    id_list(&v.members),
-                    v.coordinator
-                )?;
+                let line = MemberLine::View {
+                    id: v.id,
+                    members: v.members.iter().map(|m| m.0).collect(),
+                    coordinator: v.coordinator.0,
+                    joined: v.joined.map(|m| m.0),
+                    left: v.left.map(|m| m.0),
+                    this_member_left: !in_view,
+                };
+                out.result(&line, || {
+                    format!(
+                        "* view {}: members {} ({orderer} {}){note}",
+                        v.id,
+                        id_list(&v.members),
+                        v.coordinator
+                    )
+                })?;
             }
             GroupEvent::SendComplete { .. } | GroupEvent::Left => {}
-            GroupEvent::Reply(r) => writeln!(
-                out,
-                "* reply from {} to message {}: {}",
-                r.from,
-                r.request,
-                escape_controls(&String::from_utf8_lossy(&r.payload))
-            )?,
+            GroupEvent::Reply(r) => {
+                let text = String::from_utf8_lossy(&r.payload);
+                let line = MemberLine::Reply {
+                    from: r.from.0,
+                    request: r.request,
+                    text: text.clone(),
+                };
+                out.result(&line, || {
+                    format!(
+                        "* reply from {} to message {}: {}",
+                        r.from,
+                        r.request,
+                        escape_controls(&text)
+                    )
+                })?
+            }
             GroupEvent::Forwarded(d) => {
                 let text = String::from_utf8_lossy(&d.payload);
-                writeln!(
-                    out,
-                    "* request {} of {} handed to this member: {text}",
-                    d.msg, d.sender
-                )?;
+                let line = MemberLine::Forwarded {
+                    sender: d.sender.0,
+                    msg: d.msg,
+                    text: text.clone(),
+                };
+                out.result(&line, || {
+                    format!(
+                        "* request {} of {} handed to this member: {text}",
+                        d.msg, d.sender
+                    )
+                })?;
                 let answer = format!("member {me} got {text:?}");
                 if let Err(e) = responder.reply(d.sender, d.msg, answer) {
-                    eprintln!("warning: answer to {} not sent: {e}", d.sender);
+                    warn(&out, None, format!("answer to {} not sent: {e}", d.sender));
                 }
             }
-            GroupEvent::Lock(l)
-                if handler.is_some_and(|h| u16::from(h) == l.lock)
+            GroupEvent::Lock(l) => {
+                let line = MemberLine::Lock {
+                    lock: l.lock,
+                    holder: l.holder.map(|h| h.0),
+                    asked_by: l.asked_by.map(|a| a.0),
+                };
+                let take = handler.is_some_and(|h| u16::from(h) == l.lock)
                     && l.holder.is_none()
-                    && in_view =>
-            {
-                // The handler lock is free (its holder left or crashed): take it.
-                writeln!(out, "* lock {}: free; asking for it", l.lock)?;
-                if let Err(e) = responder.lock(l.lock) {
-                    eprintln!("warning: lock request refused: {e}");
+                    && in_view;
+                out.result(&line, || {
+                    if take {
+                        return format!("* lock {}: free; asking for it", l.lock);
+                    }
+                    format!(
+                        "* lock {}: {}{}",
+                        l.lock,
+                        match l.holder {
+                            Some(h) => format!("held by {h}"),
+                            None => "free".to_string(),
+                        },
+                        match l.asked_by {
+                            Some(a) if Some(a) != l.holder => format!(" (asked by {a})"),
+                            _ => String::new(),
+                        }
+                    )
+                })?;
+                if take {
+                    // The handler lock is free (its holder left or crashed): take it.
+                    if let Err(e) = responder.lock(l.lock) {
+                        warn(&out, None, format!("lock request refused: {e}"));
+                    }
                 }
             }
-            GroupEvent::Lock(l) => writeln!(
-                out,
-                "* lock {}: {}{}",
-                l.lock,
-                match l.holder {
-                    Some(h) => format!("held by {h}"),
-                    None => "free".to_string(),
-                },
-                match l.asked_by {
-                    Some(a) if Some(a) != l.holder => format!(" (asked by {a})"),
-                    _ => String::new(),
-                }
-            )?,
-            GroupEvent::Loss(l) => writeln!(
-                out,
-                "* lost: {} messages of member {} from position {}",
-                l.count, l.sender, l.first_seq
-            )?,
+            GroupEvent::Loss(l) => {
+                let line = MemberLine::Loss {
+                    sender: l.sender.0,
+                    first_seq: l.first_seq,
+                    count: l.count,
+                };
+                out.result(&line, || {
+                    format!(
+                        "* lost: {} messages of member {} from position {}",
+                        l.count, l.sender, l.first_seq
+                    )
+                })?
+            }
             GroupEvent::Recovery(r) => {
                 if let (Recovery::Expelled { .. }, None) = (r, heal) {
                     expelled = true;
                 }
-                if let Some(line) = notices.line(r) {
-                    writeln!(out, "{line}")?;
+                if let Some(text) = notices.line(r) {
+                    let line = MemberLine::recovery(r, manual_reset, heal.is_some());
+                    out.result(&line, || text)?;
                 }
             }
             // An event of a later version of the library: in the log only.
             _ => {}
         }
-        out.flush()?;
         if let Some(l) = log.as_mut() {
             l.event(&ev)?;
             // Flushed per event: a person may read the log while the member runs, and a
@@ -899,7 +1100,9 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
             .take();
         return match r {
             Some(Ok(())) | None => {
-                eprintln!("member {me} left the group");
+                out.summary(&MemberLine::Left { member: me.0 }, || {
+                    format!("member {me} left the group")
+                })?;
                 Ok(ExitCode::SUCCESS)
             }
             Some(Err(e)) => bail!("leaving the group: {e}"),
@@ -908,7 +1111,9 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
     let end = input
         .join()
         .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
-    eprintln!("member {me} left the group");
+    out.summary(&MemberLine::Left { member: me.0 }, || {
+        format!("member {me} left the group")
+    })?;
     if let InputEnd::Bad(why) = end {
         bail!("{why}; left the group");
     }
@@ -935,7 +1140,7 @@ pub fn parse_max_datagram(s: &str) -> Result<usize, String> {
     if !(MIN_DATAGRAM_BYTES..=rmcast::MAX_DATAGRAM_BYTES).contains(&n) {
         return Err(format!(
             "datagram size {n} out of range: the engine needs at least {MIN_DATAGRAM_BYTES} bytes \
-             and a UDP datagram over IPv4 carries at most {}, so it must be \
+             and rmcast's datagrams carry at most {} (the UDP maximum over IPv4), so it must be \
              {MIN_DATAGRAM_BYTES}..={}",
             rmcast::MAX_DATAGRAM_BYTES,
             rmcast::MAX_DATAGRAM_BYTES

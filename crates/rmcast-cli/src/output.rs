@@ -65,7 +65,9 @@ impl Output {
         if self.json {
             self.result(value, String::new)
         } else {
-            eprintln!("{}", human());
+            // One write: the line does not interleave with another process's on a shared
+            // terminal (members started together).
+            let _ = std::io::stderr().write_all(format!("{}\n", human()).as_bytes());
             Ok(())
         }
     }

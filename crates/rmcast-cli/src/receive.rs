@@ -86,7 +86,7 @@ pub fn run(args: ReceiveArgs) -> Result<ExitCode> {
     let keys = args.keys.keyring()?;
     crate::keys::refuse_unkeyed_exposure(
         keys.as_ref(),
-        args.net.interface,
+        args.net.interface.addr,
         args.insecure,
         "receive",
     )?;
@@ -141,7 +141,7 @@ fn receive_one(
         }) as Box<dyn DataStore>
     };
     let drs = if args.dr { vec![me] } else { Vec::new() };
-    let packet = packet_size(args.net.interface, None, keys.is_some());
+    let packet = packet_size(&args.net, None, keys.is_some());
     let factory = TreeFactory::new(args.transfer.config(packet, drs))
         .with_store(Arc::new(store))
         .receiver();

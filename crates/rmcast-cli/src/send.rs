@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rmcast::{GroupConfig, GroupEvent, Node, NodeConfig, OpenMode, Qos};
+use rmcast::{GroupConfig, GroupEvent, Node, OpenMode, Qos};
 pub(crate) use rmcast_proto::tree::file::FileHeader;
 use rmcast_proto::tree::{DataStore, TreeConfig, TreeFactory};
 use rmcast_proto::{EngineChoice, NodeId, Role};
@@ -234,14 +234,12 @@ pub(crate) fn bar(len: u64, quiet: bool, prefix: &str) -> ProgressBar {
     pb
 }
 
-/// The packet size for `interface` and the user's choice; `keyed`: the datagrams are sealed,
-/// which takes [`rmcast_proto::secure::AUTH_OVERHEAD`] bytes of each.
-pub(crate) fn packet_size(
-    interface: std::net::Ipv4Addr,
-    asked: Option<usize>,
-    keyed: bool,
-) -> usize {
-    let path = rmcast::path_datagram_bytes(interface, 1472);
+/// The packet size for the interface of `net` and the user's choice; `keyed`: the datagrams
+/// are sealed, which takes [`rmcast_proto::secure::AUTH_OVERHEAD`] bytes of each.
+pub(crate) fn packet_size(net: &NetArgs, asked: Option<usize>, keyed: bool) -> usize {
+    let i = net.interface;
+    let path =
+        rmcast::path_datagram_bytes_on(i.addr, i.index, rmcast::default_datagram_bytes(i.addr));
     let sealing = if keyed {
         rmcast_proto::secure::AUTH_OVERHEAD
     } else {
@@ -252,13 +250,7 @@ pub(crate) fn packet_size(
 }
 
 pub(crate) fn node(net: &NetArgs) -> Result<Node> {
-    Node::new(
-        NodeConfig::default()
-            .interface(net.interface)
-            .multicast_ttl(net.ttl)
-            .socket_buffer_bytes(16 << 20),
-    )
-    .context("starting the node")
+    Node::new(net.node_config().socket_buffer_bytes(16 << 20)).context("starting the node")
 }
 
 pub fn run(args: SendArgs) -> Result<ExitCode> {
@@ -273,7 +265,7 @@ pub fn run(args: SendArgs) -> Result<ExitCode> {
         .context("the file needs a UTF-8 name")?
         .to_string();
     let keys = args.keys.keyring()?;
-    let packet = packet_size(args.net.interface, args.packet_size, keys.is_some());
+    let packet = packet_size(&args.net, args.packet_size, keys.is_some());
     // The header leaves room for its name in one packet.
     if name.len() + 64 > packet {
         bail!("the file name is too long for packets of {packet} bytes");

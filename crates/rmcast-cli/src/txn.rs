@@ -18,7 +18,7 @@ use crate::output::{JsonFlag, Output};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rmcast::txn::{TxnEvent, TxnGroup, TxnOptions};
-use rmcast::{Node, NodeConfig};
+use rmcast::Node;
 use rmcast_proto::{IdList, NodeId};
 use serde::Serialize;
 use std::io::{IsTerminal, Read, Write};
@@ -67,9 +67,7 @@ impl TxnArgs {
     }
 
     fn node(&self) -> Result<Node> {
-        let mut cfg = NodeConfig::default()
-            .interface(self.net.interface)
-            .multicast_ttl(self.net.ttl);
+        let mut cfg = self.net.node_config();
         cfg.id = self.id.map(NodeId);
         Node::new(cfg).context("starting the node")
     }
@@ -443,7 +441,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.exec.is_some() {
         crate::keys::refuse_unkeyed_exposure(
             opts.keys.as_ref(),
-            a.common.net.interface,
+            a.common.net.interface.addr,
             a.insecure,
             "txn-serve --exec",
         )?;

@@ -170,7 +170,7 @@ pub use config::{
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};
 pub use latency::{SendLatency, SEND_LATENCY_BOUNDS};
-pub use net::{interface_index, path_datagram_bytes};
+pub use net::{interface_index, path_datagram_bytes, path_datagram_bytes_on};
 pub use node::{Group, GroupEvent, GroupSender, Node, NodeCounters, PendingSend};
 pub use payload::IntoPayload;
 /// The engine list ([`rmcast_proto::catalog`]): the runtime has no list of its own.

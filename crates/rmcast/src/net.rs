@@ -202,8 +202,9 @@ pub fn path_datagram_bytes(interface: impl Into<IpAddr>, fallback: usize) -> usi
     path_datagram_bytes_on(interface, multicast_index(interface, None), fallback)
 }
 
-/// [`path_datagram_bytes`] on the interface of index `index` if given (IPv6).
-pub(crate) fn path_datagram_bytes_on(
+/// [`path_datagram_bytes`] on the interface of index `index` if given (IPv6: see
+/// [`crate::NodeConfig::interface_index`]), else on the one that holds `interface`.
+pub fn path_datagram_bytes_on(
     interface: IpAddr,
     index: Option<u32>,
     fallback: usize,
