@@ -117,7 +117,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "rmcast demo: {members} member processes, {} messages of {} bytes each, {} engine (resilience {resilience})",
         args.messages, args.size, args.engine
     );
-    let (group, dir, temp_dir) = prepare(args.log_dir.as_deref())?;
+    let (group, dir, temp_dir) = prepare(args.log_dir.as_deref(), &args.net)?;
 
     let start = Instant::now();
     let worker_timeout = worker_timeout(Duration::from_secs(args.timeout_secs));
@@ -324,17 +324,20 @@ fn check_logs(
 
 /// A fresh group name, the directory for the logs (and whether it is a temporary one, to
 /// remove after a success), and a line saying where the group's traffic goes.
-fn prepare(log_dir: Option<&Path>) -> anyhow::Result<(String, PathBuf, bool)> {
+fn prepare(log_dir: Option<&Path>, net: &NetArgs) -> anyhow::Result<(String, PathBuf, bool)> {
     let group = fresh_group_name("rmcast-demo");
     let (dir, temp_dir) = match log_dir {
         Some(d) => (d.to_path_buf(), false),
         None => (std::env::temp_dir().join(&group), true),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let (addr, port) = rmcast_proto::common::multicast_endpoint(&group);
+    // The address the workers take: the name's, in the family of their interface.
+    let addr = rmcast::GroupConfig::new(&group)
+        .multicast_addr_for(net.interface.addr)
+        .context("a multicast group")?;
     println!(
-        "group {group} on {}.{}.{}.{}:{port} (loopback, TTL 0)",
-        addr[0], addr[1], addr[2], addr[3]
+        "group {group} on {addr} (interface {}, TTL {})",
+        net.interface, net.ttl
     );
     Ok((group, dir, temp_dir))
 }

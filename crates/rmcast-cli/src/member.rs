@@ -8,7 +8,8 @@
 //! Lines are sent without waiting for each to complete (a bounded window of sends in flight, so
 //! that a pipe runs at the engine's pace); a failed one is reported with its line number, and
 //! end of input waits for those in flight before leaving. The exit status is non-zero when
-//! anything typed could not be sent.
+//! anything typed could not be sent. With `--json` every event (and every warning) is one JSON
+//! object per line on stdout instead ([`MemberLine`]), and the lines for people go to stderr.
 //!
 //! Also home of [`GroupArgs`], the group-selection flags shared with `rmcast worker`.
 
@@ -114,15 +115,23 @@ pub fn check_qos(engine: &str, r: u8, qos: rmcast::Qos) -> anyhow::Result<()> {
 
 /// Refuse unicast peers this host cannot send to from `interface` (a loopback interface reaches
 /// only loopback addresses): every datagram to them would fail.
-pub fn check_unicast_peers(interface: IpAddr, peers: &[SocketAddr]) -> anyhow::Result<()> {
+pub fn check_unicast_peers(interface: Interface, peers: &[SocketAddr]) -> anyhow::Result<()> {
+    // Bound as the node binds: a link-local address with its interface as scope.
+    let local =
+        match interface.addr {
+            IpAddr::V6(a) if a.is_unicast_link_local() => SocketAddr::V6(
+                std::net::SocketAddrV6::new(a, 0, 0, interface.index.unwrap_or(0)),
+            ),
+            a => SocketAddr::new(a, 0),
+        };
     for p in peers {
-        if p.is_ipv4() != interface.is_ipv4() {
+        if p.is_ipv4() != interface.addr.is_ipv4() {
             bail!(
                 "unicast peer {p} is not of the family of interface {interface}; give \
                  --interface an address of the peers' family"
             );
         }
-        let s = std::net::UdpSocket::bind((interface, 0))
+        let s = std::net::UdpSocket::bind(local)
             .with_context(|| format!("opening a socket on interface {interface}"))?;
         if let Err(e) = s.connect(p) {
             bail!(
@@ -371,7 +380,7 @@ impl GroupArgs {
                 GroupAddr::Multicast(a)
             }
             (None, false) => {
-                check_unicast_peers(node.interface, &self.unicast_peers)?;
+                check_unicast_peers(self.net.interface, &self.unicast_peers)?;
                 GroupAddr::Unicast(self.unicast_peers.clone())
             }
             (None, true) => GroupAddr::FromName,

@@ -271,7 +271,7 @@ pub fn run(a: AskArgs) -> Result<ExitCode> {
         let drops = udp_drops(port);
         out.result(&TxnLine::KernelDrops { port, drops }, || match drops {
             Some(n) => format!("kernel drops at this member's socket (port {port}): {n}"),
-            None => format!("kernel drops: /proc/net/udp has no socket on port {port}"),
+            None => format!("kernel drops: /proc/net/udp(6) has no socket on port {port}"),
         })?;
     }
     let _ = g.close();
@@ -567,15 +567,20 @@ impl Drop for SigpipeBlocked {
     }
 }
 
-/// The drops column of /proc/net/udp for the sockets bound to local `port`.
+/// The drops column of /proc/net/udp and /proc/net/udp6 (the same columns) for the sockets
+/// bound to local `port`.
 fn udp_drops(port: u16) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/net/udp").ok()?;
     let want = format!(":{port:04X}");
     let mut total = None;
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() >= 13 && f[1].ends_with(&want) {
-            *total.get_or_insert(0) += f[12].parse::<u64>().unwrap_or(0);
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() >= 13 && f[1].ends_with(&want) {
+                *total.get_or_insert(0) += f[12].parse::<u64>().unwrap_or(0);
+            }
         }
     }
     total

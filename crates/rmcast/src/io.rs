@@ -286,7 +286,13 @@ impl Net {
         AtomicNodeCounters::add(&self.counters().send_errors, 1);
         self.send_error_logged += 1;
         if self.send_error_logged.is_power_of_two() {
-            warn!(%to, error = %e, count = self.send_error_logged, "send failed");
+            // The common IPv6 case gets its cause named: the kernel's multicast route is on
+            // another interface (Linux, loopback: see the crate documentation, IPv6).
+            let hint = (to.is_ipv6()
+                && to.ip().is_multicast()
+                && e.kind() == ErrorKind::NetworkUnreachable)
+                .then_some("no IPv6 multicast route on the node's interface");
+            warn!(%to, error = %e, hint, count = self.send_error_logged, "send failed");
         }
     }
 

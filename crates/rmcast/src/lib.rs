@@ -59,6 +59,20 @@
 //! host: interface 127.0.0.1, multicast TTL 0 ([`NodeConfig`]); set the interface to an
 //! address of this host and the TTL to 1 or more to reach other hosts.
 //!
+//! **IPv6.** The node's [`NodeConfig::interface`] may be an IPv6 address; its groups' addresses
+//! are then IPv6 too ([`GroupAddr::FromName`] gives [`ipv6_group_address`], under `ff18::/96`).
+//! IPv6 multicast is joined (`IPV6_JOIN_GROUP`) and sent (`IPV6_MULTICAST_IF`) on one
+//! interface, named by [`NodeConfig::interface_index`] or else the one that holds the address;
+//! a node on `::` without an index refuses multicast groups, so that the routing table never
+//! picks the interface. The TTL is the hop limit (0: this host only); datagrams leave room for
+//! the 40-byte header ([`path_datagram_bytes`]). On Linux, IPv6 multicast on the loopback
+//! interface (`::1`) needs a route the kernel does not install: its only `ff00::/8` route is
+//! on the multicast-capable interfaces, and a route through `lo` to another prefix becomes a
+//! reject route unless it is of type `local`. Sends then fail with `ENETUNREACH` (logged with
+//! a hint; nothing leaves by another interface). In a network namespace of its own,
+//! `ip -6 route add local ff00::/8 dev lo table local` makes `::1` carry IPv6 multicast (the
+//! runtime's test `tests/ipv6.rs` runs so).
+//!
 //! **Concurrent start.** Nodes that open a group with [`OpenMode::JoinOrCreate`] at the same time
 //! announce themselves while they wait to be admitted (a HELLO *looking*), and only the lowest
 //! id heard creates the group; the others join it (see [`rmcast_proto::formation`], which the I/O thread drives).

@@ -204,11 +204,7 @@ pub fn path_datagram_bytes(interface: impl Into<IpAddr>, fallback: usize) -> usi
 
 /// [`path_datagram_bytes`] on the interface of index `index` if given (IPv6: see
 /// [`crate::NodeConfig::interface_index`]), else on the one that holds `interface`.
-pub fn path_datagram_bytes_on(
-    interface: IpAddr,
-    index: Option<u32>,
-    fallback: usize,
-) -> usize {
+pub fn path_datagram_bytes_on(interface: IpAddr, index: Option<u32>, fallback: usize) -> usize {
     interface_mtu(interface, index)
         .map(|mtu| {
             mtu.saturating_sub(ip_udp_headers(interface))

@@ -350,7 +350,7 @@ pub fn run(
         args.size,
         if policy.auto_reset { "automatic" } else { "by the application (--manual-reset)" }
     );
-    let (group, dir, temp_dir) = prepare(args.log_dir.as_deref())?;
+    let (group, dir, temp_dir) = prepare(args.log_dir.as_deref(), &args.net)?;
     let _ = std::fs::remove_file(dir.join("stop"));
     let _ = std::fs::remove_file(dir.join("crash.json"));
 
