@@ -26,9 +26,15 @@ struct Member {
 
 impl Member {
     fn start(group: &str, id: u32, mode: &str) -> Member {
+        Member::start_with(group, id, mode, &[])
+    }
+
+    /// [`Member::start`] with more flags.
+    fn start_with(group: &str, id: u32, mode: &str, more: &[String]) -> Member {
         let mut child = Command::new("timeout")
             .args(["60", EXE, "member", "--json", "--group", group, mode])
             .args(["--id", &id.to_string(), "--max-message-bytes", "100"])
+            .args(more)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -191,5 +197,72 @@ fn member_json_prints_every_event_as_one_object_per_line() {
         if let Ok(l) = m.lines.recv_timeout(Duration::from_secs(1)) {
             panic!("a line after the leave: {l}");
         }
+    }
+}
+
+/// Two members over IPv6 unicast on `::1` (any host with an IPv6 loopback: no multicast
+/// route needed), given as the CLI takes them: `--interface ::1 --port P --unicast-peers
+/// [::1]:P,[::1]:Q`. Both deliver the lines of both in one order, and say their peers.
+#[test]
+fn members_talk_over_ipv6_unicast_on_loopback() {
+    // Two free ports (bound and released: another process could take one in between, which
+    // would fail the start, not pass the test wrongly).
+    let ports: Vec<u16> = match (0..2)
+        .map(|_| std::net::UdpSocket::bind("[::1]:0").map(|s| s.local_addr().unwrap().port()))
+        .collect()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("skipped: no IPv6 loopback here: {e}");
+            return;
+        }
+    };
+    let peers = format!("[::1]:{},[::1]:{}", ports[0], ports[1]);
+    let group = format!("member-json-v6-{}", std::process::id());
+    let flags = |port: u16| -> Vec<String> {
+        vec![
+            "--interface".into(),
+            "::1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--unicast-peers".into(),
+            peers.clone(),
+        ]
+    };
+    let mut a = Member::start_with(&group, 21, "--create", &flags(ports[0]));
+    a.read_until("a's start", |s| s.iter().any(|v| v["kind"] == "started"));
+    let mut b = Member::start_with(&group, 22, "--join", &flags(ports[1]));
+    a.read_until("a's view of 2", view_of(2));
+    b.read_until("b's view of 2", view_of(2));
+    let started = b.of_kind("started")[0].clone();
+    assert_eq!(started["multicast"], Value::Null);
+    assert_eq!(
+        started["unicast_peers"],
+        serde_json::json!([format!("[::1]:{}", ports[0]), format!("[::1]:{}", ports[1])])
+    );
+    for k in 0..10 {
+        a.send(&format!("a{k}"));
+        b.send(&format!("b{k}"));
+    }
+    a.read_until("a's deliveries", |s| deliveries(s) >= 20);
+    b.read_until("b's deliveries", |s| deliveries(s) >= 20);
+    let order = |m: &Member| -> Vec<(u64, String)> {
+        m.of_kind("deliver")
+            .iter()
+            .map(|d| {
+                (
+                    d["seq"].as_u64().unwrap(),
+                    d["text"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(order(&a), order(&b));
+    drop(b.stdin.take());
+    b.read_until("b's leave", |s| s.iter().any(|v| v["kind"] == "left"));
+    drop(a.stdin.take());
+    a.read_until("a's leave", |s| s.iter().any(|v| v["kind"] == "left"));
+    for m in [&mut a, &mut b] {
+        assert!(m.child.wait().unwrap().success());
     }
 }
