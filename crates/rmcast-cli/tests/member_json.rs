@@ -10,8 +10,7 @@ use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
+use support::proc::EXE;
 
 /// Lines each member sends.
 const LINES: usize = 25;
