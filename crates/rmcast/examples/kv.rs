@@ -277,7 +277,7 @@ fn run_all() -> Res<()> {
                 l.contains("holds handler lock")
             })?,
         };
-        let writes = 300;
+        let writes = 1000;
         let c = Command::new(&exe)
             .args(["load", "--group", &group, "--writes", &writes.to_string()])
             .stdout(Stdio::piped())

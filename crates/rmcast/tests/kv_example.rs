@@ -73,15 +73,15 @@ fn kv_example_survives_kill_9_loses_no_acknowledged_write_and_a_late_server_gets
         .and_then(|id| id.parse().ok())
         .unwrap();
     assert_ne!(from, killed, "{got}");
-    assert!(got.contains(": 300 keys in "), "{got}");
+    assert!(got.contains(": 1000 keys in "), "{got}");
     assert!(
         text.lines().any(|l| l.starts_with("server 3: ")
-            && l.ends_with("reads all 300 keys after the state transfer")),
+            && l.ends_with("reads all 1000 keys after the state transfer")),
         "{text}"
     );
     assert!(
         text.contains(
-            "kv: a fourth server started after the writes read all 300 keys from the state transfer"
+            "kv: a fourth server started after the writes read all 1000 keys from the state transfer"
         ),
         "{text}"
     );
