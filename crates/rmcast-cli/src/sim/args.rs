@@ -33,7 +33,7 @@ pub enum Experiment {
     Txn,
     /// What one message costs as the group grows (10 to 1,000 members): datagrams sent and
     /// CPU per delivery, every engine, beside what each paper predicts (takes --members,
-    /// --messages, --seed and --threads).
+    /// --messages, --seed, --threads and --plot).
     Cost,
     /// Every paper's experiment above (not cost), one after the other, each table and figure into --out DIR
     /// (bimodal with 50 members and 500 messages unless --members or --messages say

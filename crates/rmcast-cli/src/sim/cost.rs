@@ -21,7 +21,9 @@
 
 use super::args::SimArgs;
 use super::parallel::run_parallel;
+use crate::plot::{Panel, Series};
 use anyhow::bail;
+use plotters::chart::SeriesLabelPosition;
 use rmcast_proto::catalog;
 use rmcast_sim::{checkers, figures, simulate, EngineChoice, Scenario};
 use std::io::Write;
@@ -197,12 +199,9 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
         "CPU us/delivery",
         "paper datagrams/msg",
     )?;
-    for e in &engines {
-        if let Some(l) = limit(e).filter(|&l| sizes.iter().any(|&m| m > l)) {
-            writeln!(out, "(not run: {e} beyond {l} members, its default limit)")?;
-        }
-    }
     let mut ok = true;
+    let mut per_member: Vec<Series> = Vec::new();
+    let mut cpu: Vec<Series> = Vec::new();
     for (job, r) in jobs.iter().zip(by_job.into_iter().flatten()) {
         match r {
             Err(e) => {
@@ -217,6 +216,23 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
                 } else {
                     f64::NAN
                 };
+                let series = |v: &mut Vec<Series>| -> usize {
+                    match v.iter().position(|x| x.name == job.engine) {
+                        Some(i) => i,
+                        None => {
+                            v.push(Series {
+                                name: job.engine.clone(),
+                                points: Vec::new(),
+                            });
+                            v.len() - 1
+                        }
+                    }
+                };
+                let x = f64::from(job.members).log10();
+                let i = series(&mut per_member);
+                per_member[i].points.push((x, per_msg / job.members as f64));
+                let i = series(&mut cpu);
+                cpu[i].points.push((x, cpu_us));
                 let verdict = if c.failed.is_empty() {
                     "passed".to_string()
                 } else {
@@ -236,6 +252,46 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
                 )?;
             }
         }
+    }
+    for e in &engines {
+        if let Some(l) = limit(e).filter(|&l| sizes.iter().any(|&m| m > l)) {
+            writeln!(out, "(not run: {e} beyond {l} members, its default limit)")?;
+        }
+    }
+    if let Some(path) = &args.plot {
+        // Amoeba's PB method and RMP: about two datagrams per message, whatever the group.
+        let two: Vec<(f64, f64)> = sizes
+            .iter()
+            .map(|&n| (f64::from(n).log10(), 2.0 / f64::from(n)))
+            .collect();
+        let references = [Series {
+            name: "2 per message (Amoeba PB, RMP)".into(),
+            points: two,
+        }];
+        crate::plot::panels(
+            path,
+            &[
+                Panel {
+                    title: "Datagrams sent per message, per member",
+                    x_label: "members (log10)",
+                    y_label: "datagrams / message / member",
+                    series: &per_member,
+                    references: &references,
+                    markers: true,
+                    legend: SeriesLabelPosition::UpperRight,
+                },
+                Panel {
+                    title: "CPU per delivery (simulator included)",
+                    x_label: "members (log10)",
+                    y_label: "us / delivery",
+                    series: &cpu,
+                    references: &[],
+                    markers: true,
+                    legend: SeriesLabelPosition::UpperLeft,
+                },
+            ],
+        )?;
+        writeln!(out, "\nfigure written to {}", path.display())?;
     }
     Ok(if ok {
         ExitCode::SUCCESS
