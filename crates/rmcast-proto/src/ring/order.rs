@@ -339,6 +339,14 @@ pub(super) struct Ordering {
     pub(super) early_acks: BTreeMap<u64, (NodeId, Vec<u8>)>,
     /// Applied ACKs not yet stable.
     pub(super) log: BTreeMap<u64, Logged>,
+    /// The latest ACK in `log` of each member of `latest_ring` (`None`: none yet), kept as ACKs
+    /// are logged and rebuilt when the ring changes, so that stability does not walk the log
+    /// over the whole ring at every ACK (see [`Ordering::update_stable`]).
+    latest_of: HashMap<NodeId, Option<u64>>,
+    /// The same ACKs by number: the first is the oldest of the members' latest ACKs.
+    latest: BTreeSet<(u64, NodeId)>,
+    /// The ring `latest_of` and `latest` are for.
+    latest_ring: Vec<NodeId>,
     pub(super) highest_heard: Option<u64>,
     /// The token's chain: the sender of the last ACK applied and the next site it named (the
     /// reformation's initiator, twice, once it committed; unknown to a joiner before its
@@ -382,6 +390,9 @@ impl Ordering {
             next_ack: 0,
             early_acks: BTreeMap::new(),
             log: BTreeMap::new(),
+            latest_of: HashMap::new(),
+            latest: BTreeSet::new(),
+            latest_ring: Vec::new(),
             highest_heard: None,
             chain: None,
             last_site: me,
@@ -428,7 +439,61 @@ impl Ordering {
                 end_ts: self.q.end(),
             },
         );
+        if let Some(last) = self.latest_of.get_mut(&sender) {
+            if let Some(old) = last.replace(num) {
+                self.latest.remove(&(old, sender));
+            }
+            self.latest.insert((num, sender));
+        }
         self.next_ack = num + 1;
+    }
+
+    /// `latest_of` and `latest` for `ring`, from the log.
+    fn rebuild_latest(&mut self, ring: &[NodeId]) {
+        self.latest_ring = ring.to_vec();
+        self.latest_of = ring.iter().map(|&m| (m, None)).collect();
+        for (&n, e) in &self.log {
+            if let Some(last) = self.latest_of.get_mut(&e.sender) {
+                *last = Some(n);
+            }
+        }
+        self.latest = (self.latest_of.iter())
+            .filter_map(|(&m, n)| n.map(|n| (n, m)))
+            .collect();
+    }
+
+    /// The ACK before which everything is held by every member of `ring`: the oldest of their
+    /// latest ACKs (each of them accepted the token, so held it all), if each sent one.
+    fn stability_cut(&mut self, ring: &[NodeId]) -> Option<u64> {
+        if self.latest_ring != ring {
+            self.rebuild_latest(ring);
+        }
+        let cut = if ring.is_empty() {
+            self.log.keys().next_back().copied()
+        } else if self.latest.len() == self.latest_of.len() {
+            self.latest.first().map(|&(n, _)| n)
+        } else {
+            None
+        };
+        debug_assert_eq!(
+            cut,
+            self.stability_cut_by_walk(ring),
+            "the kept cut is the walked one"
+        );
+        cut
+    }
+
+    /// [`Ordering::stability_cut`] the long way, walking the log back until an ACK of every
+    /// member of `ring` was seen: what the kept one is checked against in debug builds.
+    fn stability_cut_by_walk(&self, ring: &[NodeId]) -> Option<u64> {
+        let mut need: BTreeSet<NodeId> = ring.iter().copied().collect();
+        for (&n, e) in self.log.iter().rev() {
+            need.remove(&e.sender);
+            if need.is_empty() {
+                return Some(n);
+            }
+        }
+        None
     }
 
     /// Stable: everything up to the ACK before the oldest of the latest ACKs whose senders
@@ -437,20 +502,19 @@ impl Ordering {
     /// forgotten.
     pub(super) fn update_stable(&mut self, ring: &[NodeId], (cap, keep): (u64, u64)) {
         let before = self.stable_ts;
-        let mut need: BTreeSet<NodeId> = ring.iter().copied().collect();
-        let mut cut = None;
-        for (&n, e) in self.log.iter().rev() {
-            need.remove(&e.sender);
-            if need.is_empty() {
-                cut = Some((n, e.first_ts));
-                break;
-            }
-        }
-        if let Some((n, ts)) = cut {
+        if let Some(n) = self.stability_cut(ring) {
+            let ts = self.log[&n].first_ts;
             let stable = self.stable_ts.max(ts.min(cap));
             self.stable_ts = stable;
-            self.log
-                .retain(|&k, e| k >= n.min(keep) || e.end_ts > stable);
+            // Forget the ACKs below the cut (and below `keep`) whose slots are all stable; only
+            // those below the cut are looked at, not the whole log. None is a member's latest.
+            let gone: Vec<u64> = (self.log.range(..n.min(keep)))
+                .filter(|(_, e)| e.end_ts <= stable)
+                .map(|(&k, _)| k)
+                .collect();
+            for k in gone {
+                self.log.remove(&k);
+            }
         }
         self.q.prune(self.stable_ts);
         debug_assert!(self.stable_ts >= before, "stability never goes back");
