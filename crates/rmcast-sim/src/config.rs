@@ -281,8 +281,30 @@ pub struct Faults {
     /// Crashes (no engine recovers from one yet; the checkers treat crashed hosts as gone).
     pub crashes: Vec<Crash>,
     /// Receive buffer of a paused (or sleeping) host, in datagrams; overflow is dropped and
-    /// counted.
+    /// counted. With [`PauseRead::UnicastFirst`] each of its two sockets has a buffer this size.
     pub pause_buffer_datagrams: usize,
+    /// In what order a paused host reads what waited for it, on waking.
+    pub pause_read: PauseRead,
+    /// A paused host's engine is handed what waited for it with the time the pause began, as
+    /// a process is that was stopped (SIGSTOP) after its I/O loop read the clock and before it
+    /// read its sockets: the runtime reads the clock once per loop turn. Its timers then run at
+    /// the time of waking. Off: the backlog is handed over at the time of waking.
+    pub pause_stale_clock: bool,
+}
+
+/// How a paused host reads its backlog on waking ([`Faults::pause_read`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PauseRead {
+    /// One receive buffer, read in arrival order.
+    #[default]
+    ArrivalOrder,
+    /// Two receive buffers, as the runtime has two sockets: what was sent to this host alone
+    /// (unicast) and what was sent to the group (multicast), each bounded by
+    /// [`Faults::pause_buffer_datagrams`]. On waking the host reads every unicast datagram
+    /// before the first multicast one, as the runtime's I/O loop reads its unicast socket
+    /// before its multicast sockets (a process stopped by SIGSTOP finds both readable at once),
+    /// so that answers and passes sent to it overtake data and ACKs sent to the group earlier.
+    UnicastFirst,
 }
 
 impl Default for Faults {
@@ -293,6 +315,8 @@ impl Default for Faults {
             perturbations: Vec::new(),
             crashes: Vec::new(),
             pause_buffer_datagrams: 64,
+            pause_read: PauseRead::ArrivalOrder,
+            pause_stale_clock: false,
         }
     }
 }

@@ -73,8 +73,8 @@ mod world;
 pub use checkers::{Verdict, Violation, CHECKERS};
 pub use config::{
     custom_engine, engine_seed, perturbation_seed, ChurnEvent, ChurnKind, Crash, EngineFn, Faults,
-    HostCost, Limits, LinkParams, Load, NetConfig, Partition, Pause, Perturbation, SimConfig,
-    Workload,
+    HostCost, Limits, LinkParams, Load, NetConfig, Partition, Pause, PauseRead, Perturbation,
+    SimConfig, Workload,
 };
 pub use figures::Figures;
 pub use record::Record;

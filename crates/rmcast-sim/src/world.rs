@@ -15,7 +15,7 @@
 //! a livelock.
 
 use crate::config::{
-    engine_seed, perturbation_seed, ChurnKind, Load, SimConfig, MAX_DATAGRAM_BYTES,
+    engine_seed, perturbation_seed, ChurnKind, Load, PauseRead, SimConfig, MAX_DATAGRAM_BYTES,
 };
 use crate::record::{
     make_payload, payload_hash, HostRecord, NetStats, Record, Recorded, Submission,
@@ -52,6 +52,8 @@ enum Item {
         data: Bytes,
         /// The TTL it arrives with (with a topology only).
         ttl: Option<u8>,
+        /// Sent to this host alone (it would reach the runtime's unicast socket).
+        unicast: bool,
     },
     /// A host's processor is done with a datagram that arrived earlier
     /// ([`crate::NetConfig::host_cost`]): its engine sees it now.
@@ -60,6 +62,7 @@ enum Item {
         from: NodeId,
         data: Bytes,
         ttl: Option<u8>,
+        unicast: bool,
     },
     /// A host's armed timer; stale when `gen` is not the host's current generation.
     Timer { host: usize, gen: u64 },
@@ -150,8 +153,12 @@ struct Host {
     rx_inflight: usize,
     /// With [`crate::NetConfig::host_cost`]: when the processor is done with what it has.
     cpu_free_at: Time,
-    /// Receive buffer while paused (bounded by `Faults::pause_buffer_datagrams`).
+    /// Receive buffer while paused (bounded by `Faults::pause_buffer_datagrams`); with
+    /// `PauseRead::UnicastFirst` the multicast socket's.
     pause_buf: VecDeque<(NodeId, Bytes, Option<u8>)>,
+    /// With `PauseRead::UnicastFirst`: the unicast socket's receive buffer while paused, read
+    /// before `pause_buf` on waking.
+    pause_buf_unicast: VecDeque<(NodeId, Bytes, Option<u8>)>,
     /// Bandwidth model: when the uplink is next free, and departure times of queued datagrams
     /// (bounded by `NetConfig::uplink_queue_datagrams`).
     uplink_free_at: Time,
@@ -228,6 +235,9 @@ pub(crate) struct World<'a> {
     /// The shared medium, when the network has one.
     medium: Medium,
     livelock: Option<String>,
+    /// Set while a host that woke reads its backlog with the clock of its stop
+    /// ([`crate::Faults::pause_stale_clock`]).
+    stale_clock: Option<Time>,
     workload_errors: Vec<String>,
     workload_started: bool,
     churn_pending: usize,
@@ -280,6 +290,7 @@ impl<'a> World<'a> {
                     rx_inflight: 0,
                     cpu_free_at: Time::ZERO,
                     pause_buf: VecDeque::new(),
+                    pause_buf_unicast: VecDeque::new(),
                     uplink_free_at: Time::ZERO,
                     uplink_queue: VecDeque::new(),
                     first_view: None,
@@ -322,6 +333,7 @@ impl<'a> World<'a> {
             net: NetStats::default(),
             medium: Medium::default(),
             livelock: None,
+            stale_clock: None,
             workload_errors: Vec::new(),
             workload_started: false,
             churn_pending: cfg.churn.len(),
@@ -527,6 +539,7 @@ impl<'a> World<'a> {
                 from,
                 data,
                 ttl,
+                unicast,
             } => {
                 if let Some(cost) = self.cfg.net.host_cost {
                     // One datagram at a time through the processor; it stays in the receive
@@ -541,18 +554,20 @@ impl<'a> World<'a> {
                             from,
                             data,
                             ttl,
+                            unicast,
                         },
                     );
                     return;
                 }
-                self.arrive(to, from, data, ttl);
+                self.arrive(to, from, data, ttl, unicast);
             }
             Item::Processed {
                 to,
                 from,
                 data,
                 ttl,
-            } => self.arrive(to, from, data, ttl),
+                unicast,
+            } => self.arrive(to, from, data, ttl, unicast),
             Item::Timer { host, gen } => {
                 let h = &mut self.hosts[host];
                 if h.timer_gen != gen {
@@ -643,6 +658,7 @@ impl<'a> World<'a> {
                         last.1 = last.1.min(now.max(last.0));
                     }
                     h.pause_buf.clear();
+                    h.pause_buf_unicast.clear();
                     h.timer_gen += 1;
                     h.armed = None;
                     if let Some(s) = h.sender.as_mut() {
@@ -698,6 +714,12 @@ impl<'a> World<'a> {
         self.flush(host);
     }
 
+    /// The time the engines are handed: the world's, or while a host that woke reads its
+    /// backlog with a stale clock ([`crate::Faults::pause_stale_clock`]), the time it stopped.
+    fn engine_now(&self) -> Time {
+        self.stale_clock.unwrap_or(self.now)
+    }
+
     /// Pauses a running host for `duration`, or makes a paused host's pause last at least
     /// that long from now.
     fn pause(&mut self, host: usize, duration: Duration) {
@@ -741,24 +763,38 @@ impl<'a> World<'a> {
                 return;
             }
         };
-        // Process what piled up, in arrival order; the buffer is bounded, so is this loop.
-        while let Some((from, data, ttl)) = self.hosts[host].pause_buf.pop_front() {
+        if self.cfg.faults.pause_stale_clock {
+            self.stale_clock = self.hosts[host].rec.sleeps.last().map(|s| s.0);
+        }
+        // Process what piled up, in arrival order (or the unicast socket's first); the buffers
+        // are bounded, so is this loop.
+        loop {
+            let h = &mut self.hosts[host];
+            let Some((from, data, ttl)) = h
+                .pause_buf_unicast
+                .pop_front()
+                .or_else(|| h.pause_buf.pop_front())
+            else {
+                break;
+            };
             if let HostState::Running(_) = self.hosts[host].state {
                 self.input_datagram(host, from, &data, ttl);
             } else {
                 self.net.drops_unroutable += 1;
             }
             if self.livelock.is_some() {
+                self.stale_clock = None;
                 return;
             }
         }
+        self.stale_clock = None;
         self.flush(host);
         self.pump_sender(host);
     }
 
     /// A datagram copy reaches `to` (after its processor, with a host cost): its engine takes
     /// it, a paused host buffers it (bounded), a host that is not there drops it.
-    fn arrive(&mut self, to: usize, from: NodeId, data: Bytes, ttl: Option<u8>) {
+    fn arrive(&mut self, to: usize, from: NodeId, data: Bytes, ttl: Option<u8>, unicast: bool) {
         self.hosts[to].rx_inflight -= 1;
         let cap = self.cfg.faults.pause_buffer_datagrams;
         let running = matches!(self.hosts[to].state, HostState::Running(_));
@@ -767,8 +803,12 @@ impl<'a> World<'a> {
             (true, _) => self.input_datagram(to, from, &data, ttl),
             (_, true) => {
                 let h = &mut self.hosts[to];
-                if h.pause_buf.len() < cap {
-                    h.pause_buf.push_back((from, data, ttl));
+                let buf = match self.cfg.faults.pause_read {
+                    PauseRead::UnicastFirst if unicast => &mut h.pause_buf_unicast,
+                    _ => &mut h.pause_buf,
+                };
+                if buf.len() < cap {
+                    buf.push_back((from, data, ttl));
                 } else {
                     self.net.drops_pause_overflow += 1;
                 }
@@ -778,7 +818,7 @@ impl<'a> World<'a> {
     }
 
     fn input_datagram(&mut self, host: usize, from: NodeId, data: &[u8], ttl: Option<u8>) {
-        let now = self.now;
+        let now = self.engine_now();
         if let HostState::Running(engine) = &mut self.hosts[host].state {
             self.net.copies_delivered += 1;
             match ttl {
@@ -793,6 +833,7 @@ impl<'a> World<'a> {
     /// Drains what an engine wants done after an input, then re-arms its timer.
     fn flush(&mut self, host: usize) {
         let now = self.now;
+        let engine_now = self.engine_now();
         let cfg = self.cfg;
         let limits = &cfg.limits;
         let mut left = false;
@@ -808,7 +849,7 @@ impl<'a> World<'a> {
             let HostState::Running(engine) = &mut self.hosts[host].state else {
                 return;
             };
-            while let Some(t) = engine.poll_transmit(now, &mut self.buf) {
+            while let Some(t) = engine.poll_transmit(engine_now, &mut self.buf) {
                 if self.buf.is_empty() {
                     // An empty datagram is still one datagram (no chunk of an empty buffer).
                     self.out.push((t.destination, Bytes::new()));
@@ -1105,14 +1146,14 @@ impl<'a> World<'a> {
             Destination::Group | Destination::Scoped { .. } => {
                 for to in 0..self.hosts.len() {
                     if to != host && self.hosts[to].in_group() {
-                        self.send_copy(from, to, depart, data.clone());
+                        self.send_copy(from, to, depart, data.clone(), false);
                     }
                 }
             }
             Destination::Peer(id) => {
                 let to = id.0 as usize;
                 if to < self.hosts.len() && self.hosts[to].in_group() {
-                    self.send_copy(from, to, depart, data);
+                    self.send_copy(from, to, depart, data, true);
                 } else {
                     self.net.drops_unroutable += 1;
                 }
@@ -1170,12 +1211,13 @@ impl<'a> World<'a> {
                 continue;
             }
             let ttl = Some(ttl0 - hops as u8);
-            self.send_copy_ttl(from, to, depart + extra, data.clone(), ttl);
+            let unicast = matches!(dest, Destination::Peer(_));
+            self.send_copy_ttl(from, to, depart + extra, data.clone(), ttl, unicast);
         }
     }
 
-    fn send_copy(&mut self, from: NodeId, to: usize, depart: Time, data: Bytes) {
-        self.send_copy_ttl(from, to, depart, data, None)
+    fn send_copy(&mut self, from: NodeId, to: usize, depart: Time, data: Bytes, unicast: bool) {
+        self.send_copy_ttl(from, to, depart, data, None, unicast)
     }
 
     fn send_copy_ttl(
@@ -1185,6 +1227,7 @@ impl<'a> World<'a> {
         depart: Time,
         data: Bytes,
         ttl: Option<u8>,
+        unicast: bool,
     ) {
         let dest = NodeId(to as u32);
         if self
@@ -1229,6 +1272,7 @@ impl<'a> World<'a> {
                     from,
                     data: data.clone(),
                     ttl,
+                    unicast,
                 },
             );
         }
@@ -1236,7 +1280,9 @@ impl<'a> World<'a> {
 
     /// Submits what the workload allows now; drains after each burst (or each message).
     fn pump_sender(&mut self, host: usize) {
-        if !self.workload_started {
+        // A host reading its backlog with a stale clock submits once it has read it (its
+        // application's sends wait for the I/O loop's next turn).
+        if !self.workload_started || self.stale_clock.is_some() {
             return;
         }
         let cfg = self.cfg;
@@ -1423,7 +1469,7 @@ impl<'a> World<'a> {
             {
                 return false;
             }
-            if h.rx_inflight > 0 || !h.pause_buf.is_empty() {
+            if h.rx_inflight > 0 || !h.pause_buf.is_empty() || !h.pause_buf_unicast.is_empty() {
                 return false;
             }
             if matches!(h.state, HostState::Paused { .. }) {
