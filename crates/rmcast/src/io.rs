@@ -597,7 +597,7 @@ impl IoLoop {
                 self.shared.wake_pending.swap(false, Ordering::AcqRel);
                 self.handle_commands(now);
             }
-            self.read_sockets(now);
+            self.read_sockets();
             let now = self.now();
             for g in &mut self.groups {
                 if g.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -822,20 +822,26 @@ impl IoLoop {
         });
     }
 
-    fn read_sockets(&mut self, now: Time) {
+    fn read_sockets(&mut self) {
         if self.unicast_pending {
-            self.unicast_pending = self.read_socket(None, now);
+            self.unicast_pending = self.read_socket(None);
         }
         for i in 0..self.groups.len() {
             if self.groups[i].mcast_pending {
-                self.groups[i].mcast_pending = self.read_socket(Some(i), now);
+                self.groups[i].mcast_pending = self.read_socket(Some(i));
             }
         }
     }
 
     /// Read datagrams from the unicast socket (`group` None) or a group's multicast socket
     /// until it would block or the budget runs out; returns whether data may remain.
-    fn read_socket(&mut self, group: Option<usize>, now: Time) -> bool {
+    ///
+    /// The clock is read after each receive: a process stopped (SIGSTOP, a VM pause) in the
+    /// middle of a loop turn would otherwise hand what waited in its sockets through the stop
+    /// to its engines at the time before it, and an engine that finds its own stalls by the
+    /// gaps in its clock (`FailureDetector::run`) would see none: a Ring token site stopped for
+    /// 10 s ordered, on waking, messages in the view the others had left.
+    fn read_socket(&mut self, group: Option<usize>) -> bool {
         for _ in 0..RX_BUDGET / crate::batch::BATCH {
             let sock = match group {
                 None => &self.net.sock,
@@ -846,6 +852,7 @@ impl IoLoop {
             };
             match self.rx.recv(sock) {
                 Ok(n) => {
+                    let now = self.now();
                     for k in 0..n {
                         let c = &self.shared.counters;
                         AtomicNodeCounters::add(&c.datagrams_received, 1);
