@@ -10,7 +10,8 @@
 //! (its datagrams, its events) at once, until nothing more is due; then it moves to the next
 //! instant: the next arrival or timer, or the next tick where a test asks for a clock that
 //! ticks. The hooks are the ones the engines' tests need: a drop rule per copy, hop counts
-//! with the TTL a datagram arrives with, crashed (`down`) and busy (`paused`) nodes, a crash
+//! with the TTL a datagram arrives with, crashed (`down`), busy (`paused`) and stopped
+//! (`stopped`: SIGSTOP, its copies kept for [`Net::wake`]) nodes, a crash
 //! instead of a given send, the log of every datagram sent, and an [`Observer`] for what a
 //! test watches beside the events.
 
@@ -92,6 +93,9 @@ pub struct Net<E: ?Sized, X = ()> {
     pub down: Vec<bool>,
     /// Busy application: the engine runs, but nobody takes its events.
     pub paused: Vec<bool>,
+    /// Stopped process (SIGSTOP): no timers, and copies to it wait, unbounded, until
+    /// [`Net::wake`] hands them over.
+    pub stopped: Vec<bool>,
     /// The virtual clock.
     pub now: Time,
     /// A clock that ticks: instants are only every `tick` (None: the next arrival or timer).
@@ -113,6 +117,8 @@ pub struct Net<E: ?Sized, X = ()> {
     pub x: X,
     /// (arrival, order) -> copy.
     flight: BTreeMap<(Time, u64), Flight>,
+    /// Per node: copies that reached it while it was stopped, in arrival order.
+    backlog: Vec<Vec<Flight>>,
     order: u64,
 }
 
@@ -125,6 +131,7 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
             taken_at: Vec::new(),
             down: Vec::new(),
             paused: Vec::new(),
+            stopped: Vec::new(),
             now: Time::ZERO,
             tick: None,
             latency: Duration::ZERO,
@@ -135,6 +142,7 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
             datagrams: 0,
             x,
             flight: BTreeMap::new(),
+            backlog: Vec::new(),
             order: 0,
         }
     }
@@ -146,6 +154,8 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
         self.taken_at.push(Vec::new());
         self.down.push(false);
         self.paused.push(false);
+        self.stopped.push(false);
+        self.backlog.push(Vec::new());
         self.nodes.len() - 1
     }
 
@@ -201,7 +211,8 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
                 self.hand_over(f);
             }
             for i in 0..self.nodes.len() {
-                if !self.down[i] && self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
+                let running = !self.down[i] && !self.stopped[i];
+                if running && self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
                     self.nodes[i].handle_timeout(self.now);
                     self.poll(i);
                     acted = true;
@@ -216,15 +227,24 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
 
     /// The next arrival or timer.
     fn next_due(&self) -> Option<Time> {
-        let timers = (self.nodes.iter().zip(&self.down))
-            .filter(|(_, down)| !**down)
-            .filter_map(|(n, _)| n.poll_timeout());
+        let timers = (self.nodes.iter().enumerate())
+            .filter(|&(i, _)| !self.down[i] && !self.stopped[i])
+            .filter_map(|(_, n)| n.poll_timeout());
         let arrival = self.flight.keys().next().map(|k| k.0);
         timers.chain(arrival).min()
     }
 
     fn hand_over(&mut self, f: Flight) {
+        self.hand_over_at(f, self.now);
+    }
+
+    /// Hands copy `f` to its receiver, whose clock reads `clock`.
+    fn hand_over_at(&mut self, f: Flight, clock: Time) {
         if self.down[f.to] {
+            return;
+        }
+        if self.stopped[f.to] {
+            self.backlog[f.to].push(f);
             return;
         }
         let pkt = wire::decode(&f.bytes).expect("engines send valid datagrams");
@@ -240,10 +260,23 @@ impl<E: ?Sized + Engine, X: Observer<E>> Net<E, X> {
         let from = self.nodes[f.from].node_id();
         let node = &mut self.nodes[f.to];
         match f.ttl {
-            Some(ttl) => node.handle_datagram_with_ttl(self.now, from, &f.bytes, Some(ttl)),
-            None => node.handle_datagram(self.now, from, &f.bytes),
+            Some(ttl) => node.handle_datagram_with_ttl(clock, from, &f.bytes, Some(ttl)),
+            None => node.handle_datagram(clock, from, &f.bytes),
         }
         self.poll(f.to);
+    }
+
+    /// Continues stopped node `i` (SIGCONT): it reads what waited for it as the runtime reads
+    /// its sockets, every unicast copy before the first multicast one, each in arrival order,
+    /// with its clock reading `clock` (`self.now`, or a time before: a process stopped after
+    /// its I/O loop read the clock); its timers run from the next instant on.
+    pub fn wake(&mut self, i: usize, clock: Time) {
+        self.stopped[i] = false;
+        let mut backlog = std::mem::take(&mut self.backlog[i]);
+        backlog.sort_by_key(|f| f.multicast);
+        for f in backlog {
+            self.hand_over_at(f, clock);
+        }
     }
 
     /// Takes node `i`'s datagrams (on their way) and events until it has none, now.

@@ -6,6 +6,13 @@
 //! (`FailureDetector::run`), fences its order and asks the group (`Fence`), and learns it was
 //! expelled instead.
 //!
+//! The runtime reads its unicast socket before its multicast one, and a real socket drops what
+//! overflows it ([`PauseRead::UnicastFirst`], a buffer of 64 datagrams per socket); a process
+//! stopped in the middle of its I/O loop's turn once read the whole backlog with the clock of
+//! before the stop ([`rmcast_sim::Faults::pause_stale_clock`]): the gauntlet's one failed
+//! `stop-10s` run of the Ring, reproduced here on every seed before the Ring took a peer's
+//! failure-detector probe for a sign that it stood still.
+//!
 //! Checked with total order over every host, the expelled one included
 //! (`checkers::uniform_total_order`), at the levels that deliver as soon as a message is ordered
 //! (the Sequencer with r = 0, the Ring's totally ordered level: the command line's defaults),
@@ -13,7 +20,7 @@
 //! member, or it proves nothing.
 
 use rmcast_proto::{NodeId, Qos};
-use rmcast_sim::{checkers, run, EngineChoice, Pause, Scenario};
+use rmcast_sim::{checkers, run, EngineChoice, Pause, PauseRead, Scenario};
 use std::time::Duration;
 
 fn stall_the_orderer(engine: EngineChoice, qos: Qos, seeds: u64) {
@@ -41,23 +48,81 @@ fn stall_the_orderer(engine: EngineChoice, qos: Qos, seeds: u64) {
         });
         cfg.faults.pause_buffer_datagrams = 4096;
         let rep = run(&cfg);
-        let failed_hosts = rep.record.failed_hosts();
-        assert!(
-            failed_hosts.contains(&NodeId(0)),
-            "seed {seed}: the stalled member was not left out, so the run proves nothing"
-        );
-        let mut verdicts: Vec<_> = rep.verdicts.clone().into_iter().collect();
-        verdicts.push((
-            "uniform_total_order",
-            checkers::uniform_total_order(&rep.record),
-        ));
-        for (name, v) in verdicts {
-            if let Err(violations) = v {
-                failed.push(format!("seed {seed}: {name}: {violations:?}"));
-            }
-        }
+        check(seed, &rep, &mut failed);
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Every seed must expel the stalled host 0; every checker, and total order over every host.
+fn check(seed: u64, rep: &rmcast_sim::Report, failed: &mut Vec<String>) {
+    assert!(
+        rep.record.failed_hosts().contains(&NodeId(0)),
+        "seed {seed}: the stalled member was not left out, so the run proves nothing"
+    );
+    let mut verdicts: Vec<_> = rep.verdicts.clone().into_iter().collect();
+    verdicts.push((
+        "uniform_total_order",
+        checkers::uniform_total_order(&rep.record),
+    ));
+    for (name, v) in verdicts {
+        if let Err(violations) = v {
+            failed.push(format!("seed {seed}: {name}: {violations:?}"));
+        }
+    }
+}
+
+/// The gauntlet's `stop-10s` on the Ring: three members, one sender writing 20 lines a second,
+/// the creator (host 0, the token site or next to it) stopped for 10 s and woken with its
+/// socket read as the runtime reads it, unicast first from bounded buffers, and (`stale_clock`)
+/// at the time of the stop.
+fn stop_a_token_site_for_10_s(stale_clock: bool, seeds: u64) {
+    let sc = Scenario {
+        engine: EngineChoice::named("ring").expect("registered"),
+        members: 3,
+        senders: 1,
+        messages: 20 * 16,
+        rate: Some(20.0),
+        latency_ms: 0.1,
+        reorder_ms: 0.05,
+        qos: Some(Qos::TotallyOrdered),
+        ..Scenario::default()
+    };
+    let mut failed = Vec::new();
+    let mut overflow = 0;
+    for seed in 0..seeds {
+        let mut cfg = sc.config(seed);
+        let start = cfg.workload.start;
+        cfg.faults.pauses.push(Pause {
+            host: NodeId(0),
+            at: start + Duration::from_millis(300 + (seed * 37) % 1000),
+            duration: Duration::from_secs(10),
+        });
+        cfg.faults.pause_buffer_datagrams = 64;
+        cfg.faults.pause_read = PauseRead::UnicastFirst;
+        cfg.faults.pause_stale_clock = stale_clock;
+        let rep = run(&cfg);
+        overflow += rep.record.net.drops_pause_overflow;
+        check(seed, &rep, &mut failed);
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // 10 s of a sender's data and the ring's ACKs do not fit in 64 datagrams.
+    assert!(
+        overflow > 0,
+        "no receive buffer overflowed: the shape is not the gauntlet's"
+    );
+}
+
+#[test]
+fn a_token_site_stopped_for_10_s_reads_its_sockets_as_the_runtime_does() {
+    stop_a_token_site_for_10_s(false, 60);
+}
+
+/// Without the Ring's rule that a peer's failure-detector probe means it may have stood still,
+/// every seed failed: the token site ordered the sender's messages in its old view at the
+/// sequence numbers of the others' New List and after.
+#[test]
+fn a_token_site_woken_with_the_clock_of_its_stop_orders_nothing_in_its_old_view() {
+    stop_a_token_site_for_10_s(true, 60);
 }
 
 #[test]

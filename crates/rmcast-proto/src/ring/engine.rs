@@ -1690,7 +1690,8 @@ impl Ring {
     /// detector's heartbeat), so a longer gap is a stall; a quiescent ring keeps no timer (it
     /// stays silent), so there a long idle time counts as one too (without the detector's
     /// forgiveness): after it, a member's first turn as token site waits one round trip. (Its
-    /// socket may hold the token, passed while it stood still by a ring gone active.)
+    /// socket may hold the token, passed while it stood still by a ring gone active.) A fence
+    /// up at a stall is raised afresh.
     fn run(&mut self, now: Time) {
         let beating = self.in_ring() && !self.detector_idle();
         let run = match self.rec.detector.as_mut() {
@@ -1706,7 +1707,12 @@ impl Ring {
                 self.token.stalled = true;
             }
             Run::LongIdle => self.token.stalled = true,
-            Run::OnTime => {}
+            Run::OnTime => return,
+        }
+        // A fence raised before the stall is lifted only by answers to a probe sent after it:
+        // answers to the old one may have waited in the socket through the stall.
+        if self.token.fence.take().is_some() && self.token.holding {
+            self.fence_if_stalled(now);
         }
     }
 
@@ -1983,6 +1989,14 @@ impl Shelled for Ring {
                 if !(self.in_ring() && self.membership.ring.contains(&h.sender)) {
                     self.tell_expelled(now, h.sender);
                 } else if token == 0 || !self.recovering() {
+                    if token == 0 {
+                        // The peer's failure detector went a probe interval without hearing
+                        // from this member: it may have stood still, and a process stopped
+                        // after its I/O loop read the clock reads its whole backlog at the
+                        // time before the stop, which `run` takes for no stall at all. Order
+                        // nothing more before a majority answers a fresh probe.
+                        self.token.stalled = true;
+                    }
                     // A fenced member's probe (a token) is answered only outside a
                     // reformation: one under way may be forming a ring without it.
                     let next = self.order.next_ack;

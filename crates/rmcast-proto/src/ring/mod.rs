@@ -73,7 +73,9 @@
 //! for crashed members with one probing round every two seconds. A member that stood still (a
 //! SIGSTOP, a VM pause: [`crate::common::FailureDetector::run`]) orders nothing as token site
 //! until a majority of its ring answers a fresh probe ([`crate::common::Fence`]), so that it
-//! never orders in a ring that reformed without it.
+//! never orders in a ring that reformed without it. A peer's failure-detector probe counts as
+//! a stall too (a process stopped after reading its clock sees no gap in it), and a fence up
+//! at a stall is raised afresh (answers to its probe may have waited through the stall).
 //!
 //! **Roles, not claims.** What orders is taken only from the member entitled to send it: the
 //! next ACK from the token's chain (the site the last ACK applied named, or its sender taking
@@ -108,6 +110,8 @@ mod reform_tests;
 #[cfg(test)]
 mod roles_tests;
 mod rpc;
+#[cfg(test)]
+mod stall_tests;
 #[cfg(test)]
 mod sweep_tests;
 #[cfg(test)]

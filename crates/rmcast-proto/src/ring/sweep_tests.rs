@@ -14,9 +14,9 @@ use crate::wire::{EngineKind, Header};
 use bytes::Bytes;
 use std::time::Duration;
 
-type RingNet = Net<Ring>;
+pub(super) type RingNet = Net<Ring>;
 
-fn build(role: Role, id: u32, now: Time) -> Box<Ring> {
+pub(super) fn build(role: Role, id: u32, now: Time) -> Box<Ring> {
     Box::new(Ring::with_config(
         &EngineParams {
             role,
@@ -32,7 +32,7 @@ fn build(role: Role, id: u32, now: Time) -> Box<Ring> {
 }
 
 /// Node 0 creates the ring, nodes `1..n` join one by one; the ring is then quiescent.
-fn ring(n: u32) -> RingNet {
+pub(super) fn ring(n: u32) -> RingNet {
     let mut net = RingNet::with(());
     net.add(build(Role::Create, 0, Time::ZERO));
     for i in 1..n {
@@ -49,7 +49,7 @@ fn ring(n: u32) -> RingNet {
 }
 
 /// The slot each member delivered `sender`'s message `msg` in.
-fn slots_of(net: &RingNet, sender: usize, msg: u64) -> Vec<(usize, u64)> {
+pub(super) fn slots_of(net: &RingNet, sender: usize, msg: u64) -> Vec<(usize, u64)> {
     (0..net.nodes.len())
         .flat_map(|i| {
             net.events[i].iter().filter_map(move |e| match e {
