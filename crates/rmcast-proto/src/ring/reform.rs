@@ -369,7 +369,7 @@ impl Ring {
 
     /// The ACKs that end the old view: the recovered packets of the removed members, then the
     /// New List (the initiator keeps the token).
-    fn build_new_list(
+    pub(super) fn build_new_list(
         &self,
         version: u64,
         old: &[NodeId],

@@ -110,3 +110,38 @@ fn a_leaver_the_ring_reformed_without_ends() {
         .any(|e| matches!(e, Event::Left | Event::Recovery(Recovery::Expelled { .. })));
     assert!(ended, "{}", net.nodes[2].describe());
 }
+
+/// A reformation that removes a member recovers that member's packets from the next number it
+/// had ordered, up to `MAX_RECOVERED` more. A forged ACK can put that number at the last one,
+/// `u64::MAX`: the range's end used to be `from + MAX_RECOVERED` and wrapped (`ring_state`
+/// fuzzing, `fuzz/corpus/ring_state/bug-recovered-range-at-the-last-number`); it saturates
+/// now. Nothing is held there, so the list is the New List alone, naming the members kept and
+/// the removed member's next number left as it was.
+#[test]
+fn a_recovered_range_at_the_last_sequence_number_does_not_overflow() {
+    use super::packet::{self, AckBody, SyncPoint};
+    let net = super::sweep_tests::ring(3);
+    let mut site = net.nodes.into_iter().next().expect("member 0");
+    let removed = NodeId(2);
+    site.order.ordered_next.insert(removed, u64::MAX);
+    let old = site.membership.ring.clone();
+    assert!(old.contains(&removed));
+    let kept: Vec<NodeId> = old.iter().copied().filter(|&m| m != removed).collect();
+    let target = SyncPoint {
+        acks: site.order.next_ack,
+        data: vec![(removed, u64::MAX)],
+    };
+    let list = site.build_new_list(9, &old, &kept, &target);
+    assert_eq!(list.version, 9);
+    assert_eq!(
+        list.acks.len(),
+        1,
+        "no recovered entries, only the New List"
+    );
+    let datagram = crate::wire::decode(&list.acks[0]).expect("an ACK datagram");
+    let ack = packet::Ack::decode(datagram.body).expect("an ACK");
+    match ack.body {
+        AckBody::NewList(l) => assert_eq!(l.members, kept),
+        AckBody::Entries(e) => panic!("recovered entries {e:?}"),
+    }
+}
