@@ -10,8 +10,8 @@
 //! overflows it ([`PauseRead::UnicastFirst`], a buffer of 64 datagrams per socket); a process
 //! stopped in the middle of its I/O loop's turn once read the whole backlog with the clock of
 //! before the stop ([`rmcast_sim::Faults::pause_stale_clock`]): the gauntlet's one failed
-//! `stop-10s` run of the Ring, reproduced here on every seed before the Ring took a peer's
-//! failure-detector probe for a sign that it stood still.
+//! `stop-10s` run of the Ring, reproduced here on every seed before the Ring took two of a
+//! peer's failure-detector probes read at one instant for a sign that it stood still.
 //!
 //! Checked with total order over every host, the expelled one included
 //! (`checkers::uniform_total_order`), at the levels that deliver as soon as a message is ordered
@@ -117,7 +117,8 @@ fn a_token_site_stopped_for_10_s_reads_its_sockets_as_the_runtime_does() {
     stop_a_token_site_for_10_s(false, 60);
 }
 
-/// Without the Ring's rule that a peer's failure-detector probe means it may have stood still,
+/// Without the Ring's rule that two of a peer's failure-detector probes read at one instant
+/// mean it stood still,
 /// every seed failed: the token site ordered the sender's messages in its old view at the
 /// sequence numbers of the others' New List and after.
 #[test]

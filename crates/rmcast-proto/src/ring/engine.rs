@@ -1989,12 +1989,13 @@ impl Shelled for Ring {
                 if !(self.in_ring() && self.membership.ring.contains(&h.sender)) {
                     self.tell_expelled(now, h.sender);
                 } else if token == 0 || !self.recovering() {
-                    if token == 0 {
-                        // The peer's failure detector went a probe interval without hearing
-                        // from this member: it may have stood still, and a process stopped
-                        // after its I/O loop read the clock reads its whole backlog at the
-                        // time before the stop, which `run` takes for no stall at all. Order
-                        // nothing more before a majority answers a fresh probe.
+                    if token == 0 && self.token.probed_again(h.sender, now) {
+                        // Two of a peer's failure-detector probes at one instant waited in
+                        // the socket together: the peer retried before this member read
+                        // either, so it stood still, whatever its clock says (a process
+                        // stopped after its I/O loop read the clock reads its backlog at the
+                        // time before the stop, and `run` sees no gap). Order nothing more
+                        // before a majority answers a fresh probe.
                         self.token.stalled = true;
                     }
                     // A fenced member's probe (a token) is answered only outside a
@@ -2417,7 +2418,8 @@ impl Engine for Ring {
     fn describe(&self) -> String {
         format!(
             "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
-             held_all={} stable={} token(holding={} idle={} named={:?} passing={:?}) own={}/{} \
+             held_all={} stable={} token(holding={} idle={} named={:?} passing={:?} fenced={} stalled={}) \
+             own={}/{} \
              unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?} \
              reform={:?} seen={:?} bound={} retry={:?} expelled={} chain={:?} refused={} \
              next_timer={:?}",
@@ -2436,6 +2438,8 @@ impl Engine for Ring {
             self.token.idle,
             self.token.named,
             self.token.passing.map(|p| (p.0, p.1 .0)),
+            self.token.fence.is_some(),
+            self.token.stalled,
             self.flow.own_stable,
             self.flow.own_next,
             self.order.data.len(),

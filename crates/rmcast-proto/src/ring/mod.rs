@@ -73,9 +73,10 @@
 //! for crashed members with one probing round every two seconds. A member that stood still (a
 //! SIGSTOP, a VM pause: [`crate::common::FailureDetector::run`]) orders nothing as token site
 //! until a majority of its ring answers a fresh probe ([`crate::common::Fence`]), so that it
-//! never orders in a ring that reformed without it. A peer's failure-detector probe counts as
-//! a stall too (a process stopped after reading its clock sees no gap in it), and a fence up
-//! at a stall is raised afresh (answers to its probe may have waited through the stall).
+//! never orders in a ring that reformed without it. Two of a peer's failure-detector probes
+//! handled at one instant count as a stall too (they waited in the socket together: a process
+//! stopped after reading its clock sees no gap in it), and a fence up at a stall is raised
+//! afresh (answers to its probe may have waited through the stall).
 //!
 //! **Roles, not claims.** What orders is taken only from the member entitled to send it: the
 //! next ACK from the token's chain (the site the last ACK applied named, or its sender taking

@@ -76,8 +76,9 @@ fn counter(node: &Ring, name: &str) -> u64 {
 /// unicast datagrams first (the runtime reads its unicast socket before its multicast one),
 /// the peers' failure-detector probes among them, then the ACK and data of the old view. It
 /// used to order the sender's messages in its old view at the slots of the others' New List
-/// and after. A peer's failure-detector probe now tells it that it may have stood still: it
-/// fences its order, and learns it was expelled.
+/// and after. Two probes of one peer's failure detector read at one instant now tell it that
+/// it stood still (the peer retried before it read either): it fences its order, and learns it
+/// was expelled.
 #[test]
 fn a_token_site_woken_with_the_clock_of_its_stop_orders_nothing_in_its_old_view() {
     let mut net = ring(3);

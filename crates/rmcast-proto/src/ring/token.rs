@@ -30,6 +30,8 @@ pub(super) struct TokenSite {
     pub(super) fence: Option<Fence>,
     /// This member stood still since it last ordered: fence before it orders again.
     pub(super) stalled: bool,
+    /// The last failure-detector probe handled from each peer, and when.
+    pub(super) probed: Vec<(NodeId, Time)>,
 }
 
 impl TokenSite {
@@ -67,9 +69,28 @@ impl TokenSite {
         debug_assert!(!self.holding, "an ACK applied while the token is held here");
     }
 
-    /// Earliest time a data gap is to be asked for, at the token site.
+    /// A failure-detector probe from `peer` is handled at `now`: whether one from it was
+    /// handled at the same instant already (both waited in the socket). Keeps one entry per
+    /// peer, at most `MAX_PROBERS`.
+    pub(super) fn probed_again(&mut self, peer: NodeId, now: Time) -> bool {
+        const MAX_PROBERS: usize = 64;
+        match self.probed.iter_mut().find(|p| p.0 == peer) {
+            Some(p) => std::mem::replace(&mut p.1, now) == now,
+            None => {
+                if self.probed.len() == MAX_PROBERS {
+                    self.probed.remove(0);
+                }
+                self.probed.push((peer, now));
+                false
+            }
+        }
+    }
+
+    /// Earliest time a data gap is to be asked for, at the token site. None while the fence
+    /// is up: the site asks for gaps as it orders, and left in the past the deadline would
+    /// fire for ever.
     pub(super) fn data_gap_deadline(&self) -> Option<Time> {
-        (self.holding)
+        (self.holding && self.fence.is_none())
             .then(|| self.data_gaps.values().map(|g| g.1).min())
             .flatten()
     }
