@@ -71,11 +71,13 @@ fn check(seed: u64, rep: &rmcast_sim::Report, failed: &mut Vec<String>) {
     }
 }
 
-/// One shape of the gauntlet's `stop-10s` on the Ring: three members, one sender writing 20
-/// lines a second, the creator (host 0, the token site or next to it) stopped for 10 s,
+/// One shape of the gauntlet's `stop-10s` (on the Ring, or `engine`): three members, one
+/// sender writing 20 lines a second, the creator (host 0: the Ring's token site or next to it,
+/// the Sequencer's sequencer) stopped for 10 s,
 /// `at_ms` to `at_ms` + 1 s into the traffic, its receive buffers `buffer` datagrams each, read
 /// as `read` says on waking, with the clock of waking or (`stale_clock`) of the stop.
 struct Stop {
+    engine: EngineChoice,
     read: PauseRead,
     buffer: usize,
     stale_clock: bool,
@@ -86,7 +88,7 @@ impl Stop {
     /// Runs `seeds` seeds; returns the datagrams the stopped host's buffers dropped.
     fn run(&self, seeds: u64) -> u64 {
         let sc = Scenario {
-            engine: EngineChoice::named("ring").expect("registered"),
+            engine: self.engine.clone(),
             members: 3,
             senders: 1,
             messages: 20 * 16,
@@ -127,6 +129,7 @@ impl Stop {
 /// ring's ACKs do not fit: they overflow, as a real socket's would).
 fn as_the_runtime_reads(stale_clock: bool) -> Stop {
     Stop {
+        engine: EngineChoice::named("ring").expect("registered"),
         read: PauseRead::UnicastFirst,
         buffer: 64,
         stale_clock,
@@ -149,7 +152,8 @@ fn a_token_site_woken_with_the_clock_of_its_stop_orders_nothing_in_its_old_view(
     assert!(overflow > 0, "no receive buffer overflowed");
 }
 
-/// Any shape, from the environment (docs/RELIABILITY.md's counts): `STOP_SEEDS` (500),
+/// Any shape, from the environment (docs/RELIABILITY.md's counts): `STOP_ENGINE` (`ring`;
+/// any engine of the registry, its defaults), `STOP_SEEDS` (500),
 /// `STOP_BUFFER` (64), `STOP_READ` (`unicast-first` or `arrival`), `STOP_STALE` (1: the
 /// clock of the stop), `STOP_AT_MS` (300). With the clock of the stop and arrival order it
 /// fails: the engine cannot tell, and only the runtime's clock after each receive helps.
@@ -166,7 +170,9 @@ fn stop_shape_from_env() {
         Ok("arrival") => PauseRead::ArrivalOrder,
         _ => PauseRead::UnicastFirst,
     };
+    let engine = std::env::var("STOP_ENGINE").unwrap_or_else(|_| "ring".into());
     let stop = Stop {
+        engine: EngineChoice::named(&engine).expect("a registered engine"),
         read,
         buffer: var("STOP_BUFFER", 64) as usize,
         stale_clock: var("STOP_STALE", 1) == 1,
