@@ -6,7 +6,7 @@
 
 use rmcast_proto::sequencer::packet::{
     encode_control, encode_view, ptype, Body, EntryKind, OrderedEntry, OrderedWriter, ReqEntry,
-    ReqWriter, SeqState, VoteKind,
+    ReqWriter, SeqRanges, SeqState, VoteKind,
 };
 use rmcast_proto::wire::{EngineKind, Header, FLAG_AUTH, HEADER_LEN};
 use rmcast_proto::NodeId;
@@ -131,8 +131,11 @@ fn main() -> std::io::Result<()> {
             "seed-retrans",
             ptype::RETRANS,
             Body::Retrans {
-                from: 5,
-                to: 9,
+                ranges: {
+                    let mut r = SeqRanges::single(5, 9);
+                    r.insert(12, 14);
+                    r
+                },
                 expect: 5,
             },
         ),

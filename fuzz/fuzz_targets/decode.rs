@@ -40,7 +40,17 @@ fuzz_target!(|data: &[u8]| {
                 assert!(e.frag_index < e.frag_count);
             }
         }
-        Body::Retrans { from, to, .. } | Body::ReqGap { from, to } => assert!(from < to),
+        Body::Retrans { ranges, expect } => {
+            // Canonical ranges, none below what the member delivered, within one window.
+            let mut last: Option<u64> = None;
+            assert!(!ranges.is_empty());
+            for (f, t) in ranges.iter() {
+                assert!(f < t && f >= expect && last.is_none_or(|l| l < f));
+                last = Some(t);
+            }
+            assert!(ranges.span() <= rmcast_proto::sequencer::packet::MAX_NACK_SPAN);
+        }
+        Body::ReqGap { from, to } => assert!(from < to),
         Body::Accept(s) | Body::Sync(s) => {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }

@@ -188,7 +188,15 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
         Body::Accept(s) | Body::Sync(s) => {
             assert!(s.stable <= s.accepted_next && s.accepted_next <= s.next_seq);
         }
-        Body::Retrans { from, to, .. } | Body::ReqGap { from, to } => assert!(from < to),
+        Body::Retrans { ranges, expect } => {
+            let r: Vec<(u64, u64)> = ranges.iter().collect();
+            assert!(!r.is_empty() && r.len() <= packet::MAX_NACK_RANGES);
+            assert!(r[0].0 >= *expect);
+            assert!(r.iter().all(|&(f, t)| f < t));
+            assert!(r.windows(2).all(|w| w[0].1 < w[1].0));
+            assert!(r[r.len() - 1].1 - r[0].0 <= packet::MAX_NACK_SPAN);
+        }
+        Body::ReqGap { from, to } => assert!(from < to),
         Body::Result {
             seq, stable, view, ..
         } => {
@@ -633,12 +641,26 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                     if which == 11 {
                         (ptype::REQ_GAP, Body::ReqGap { from, to })
                     } else {
+                        // A NACK's ranges: the first at `from` (at or after what the member
+                        // delivered), more after it while they stay within one window.
+                        let mut ranges = packet::SeqRanges::single(from, to);
+                        let mut at = to;
+                        for k in 0..(c % 20) {
+                            let (f, t) = (at.saturating_add(1 + k), at.saturating_add(2 + 2 * k));
+                            if f >= t || t - from > packet::MAX_NACK_SPAN {
+                                break;
+                            }
+                            ranges.insert(f, t);
+                            at = t;
+                        }
+                        if ranges.span() > packet::MAX_NACK_SPAN {
+                            ranges = packet::SeqRanges::single(from, from + 1);
+                        }
                         (
                             ptype::RETRANS,
                             Body::Retrans {
-                                from,
-                                to,
-                                expect: c,
+                                ranges,
+                                expect: c.min(from),
                             },
                         )
                     }

@@ -259,8 +259,7 @@ fn sequencer_rows() -> (Vec<Row>, Vec<NodeCounters>) {
     let mut rows = Vec::new();
     let mut buf = Vec::new();
     let retrans = Body::Retrans {
-        from: 0,
-        to: 10_000,
+        ranges: seq::SeqRanges::single(0, 10_000),
         expect: 0,
     };
     rows.extend(measure("sequencer RETRANS, member's id", &t, |_| {

@@ -47,6 +47,9 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return;
         }
+        // Numbers below this were known to be missing before this datagram: any of them it
+        // brings answers a NACK (or fills a hole before one was needed).
+        let known_before = self.hist.seq_next_known;
         if self.recovering() {
             // Only repairs arrive now, and only stability (a fact of the old order) is taken
             // from them: acceptance stays where the old sequencer left it.
@@ -59,8 +62,14 @@ impl Sequencer {
         }
         self.hist.purge();
         let held_before = self.hist.held_next;
+        let mut filled = false;
         for (i, e) in entries.enumerate() {
-            self.receive_entry(base_seq + i as u64, &e, data);
+            let seq = base_seq + i as u64;
+            filled |= self.receive_entry(seq, &e, data) && seq < known_before;
+        }
+        if filled {
+            let now = self.now;
+            self.hist.gaps.answered(now);
         }
         self.hist.advance_held();
         if self.hist.held_next > held_before && self.recovering() {
@@ -97,11 +106,11 @@ impl Sequencer {
         true
     }
 
-    /// One ordered entry for `seq`, into the history.
-    fn receive_entry(&mut self, seq: u64, e: &OrderedEntry<'_>, data: &Bytes) {
+    /// One ordered entry for `seq`, into the history; whether it was new here.
+    fn receive_entry(&mut self, seq: u64, e: &OrderedEntry<'_>, data: &Bytes) -> bool {
         if seq < self.hist.next_deliver {
             self.counters.duplicates += 1;
-            return;
+            return false;
         }
         if e.sender == self.me && e.kind == EntryKind::Data {
             self.sender.on_ordered(e.pnum, self.now);
@@ -123,9 +132,11 @@ impl Sequencer {
             payload,
             bb: !e.has_payload,
         };
-        if !self.hist.store(seq, entry) {
+        let new = self.hist.store(seq, entry);
+        if !new {
             self.counters.duplicates += 1;
         }
+        new
     }
 
     /// BB data multicast by its sender (the accept may come before or after it).

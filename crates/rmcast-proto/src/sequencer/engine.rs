@@ -9,7 +9,7 @@
 use super::config::Config;
 use super::history::History;
 use super::ordering::{Member, MemberState, Ordering};
-use super::packet::{self, ptype, Body, SeqState};
+use super::packet::{self, ptype, Body, SeqRanges, SeqState};
 use super::recovery::state::RecoveryState;
 use super::retrans::Retransmissions;
 use super::sender::Sender;
@@ -21,6 +21,11 @@ use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, Qos, SendEr
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
 use std::time::Duration;
+
+/// How many times the repair timeout a fruitless NACK's repeat waits at most: as the ring's
+/// NACK ceiling (320 ms at the default 40 ms), long enough to let a congested sequencer drain,
+/// short enough that a member catches up soon once it does.
+const NACK_BACKOFF: u32 = 8;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
@@ -585,11 +590,7 @@ impl Sequencer {
                     self.succession.has_leave(from, expect);
                 }
             }
-            Body::Retrans {
-                from: f,
-                to,
-                expect,
-            } => self.on_retrans(from, f, to, expect, recovering),
+            Body::Retrans { ranges, expect } => self.on_retrans(from, ranges, expect, recovering),
             Body::ReqGap { from: f, to } => {
                 // Only the sequencer of our view asks; what it asks for is our own stream.
                 if !seq_role && self.phase == Phase::Member && from == self.sequencer_hint {
@@ -678,15 +679,15 @@ impl Sequencer {
         }
     }
 
-    /// BC_RETRANS for `[f, to)`: served by the sequencer, or by a member during recovery.
-    fn on_retrans(&mut self, from: NodeId, f: u64, to: u64, expect: u64, recovering: bool) {
+    /// BC_RETRANS for `ranges`: served by the sequencer, or by a member during recovery.
+    fn on_retrans(&mut self, from: NodeId, ranges: SeqRanges, expect: u64, recovering: bool) {
         self.counters.nacks_received += 1;
         if recovering {
             if self.recovery_invites(from) {
-                self.queue_retrans(from, f, to);
+                self.queue_retrans(from, ranges);
             }
         } else {
-            self.ordering(|o, m| o.on_retrans(m, from, (f, to), expect));
+            self.ordering(|o, m| o.on_retrans(m, from, ranges, expect));
         }
     }
 
@@ -734,7 +735,13 @@ impl Sequencer {
         let open = self
             .repair_target()
             .is_some_and(|(_, limit)| self.hist.held_next < limit);
-        self.hist.gaps.on_timeout(now, open, rto);
+        // A NACK that brought nothing is repeated later and later, up to NACK_BACKOFF times
+        // the timeout (and the configured ceiling), and never sooner than the measured round.
+        let ceiling =
+            (rto * NACK_BACKOFF).min(Duration::from_millis(self.cfg.max_retrans_timeout_ms));
+        if self.hist.gaps.on_timeout_backoff(now, open, rto, ceiling) {
+            self.stats.nacks_backed_off += 1;
+        }
         if self.sync_at().is_some_and(|t| now >= t) {
             if let Some(o) = self.ord.as_mut() {
                 o.sync_due = true;

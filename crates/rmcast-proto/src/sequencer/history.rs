@@ -8,7 +8,7 @@
 //! `seq_next_known` the sequencer is known to have assigned numbers, so `[held_next,
 //! seq_next_known)` is a gap to repair.
 
-use super::packet::{EntryKind, SeqState};
+use super::packet::{EntryKind, SeqRanges, SeqState};
 use crate::common::{GapTracker, HistoryBuffer, Reassembly};
 use crate::engine::NodeId;
 use bytes::Bytes;
@@ -245,6 +245,31 @@ impl History {
             self.held_next = self.next_deliver;
         }
         debug_assert!(self.buffer.base() <= self.next_deliver);
+    }
+
+    /// What is missing below `limit`: every number from `held_next` on that this member's
+    /// window holds no payload for, as ranges (the body of a NACK). More holes than a NACK
+    /// names are asked for with the numbers between the closest ones (see
+    /// [`SeqRanges::insert`]).
+    pub(super) fn missing(&self, limit: u64) -> SeqRanges {
+        let mut out = SeqRanges::new();
+        let end = limit.min(self.buffer.limit());
+        let mut hole: Option<u64> = None;
+        for s in self.held_next..end {
+            let held = self.buffer.get(s).is_some_and(|e| e.payload.is_some());
+            match (held, hole) {
+                (false, None) => hole = Some(s),
+                (true, Some(h)) => {
+                    out.insert(h, s);
+                    hole = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(h) = hole {
+            out.insert(h, end);
+        }
+        out
     }
 
     /// Purge what every member delivered.

@@ -4,8 +4,8 @@
 
 use super::config::Config;
 use super::history::{Entry, History};
-use super::packet::{self, ptype, EntryKind, ReqEntry};
-use super::retrans::Retransmissions;
+use super::packet::{self, ptype, EntryKind, ReqEntry, SeqRanges};
+use super::retrans::{Budget, Retransmissions};
 use super::sender::Sender;
 use super::shared::{SeqTimers, Stats, Timer, MAX_RETRANS_QUEUE};
 use crate::common::{view_bytes, Fence};
@@ -619,9 +619,11 @@ impl Ordering {
     }
 
     /// Owe `to` the entries `[from, until)` of what this sequencer ordered and still holds.
-    fn owe(&self, m: &mut Member<'_>, to: NodeId, from: u64, until: u64) {
-        let base = m.hist.buffer.base();
-        m.retrans.owe_within(to, from, until, base, self.next_seq);
+    fn owe(&self, m: &mut Member<'_>, to: NodeId, mut ranges: SeqRanges) {
+        ranges.clip(m.hist.buffer.base(), self.next_seq);
+        if m.retrans.owe(to, ranges, m.now, Budget::of(m.cfg)) {
+            m.stats.retrans_cut += 1;
+        }
     }
 
     /// BC_JOINREQ from `from`.
@@ -630,7 +632,7 @@ impl Ordering {
             if x.departed.is_none() {
                 // Its join is ordered but it missed the broadcast: send it again.
                 let from_seq = x.join_seq.max(m.hist.buffer.base());
-                self.owe(m, from, from_seq, self.next_seq);
+                self.owe(m, from, SeqRanges::single(from_seq, self.next_seq));
             }
             return;
         }
@@ -679,7 +681,7 @@ impl Ordering {
         };
         self.note_member_state(i, expect, 0);
         match self.members[i].departed {
-            Some((seq, _)) => self.owe(m, from, seq, seq + 1),
+            Some((seq, _)) => self.owe(m, from, SeqRanges::single(seq, seq + 1)),
             // Fenced: the leaver asks again.
             None if self.leaving.is_none() && self.fence.is_none() => {
                 if m.hist.has_slot(self.next_seq) {
@@ -706,17 +708,17 @@ impl Ordering {
         true
     }
 
-    /// BC_RETRANS for `[f, to)` from a member that delivered below `expect`.
+    /// BC_RETRANS for `ranges` from a member that delivered below `expect`.
     pub(super) fn on_retrans(
         &mut self,
         m: &mut Member<'_>,
         from: NodeId,
-        (f, to): (u64, u64),
+        ranges: SeqRanges,
         expect: u64,
     ) {
         if let Some(i) = self.member_index(from) {
             self.note_member_state(i, expect, 0);
-            self.owe(m, from, f, to);
+            self.owe(m, from, ranges);
         }
     }
 

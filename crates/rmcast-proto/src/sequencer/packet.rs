@@ -23,7 +23,7 @@ pub mod ptype {
     pub const SYNC: u8 = 5;
     /// BC_STATE / BC_ACK: a member's delivery and holding point.
     pub const STATUS: u8 = 6;
-    /// BC_RETRANS: a member asks for a range of sequence numbers.
+    /// BC_RETRANS: a member asks for the sequence numbers it lacks (a few ranges).
     pub const RETRANS: u8 = 7;
     /// BC_JOINREQ: multicast by a node that wants to join.
     pub const JOIN_REQ: u8 = 8;
@@ -86,6 +86,153 @@ pub const REQ_ENTRY_OVERHEAD: usize = 8 + 2 + 2 + 2;
 pub const ORDERED_FIXED: usize = 8 * 5 + 2;
 /// Bytes of the fixed part of a request packet after the header.
 pub const REQ_FIXED: usize = 8 * 3 + 2;
+/// Ranges one BC_RETRANS names at most: a member with more holes asks for the last ones as
+/// one range (see [`SeqRanges::insert`]), so a NACK stays small (265 bytes of body).
+pub const MAX_NACK_RANGES: usize = 16;
+/// Sequence numbers one BC_RETRANS spans at most, from its first range's start to its last
+/// range's end: the largest history window a group may have (`history_capacity_msgs` is at
+/// most `u32::MAX`), as no member lacks more than its window holds.
+pub const MAX_NACK_SPAN: u64 = u32::MAX as u64;
+
+/// Sorted, disjoint, non-adjacent half-open ranges of sequence numbers, at most
+/// [`MAX_NACK_RANGES`] of them: what a member lacks (the body of BC_RETRANS) and what the
+/// sequencer owes it. Fixed size, so decoding allocates nothing.
+///
+/// Invariant: `r[..len]` is sorted, each range non-empty, and each ends before the next one
+/// starts with at least one number between them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SeqRanges {
+    len: u8,
+    r: [(u64, u64); MAX_NACK_RANGES],
+}
+
+impl Default for SeqRanges {
+    fn default() -> Self {
+        SeqRanges {
+            len: 0,
+            r: [(0, 0); MAX_NACK_RANGES],
+        }
+    }
+}
+
+impl SeqRanges {
+    /// No range.
+    pub fn new() -> Self {
+        SeqRanges::default()
+    }
+
+    /// The one range `[from, to)` (none when it is empty).
+    pub fn single(from: u64, to: u64) -> Self {
+        let mut s = SeqRanges::new();
+        s.insert(from, to);
+        s
+    }
+
+    /// The ranges, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.r[..self.len as usize].iter().copied()
+    }
+
+    /// How many ranges.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether there is no range.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first (lowest) range.
+    pub fn first(&self) -> Option<(u64, u64)> {
+        self.iter().next()
+    }
+
+    /// Sequence numbers in all ranges together.
+    pub fn count(&self) -> u64 {
+        self.iter().map(|(f, t)| t - f).sum()
+    }
+
+    /// Add `[from, to)`, merged with the ranges it touches. When that would make more than
+    /// [`MAX_NACK_RANGES`] ranges, the two closest ones are joined (the numbers between them
+    /// are taken in): the set only ever grows, so nothing asked for is lost.
+    pub fn insert(&mut self, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        let n = self.len as usize;
+        // Ranges before the new one (ending before it with a number between), and after it.
+        let lo = self.r[..n].partition_point(|&(_, t)| t < from);
+        let hi = self.r[..n].partition_point(|&(f, _)| f <= to);
+        let (mut f, mut t) = (from, to);
+        if lo < hi {
+            f = f.min(self.r[lo].0);
+            t = t.max(self.r[hi - 1].1);
+        }
+        let mut out = [(0u64, 0u64); MAX_NACK_RANGES + 1];
+        out[..lo].copy_from_slice(&self.r[..lo]);
+        out[lo] = (f, t);
+        let tail = n - hi;
+        out[lo + 1..lo + 1 + tail].copy_from_slice(&self.r[hi..n]);
+        let mut m = lo + 1 + tail;
+        if m > MAX_NACK_RANGES {
+            // Join across the smallest hole between two neighbours.
+            let i = (0..m - 1)
+                .min_by_key(|&i| out[i + 1].0 - out[i].1)
+                .unwrap_or(0);
+            out[i].1 = out[i + 1].1;
+            out.copy_within(i + 2..m, i + 1);
+            m -= 1;
+        }
+        self.r.copy_from_slice(&out[..MAX_NACK_RANGES]);
+        self.len = m as u8;
+        debug_assert!(self.sorted());
+    }
+
+    /// Keep only what lies in `[lo, hi)`.
+    pub fn clip(&mut self, lo: u64, hi: u64) {
+        let mut out = SeqRanges::new();
+        for (f, t) in self.iter() {
+            let (f, t) = (f.max(lo), t.min(hi));
+            if f < t {
+                out.r[out.len as usize] = (f, t);
+                out.len += 1;
+            }
+        }
+        *self = out;
+    }
+
+    /// Forget `[from, to)` of the first range (it was served): `from` is its start.
+    pub fn consume_first(&mut self, to: u64) {
+        if let Some((f, t)) = self.first() {
+            if to >= t {
+                self.r.copy_within(1..self.len as usize, 0);
+                self.len -= 1;
+            } else if to > f {
+                self.r[0].0 = to;
+            }
+        }
+    }
+
+    /// Forget every range.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Whether the invariant holds.
+    fn sorted(&self) -> bool {
+        let r = &self.r[..self.len as usize];
+        r.iter().all(|&(f, t)| f < t) && r.windows(2).all(|w| w[0].1 < w[1].0)
+    }
+
+    /// From the first range's start to the last one's end (0 when empty).
+    pub fn span(&self) -> u64 {
+        match (self.first(), self.iter().last()) {
+            (Some(a), Some(b)) => b.1 - a.0,
+            _ => 0,
+        }
+    }
+}
 
 /// One entry of an ordered run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -176,12 +323,11 @@ pub enum Body<'a> {
         /// otherwise).
         ask: bool,
     },
-    /// Request for retransmission of `[from, to)`.
+    /// Request for retransmission of what the member lacks.
     Retrans {
-        /// First missing sequence number.
-        from: u64,
-        /// One past the last.
-        to: u64,
+        /// The missing sequence numbers: one to [`MAX_NACK_RANGES`] ranges, none below
+        /// `expect`, spanning at most [`MAX_NACK_SPAN`].
+        ranges: SeqRanges,
         /// Next sequence number to deliver.
         expect: u64,
     },
@@ -441,16 +587,25 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             },
         },
         ptype::RETRANS => {
-            let from = r.u64()?;
-            let to = r.u64()?;
-            if from >= to {
-                return Err(WireError::BadValue("retrans range"));
+            let expect = r.u64()?;
+            let n = r.u8()? as usize;
+            if n == 0 || n > MAX_NACK_RANGES {
+                return Err(WireError::BadValue("retrans range count"));
             }
-            Body::Retrans {
-                from,
-                to,
-                expect: r.u64()?,
+            let mut ranges = SeqRanges::new();
+            for i in 0..n {
+                ranges.r[i] = (r.u64()?, r.u64()?);
             }
+            ranges.len = n as u8;
+            // Canonical only: sorted, disjoint, not adjacent, within one history window, and
+            // nothing the member already delivered (its holes lie at or after `expect`).
+            if !ranges.sorted()
+                || ranges.span() > MAX_NACK_SPAN
+                || ranges.first().is_some_and(|(f, _)| f < expect)
+            {
+                return Err(WireError::BadValue("retrans ranges"));
+            }
+            Body::Retrans { ranges, expect }
         }
         ptype::REQ_GAP => {
             let from = r.u64()?;
@@ -661,10 +816,14 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(held_next);
             buf.push(ask as u8);
         }
-        Body::Retrans { from, to, expect } => {
-            buf.put_u64(from);
-            buf.put_u64(to);
+        Body::Retrans { ranges, expect } => {
+            assert!(!ranges.is_empty(), "a NACK names what it lacks");
             buf.put_u64(expect);
+            buf.push(ranges.len);
+            for (f, t) in ranges.iter() {
+                buf.put_u64(f);
+                buf.put_u64(t);
+            }
         }
         Body::ReqGap { from, to } => {
             buf.put_u64(from);
@@ -832,9 +991,18 @@ mod tests {
                 ask: true,
             },
             Body::Retrans {
-                from: 1,
-                to: 5,
+                ranges: SeqRanges::single(1, 5),
                 expect: 1,
+            },
+            Body::Retrans {
+                ranges: {
+                    let mut r = SeqRanges::new();
+                    for i in 0..MAX_NACK_RANGES as u64 {
+                        r.insert(10 + 3 * i, 11 + 3 * i);
+                    }
+                    r
+                },
+                expect: 2,
             },
             Body::ReqGap { from: 3, to: 7 },
             Body::JoinReq { into: None },
@@ -899,6 +1067,74 @@ mod tests {
             for n in 0..buf.len() {
                 assert!(decode(&buf[..n]).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn seq_ranges_merge_and_stay_bounded() {
+        let mut r = SeqRanges::new();
+        r.insert(10, 12);
+        r.insert(20, 22);
+        r.insert(5, 6);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(5, 6), (10, 12), (20, 22)]);
+        // Adjacent and overlapping ranges merge; empty ones are ignored.
+        r.insert(12, 13);
+        r.insert(6, 10);
+        r.insert(30, 30);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(5, 13), (20, 22)]);
+        r.insert(0, 100);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(0, 100)]);
+        // Beyond the bound, the two closest ranges are joined: nothing is dropped.
+        let mut r = SeqRanges::new();
+        for i in 0..MAX_NACK_RANGES as u64 {
+            r.insert(100 * i, 100 * i + 1);
+        }
+        r.insert(1005, 1006);
+        assert_eq!(r.len(), MAX_NACK_RANGES);
+        assert!(r.iter().any(|x| x == (1000, 1006)));
+        assert_eq!(r.count(), MAX_NACK_RANGES as u64 - 1 + 6);
+        r.clip(150, 1003);
+        assert_eq!(r.first(), Some((200, 201)));
+        assert_eq!(r.iter().last(), Some((1000, 1003)));
+        r.consume_first(201);
+        assert_eq!(r.first(), Some((300, 301)));
+        r.consume_first(300);
+        assert_eq!(r.first(), Some((300, 301)));
+        r.clear();
+        assert!(r.is_empty() && r.span() == 0);
+    }
+
+    #[test]
+    fn retrans_refuses_impossible_ranges() {
+        let body = |expect: u64, n: u8, ranges: &[(u64, u64)]| {
+            let mut buf = Vec::new();
+            hdr(ptype::RETRANS).encode(&mut buf);
+            buf.put_u64(expect);
+            buf.push(n);
+            for &(f, t) in ranges {
+                buf.put_u64(f);
+                buf.put_u64(t);
+            }
+            decode(&buf).is_ok()
+        };
+        assert!(body(3, 2, &[(3, 5), (7, 9)]));
+        let too_many: Vec<(u64, u64)> = (0..17).map(|i| (2 * i, 2 * i + 1)).collect();
+        for (expect, n, ranges) in [
+            (0, 0, &[][..]),                       // nothing asked
+            (0, 17, &too_many[..]),                // more ranges than a NACK names
+            (0, 1, &[(5, 5)][..]),                 // an empty range
+            (0, 1, &[(6, 5)][..]),                 // a reversed one
+            (0, 2, &[(7, 9), (3, 5)][..]),         // out of order
+            (0, 2, &[(3, 6), (5, 9)][..]),         // overlapping
+            (0, 2, &[(3, 5), (5, 9)][..]),         // adjacent: one range
+            (4, 1, &[(3, 5)][..]),                 // below what the member delivered
+            (0, 1, &[(0, MAX_NACK_SPAN + 1)][..]), // wider than any history window
+            (0, 2, &[(3, 5)][..]),                 // fewer ranges than announced
+        ] {
+            assert!(
+                !body(expect, n, ranges),
+                "{expect} {n} {ranges:?} must be refused"
+            );
         }
     }
 

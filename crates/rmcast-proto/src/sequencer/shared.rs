@@ -66,6 +66,12 @@ pub(super) struct Stats {
     /// Fences a sequencer raised after a stall, and lifted once a majority confirmed its view.
     pub(super) fences_raised: u64,
     pub(super) fences_lifted: u64,
+    /// NACKs repeated although nothing arrived since the previous one (each waited twice as
+    /// long as the one before, see `GapTracker::on_timeout_backoff`).
+    pub(super) nacks_backed_off: u64,
+    /// Retransmissions asked for and not sent because the member's grant (datagrams per
+    /// request, one grant per interval) was spent: it asks again for what it still lacks.
+    pub(super) retrans_cut: u64,
 }
 
 impl Stats {
@@ -85,6 +91,8 @@ impl Stats {
             ("stalls", self.stalls),
             ("fences_raised", self.fences_raised),
             ("fences_lifted", self.fences_lifted),
+            ("nacks_backed_off", self.nacks_backed_off),
+            ("retrans_cut", self.retrans_cut),
         ]
     }
 }

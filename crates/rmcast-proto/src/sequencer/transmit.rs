@@ -5,8 +5,10 @@
 use super::engine::Sequencer;
 use super::ordering::Announce;
 use super::packet::{
-    encode_control, ptype, Body, OrderedEntry, OrderedWriter, ReqWriter, ORDERED_ENTRY_OVERHEAD,
+    encode_control, ptype, Body, OrderedEntry, OrderedWriter, ReqWriter, SeqRanges,
+    ORDERED_ENTRY_OVERHEAD,
 };
+use super::retrans::Budget;
 use super::shared::{Phase, Timer};
 use crate::engine::{Destination, NodeId, Time};
 use std::time::Duration;
@@ -117,28 +119,39 @@ impl Sequencer {
         Some(dest)
     }
 
-    /// Queue a retransmission of `[from, until)` to `to`, of what this member holds (the
-    /// sequencer everything it ordered, any member during recovery its contiguous history).
-    pub(super) fn queue_retrans(&mut self, to: NodeId, from: u64, until: u64) {
-        let base = self.hist.buffer.base();
+    /// Queue a retransmission of `ranges` to `to`, of what this member holds (the sequencer
+    /// everything it ordered, any member during recovery its contiguous history).
+    pub(super) fn queue_retrans(&mut self, to: NodeId, mut ranges: SeqRanges) {
         let held = self
             .ord
             .as_ref()
             .map_or(self.hist.held_next, |o| o.next_seq);
-        self.retrans.owe_within(to, from, until, base, held);
+        ranges.clip(self.hist.buffer.base(), held);
+        if self
+            .retrans
+            .owe(to, ranges, self.now, Budget::of(&self.cfg))
+        {
+            self.stats.retrans_cut += 1;
+        }
     }
 
-    /// The next queued retransmission, written into `buf`.
+    /// The next queued retransmission, written into `buf`: one datagram of the first range
+    /// still owed to a destination.
     pub(super) fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
-        while let Some(r) = self.retrans.next() {
-            let from = r.from.max(self.hist.buffer.base());
-            let end = self.write_ordered(buf, from, r.until, true);
-            // Bound the burst per request: the member asks again for what is still missing.
-            self.retrans
-                .sent_next(from, end, self.cfg.max_retrans_datagrams);
+        while let Some((to, first, until)) = self.retrans.next() {
+            // Purged since it was asked for: every member has it, nothing to send.
+            let from = first.max(self.hist.buffer.base());
+            let end = if from < until {
+                self.write_ordered(buf, from, until, true)
+            } else {
+                from
+            };
+            if self.retrans.sent(to, from, end) {
+                self.stats.retrans_cut += 1;
+            }
             if end > from {
                 self.counters.retransmissions += end - from;
-                return Some(Destination::Peer(r.to));
+                return Some(Destination::Peer(to));
             }
         }
         None
@@ -224,19 +237,20 @@ impl Sequencer {
         Some(Destination::Group)
     }
 
-    /// BC_RETRANS for the gap, when its timer made a request due.
+    /// BC_RETRANS for what is missing below the repair limit, when the NACK timer made a
+    /// request due.
     fn transmit_nack(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
         if !self.hist.gaps.take_request() {
             return None;
         }
         let (peer, limit) = self.repair_target()?;
-        if self.hist.held_next >= limit {
+        let ranges = self.hist.missing(limit);
+        if ranges.is_empty() {
             return None;
         }
         let header = self.header(ptype::RETRANS);
         let body = Body::Retrans {
-            from: self.hist.held_next,
-            to: limit,
+            ranges,
             expect: self.hist.next_deliver,
         };
         encode_control(buf, &header, &body);

@@ -46,7 +46,7 @@ mod reset;
 pub(super) mod state;
 
 use super::engine::Sequencer;
-use super::packet::{ptype, Body, EntryKind};
+use super::packet::{ptype, Body, EntryKind, SeqRanges};
 use super::shared::Phase;
 use crate::common::decode_view;
 use crate::engine::{Event, NodeId, Recovery, SendError, Time};
@@ -344,7 +344,7 @@ impl Sequencer {
         }
         if let Some(seq) = self.admitted_join_seq(id) {
             let until = self.hist.held_next;
-            self.queue_retrans(id, seq, until);
+            self.queue_retrans(id, SeqRanges::single(seq, until));
         }
     }
 
