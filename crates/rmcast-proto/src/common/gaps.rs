@@ -112,7 +112,7 @@ impl GapTracker {
         retry: Duration,
         ceiling: Duration,
     ) -> bool {
-        if !self.deadline.is_some_and(|d| now >= d) {
+        if self.deadline.is_none_or(|d| now < d) {
             return false;
         }
         self.deadline = None;

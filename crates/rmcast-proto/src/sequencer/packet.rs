@@ -282,6 +282,9 @@ pub struct SeqState {
 }
 
 /// A decoded body. Entries are decoded lazily from the borrowed bytes.
+// A body lives on the stack for one datagram; a NACK's ranges (257 bytes) inline keep decoding
+// free of allocation, which boxing them would not.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body<'a> {
     /// BC_BCASTREQ, PB or BB.
