@@ -15,7 +15,8 @@
 //! and then it multicasts the accept (3 + r datagrams). Every member keeps a [`HistoryBuffer`] of
 //! fixed capacity in three parts: free slots, sequenced messages kept until every member has them
 //! (purged at the minimum of the piggybacked `expect` values), and messages received out of
-//! sequence. Gaps are repaired by BC_RETRANS; quiet members send BC_STATE after a number of
+//! sequence. Gaps are repaired by BC_RETRANS, which names the ranges a member lacks (only those
+//! are sent again, a bounded grant per request and member); quiet members send BC_STATE after a number of
 //! deliveries; the sequencer sends BC_SYNC when its history fills or its tail is unconfirmed.
 //! While the history is full, senders wait: nothing is ever dropped. Beyond the paper, a lost
 //! request is repaired without waiting for the sender's timeout: a sequencer that holds later
@@ -63,7 +64,8 @@
 //!   A member holds it only while it orders, and lends it the rest of its state for each step
 //!   (`ordering::Member`), so no step needs to ask whether this member is the sequencer.
 //! - `succession`: what a member keeps so that it can take over as sequencer.
-//! - `retrans`: retransmissions owed, merged per destination, in bounded bursts.
+//! - `retrans`: retransmissions owed, the ranges each destination asked for last, within a
+//!   grant of datagrams per request and per interval.
 //! - `recovery::state`: the failure detector, recovery mode and the answers owed.
 //! - `packet`: the wire format (Fig. 12).
 //!

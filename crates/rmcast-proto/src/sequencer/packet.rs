@@ -86,8 +86,9 @@ pub const REQ_ENTRY_OVERHEAD: usize = 8 + 2 + 2 + 2;
 pub const ORDERED_FIXED: usize = 8 * 5 + 2;
 /// Bytes of the fixed part of a request packet after the header.
 pub const REQ_FIXED: usize = 8 * 3 + 2;
-/// Ranges one BC_RETRANS names at most: a member with more holes asks for the last ones as
-/// one range (see [`SeqRanges::insert`]), so a NACK stays small (265 bytes of body).
+/// Ranges one BC_RETRANS names at most: a member with more holes joins the closest ones,
+/// asking for the numbers between them too (see [`SeqRanges::insert`]), so a NACK stays small
+/// (265 bytes of body).
 pub const MAX_NACK_RANGES: usize = 16;
 /// Sequence numbers one BC_RETRANS spans at most, from its first range's start to its last
 /// range's end: the largest history window a group may have (`history_capacity_msgs` is at
@@ -202,7 +203,7 @@ impl SeqRanges {
         *self = out;
     }
 
-    /// Forget `[from, to)` of the first range (it was served): `from` is its start.
+    /// Forget the first range up to `to` (served from its start to there).
     pub fn consume_first(&mut self, to: u64) {
         if let Some((f, t)) = self.first() {
             if to >= t {
