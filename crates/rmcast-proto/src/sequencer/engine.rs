@@ -22,11 +22,11 @@ use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
 use std::time::Duration;
 
-/// How many times the repair timeout a fruitless NACK's repeat waits at most (160 ms at the
-/// default 40 ms): long enough to let a congested sequencer drain, short enough that a member
-/// behind under random loss is repaired before a crash of the sequencer can leave it without
-/// the joins the others hold.
-const NACK_BACKOFF: u32 = 4;
+/// How many times the repair timeout a fruitless NACK's repeat waits at most (320 ms at the
+/// default 40 ms, as the ring's NACK ceiling): long enough to let a congested sequencer drain
+/// (with 4, one more of the Amoeba experiment's large-message runs failed), short enough that
+/// a member catches up soon once it does.
+const NACK_BACKOFF: u32 = 8;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
