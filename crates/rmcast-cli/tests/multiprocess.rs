@@ -15,18 +15,7 @@ use std::time::{Duration, Instant};
 mod exposition;
 mod support;
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
-
-/// A scratch directory for one test.
-fn scratch(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let d = std::env::temp_dir().join(format!("rmcast-test-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::proc::{scratch, EXE};
 
 /// A member process: its stdin, its stdout lines (read on a thread), and a kill on drop.
 struct Member {

@@ -12,22 +12,14 @@ use rmcast_proto::NodeId;
 use rmcast_sim::log::{read_log, verify_logs};
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_rmcast");
-const MEMBERS: usize = 3;
+mod support;
 
-fn scratch() -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let d = std::env::temp_dir().join(format!("rmcast-secure-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::proc::{scratch, EXE};
+const MEMBERS: usize = 3;
 
 /// Children killed when the test ends, however it ends.
 struct Kids(Vec<Child>);
@@ -69,7 +61,7 @@ impl Rng {
 
 #[test]
 fn a_secure_group_of_processes_refuses_every_injection() {
-    let dir = scratch();
+    let dir = scratch("secure");
     let key = dir.join("group.key");
     let st = Command::new(EXE).arg("keygen").arg(&key).status().unwrap();
     assert!(st.success());
