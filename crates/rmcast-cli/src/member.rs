@@ -1019,8 +1019,10 @@ pub fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 };
                 out.result(&line, || {
                     format!(
-                        "* request {} of {} handed to this member: {text}",
-                        d.msg, d.sender
+                        "* request {} of {} handed to this member: {}",
+                        d.msg,
+                        d.sender,
+                        escape_controls(&text)
                     )
                 })?;
                 let answer = format!("member {me} got {text:?}");

@@ -1290,6 +1290,20 @@ impl<'a> Run<'a> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn start_takes_any_group_size_in_range() {
+        assert_eq!(parse_fault("start-32"), Ok(Fault::Start(32)));
+        assert_eq!(parse_fault("start-2"), Ok(Fault::Start(2)));
+        assert_eq!(Fault::Start(32).members(), 32);
+        for bad in ["start-1", "start-65", "start-0"] {
+            let e = parse_fault(bad).unwrap_err();
+            assert!(e.contains("2 to 64"), "{bad}: {e}");
+        }
+        assert!(parse_fault("start-x")
+            .unwrap_err()
+            .contains("unknown fault"));
+    }
+
     /// Every fault's name parses back to it, and an unknown one is refused with the list.
     #[test]
     fn fault_names_round_trip() {

@@ -303,3 +303,25 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
         ExitCode::FAILURE
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sequencer_sends_two_datagrams_a_message_and_formation_cancels_out() {
+        let job = Job {
+            engine: "sequencer".into(),
+            members: 10,
+            messages: 20,
+            seed: 1,
+        };
+        let c = job.measure().expect("a valid point");
+        assert!(c.failed.is_empty(), "{:?}", c.failed);
+        // Every member (the sender too) delivers each added message once.
+        assert_eq!(c.deliveries, 20 * 10);
+        // Amoeba's PB method: the request to the sequencer and its broadcast, nothing of the
+        // group's formation.
+        assert_eq!(c.datagrams, 2 * 20, "{c:?}");
+    }
+}
