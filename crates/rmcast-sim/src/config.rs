@@ -495,6 +495,11 @@ pub struct SimConfig {
     /// start until the last fault healed ([`crate::record::HostRecord::counter_samples`]):
     /// what a figure per time window needs. `None`: no snapshots.
     pub sample_counters: Option<Duration>,
+    /// Disjoint groups running side by side on one network (the parallel groups of Amoeba's
+    /// Figure 26): the initial members are split into this many blocks of consecutive hosts,
+    /// each its own group (its own group id, creator, multicasts, views and checkers); they
+    /// share only the network. 1: one group.
+    pub parallel_groups: u32,
 }
 
 impl Default for SimConfig {
@@ -515,6 +520,7 @@ impl Default for SimConfig {
             join_timeout: Duration::from_secs(1),
             heal_interval: Duration::from_millis(200),
             sample_counters: None,
+            parallel_groups: 1,
         }
     }
 }
@@ -528,6 +534,20 @@ fn check_prob(what: &str, p: f64) -> Result<(), String> {
 }
 
 impl SimConfig {
+    /// Members of each of the [`SimConfig::parallel_groups`].
+    pub fn group_size(&self) -> usize {
+        (self.members / self.parallel_groups.max(1)).max(1) as usize
+    }
+
+    /// Which of the [`SimConfig::parallel_groups`] host `host` belongs to (0 with one group).
+    pub fn group_of(&self, host: usize) -> usize {
+        if self.parallel_groups <= 1 {
+            0
+        } else {
+            host / self.group_size()
+        }
+    }
+
     /// Number of hosts the run may start: initial members and joiners.
     pub fn host_count(&self) -> usize {
         let joiners = self
@@ -544,6 +564,19 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.members == 0 {
             return Err("members must be at least 1".into());
+        }
+        if self.parallel_groups == 0 || self.members % self.parallel_groups != 0 {
+            return Err(format!(
+                "{} members cannot be split into {} groups of one size",
+                self.members, self.parallel_groups
+            ));
+        }
+        if self.parallel_groups > 1
+            && (!self.churn.is_empty() || self.net.topology.is_some() || self.join_or_create)
+        {
+            return Err(
+                "parallel groups run with fixed roles, no churn and no topology".to_string(),
+            );
         }
         self.engine
             .validate(MAX_DATAGRAM_BYTES)

@@ -152,13 +152,39 @@ fn summarize(seed: u64, verdicts: &BTreeMap<&'static str, Verdict>) -> String {
 /// If the config is invalid (see [`SimConfig::validate`]).
 pub fn run(cfg: &SimConfig) -> Report {
     let record = simulate(cfg);
-    let verdicts = checkers::check_all(&record);
+    let verdicts = if cfg.parallel_groups > 1 {
+        check_each_group(cfg, &record)
+    } else {
+        checkers::check_all(&record)
+    };
     let figures = figures::figures(&record);
     Report {
         record,
         verdicts,
         figures,
     }
+}
+
+/// The checkers judge one group's history: with [`SimConfig::parallel_groups`], each group's
+/// on its own, a violation named by its group.
+fn check_each_group(cfg: &SimConfig, record: &Record) -> BTreeMap<&'static str, Verdict> {
+    let mut all: BTreeMap<&'static str, Verdict> = BTreeMap::new();
+    for g in 0..cfg.parallel_groups as usize {
+        let part = record.restricted(|id| cfg.group_of(id.0 as usize) == g);
+        for (name, verdict) in checkers::check_all(&part) {
+            let slot = all.entry(name).or_insert(Ok(()));
+            if let Err(list) = verdict {
+                let named = list
+                    .into_iter()
+                    .map(|v| Violation(format!("group {g}: {}", v.0)));
+                match slot {
+                    Ok(()) => *slot = Err(named.collect()),
+                    Err(l) => l.extend(named),
+                }
+            }
+        }
+    }
+    all
 }
 
 /// Runs `cfg` and returns the raw record, without checking it.

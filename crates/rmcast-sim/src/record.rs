@@ -257,6 +257,38 @@ impl Default for Record {
 }
 
 impl Record {
+    /// The record of the hosts `keep` names: the others appear as hosts that never started
+    /// (so that `hosts[i].id == NodeId(i)` still holds), their submissions and earlier
+    /// incarnations left out. One group's history when groups run side by side.
+    pub fn restricted(&self, keep: impl Fn(NodeId) -> bool) -> Record {
+        let hosts = (self.hosts.iter().enumerate())
+            .filter_map(|(i, h)| {
+                if keep(h.id) {
+                    Some(h.clone())
+                } else if h.id.0 as usize == i {
+                    Some(HostRecord {
+                        id: h.id,
+                        ..HostRecord::default()
+                    })
+                } else {
+                    None
+                }
+            })
+            .collect();
+        Record {
+            hosts,
+            submissions: (self.submissions.iter())
+                .filter(|s| keep(s.sender))
+                .cloned()
+                .collect(),
+            merged_away: (self.merged_away.iter())
+                .filter(|h| keep(h.id))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// The resilience degree r the engines promised (0 for engines without one).
     pub fn resilience(&self) -> u8 {
         self.guarantees.resilience

@@ -381,7 +381,12 @@ impl<'a> World<'a> {
         let mut heal = cfg.workload.start;
         for i in 0..cfg.members as usize {
             let at = Time::ZERO + cfg.join_stagger * i as u32;
-            let role = if i == 0 { Role::Create } else { Role::Join };
+            // Each of the parallel groups is created by its first host.
+            let role = if i % cfg.group_size() == 0 {
+                Role::Create
+            } else {
+                Role::Join
+            };
             self.schedule(
                 at,
                 Item::Start {
@@ -513,7 +518,7 @@ impl<'a> World<'a> {
                     let heal = cfg.heal && cfg.join_or_create && self.hosts[host].meant_to_stay;
                     let engine = Box::new(Formation::new(
                         FormationConfig {
-                            group: cfg.group,
+                            group: cfg.group.wrapping_add(cfg.group_of(host) as u32),
                             me: id,
                             engine: cfg.engine.clone(),
                             entry,
@@ -1144,8 +1149,10 @@ impl<'a> World<'a> {
         match dest {
             // Hop counts are not modelled: a scoped multicast reaches the whole group.
             Destination::Group | Destination::Scoped { .. } => {
+                let group = self.cfg.group_of(host);
                 for to in 0..self.hosts.len() {
-                    if to != host && self.hosts[to].in_group() {
+                    // Parallel groups share the medium, not their multicasts.
+                    if to != host && self.hosts[to].in_group() && self.cfg.group_of(to) == group {
                         self.send_copy(from, to, depart, data.clone(), false);
                     }
                 }
@@ -1379,8 +1386,9 @@ impl<'a> World<'a> {
         if self.guarantees.delivery != DeliveryPromise::AllOrNothing {
             return self.quiet();
         }
-        let mut views = Vec::with_capacity(self.hosts.len());
-        for h in &self.hosts {
+        // Per group (one but with parallel groups): survivors' first views.
+        let mut views = vec![Vec::new(); self.cfg.parallel_groups.max(1) as usize];
+        for (i, h) in self.hosts.iter().enumerate() {
             if h.rec.leave_requested_at.is_some() {
                 if !matches!(h.state, HostState::Left | HostState::Crashed) {
                     return false;
@@ -1398,7 +1406,7 @@ impl<'a> World<'a> {
                 return false;
             }
             let Some(v) = h.first_view else { return false };
-            views.push(v);
+            views[self.cfg.group_of(i)].push(v);
             // Crashed members are eventually removed from the view.
             if h.rec.last_view().is_some_and(|v| {
                 v.members.iter().any(|m| {
@@ -1418,18 +1426,24 @@ impl<'a> World<'a> {
         // The members agree on where the group stands: one last view (a member cut off in an
         // older incarnation has not settled yet, it is expelled or rejoins the others' view).
         // Only views that name their members say where a group stands.
-        let mut last = self
-            .hosts
-            .iter()
-            .filter(|h| h.planned_survivor && h.rec.started_at.is_some())
-            .filter_map(|h| h.rec.last_view().filter(|v| !v.members.is_empty()))
-            .map(|v| (v.id, &v.members));
-        if let Some(first) = last.next() {
-            if last.any(|v| v != first) {
-                return false;
+        for group in 0..views.len() {
+            let mut last = (self.hosts.iter().enumerate())
+                .filter(|(i, h)| {
+                    self.cfg.group_of(*i) == group
+                        && h.planned_survivor
+                        && h.rec.started_at.is_some()
+                })
+                .filter_map(|(_, h)| h.rec.last_view().filter(|v| !v.members.is_empty()))
+                .map(|v| (v.id, &v.members));
+            if let Some(first) = last.next() {
+                if last.any(|v| v != first) {
+                    return false;
+                }
             }
         }
-        views.sort_unstable();
+        for v in &mut views {
+            v.sort_unstable();
+        }
         let complete = self.tracks.iter().all(|((sender, msg), t)| {
             // A message that only hosts the group went on without delivered, from a sender
             // that is gone too, is nobody's to deliver any more (more than r failed).
@@ -1441,7 +1455,8 @@ impl<'a> World<'a> {
             if t.survivor_deliveries == 0 && msg < &s.msgs_before_rejoin {
                 return true;
             }
-            let required = views.partition_point(|v| *v <= t.max_view);
+            let group = &views[self.cfg.group_of(sender.0 as usize)];
+            let required = group.partition_point(|v| *v <= t.max_view);
             t.survivor_deliveries as usize >= required
         });
         complete

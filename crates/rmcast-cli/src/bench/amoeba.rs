@@ -69,6 +69,7 @@ pub(super) fn run(args: &BenchArgs, base: &RunConfig) -> Result<ExitCode> {
     report(
         &mut std::io::stdout().lock(),
         &pairs,
+        &[],
         &GRID,
         args.plot.as_deref(),
     )?;

@@ -1,6 +1,6 @@
 //! `rmcast sim --experiment amoeba`: the measurements of "Efficient Reliable Group
-//! Communication for Distributed Systems" (Kaashoek and Tanenbaum), section 6.2, Figures 21, 23-25 and
-//! 27-28, in the simulator with the paper's machine ([`rmcast_sim::amoeba`]: a shared 10 Mbit/s
+//! Communication for Distributed Systems" (Kaashoek and Tanenbaum), section 6.2, Figures 21 and
+//! 23-28, in the simulator with the paper's machine ([`rmcast_sim::amoeba`]: a shared 10 Mbit/s
 //! Ethernet, 32-packet interface buffers, 800 µs of processor per received datagram, a history
 //! of 128 messages), the sequencer engine by the PB and by the BB method.
 //!
@@ -25,6 +25,16 @@ const RESILIENCE: [u8; 8] = [1, 2, 3, 5, 7, 9, 11, 15];
 /// Message sizes of Figures 27 and 28.
 const RESILIENCE_SIZES: [usize; 3] = [0, 1024, 4096];
 const METHODS: [Method; 2] = [Method::Pb, Method::Bb];
+/// Figure 26: sizes of the parallel groups, and how many such groups at most (the paper had
+/// machines for up to 3 groups of 8; 6 groups of 2 show where its curve turns).
+const PARALLEL: [(u32, u32); 3] = [(2, 6), (4, 6), (8, 3)];
+
+/// Figure 26's runs: (groups, members of each), every member sending 0-byte messages by PB.
+fn parallel_jobs() -> Vec<(u32, u32)> {
+    (PARALLEL.iter())
+        .flat_map(|&(size, most)| (1..=most).map(move |k| (k, size)))
+        .collect()
+}
 
 /// The runs of one form of the experiment: group sizes, message sizes, resilience degrees.
 pub(crate) struct Grid {
@@ -132,8 +142,16 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
     .map(|r| r.map_err(anyhow::Error::msg))
     .collect::<anyhow::Result<_>>()?;
     let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
-    report(out, &pairs, &SIM_GRID, args.plot.as_deref())?;
-    let bad: Vec<&Point> = points.iter().filter(|p| !p.passed || !p.complete).collect();
+    let parallel: Vec<Point> = run_parallel(&parallel_jobs(), threads, |&(k, n)| {
+        setup.parallel(Method::Pb, k, n, 0)
+    })
+    .into_iter()
+    .map(|r| r.map_err(anyhow::Error::msg))
+    .collect::<anyhow::Result<_>>()?;
+    report(out, &pairs, &parallel, &SIM_GRID, args.plot.as_deref())?;
+    let bad: Vec<&Point> = (points.iter().chain(&parallel))
+        .filter(|p| !p.passed || !p.complete)
+        .collect();
     if bad.is_empty() {
         writeln!(
             out,
@@ -159,12 +177,14 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
     Ok(ExitCode::from(1))
 }
 
-/// The tables of Figures 21, 23-25 and 27-28 of `pairs` with the paper's values beside them,
-/// and with `plot_path` the six figures as one SVG: shared by the simulator's form and the
-/// real processes' (`rmcast bench --experiment amoeba`).
+/// The tables of Figures 21, 23-25 and 27-28 of `pairs` (and of Figure 26 of `parallel`,
+/// where there are any) with the paper's values beside them, and with `plot_path` the figures
+/// as one SVG: shared by the simulator's form and the real processes' (`rmcast bench
+/// --experiment amoeba`).
 pub(crate) fn report(
     out: &mut dyn Write,
     pairs: &[(Job, &Point)],
+    parallel: &[Point],
     grid: &Grid,
     plot_path: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
@@ -222,6 +242,9 @@ pub(crate) fn report(
          bound it by 1,250)",
         paper::MAX_THROUGHPUT
     )?;
+    if !parallel.is_empty() {
+        print_parallel(out, parallel)?;
+    }
     for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
         writeln!(
             out,
@@ -244,10 +267,49 @@ pub(crate) fn report(
         paper::DELAY_R15_MS
     )?;
     if let Some(path) = plot_path {
-        plot(path, pairs, grid)?;
+        plot(path, pairs, parallel, grid)?;
         writeln!(out, "\nfigures written to {}", path.display())?;
     }
     Ok(())
+}
+
+/// Figure 26: one row per number of groups, one column per group size; total messages a
+/// second of all the groups.
+fn print_parallel(out: &mut dyn Write, parallel: &[Point]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nFigure 26: total messages a second of groups side by side on the one Ethernet, every \
+         member sending 0-byte messages, PB method"
+    )?;
+    write!(out, "{:>8}", "groups")?;
+    for (size, _) in PARALLEL {
+        write!(out, " {:>10}", format!("of {size}"))?;
+    }
+    writeln!(out, "  retrans")?;
+    let most = PARALLEL.iter().map(|&(_, k)| k).max().unwrap_or(0);
+    for k in 1..=most {
+        write!(out, "{k:>8}")?;
+        let mut retrans = 0;
+        for (size, _) in PARALLEL {
+            let groups = |p: &&Point| p.members * k == p.senders;
+            match (parallel.iter()).find(|p| p.members == size && groups(p)) {
+                Some(p) => {
+                    retrans += p.retransmissions;
+                    let mark = if p.passed && p.complete { "" } else { "!" };
+                    write!(out, " {:>10}", format!("{:.0}{mark}", p.throughput))?;
+                }
+                None => write!(out, " {:>10}", "-")?,
+            }
+        }
+        writeln!(out, "  {retrans:>7}")?;
+    }
+    writeln!(
+        out,
+        "(the paper: at most {:.0} a second, with 5 groups of 2, then falling, which it puts \
+         down to collisions; groups of 8 lower still. The model has no collisions: one frame \
+         on the medium at a time, in turn)",
+        paper::MAX_PARALLEL
+    )
 }
 
 /// A table: one row per `row(p)` (group size or r), one column per message size.
@@ -313,7 +375,12 @@ fn series(
 
 /// The six figures, two rows of three: delay (21, 23), throughput (24, 25), resilience (27, 28);
 /// the paper's values from its text as reference points.
-fn plot(path: &std::path::Path, pairs: &[(Job, &Point)], grid: &Grid) -> anyhow::Result<()> {
+fn plot(
+    path: &std::path::Path,
+    pairs: &[(Job, &Point)],
+    parallel: &[Point],
+    grid: &Grid,
+) -> anyhow::Result<()> {
     let members = |p: &Point| f64::from(p.members);
     let r = |p: &Point| f64::from(p.r);
     let delay = |m: Method, r0: bool| move |j: &Job| matches!(j, Job::Delay(jm, _, r, _) if *jm == m && (*r == 0) == r0);
@@ -381,61 +448,81 @@ fn plot(path: &std::path::Path, pairs: &[(Job, &Point)], grid: &Grid) -> anyhow:
         markers: true,
         legend,
     };
+    let f26: Vec<Series> = (PARALLEL.iter())
+        .map(|&(size, _)| Series {
+            name: format!("groups of {size}"),
+            points: (parallel.iter())
+                .filter(|p| p.members == size)
+                .map(|p| (f64::from(p.senders / p.members), p.throughput))
+                .collect(),
+        })
+        .collect();
+    let paper_parallel = [Series {
+        name: "the paper's maximum (5 groups of 2)".into(),
+        points: vec![(5.0, paper::MAX_PARALLEL)],
+    }];
     use SeriesLabelPosition::{LowerRight, UpperLeft, UpperRight};
-    crate::plot::grid(
-        path,
-        &[
-            panel(
-                "Fig. 21: delay, PB",
-                "group size",
-                "ms",
-                &f21,
-                &paper_delay,
-                UpperLeft,
-            ),
-            panel(
-                "Fig. 24: throughput, PB",
-                "senders (= group size)",
-                "messages/s",
-                &f24,
-                &paper_thr,
-                UpperRight,
-            ),
-            panel(
-                "Fig. 27: delay against r, PB",
-                "resilience degree r (group r + 1)",
-                "ms",
-                &f27,
-                &paper_r,
-                UpperLeft,
-            ),
-            panel(
-                "Fig. 23: delay, BB",
-                "group size",
-                "ms",
-                &f23,
-                &paper_delay,
-                UpperLeft,
-            ),
-            panel(
-                "Fig. 25: throughput, BB",
-                "senders (= group size)",
-                "messages/s",
-                &f25,
-                &paper_thr,
-                LowerRight,
-            ),
-            panel(
-                "Fig. 28: delay against r, BB",
-                "resilience degree r (group r + 1)",
-                "ms",
-                &f28,
-                &paper_r,
-                UpperLeft,
-            ),
-        ],
-        3,
-    )
+    let mut panels = vec![
+        panel(
+            "Fig. 21: delay, PB",
+            "group size",
+            "ms",
+            &f21,
+            &paper_delay,
+            UpperLeft,
+        ),
+        panel(
+            "Fig. 24: throughput, PB",
+            "senders (= group size)",
+            "messages/s",
+            &f24,
+            &paper_thr,
+            UpperRight,
+        ),
+        panel(
+            "Fig. 27: delay against r, PB",
+            "resilience degree r (group r + 1)",
+            "ms",
+            &f27,
+            &paper_r,
+            UpperLeft,
+        ),
+        panel(
+            "Fig. 23: delay, BB",
+            "group size",
+            "ms",
+            &f23,
+            &paper_delay,
+            UpperLeft,
+        ),
+        panel(
+            "Fig. 25: throughput, BB",
+            "senders (= group size)",
+            "messages/s",
+            &f25,
+            &paper_thr,
+            LowerRight,
+        ),
+        panel(
+            "Fig. 28: delay against r, BB",
+            "resilience degree r (group r + 1)",
+            "ms",
+            &f28,
+            &paper_r,
+            UpperLeft,
+        ),
+    ];
+    if !parallel.is_empty() {
+        panels.push(panel(
+            "Fig. 26: parallel groups, PB, 0 bytes",
+            "groups",
+            "messages/s, all groups",
+            &f26,
+            &paper_parallel,
+            UpperLeft,
+        ));
+    }
+    crate::plot::grid(path, &panels, 3)
 }
 
 #[cfg(test)]

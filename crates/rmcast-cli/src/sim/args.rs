@@ -19,9 +19,9 @@ pub enum Experiment {
     /// (takes --messages, --seed, --threads and --plot).
     Rmtp,
     /// The Amoeba paper's Figures 21 and 23-28: the sequencer's delay against the group size
-    /// and the resilience degree, and its throughput with every member sending, by the PB and
-    /// the BB method, on a 10 Mbit/s Ethernet with the paper's processors (takes --messages,
-    /// --bandwidth-mbps, --seed, --threads and --plot).
+    /// and the resilience degree, its throughput with every member sending (by the PB and the
+    /// BB method) and of groups side by side, on a 10 Mbit/s Ethernet with the paper's
+    /// processors (takes --messages, --bandwidth-mbps, --seed, --threads and --plot).
     Amoeba,
     /// The bimodal delivery distribution of "Bimodal Multicast" (Birman et al.): for each
     /// message, how many members delivered it, beside the paper's Markov-chain prediction
