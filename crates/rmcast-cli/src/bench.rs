@@ -41,6 +41,7 @@
 //! command spawned are ever killed, by their own handles, and never while stopped.
 
 mod amoeba;
+mod cost;
 mod perturb;
 
 use crate::keys::KeyArgs;
@@ -198,7 +199,9 @@ pub struct BenchArgs {
     /// Run a paper's experiment on real processes instead of one measurement: `amoeba`, the
     /// Amoeba paper's Figures 21, 23-25 and 27-28 (the sequencer by PB and by BB against group
     /// size and resilience degree; tables beside the paper's values, `--plot` draws the six
-    /// figures; `--duration` is each throughput run's, `--messages` each delay run's count).
+    /// figures; `--duration` is each throughput run's, `--messages` each delay run's count);
+    /// `cost`, datagrams and CPU per message at 3, 8, 16 and 32 member processes for each
+    /// engine of `--engine` (`--duration` each).
     #[arg(long, value_enum, conflicts_with_all = ["sizes", "members", "senders", "rate", "resilience", "perturb"])]
     pub experiment: Option<Experiment>,
 }
@@ -208,6 +211,10 @@ pub struct BenchArgs {
 pub enum Experiment {
     /// The Amoeba paper's Figures 21, 23-25 and 27-28 (Kaashoek and Tanenbaum, section 6.2).
     Amoeba,
+    /// What one message costs as the group grows, every engine at 3, 8, 16 and 32 member
+    /// processes: datagrams sent per message and CPU per delivery (the real-process form of
+    /// `rmcast sim --experiment cost`).
+    Cost,
 }
 
 /// Which members send.
@@ -301,6 +308,11 @@ struct MemberFigures {
     /// Deliveries per 500 ms window (rmcast workers only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     windows: Vec<u64>,
+    /// CPU seconds the member's process spent from its send start until every member was done
+    /// (rmcast workers only; 0 for raw).
+    cpu_s: f64,
+    /// Datagrams the member's node sent over that span (rmcast workers only).
+    datagrams_sent: u64,
 }
 
 impl Measurement {
@@ -430,7 +442,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         None => None,
     };
 
-    if let Some(Experiment::Amoeba) = args.experiment {
+    if let Some(experiment) = args.experiment {
         let base = RunConfig {
             size: 0,
             members,
@@ -452,7 +464,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             netns: netns.clone(),
             first_sender: 1,
         };
-        return amoeba::run(&args, &base);
+        return match experiment {
+            Experiment::Amoeba => amoeba::run(&args, &base),
+            Experiment::Cost => cost::run(&args, &base),
+        };
     }
     let what = match limit {
         Limit::Duration(d) => format!("{} s per measurement", d.as_secs()),
@@ -994,6 +1009,8 @@ fn run_raw(cfg: &RunConfig) -> Result<Measurement> {
             latency_p99_us: r.hist.quantile(0.99) as f64 / 1e3,
             latency_p999_us: r.hist.quantile(0.999) as f64 / 1e3,
             windows: Vec::new(),
+            cpu_s: 0.0,
+            datagrams_sent: 0,
         });
     }
     if strays > 0 {
@@ -1455,6 +1472,8 @@ fn run_workers_in(
             latency_p99_us: st.latency_us_p99,
             latency_p999_us: st.latency_us_p999,
             windows: st.windows.clone(),
+            cpu_s: st.cpu_s,
+            datagrams_sent: st.measured_datagrams_sent,
         });
     }
     if !problems.is_empty() {

@@ -3,6 +3,7 @@
 mod bench;
 mod call;
 mod config;
+mod cpu;
 mod demo;
 mod dur;
 mod gauntlet;

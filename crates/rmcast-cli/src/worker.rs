@@ -483,6 +483,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let size = args.size as usize;
     let interval = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
     let send_start = Instant::now();
+    let (cpu_start, datagrams_start) = (crate::cpu::process_cpu(), node.counters().datagrams_sent);
     let mut next_at = send_start;
     let mut stop_checked = send_start;
     let mut stopped = false;
@@ -618,6 +619,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     let node_counters = node.counters();
+    let cpu_s = crate::cpu::process_cpu()
+        .saturating_sub(cpu_start)
+        .as_secs_f64();
     let left_cleanly = !t.expelled
         && match group.leave_timeout(Duration::from_secs(LEAVE_S)) {
             Ok(()) => true,
@@ -687,6 +691,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         recovery_refusals,
         expelled: t.expelled,
         windows: t.windows,
+        cpu_s,
+        measured_datagrams_sent: node_counters.datagrams_sent - datagrams_start,
     };
     println!("{}", serde_json::to_string(&stats)?);
     Ok(if complete && barrier && left_cleanly {

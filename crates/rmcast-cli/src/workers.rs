@@ -117,6 +117,13 @@ pub struct WorkerStats {
     /// host); at most [`MAX_WINDOWS`](crate::worker::MAX_WINDOWS) windows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<u64>,
+    /// CPU time of the worker process (every thread) from its send start until every member
+    /// was done, in seconds: what the measurement cost it, the harness's own work included.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// Datagrams its node sent over the same span (group formation left out).
+    #[serde(default)]
+    pub measured_datagrams_sent: u64,
 }
 
 impl WorkerStats {

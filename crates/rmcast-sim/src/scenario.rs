@@ -169,9 +169,9 @@ impl Scenario {
         };
         prob("loss", self.loss)?;
         prob("dup", self.dup)?;
-        if !(1..=1000).contains(&self.members) {
+        if !(1..=10_000).contains(&self.members) {
             return Err(format!(
-                "--members must be in 1..=1000, got {}",
+                "--members must be in 1..=10000, got {}",
                 self.members
             ));
         }

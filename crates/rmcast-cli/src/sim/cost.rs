@@ -60,18 +60,6 @@ struct Cost {
     cpu: Duration,
 }
 
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 impl Job {
     fn scenario(&self, messages: u64) -> Result<Scenario, String> {
         let mut engine = EngineChoice::named(&self.engine).map_err(|e| e.to_string())?;
@@ -97,11 +85,11 @@ impl Job {
     fn measure(&self) -> Result<Cost, String> {
         let one = self.scenario(1)?.config(self.seed);
         let more = self.scenario(self.messages + 1)?.config(self.seed);
-        let t0 = thread_cpu();
+        let t0 = crate::cpu::thread_cpu();
         let base = simulate(&one);
-        let t1 = thread_cpu();
+        let t1 = crate::cpu::thread_cpu();
         let rec = simulate(&more);
-        let t2 = thread_cpu();
+        let t2 = crate::cpu::thread_cpu();
         let (fa, fb) = (figures::figures(&base), figures::figures(&rec));
         let failed = checkers::check_all(&rec)
             .into_iter()
@@ -134,7 +122,7 @@ fn limit(engine: &str) -> Option<u32> {
 }
 
 /// What the paper of `engine` predicts for datagrams per message in a group of `n`.
-fn predicted(engine: &str, n: u32) -> String {
+pub(crate) fn predicted(engine: &str, n: u32) -> String {
     match engine {
         "sequencer" => "2 (PB)".into(),
         "ring" => "2".into(),

@@ -27,7 +27,7 @@ mod all;
 pub(crate) mod amoeba;
 mod args;
 mod bimodal;
-mod cost;
+pub(crate) mod cost;
 mod parallel;
 mod pbcast;
 mod rmp;
