@@ -47,12 +47,109 @@ fn command_of(tables: &Path) -> anyhow::Result<String> {
     Ok(first.split(": ").next().unwrap_or_default().to_string())
 }
 
+/// The real-process forms of the papers' experiments (`--real`): a name, and the arguments
+/// of this executable that run it. The figures docs/PAPERS.md gives in its real-process
+/// column come from these commands.
+pub const REAL: [(&str, &[&str]); 6] = [
+    ("amoeba", &["bench", "--experiment", "amoeba"]),
+    (
+        "rmp-throughput",
+        &[
+            "bench",
+            "--engine",
+            "sequencer,ring",
+            "--sizes",
+            "64,1024",
+            "--members",
+            "3",
+            "--senders",
+            "1",
+            "--duration",
+            "3s",
+        ],
+    ),
+    (
+        "rmp-latency",
+        &[
+            "bench",
+            "--engine",
+            "sequencer,ring",
+            "--sizes",
+            "64",
+            "--members",
+            "8",
+            "--rate",
+            "1000",
+            "--only",
+            "rmcast",
+            "--duration",
+            "3s",
+        ],
+    ),
+    (
+        "pbcast",
+        &[
+            "bench",
+            "--engine",
+            "gossip,sequencer",
+            "--members",
+            "16",
+            "--senders",
+            "1",
+            "--rate",
+            "200",
+            "--sizes",
+            "1024",
+            "--perturb",
+            "4:0.5",
+            "--duration",
+            "10s",
+        ],
+    ),
+    ("txn", &["txn-bench"]),
+    (
+        "cost",
+        &[
+            "bench",
+            "--experiment",
+            "cost",
+            "--engine",
+            "sequencer,ring,gossip,tree,txn",
+            "--duration",
+            "3s",
+        ],
+    ),
+];
+
+/// Runs one real-process form, its output into `DIR/real-NAME.txt` (with `--plot
+/// DIR/real-NAME.svg` where it draws one); whether it succeeded.
+fn run_real(name: &str, argv: &[&str], dir: &Path) -> anyhow::Result<(bool, String)> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let txt = dir.join(format!("real-{name}.txt"));
+    let mut args: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    if name == "amoeba" || name == "pbcast" {
+        args.push("--plot".into());
+        args.push(dir.join(format!("real-{name}.svg")).display().to_string());
+    }
+    let out = std::fs::File::create(&txt).with_context(|| format!("creating {}", txt.display()))?;
+    let err = out.try_clone()?;
+    let status = std::process::Command::new(exe)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .with_context(|| format!("running rmcast {}", args.join(" ")))?;
+    Ok((status.success(), format!("rmcast {}", args.join(" "))))
+}
+
 /// Runs every experiment into `dir`.
 pub fn run(args: &SimArgs, threads: usize, dir: &Path) -> anyhow::Result<ExitCode> {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
     parallel::draw_under(multi.clone());
+    let real = if args.real { REAL.len() } else { 0 };
     let overall = multi.add(crate::bench::bar(
-        Some(Experiment::EACH.len() as u64),
+        Some((Experiment::EACH.len() + real) as u64),
         "experiments".into(),
     ));
     let start = Instant::now();
@@ -78,10 +175,25 @@ pub fn run(args: &SimArgs, threads: usize, dir: &Path) -> anyhow::Result<ExitCod
         ));
         overall.inc(1);
     }
+    for (name, argv) in REAL.iter().take(real) {
+        overall.set_message(format!("real processes: {name}"));
+        let t = Instant::now();
+        let (ok, command) = run_real(name, argv, dir)?;
+        if !ok {
+            failed.push(name);
+        }
+        summary.push(format!(
+            "real-{name:<8} {:>7.1} s  {:<6} {}  (as {command})",
+            t.elapsed().as_secs_f64(),
+            if ok { "ok" } else { "FAILED" },
+            dir.join(format!("real-{name}.txt")).display(),
+        ));
+        overall.inc(1);
+    }
     overall.finish_and_clear();
     summary.push(format!(
         "all {} experiments in {:.1} s on {threads} thread(s); {}",
-        Experiment::EACH.len(),
+        Experiment::EACH.len() + real,
         start.elapsed().as_secs_f64(),
         if failed.is_empty() {
             "every run of every experiment passed".to_string()
@@ -153,6 +265,23 @@ mod tests {
             command,
             "rmcast sim --experiment rmtp --messages 2048 --seed 0"
         );
+    }
+
+    /// The real-process commands stay valid as the command line changes (with the `--plot`
+    /// that `run_real` adds to two of them).
+    #[test]
+    fn every_real_process_command_parses() {
+        for (name, argv) in REAL {
+            let mut args: Vec<&str> = vec!["rmcast"];
+            args.extend(argv.iter());
+            if name == "amoeba" || name == "pbcast" {
+                args.extend(["--plot", "x.svg"]);
+            }
+            if let Err(e) = crate::cli_command().try_get_matches_from(&args) {
+                panic!("real-{name}: {e}");
+            }
+        }
+        assert!(parse_args("--experiment all --out /tmp/x --real").real);
     }
 
     #[test]

@@ -299,6 +299,11 @@ pub struct SimArgs {
     /// DIR/NAME.svg (NAME: the experiment's name); --experiment all needs it.
     #[arg(long, value_name = "DIR", requires = "experiment")]
     pub out: Option<std::path::PathBuf>,
+    /// With --experiment all: then the real-process forms too (member processes on loopback
+    /// multicast on this host, about 15 minutes; `rmcast bench` and `rmcast txn-bench`), each
+    /// into DIR/real-NAME.txt.
+    #[arg(long)]
+    pub real: bool,
     /// Also write the sweep's result as one JSON object to this file: the command, each
     /// checker's seeds passed and failed, the failing seeds and the mean figures (not with
     /// --experiment).
