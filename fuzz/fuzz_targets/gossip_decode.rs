@@ -48,8 +48,9 @@ fuzz_target!(|data: &[u8]| {
                 floor = r.end;
             }
         }
-        for row in &d.rows {
-            assert_eq!(row.prefixes.len(), d.senders.len());
+        assert_eq!(d.prefixes.len(), d.rows.len() * d.senders.len());
+        for i in 0..d.rows.len() {
+            assert_eq!(d.row_prefixes(i).len(), d.senders.len());
         }
     }
     if let Ok(s) = Solicitation::decode(data) {

@@ -21,7 +21,7 @@ use crate::registry::{EngineParams, Role};
 use crate::wire::{self, EngineKind, Header, Packet, WriteExt};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
+use std::ops::{Bound, Range};
 use std::time::Duration;
 
 /// Datagrams queued for the driver at most: a round's gossip, answers and repairs fit many
@@ -128,7 +128,9 @@ pub struct Gossip {
     /// No gossip rounds: nothing to gossip about, and every member agreed on the table.
     idle: bool,
     sender_rotation: usize,
-    row_rotation: usize,
+    /// The last member whose row went into a digest: the next digest's rows start after it,
+    /// so that every member's row goes out in turn whatever the group's size.
+    row_cursor: NodeId,
     /// Departed members sent the table this round (see [`Gossip::nudge`]).
     nudged: BTreeSet<NodeId>,
     /// Own messages submitted and not yet handed to the driver: their first phase goes as one
@@ -188,7 +190,7 @@ impl Gossip {
             quiet_since: None,
             idle: false,
             sender_rotation: 0,
-            row_rotation: 0,
+            row_cursor: NodeId(0),
             nudged: BTreeSet::new(),
             run: OwnRun::default(),
         };
@@ -814,27 +816,27 @@ impl Gossip {
         let mut rows = vec![KnowledgeRow {
             member: self.me,
             heartbeat: self.heartbeat,
-            prefixes: senders.iter().map(|s| s.prefix).collect(),
         }];
+        let mut prefixes: Vec<u64> = senders.iter().map(|s| s.prefix).collect();
         used += row_len;
-        let others: Vec<NodeId> = self.peers.keys().copied().collect();
-        if !others.is_empty() {
-            let start = self.row_rotation % others.len();
-            for m in others.iter().cycle().skip(start).take(others.len()) {
-                if used + row_len > budget {
-                    break;
-                }
-                let p = &self.peers[m];
-                rows.push(KnowledgeRow {
-                    member: *m,
-                    heartbeat: p.heartbeat,
-                    prefixes: (senders.iter())
-                        .map(|s| p.prefix.get(&s.origin).copied().unwrap_or(0))
-                        .collect(),
-                });
-                used += row_len;
-                self.row_rotation = self.row_rotation.wrapping_add(1);
+        // The peers after the cursor, then from the first: only as many as fit are visited,
+        // so a digest costs its rows, not the group's size.
+        let cursor = self.row_cursor;
+        let after = self
+            .peers
+            .range((Bound::Excluded(cursor), Bound::Unbounded));
+        for (m, p) in after.chain(self.peers.range(..=cursor)) {
+            if used + row_len > budget {
+                break;
             }
+            rows.push(KnowledgeRow {
+                member: *m,
+                heartbeat: p.heartbeat,
+            });
+            prefixes
+                .extend((senders.iter()).map(|s| p.prefix.get(&s.origin).copied().unwrap_or(0)));
+            used += row_len;
+            self.row_cursor = *m;
         }
         Digest {
             round: self.round as u32,
@@ -842,6 +844,7 @@ impl Gossip {
             view_id: self.view_id,
             senders,
             rows,
+            prefixes,
         }
     }
 
@@ -895,7 +898,7 @@ impl Gossip {
                 }
             }
         }
-        for row in &d.rows {
+        for (i, row) in d.rows.iter().enumerate() {
             if row.member == self.me {
                 continue;
             }
@@ -906,7 +909,7 @@ impl Gossip {
                 p.heartbeat = row.heartbeat;
                 p.news_at = p.news_at.max(now);
             }
-            for (s, pref) in d.senders.iter().zip(&row.prefixes) {
+            for (s, pref) in d.senders.iter().zip(d.row_prefixes(i)) {
                 let e = p.prefix.entry(s.origin).or_insert(0);
                 *e = (*e).max(*pref);
             }

@@ -186,16 +186,15 @@ impl SenderSummary {
     }
 }
 
-/// What the gossiper knows of one member: its heartbeat (gossip-style failure detection) and,
-/// for each sender of the digest (same order), the prefix that member reported.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the gossiper knows of one member: its heartbeat (gossip-style failure detection);
+/// the prefixes that member reported, one per sender of the digest, are the row's part of
+/// [`Digest::prefixes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnowledgeRow {
     /// The member.
     pub member: NodeId,
     /// Its heartbeat counter, increased by the member itself every round.
     pub heartbeat: u64,
-    /// Its prefix per sender of the digest (0: not known).
-    pub prefixes: Vec<u64>,
 }
 
 /// The digest one member gossips to a few others each round.
@@ -213,12 +212,22 @@ pub struct Digest {
     pub senders: Vec<SenderSummary>,
     /// What the gossiper knows of members (its own row first).
     pub rows: Vec<KnowledgeRow>,
+    /// Row by row, each row's prefix per sender of the digest (same order; 0: not known):
+    /// `rows.len() * senders.len()` values in one vector, so that a digest of many rows costs
+    /// one allocation, not one a row.
+    pub prefixes: Vec<u64>,
 }
 
 impl Digest {
     /// Bytes of one row of a digest with `senders` senders.
     pub fn row_len(senders: usize) -> usize {
         ROW_FIXED + 8 * senders
+    }
+
+    /// Row `i`'s prefixes, one per sender (empty past the rows or in a malformed digest).
+    pub fn row_prefixes(&self, i: usize) -> &[u64] {
+        let n = self.senders.len();
+        self.prefixes.get(i * n..(i + 1) * n).unwrap_or(&[])
     }
 
     /// Append the body to `b`.
@@ -238,10 +247,10 @@ impl Digest {
             }
         }
         b.put_u16(self.rows.len() as u16);
-        for row in &self.rows {
+        for (i, row) in self.rows.iter().enumerate() {
             b.put_u32(row.member.0);
             b.put_u64(row.heartbeat);
-            for p in &row.prefixes {
+            for p in self.row_prefixes(i) {
                 b.put_u64(*p);
             }
         }
@@ -296,18 +305,14 @@ impl Digest {
             return Err(WireError::BadValue("digest rows"));
         }
         let mut rows = Vec::with_capacity(rows_n);
+        let mut prefixes = Vec::with_capacity(rows_n * n);
         for _ in 0..rows_n {
             let member = NodeId(r.u32()?);
             let heartbeat = r.u64()?;
-            let mut prefixes = Vec::with_capacity(n);
             for _ in 0..n {
                 prefixes.push(r.u64()?);
             }
-            rows.push(KnowledgeRow {
-                member,
-                heartbeat,
-                prefixes,
-            });
+            rows.push(KnowledgeRow { member, heartbeat });
         }
         r.finish()?;
         Ok(Digest {
@@ -316,6 +321,7 @@ impl Digest {
             view_id,
             senders,
             rows,
+            prefixes,
         })
     }
 }
@@ -544,14 +550,13 @@ mod tests {
                 KnowledgeRow {
                     member: NodeId(1),
                     heartbeat: 77,
-                    prefixes: vec![4, 0],
                 },
                 KnowledgeRow {
                     member: NodeId(3),
                     heartbeat: 5,
-                    prefixes: vec![20, 0],
                 },
             ],
+            prefixes: vec![4, 0, 20, 0],
         }
     }
 
