@@ -117,6 +117,16 @@ impl RecvBatch {
     }
 }
 
+/// A writer for [`SendBatch::push_with`] (and the runtime's other `write` arguments) that
+/// writes a copy of `data`.
+pub(crate) fn copy_of(data: &[u8]) -> impl FnOnce(&mut Vec<u8>) -> bool + '_ {
+    move |b| {
+        b.clear();
+        b.extend_from_slice(data);
+        true
+    }
+}
+
 /// Datagrams sent per call at most.
 pub(crate) const SEND_BATCH: usize = 32;
 
@@ -148,15 +158,18 @@ impl SendBatch {
         self.len == SEND_BATCH
     }
 
-    /// Queue a copy of `data` for `to`. The caller sends the batch when it is full.
-    pub(crate) fn push(&mut self, data: &[u8], to: SocketAddr) {
+    /// Queue for `to` the datagram that `write` writes into the batch's next buffer (which
+    /// holds an earlier datagram: `write` clears it), so that a datagram made on its way out (a
+    /// secure group's, sealed) is not copied once more. Nothing is queued if `write` returns
+    /// false. The caller sends the batch when it is full.
+    pub(crate) fn push_with(&mut self, to: SocketAddr, write: impl FnOnce(&mut Vec<u8>) -> bool) {
         assert!(
             !self.is_full(),
             "a full batch is sent before more is queued"
         );
-        let b = &mut self.bufs[self.len];
-        b.clear();
-        b.extend_from_slice(data);
+        if !write(&mut self.bufs[self.len]) {
+            return;
+        }
         self.to.truncate(self.len);
         self.to.push(to);
         self.len += 1;
@@ -310,7 +323,7 @@ mod tests {
         let mut batch = SendBatch::new();
         for i in 0..SEND_BATCH {
             let to = if i % 2 == 0 { ta } else { tb };
-            batch.push(&vec![i as u8; 100 + i], to);
+            batch.push_with(to, copy_of(&vec![i as u8; 100 + i]));
         }
         assert!(batch.is_full());
         let mut sent = 0;
@@ -461,8 +474,8 @@ mod tests {
         socket2::SockRef::from(&tx).set_unicast_hops_v6(13).unwrap();
         let to = rx.local_addr().unwrap();
         let mut out = SendBatch::new();
-        out.push(b"first", to);
-        out.push(&[3u8; 40_000], to);
+        out.push_with(to, copy_of(b"first"));
+        out.push_with(to, copy_of(&[3u8; 40_000]));
         let mut sent = 0;
         while sent < out.len() {
             sent += out.send_from(&tx, sent).unwrap();

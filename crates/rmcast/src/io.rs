@@ -8,7 +8,7 @@
 //! the application while there is room in the event queue. A full queue is never worked around:
 //! the loop stops taking events from that engine, which then pushes back on its senders.
 
-use crate::batch::RecvBatch;
+use crate::batch::{copy_of, RecvBatch};
 use crate::config::{GroupAddr, NodeConfig, OpenMode};
 use crate::error::Error;
 use crate::net;
@@ -19,7 +19,7 @@ use crate::shared::{
     AtomicNodeCounters, Command, EngineCall, GroupShared, NodeShared, Op, OpenRequest,
 };
 use rmcast_proto::formation::{hello, Entry, Formation, FormationConfig, Notice, Rejoin};
-use rmcast_proto::secure::{GroupCipher, Rejection, Sealer, SessionName};
+use rmcast_proto::secure::{GroupCipher, Rejection, Sealer, SessionName, AUTH_OVERHEAD};
 use rmcast_proto::wire::{self, EngineKind};
 use rmcast_proto::{ConfigError, Destination, Engine, Event, NodeId, Recovery, SendError, Time};
 use std::collections::{HashMap, VecDeque};
@@ -206,16 +206,33 @@ impl Net {
         }
     }
 
-    fn send_ttl(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
+    /// Send one datagram that `write` writes (clearing the buffer first) straight into the
+    /// buffer it leaves from, or, while the socket pushes back, into the backlog's: a secure
+    /// group's datagram is sealed there, with no copy beyond the one a plain datagram has.
+    /// Nothing is sent if `write` returns false.
+    fn send_with(&mut self, to: SocketAddr, write: impl FnOnce(&mut Vec<u8>) -> bool) {
         if self.blocked() {
-            self.defer(buf, to, ttl);
+            let mut v = self.spare.pop().unwrap_or_default();
+            if write(&mut v) {
+                self.backlog.push_back((v, to, None));
+            } else {
+                self.spare.push(v);
+            }
             return;
         }
+        self.out.push_with(to, write);
+        if self.out.is_full() {
+            self.flush_out();
+        }
+    }
+
+    fn send_ttl(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
         if ttl.is_none() {
-            self.out.push(buf, to);
-            if self.out.is_full() {
-                self.flush_out();
-            }
+            self.send_with(to, copy_of(buf));
+            return;
+        }
+        if self.blocked() {
+            self.defer(buf, to, ttl);
             return;
         }
         // A scoped multicast changes the socket's TTL for itself: what was queued before it
@@ -298,8 +315,7 @@ impl Net {
 
     fn defer(&mut self, buf: &[u8], to: SocketAddr, ttl: Option<u32>) {
         let mut v = self.spare.pop().unwrap_or_default();
-        v.clear();
-        v.extend_from_slice(buf);
+        copy_of(buf)(&mut v);
         self.backlog.push_back((v, to, ttl));
     }
 
@@ -1075,8 +1091,26 @@ impl IoLoop {
                 if hello::is_hello(d) {
                     AtomicNodeCounters::add(&self.shared.counters.hellos_sent, 1);
                 }
+                let cipher = g.cipher.as_ref();
+                let wire_len = d.len() + cipher.map_or(0, |_| AUTH_OVERHEAD);
+                let to = peer.map(|id| g.peers.route(id, wire_len));
+                let one = match (to, t.destination) {
+                    (Some(Route::Send(to)), _) => Some(to),
+                    (None, Destination::Group) if g.group_dests.len() == 1 => {
+                        Some(g.group_dests[0])
+                    }
+                    _ => None,
+                };
+                if let Some(to) = one {
+                    // One destination, the common case: written (sealed) straight into the
+                    // buffer it leaves from.
+                    let (sealer, counters) = (&mut self.sealer, &self.shared.counters);
+                    self.net
+                        .send_with(to, |buf| write_wire(cipher, sealer, d, buf, counters));
+                    continue;
+                }
                 let Some(d) = seal(
-                    g.cipher.as_ref(),
+                    cipher,
                     &mut self.sealer,
                     d,
                     &mut self.seal_buf,
@@ -1084,7 +1118,6 @@ impl IoLoop {
                 ) else {
                     continue;
                 };
-                let to = peer.map(|id| g.peers.route(id, d.len()));
                 match (to, t.destination, g.multicast) {
                     (Some(Route::Send(to)), _, _) => self.net.send(d, to),
                     (Some(Route::Limited(to)), _, _) => {
@@ -1697,14 +1730,29 @@ fn seal<'a>(
     buf: &'a mut Vec<u8>,
     counters: &AtomicNodeCounters,
 ) -> Option<&'a [u8]> {
-    let Some(cipher) = cipher else {
+    if cipher.is_none() {
         return Some(plain);
+    }
+    write_wire(cipher, sealer, plain, buf, counters).then_some(&buf[..])
+}
+
+/// Write `plain` into `buf` (cleared first) as it goes on the wire: sealed for a secure group
+/// (`cipher`), copied otherwise; false (counted) if it could not be sealed.
+fn write_wire(
+    cipher: Option<&GroupCipher>,
+    sealer: &mut Sealer,
+    plain: &[u8],
+    buf: &mut Vec<u8>,
+    counters: &AtomicNodeCounters,
+) -> bool {
+    let Some(cipher) = cipher else {
+        return copy_of(plain)(buf);
     };
     match cipher.seal(sealer, plain, buf) {
-        Ok(()) => Some(buf),
+        Ok(()) => true,
         Err(_) => {
             AtomicNodeCounters::add(&counters.seal_errors, 1);
-            None
+            false
         }
     }
 }
