@@ -16,7 +16,7 @@
 use super::{run_rmcast, BenchArgs, Limit, Measurement, RunConfig};
 use crate::sim::amoeba::{jobs, report, Grid, Job};
 use anyhow::Result;
-use rmcast_sim::amoeba::Point;
+use rmcast_sim::amoeba::{Method, Point};
 use std::process::ExitCode;
 
 /// The runs on real processes: group sizes this host carries, the smallest message a
@@ -65,11 +65,24 @@ pub(super) fn run(args: &BenchArgs, base: &RunConfig) -> Result<ExitCode> {
         }
         points.push(point);
     }
+    let mut parallel = Vec::new();
+    for (i, &(groups, members)) in PARALLEL.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] {groups} groups of {members} side by side",
+            i + 1,
+            PARALLEL.len()
+        );
+        let p = parallel_point(base, groups, members, args.duration_secs);
+        if !p.complete {
+            failed += 1;
+        }
+        parallel.push(p);
+    }
     let pairs: Vec<(Job, &Point)> = jobs.iter().copied().zip(&points).collect();
     report(
         &mut std::io::stdout().lock(),
         &pairs,
-        &[],
+        &parallel,
         &GRID,
         args.plot.as_deref(),
     )?;
@@ -80,6 +93,59 @@ pub(super) fn run(args: &BenchArgs, base: &RunConfig) -> Result<ExitCode> {
         println!("\n{failed} run(s) did not deliver everything (marked !)");
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// Figure 26 on this host: (groups, members of each) side by side, every member sending
+/// 24-byte messages by PB, as far as 2 cores carry (16 processes at most).
+const PARALLEL: [(u32, u32); 7] = [(1, 2), (2, 2), (4, 2), (8, 2), (1, 4), (2, 4), (4, 4)];
+
+/// Runs `groups` groups of `members` at once, each its own group of worker processes, and
+/// gives the total of their messages a second (the paper's Figure 26).
+fn parallel_point(base: &RunConfig, groups: u32, members: u32, secs: u64) -> Point {
+    let job = Job::Throughput(Method::Pb, members, 24);
+    let cfg = RunConfig {
+        method: Method::Pb,
+        ..config(base, &job, 0, secs)
+    };
+    let runs: Vec<Result<Measurement>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..groups).map(|_| s.spawn(|| run_rmcast(&cfg))).collect();
+        (handles.into_iter())
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a run panicked")))
+            })
+            .collect()
+    });
+    let mut p = Point {
+        method: Method::Pb,
+        members,
+        senders: members * groups,
+        r: 0,
+        message_bytes: 24,
+        delay_ms: f64::NAN,
+        throughput: 0.0,
+        datagrams_per_message: f64::NAN,
+        retransmissions: 0,
+        rx_drops: 0,
+        complete: true,
+        passed: true,
+        summary: "parallel groups".to_string(),
+    };
+    for r in runs {
+        match r {
+            Ok(m) => {
+                p.throughput += m.mean_rate();
+                p.complete &= m.lost() == 0 && m.members.len() == cfg.members;
+            }
+            Err(e) => {
+                eprintln!("  {e:#}");
+                p.complete = false;
+                p.summary = format!("{e:#}");
+            }
+        }
+    }
+    p.passed = p.complete;
+    p
 }
 
 /// The measurement of one run.
@@ -158,7 +224,6 @@ fn failed_point(job: &Job, why: &str) -> Point {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcast_sim::amoeba::Method;
 
     /// Every run fits the host's limits: r + 1 members at least, a sender that is not the
     /// sequencer in delay runs, sizes the benchmark carries.
