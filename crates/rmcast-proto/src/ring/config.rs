@@ -10,8 +10,9 @@ use std::time::Duration;
 /// `window_msgs` and `client_window`: a member drops packets numbered beyond them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Own messages not yet stable at most (the send window): sends push back beyond it; a
+    /// Own messages not yet ordered at most (the send window): sends push back beyond it; a
     /// member keeps a peer's unordered packets only this far beyond its next to order.
+    /// Ordered messages wait for stability under `max_unstable`.
     pub window_msgs: u64,
     /// Events held for the driver at most before delivery pauses.
     pub max_events: usize,
@@ -201,6 +202,15 @@ impl Config {
             ("pass_retry", self.pass_retry > self.pass_retry_max),
             ("nack_retry", self.nack_retry > self.nack_retry_max),
             ("client_rto", self.client_rto > self.client_rto_max),
+            // A member keeps one origin's unordered packets within this span.
+            (
+                "window_msgs",
+                self.window_msgs > super::order::DataList::MAX_SPAN,
+            ),
+            (
+                "client_window",
+                self.client_window as u64 > super::order::DataList::MAX_SPAN,
+            ),
         ];
         for (field, bad) in above {
             if bad {

@@ -32,6 +32,13 @@ use std::time::Duration;
 /// is a fragment.
 pub(super) type Outgoing = (u64, Qos, Bytes, Option<Frag>);
 
+/// Where `part`, a slice of `whole`, lies in it.
+fn sub_range(whole: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let start = (part.as_ptr() as usize) - (whole.as_ptr() as usize);
+    debug_assert!(start + part.len() <= whole.len(), "a slice of the whole");
+    start..start + part.len()
+}
+
 /// The ring's own timers (the failure detector, the gap tracker, a reformation's rounds and a
 /// non-member's requests keep theirs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -270,6 +277,17 @@ impl Ring {
             member: phase.is_member(),
         });
         self.events.push_back(Event::Left);
+    }
+
+    /// Own ordered-stream messages numbered and not yet ordered: what the send window counts
+    /// (section 4.6: a packet is in transit until the first ACK that orders it). Ordered ones
+    /// wait for stability under the token site's bound on unstable slots
+    /// ([`Config::max_unstable`]), not in the sender's window: counted to stability, the window
+    /// waited for a whole round of the token after each ACK and bounded the ring's throughput
+    /// by it.
+    pub(super) fn own_unordered(&self) -> u64 {
+        let ordered = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
+        self.flow.own_next.saturating_sub(ordered)
     }
 
     /// A pass is no longer repeated.
@@ -846,9 +864,15 @@ impl Ring {
                         self.deliver_client(ts, origin, sseq, p);
                         continue;
                     }
-                    if !self.order.early.remove(&(origin, sseq)) {
+                    // Both sets are empty unless messages below total order were sent:
+                    // no lookups per message then.
+                    let early =
+                        !self.order.early.is_empty() && self.order.early.remove(&(origin, sseq));
+                    if !early {
                         let p = payload.clone().unwrap_or_default();
-                        self.order.pending_src.remove(&(origin, sseq));
+                        if !self.order.pending_src.is_empty() {
+                            self.order.pending_src.remove(&(origin, sseq));
+                        }
                         // Below total order a message is placed by its sender's numbering.
                         let seq = if qos.is_total() { ts } else { sseq };
                         self.deliver_whole(origin, sseq, seq, p, frag);
@@ -1007,7 +1031,7 @@ impl Ring {
 
     /// Delivers the source-ordered packets of `origin` whose predecessors are all delivered.
     fn source_chain(&mut self, origin: NodeId) {
-        while self.events.room() {
+        while self.events.room() && !self.order.pending_src.is_empty() {
             let next = self.order.sources.get(&origin).map_or(0, |c| c.next);
             let Some((p, frag)) = self.order.pending_src.remove(&(origin, next)) else {
                 break;
@@ -1466,6 +1490,9 @@ impl Ring {
         if !self.member() {
             return;
         }
+        // One copy of the body, which the run's messages are slices of: a copy (and an
+        // allocation) per message was a measurable part of a receiver's time.
+        let data = Bytes::copy_from_slice(body);
         let mut filled = false;
         let mut fresh = false;
         for (sseq, (qos, payload)) in (run.first..).zip(run.msgs) {
@@ -1473,7 +1500,12 @@ impl Ring {
                 self.on_unreliable(run.origin, sseq, payload, None);
                 continue;
             }
-            match self.on_data_msg(run.origin, sseq, (qos, None), payload) {
+            match self.on_data_msg(
+                run.origin,
+                sseq,
+                (qos, None),
+                data.slice(sub_range(body, payload)),
+            ) {
                 Some(true) => filled = true,
                 Some(false) => fresh = true,
                 None => {}
@@ -1499,7 +1531,8 @@ impl Ring {
         if f.qos == Qos::Unreliable {
             return self.on_unreliable(f.origin, f.sseq, f.payload, Some(f.frag));
         }
-        match self.on_data_msg(f.origin, f.sseq, (f.qos, Some(f.frag)), f.payload) {
+        let payload = Bytes::copy_from_slice(f.payload);
+        match self.on_data_msg(f.origin, f.sseq, (f.qos, Some(f.frag)), payload) {
             Some(true) => self.after_progress(now),
             Some(false) => self.token_work(now),
             None => {}
@@ -1513,15 +1546,12 @@ impl Ring {
         origin: NodeId,
         sseq: u64,
         (qos, frag): (Qos, Option<Frag>),
-        payload: &[u8],
+        payload: Bytes,
     ) -> Option<bool> {
-        let payload = Bytes::copy_from_slice(payload);
-        if self
-            .order
-            .q
-            .fill(origin, sseq, (payload.clone(), qos, frag))
-            .is_some()
-        {
+        if self.order.q.waits_for(origin, sseq) {
+            self.order
+                .q
+                .fill(origin, sseq, (payload.clone(), qos, frag));
             self.deliver_early(origin, sseq, qos, &payload, frag);
             return Some(true);
         }
@@ -1529,17 +1559,17 @@ impl Ring {
             self.counters.foreign_dropped += 1;
             return None;
         };
-        if sseq < next
-            || sseq >= next + self.cfg.window_msgs
-            || !self
-                .order
-                .data
-                .insert(origin, sseq, (payload.clone(), qos, frag))
-        {
+        if sseq < next || sseq >= next + self.cfg.window_msgs || self.order.data.has(origin, sseq) {
             self.counters.duplicates += 1;
             return None;
         }
-        self.deliver_early(origin, sseq, qos, &payload, frag);
+        // Only the reliable and source-ordered levels are delivered ahead of their slot
+        // (`deliver_early`): a second handle on the payload only for them.
+        let early = matches!(qos, Qos::Reliable | Qos::SourceOrdered).then(|| payload.clone());
+        self.order.data.insert(origin, sseq, (payload, qos, frag));
+        if let Some(p) = early {
+            self.deliver_early(origin, sseq, qos, &p, frag);
+        }
         Some(false)
     }
 
@@ -1877,6 +1907,15 @@ impl Ring {
         fresh.flow.own_next = self.flow.own_next;
         fresh.flow.own_stable = self.flow.own_next;
         fresh.flow.own_unreliable = self.flow.own_unreliable;
+        if role == Role::Create {
+            // Its ring orders its messages from there on (a joiner's New List says so).
+            let next = self.flow.own_next;
+            fresh.order.ordered_next.insert(self.me, next);
+            fresh
+                .order
+                .sources
+                .insert(self.me, SourceCursor::from(next));
+        }
         fresh.rec.seen = self.rec.seen;
         fresh.rec.bound = self.rec.bound;
         fresh.rec.committed = self.rec.committed;
@@ -1918,7 +1957,7 @@ impl Ring {
         if !self.can_submit()
             || free < count + 1
             || (qos != Qos::Unreliable
-                && (self.flow.unstable() + count as u64 > self.cfg.window_msgs
+                && (self.own_unordered() + count as u64 > self.cfg.window_msgs
                     || !self.flow.admits_all(bytes)))
         {
             self.counters.backpressure_refusals += 1;
@@ -1950,7 +1989,7 @@ impl Ring {
             last = n;
         }
         // Checked above: the send window holds every fragment.
-        debug_assert!(self.flow.unstable() <= self.cfg.window_msgs);
+        debug_assert!(self.own_unordered() <= self.cfg.window_msgs);
         self.sent_own(now);
         Ok(last)
     }
@@ -2219,7 +2258,7 @@ impl Engine for Ring {
         let n = self.flow.own_next;
         self.flow.own_next += 1;
         // Checked by `can_submit` just above: the send window holds.
-        debug_assert!(self.flow.unstable() <= self.cfg.window_msgs);
+        debug_assert!(self.own_unordered() <= self.cfg.window_msgs);
         self.flow.outbox.push((n, qos, payload.clone(), None));
         self.flow.on_send(n, now, len);
         self.order
@@ -2409,7 +2448,7 @@ impl Engine for Ring {
             return c.pending() < self.cfg.client_window;
         }
         !self.recovering()
-            && self.flow.unstable() < self.cfg.window_msgs
+            && self.own_unordered() < self.cfg.window_msgs
             && !self.events.is_full()
             && self.out.has_room()
             && self.flow.in_flight < self.flow.window.get()

@@ -149,9 +149,4 @@ impl SendFlow {
             self.own_stable = sseq.saturating_add(1);
         }
     }
-
-    /// Own messages numbered but not yet stable.
-    pub(super) fn unstable(&self) -> u64 {
-        self.own_next.saturating_sub(self.own_stable)
-    }
 }

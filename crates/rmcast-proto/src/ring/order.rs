@@ -58,54 +58,141 @@ pub struct Slot {
 pub type Held = (Bytes, Qos, Option<Frag>);
 
 /// Data packets received but not yet ordered, by `(origin, sseq)`, with their QoS.
+///
+/// Kept per origin in sequence-number order (`slots[i]` is packet `base + i`), since each
+/// origin's packets arrive and are ordered nearly in sequence: a lookup per packet is an index,
+/// not a tree walk (a `BTreeMap` keyed by `(origin, sseq)` was a tenth of a receiver's time).
 #[derive(Clone, Default)]
 pub struct DataList {
-    map: BTreeMap<(NodeId, u64), Held>,
+    streams: BTreeMap<NodeId, Stream>,
+    len: usize,
+}
+
+/// One origin's held packets.
+#[derive(Clone, Default)]
+struct Stream {
+    base: u64,
+    slots: VecDeque<Option<Held>>,
+}
+
+impl Stream {
+    /// Empty slots at either end go: the first and the last slot kept hold a packet.
+    fn trim(&mut self) {
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        while let Some(None) = self.slots.back() {
+            self.slots.pop_back();
+        }
+    }
+
+    fn get(&self, sseq: u64) -> Option<&Held> {
+        let i = sseq.checked_sub(self.base)?;
+        self.slots.get(usize::try_from(i).ok()?)?.as_ref()
+    }
 }
 
 impl DataList {
+    /// The widest span of sequence numbers held for one origin (the send windows are far
+    /// narrower, [`super::Config::validate`]): packets further behind the newest one are
+    /// dropped, so that one never taken (a New List moved its origin's numbering past it)
+    /// does not keep the span growing with the traffic.
+    pub const MAX_SPAN: u64 = 1 << 16;
+
     /// Keep a packet; false when already held.
     pub fn insert(&mut self, origin: NodeId, sseq: u64, held: Held) -> bool {
-        match self.map.entry((origin, sseq)) {
-            std::collections::btree_map::Entry::Occupied(_) => false,
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(held);
-                true
+        let st = self.streams.entry(origin).or_default();
+        if st.slots.is_empty() {
+            st.base = sseq;
+        }
+        if sseq < st.base {
+            if st.base - sseq >= Self::MAX_SPAN {
+                return false; // far behind what is held: never ordered
+            }
+            for _ in sseq..st.base {
+                st.slots.push_front(None);
+            }
+            st.base = sseq;
+        }
+        // Too wide: the oldest go (see `MAX_SPAN`).
+        while sseq - st.base >= Self::MAX_SPAN {
+            if let Some(Some(_)) = st.slots.pop_front() {
+                self.len -= 1;
+            }
+            st.base += 1;
+            st.trim();
+            if st.slots.is_empty() {
+                st.base = sseq;
             }
         }
+        let i = (sseq - st.base) as usize;
+        if i >= st.slots.len() {
+            // The common case: the next in sequence.
+            st.slots.resize_with(i, || None);
+            st.slots.push_back(Some(held));
+            self.len += 1;
+            return true;
+        }
+        if st.slots[i].is_some() {
+            return false;
+        }
+        st.slots[i] = Some(held);
+        self.len += 1;
+        true
     }
     /// Take a packet out (it is being ordered).
     pub fn take(&mut self, origin: NodeId, sseq: u64) -> Option<Held> {
-        self.map.remove(&(origin, sseq))
+        let st = self.streams.get_mut(&origin)?;
+        let i = usize::try_from(sseq.checked_sub(st.base)?).ok()?;
+        let held = st.slots.get_mut(i)?.take()?;
+        self.len -= 1;
+        // An emptied stream stays, with its buffer: the origin sends again soon.
+        st.trim();
+        Some(held)
     }
     /// Whether a packet is held.
     pub fn has(&self, origin: NodeId, sseq: u64) -> bool {
-        self.map.contains_key(&(origin, sseq))
+        self.get(origin, sseq).is_some()
     }
     /// Whether a packet of `origin` numbered above `sseq` is held.
     pub fn has_after(&self, origin: NodeId, sseq: u64) -> bool {
-        sseq < u64::MAX
-            && self
-                .map
-                .range((origin, sseq + 1)..=(origin, u64::MAX))
-                .next()
-                .is_some()
+        // The last slot is held (`Stream::trim`): the newest packet is `base + len - 1`.
+        self.streams
+            .get(&origin)
+            .is_some_and(|st| !st.slots.is_empty() && st.base + (st.slots.len() as u64 - 1) > sseq)
     }
     /// A held packet.
     pub fn get(&self, origin: NodeId, sseq: u64) -> Option<&Held> {
-        self.map.get(&(origin, sseq))
+        self.streams.get(&origin)?.get(sseq)
     }
     /// Forget everything of `origin` below `sseq` (ordered already) or all of it.
     pub fn drop_below(&mut self, origin: NodeId, sseq: u64) {
-        self.map.retain(|&(o, q), _| o != origin || q >= sseq);
+        let Some(st) = self.streams.get_mut(&origin) else {
+            return;
+        };
+        while st.base < sseq {
+            let Some(slot) = st.slots.pop_front() else {
+                break;
+            };
+            if slot.is_some() {
+                self.len -= 1;
+            }
+            st.base += 1;
+        }
+        st.trim();
+        if sseq == u64::MAX {
+            // The origin is gone (see the callers): so is its buffer.
+            self.streams.remove(&origin);
+        }
     }
     /// Packets held.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
     /// Whether empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len == 0
     }
 }
 
@@ -207,6 +294,12 @@ impl OrderingQ {
     pub fn get(&self, ts: u64) -> Option<&Slot> {
         ts.checked_sub(self.base)
             .and_then(|i| self.slots.get(i as usize))
+    }
+
+    /// Whether a slot waits for packet `sseq` of `origin` (ordered, data not here).
+    pub fn waits_for(&self, origin: NodeId, sseq: u64) -> bool {
+        // The common case, data ahead of its ACK: no hashing.
+        !self.missing.is_empty() && self.missing.contains_key(&(origin, sseq))
     }
 
     /// Data for a missing slot arrived: its timestamp, or `None` when no slot waited for it.
@@ -629,6 +722,35 @@ impl Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_datalist_holds_each_origin_in_sequence() {
+        let h = || (Bytes::from_static(b"p"), Qos::TotallyOrdered, None);
+        let (a, b) = (NodeId(1), NodeId(2));
+        let mut d = DataList::default();
+        assert!(d.insert(a, 5, h()));
+        assert!(!d.insert(a, 5, h()), "held already");
+        assert!(d.insert(a, 8, h()));
+        assert!(d.insert(a, 3, h()), "below the first held");
+        assert!(d.insert(b, 0, h()));
+        assert_eq!(d.len(), 4);
+        assert!(d.has(a, 3) && d.has(a, 5) && d.has(a, 8) && !d.has(a, 4) && !d.has(a, 9));
+        assert!(d.has_after(a, 7) && !d.has_after(a, 8) && !d.has_after(b, 0));
+        assert!(d.take(a, 4).is_none());
+        assert!(d.take(a, 8).is_some());
+        assert!(!d.has_after(a, 5), "the newest went");
+        assert!(d.take(a, 3).is_some() && d.get(a, 5).is_some());
+        d.drop_below(a, 6);
+        assert!(!d.has(a, 5));
+        assert_eq!(d.len(), 1);
+        d.drop_below(b, u64::MAX);
+        assert!(d.is_empty());
+        // A packet far beyond the oldest held pushes the oldest out: the span stays bounded.
+        assert!(d.insert(a, 0, h()));
+        assert!(d.insert(a, DataList::MAX_SPAN + 3, h()));
+        assert!(!d.has(a, 0) && d.len() == 1);
+        assert!(!d.insert(a, 0, h()), "far behind what is held");
+    }
 
     #[test]
     fn slots_go_missing_requested_received_delivered() {

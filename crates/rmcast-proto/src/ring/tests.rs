@@ -272,7 +272,7 @@ fn resilient_levels_wait_until_enough_members_hold_the_message() {
 #[test]
 fn sends_push_back_when_the_window_is_full() {
     let mut net = Net::new(2);
-    // Member 1 hears nothing: member 0's messages are ordered but never stable.
+    // Member 1 hears nothing: the token waits there, and member 0's messages are not ordered.
     let mut n = 0;
     loop {
         match net.nodes[0].submit(net.now, Bytes::from_static(b"x"), Qos::TotallyOrdered) {
@@ -917,4 +917,20 @@ fn a_member_named_while_its_application_is_behind_takes_the_token_once_it_caught
         .filter(|e| matches!(e, Event::SendComplete { .. }))
         .count();
     assert_eq!(done, sent as usize);
+}
+
+/// A member that sent, then starts over alone, goes on numbering where it was: its new ring
+/// orders from that number (it ordered from 0 before, and the messages were never delivered).
+#[test]
+fn a_member_started_over_alone_after_sending_delivers_its_next_messages() {
+    let mut net = Net::new(1);
+    let sent = net.send(0, 3, Qos::TotallyOrdered);
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.delivered_msgs(0, 0), sent);
+    let now = net.now;
+    net.nodes[0].start_alone(now).unwrap();
+    let more = net.send(0, 2, Qos::TotallyOrdered);
+    assert_eq!(more, vec![3, 4], "numbering goes on");
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.delivered_msgs(0, 0), [sent, more].concat());
 }
