@@ -60,7 +60,9 @@ pub struct TreeConfig {
     /// A child whose L has not moved for this long while the sender waits on it is too slow:
     /// the window goes on without it, and it catches up from the cache. 0 waits for ever.
     pub child_stall_ms: u64,
-    /// Children an ACK processor keeps track of at most (bounded memory).
+    /// Children an ACK processor keeps track of at most (bounded memory: about 100 bytes
+    /// each). The send window does not wait for a receiver beyond them; its requests are
+    /// still served.
     pub max_children: usize,
     /// Bounds of T_ack, the interval between two ACKs computed from the measured RTT.
     pub t_ack_min_ms: u64,
@@ -70,6 +72,10 @@ pub struct TreeConfig {
     /// simulator's agreement check expects); a file sender has no use for them.
     pub deliver_own: bool,
 }
+
+/// Children an ACK processor tracks by default: a flat session of ten thousand receivers, all
+/// ACKing the sender, fits (RMTP's DRs exist so that none has to).
+const MAX_CHILDREN: usize = 16_384;
 
 impl Default for TreeConfig {
     fn default() -> Self {
@@ -99,7 +105,7 @@ impl TreeConfig {
             ad_ttl: 64,
             child_silence_ms: 10_000,
             child_stall_ms: 60_000,
-            max_children: 4096,
+            max_children: MAX_CHILDREN,
             t_ack_min_ms: 1,
             t_ack_max_ms: 5000,
             deliver_own: true,
@@ -133,7 +139,7 @@ impl TreeConfig {
             ad_ttl: 64,
             child_silence_ms: 3000,
             child_stall_ms: 5000,
-            max_children: 4096,
+            max_children: MAX_CHILDREN,
             t_ack_min_ms: 1,
             t_ack_max_ms: 5000,
             deliver_own: true,

@@ -75,12 +75,26 @@ struct Child {
 #[derive(Clone, Debug, Default)]
 struct RetxEntry {
     addr_tab: Vec<NodeId>,
+    /// Requests counted beyond AddrTab: once more than MCAST_thresh asked, the packet is
+    /// multicast and the addresses are of no use, so they are no longer kept (a packet lost by
+    /// thousands of receivers would otherwise hold thousands of addresses, searched at each).
+    beyond: usize,
 }
 
 impl RetxEntry {
     /// The counter C.
     fn c(&self) -> usize {
-        self.addr_tab.len()
+        self.addr_tab.len() + self.beyond
+    }
+
+    /// Count a request from `from`; its address is kept while the packet may still be
+    /// unicast (C at most `mcast_thresh`).
+    fn add(&mut self, from: NodeId, mcast_thresh: usize) {
+        if self.addr_tab.len() > mcast_thresh {
+            self.beyond += 1;
+        } else if !self.addr_tab.contains(&from) {
+            self.addr_tab.push(from);
+        }
     }
 }
 
@@ -265,6 +279,7 @@ struct Ext {
     acks_received: u64,
     children_silent: u64,
     children_stalled: u64,
+    /// ACKs from receivers beyond `max_children`: served, not waited for.
     children_refused: u64,
     children_done: u64,
     children_left: u64,
@@ -673,6 +688,7 @@ impl Tree {
         } = ack;
         let hops = ttl.map(|t| self.cfg.ad_ttl.saturating_sub(t));
         let (max_children, t_dally) = (self.cfg.max_children, self.cfg.t_dally());
+        let mcast_thresh = self.cfg.mcast_thresh as usize;
         let high_now = self.known_high();
         let Some(ap) = self.ap.as_mut() else {
             self.counters.foreign_dropped += 1;
@@ -686,26 +702,32 @@ impl Tree {
             self.ext.txnow_received += 1;
         }
         self.counters.nacks_received += u64::from(txnow);
-        if !ap.children.contains_key(&from) && ap.children.len() >= max_children {
+        // A child beyond `max_children` is not tracked: the window does not wait for it, but
+        // its requests are still served (dropping them left it stuck for ever, with no repair
+        // and no loss report). Without an earlier ACK of it on record, only what its vector
+        // names is missing.
+        let tracked = ap.children.contains_key(&from) || ap.children.len() < max_children;
+        let mut high_before = 0;
+        if tracked {
+            let c = ap.children.entry(from).or_insert(Child {
+                l,
+                heard: now,
+                l_moved: now,
+                hops,
+                stalled: false,
+                high_at_ack: 0,
+            });
+            c.heard = now;
+            high_before = std::mem::replace(&mut c.high_at_ack, high_now);
+            if hops.is_some() {
+                c.hops = hops;
+            }
+            if l > c.l {
+                c.l = l;
+                c.l_moved = now;
+            }
+        } else {
             self.ext.children_refused += 1;
-            return;
-        }
-        let c = ap.children.entry(from).or_insert(Child {
-            l,
-            heard: now,
-            l_moved: now,
-            hops,
-            stalled: false,
-            high_at_ack: 0,
-        });
-        c.heard = now;
-        let high_before = std::mem::replace(&mut c.high_at_ack, high_now);
-        if hops.is_some() {
-            c.hops = hops;
-        }
-        if l > c.l {
-            c.l = l;
-            c.l_moved = now;
         }
         // Any ACK restarts T_dally: someone still needs the session.
         if let Some(d) = ap.dally_until.as_mut() {
@@ -748,10 +770,7 @@ impl Tree {
                 if ap.retx.len() >= MAX_RETX_ENTRIES && !ap.retx.contains_key(&seq) {
                     break;
                 }
-                let e = ap.retx.entry(seq).or_default();
-                if !e.addr_tab.contains(&from) {
-                    e.addr_tab.push(from);
-                }
+                ap.retx.entry(seq).or_default().add(from, mcast_thresh);
                 debug_assert!(
                     ap.retx.len() <= MAX_RETX_ENTRIES,
                     "the retransmission queue is bounded"

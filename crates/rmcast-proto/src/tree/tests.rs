@@ -184,6 +184,26 @@ fn losses_are_repaired_and_memory_stays_within_the_cache() {
     assert!(counter(s, "slow_starts") >= 1);
 }
 
+/// More receivers than the sender tracks (`max_children`): the window goes on with the ones
+/// it tracks, and the others' requests are still served, so every receiver gets every packet
+/// (they used to be dropped: a receiver beyond the bound that lost a packet stayed stuck).
+#[test]
+fn receivers_beyond_max_children_are_still_repaired() {
+    let cfg = TreeConfig {
+        max_children: 1,
+        ..fast()
+    };
+    let mut net = Net::new(cfg, flat(5, 1), 0.2, true);
+    for i in 1..5 {
+        net.start(i);
+    }
+    net.step_until(Time(20_000 * MS), feed(300, false));
+    expect_all(&net, 300, 0..5);
+    let s = &net.nodes[0];
+    assert_eq!(counter(s, "children"), 1);
+    assert!(counter(s, "children_refused") > 0);
+}
+
 #[test]
 fn a_late_joiner_catches_up_from_the_cache_with_ack_txnow() {
     let mut net = Net::new(fast(), flat(3, 1), 0.0, true);
