@@ -251,13 +251,11 @@ fn drawn_config(name: &str, seed: u64) -> SimConfig {
         // The Tree serves its creator as the one sender, who stays.
         cfg.workload.senders = vec![NodeId(0)];
         cfg.churn.retain(|c| c.node != NodeId(0));
-        // Table III's timers are slow by design: the window moves only every T_send (600 ms),
-        // and a receiver learns of a lost last packet only from the next SND_ACK_TOME (T_sap,
-        // 3 s). A closed-loop sender with one message in flight over 20-30% loss then needs
-        // seconds a message, and 40 of them can take longer than the default 60 s (tree seed
-        // 69: 34 messages, 22% loss, all delivered at 59.5 s). The engine promises no speed;
-        // the run gets the time the declared timers need.
-        cfg.limits.quiescence_timeout = Duration::from_secs(240);
+        // The run gets the time Table III's slow timers need (`Scenario::config` gives it).
+        assert_eq!(
+            cfg.limits.quiescence_timeout,
+            rmcast_sim::scenario::TREE_QUIESCENCE_TIMEOUT
+        );
     }
     cfg
 }
