@@ -243,7 +243,7 @@ pub(crate) fn report(
         paper::MAX_THROUGHPUT
     )?;
     if !parallel.is_empty() {
-        print_parallel(out, parallel)?;
+        print_parallel(out, parallel, grid.retransmissions)?;
     }
     for (fig, m) in [(27, Method::Pb), (28, Method::Bb)] {
         writeln!(
@@ -274,25 +274,31 @@ pub(crate) fn report(
 }
 
 /// Figure 26: one row per number of groups, one column per group size; total messages a
-/// second of all the groups.
-fn print_parallel(out: &mut dyn Write, parallel: &[Point]) -> std::io::Result<()> {
+/// second of all the groups. `simulated`: the simulator's Ethernet (its retransmissions and
+/// the model's note), else real processes on this host.
+fn print_parallel(out: &mut dyn Write, parallel: &[Point], simulated: bool) -> std::io::Result<()> {
+    let groups = |p: &Point| p.senders / p.members.max(1);
+    let mut sizes: Vec<u32> = parallel.iter().map(|p| p.members).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut rows: Vec<u32> = parallel.iter().map(groups).collect();
+    rows.sort_unstable();
+    rows.dedup();
     writeln!(
         out,
-        "\nFigure 26: total messages a second of groups side by side on the one Ethernet, every \
-         member sending 0-byte messages, PB method"
+        "\nFigure 26: total messages a second of groups side by side, every member sending \
+         0-byte messages, PB method"
     )?;
     write!(out, "{:>8}", "groups")?;
-    for (size, _) in PARALLEL {
+    for size in &sizes {
         write!(out, " {:>10}", format!("of {size}"))?;
     }
-    writeln!(out, "  retrans")?;
-    let most = PARALLEL.iter().map(|&(_, k)| k).max().unwrap_or(0);
-    for k in 1..=most {
+    writeln!(out, "{}", if simulated { "  retrans" } else { "" })?;
+    for k in rows {
         write!(out, "{k:>8}")?;
         let mut retrans = 0;
-        for (size, _) in PARALLEL {
-            let groups = |p: &&Point| p.members * k == p.senders;
-            match (parallel.iter()).find(|p| p.members == size && groups(p)) {
+        for &size in &sizes {
+            match (parallel.iter()).find(|p| p.members == size && groups(p) == k) {
                 Some(p) => {
                     retrans += p.retransmissions;
                     let mark = if p.passed && p.complete { "" } else { "!" };
@@ -301,14 +307,21 @@ fn print_parallel(out: &mut dyn Write, parallel: &[Point]) -> std::io::Result<()
                 None => write!(out, " {:>10}", "-")?,
             }
         }
-        writeln!(out, "  {retrans:>7}")?;
+        if simulated {
+            write!(out, "  {retrans:>7}")?;
+        }
+        writeln!(out)?;
     }
     writeln!(
         out,
-        "(the paper: at most {:.0} a second, with 5 groups of 2, then falling, which it puts \
-         down to collisions; groups of 8 lower still. The model has no collisions: one frame \
-         on the medium at a time, in turn)",
-        paper::MAX_PARALLEL
+        "(the paper: at most {:.0} a second, with 5 groups of 2 on one Ethernet, then falling, \
+         which it puts down to collisions; groups of 8 lower still. {})",
+        paper::MAX_PARALLEL,
+        if simulated {
+            "The model has no collisions: one frame on the medium at a time, in turn"
+        } else {
+            "Here every group shares this host's cores and its loopback"
+        }
     )
 }
 
