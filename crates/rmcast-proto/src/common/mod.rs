@@ -1,5 +1,5 @@
 //! What engines share: the history buffer, group naming, payload digests, RTT estimation,
-//! window flow control, failure detection, fragmentation and bounded reassembly, gap (NACK)
+//! window flow control, failure detection, fragmentation and bounded reassembly, datagrams cut into parts and put together again, gap (NACK)
 //! tracking, the view codec, the shell every engine runs in (header filter, bounded queues), the engines' seeded RNG and the earliest of named deadlines.
 
 pub mod failure;
@@ -7,6 +7,7 @@ pub mod fragment;
 pub mod gaps;
 pub mod group;
 pub mod history;
+pub mod parts;
 pub mod replay;
 pub mod rng;
 pub mod rtt;
@@ -20,6 +21,7 @@ pub use fragment::{Fragment, Fragmenter, Fragments, Reassembly, Refused, TooLarg
 pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};
 pub use history::{HistoryBuffer, OutOfWindow};
+pub use parts::{PartsIn, PartsOut};
 pub use replay::{Replay, ReplayWindow};
 pub use rng::SplitMix64;
 pub use rtt::RttEstimator;

@@ -21,6 +21,7 @@
 //! - [`transmit`] pops the next datagram for the driver and counts it; [`info`] fills the parts of
 //!   [`GroupInfo`] every engine fills the same way.
 
+use super::parts::{PartsIn, PTYPE_PARTS};
 use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, Time, Transmit};
 use crate::guarantees::Guarantees;
 use crate::wire::{self, EngineKind, Header, Packet};
@@ -90,6 +91,12 @@ pub trait Shelled {
         false
     }
 
+    /// Where the engine puts datagrams together that came in parts ([`super::parts`]); `None`:
+    /// the engine never receives parts, and one is handed over like any other packet.
+    fn parts_in(&mut self) -> Option<&mut PartsIn> {
+        None
+    }
+
     /// A datagram that passed the filter. `datagram` is the whole datagram, for engines that
     /// keep parts of it ([`body_range`]); `ttl` is the IP time-to-live it arrived with, where
     /// the driver knows it.
@@ -155,7 +162,9 @@ pub fn receive<E: Shelled + ?Sized>(
 ) {
     e.clock(now);
     let verdict = match wire::decode(datagram) {
-        Ok(p) => match filter(e, &p.header) {
+        // A part is filtered as the packet it is part of would be (the sequencer's BC_RESULT
+        // crosses incarnations, in parts too).
+        Ok(p) => match filter(e, &as_whole(&p)) {
             Verdict::Take => {
                 let g = e.gate();
                 debug_assert!(
@@ -165,6 +174,19 @@ pub fn receive<E: Shelled + ?Sized>(
                 debug_assert_ne!(p.header.sender, g.me, "own datagrams stop here");
                 debug_assert!(!g.stopped, "a stopped engine takes no datagram");
                 g.counters.datagrams_received += 1;
+                if p.header.ptype == PTYPE_PARTS {
+                    if let Some(parts) = e.parts_in() {
+                        match parts.push(&p.header, p.body) {
+                            Ok(None) => {}
+                            Ok(Some(whole)) => match wire::decode(&whole) {
+                                Ok(w) => e.on_packet(now, from, w, &whole, ttl),
+                                Err(_) => e.gate().counters.malformed_dropped += 1,
+                            },
+                            Err(_) => e.gate().counters.malformed_dropped += 1,
+                        }
+                        return;
+                    }
+                }
                 e.on_packet(now, from, p, datagram, ttl);
                 return;
             }
@@ -179,6 +201,17 @@ pub fn receive<E: Shelled + ?Sized>(
         Verdict::Own => c.own_dropped += 1,
         Verdict::Late => c.late_dropped += 1,
         Verdict::Take => unreachable!("taken above"),
+    }
+}
+
+/// The header the filter judges: a part's header names the packet type of its whole.
+fn as_whole(p: &Packet<'_>) -> Header {
+    match (p.header.ptype, p.body.get(8)) {
+        (PTYPE_PARTS, Some(&inner)) if inner != PTYPE_PARTS => Header {
+            ptype: inner,
+            ..p.header
+        },
+        _ => p.header,
     }
 }
 

@@ -5,6 +5,7 @@ use super::packet::ptype;
 use super::shared::Phase;
 use super::Sequencer;
 use crate::common::shell::{self, Gate, Shelled};
+use crate::common::PartsIn;
 use crate::engine::{
     Counters, Engine, Event, GroupInfo, NodeId, Qos, Recovery, SendError, Time, Transmit,
 };
@@ -34,6 +35,9 @@ impl Shelled for Sequencer {
     fn other_incarnation(&mut self, header: &Header) -> bool {
         self.accept_incarnation(header)
     }
+    fn parts_in(&mut self) -> Option<&mut PartsIn> {
+        Some(&mut self.parts_in)
+    }
     fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, datagram: &[u8], _: Option<u8>) {
         self.on_packet(now, pkt, datagram)
     }
@@ -60,7 +64,19 @@ impl Engine for Sequencer {
     }
 
     fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.transmit(now, buf).map(Transmit::single)
+        if let Some(to) = self.parts_out.next(buf) {
+            shell::count_sent(&mut self.counters, buf.len());
+            return Some(Transmit::single(to));
+        }
+        let to = self.transmit(now, buf)?;
+        let whole = buf.len();
+        // A view entry or a result of many members outgrows one datagram: it goes in parts
+        // (`max_members_effective` keeps it within what parts can carry).
+        let cut = self.parts_out.cut(buf, to, self.cfg.max_datagram_bytes);
+        debug_assert!(cut.is_ok(), "a {whole}-byte datagram cannot be cut");
+        // `transmit` counted the whole; the parts after the first are counted as they go.
+        self.counters.bytes_sent -= (whole - buf.len()) as u64;
+        Some(Transmit::single(to))
     }
 
     fn poll_event(&mut self) -> Option<Event> {

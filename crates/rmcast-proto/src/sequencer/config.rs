@@ -2,9 +2,24 @@
 
 use super::packet::{ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED};
 use crate::common::view::{VIEW_FIXED, VIEW_MEMBER};
+use crate::common::parts::MAX_WHOLE;
 use crate::common::Fragmenter;
 use crate::registry::{ConfigError, RecoveryPolicy};
 use crate::wire::HEADER_LEN;
+
+/// The most members a view can name: a view entry (8 + 4 + 2 + 4n bytes) has a 16-bit length,
+/// and its ordered datagram, cut into parts when it is longer than a datagram
+/// ([`crate::common::parts`]), must stay within the largest whole datagram.
+pub const MAX_VIEW_MEMBERS: usize = {
+    let by_length = (u16::MAX as usize - VIEW_FIXED) / VIEW_MEMBER;
+    let by_whole =
+        (MAX_WHOLE - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD - VIEW_FIXED) / VIEW_MEMBER;
+    if by_length < by_whole {
+        by_length
+    } else {
+        by_whole
+    }
+};
 
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
@@ -64,7 +79,9 @@ pub struct Config {
     pub join_retry_ms: u64,
     /// Events (deliveries) held for the application before delivery pauses (back-pressure).
     pub max_pending_events: usize,
-    /// Largest group (also bounded by how many members a view entry can carry in a datagram).
+    /// Largest group (also bounded by [`MAX_VIEW_MEMBERS`], what a view entry can name). A view
+    /// longer than a datagram goes in parts; each member costs the sequencer a member record
+    /// (about 100 bytes) and every member 4 bytes in each view entry it holds.
     pub max_members: usize,
     /// How long a departed member (or departing sequencer) is waited for to catch up.
     pub leave_linger_ms: u64,
@@ -142,7 +159,7 @@ impl Config {
             sync_interval_ms: 100,
             join_retry_ms: 100,
             max_pending_events: 8192,
-            max_members: 256,
+            max_members: 1024,
             leave_linger_ms: 5000,
             max_retrans_datagrams: 32,
             alive_interval_ms: 300,
@@ -193,9 +210,7 @@ impl Config {
     }
 
     pub(super) fn max_members_effective(&self) -> usize {
-        // A view entry (8 + 4 + 2 + 4n bytes) must fit in one fragment.
-        self.max_members
-            .min((self.fragment_bytes() - VIEW_FIXED) / VIEW_MEMBER)
+        self.max_members.min(MAX_VIEW_MEMBERS)
     }
 
     /// Refuse values the engine cannot work with (typed, so that drivers report them instead of

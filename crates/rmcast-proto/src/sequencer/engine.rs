@@ -16,7 +16,7 @@ use super::sender::Sender;
 use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
 use crate::common::shell::{self, EventQueue};
-use crate::common::{Reassembly, Run, TooLarge};
+use crate::common::{PartsIn, PartsOut, Reassembly, Run, TooLarge};
 use crate::engine::{Counters, Destination, Event, GroupInfo, NodeId, Qos, SendError, Time, View};
 use crate::wire::{self, EngineKind, Header};
 use bytes::Bytes;
@@ -77,6 +77,11 @@ pub struct Sequencer {
     /// accounted in one pass instead of one pass per message.
     pub(super) pump_due: bool,
     pub(super) counters: Counters,
+    /// Datagrams longer than the path takes (a view of many members, a reset's result), cut
+    /// into parts still to go.
+    pub(super) parts_out: PartsOut,
+    /// Such datagrams from others, put together again.
+    pub(super) parts_in: PartsIn,
     /// The sequencer's own counters ([`Engine::engine_counters`](crate::Engine::engine_counters)).
     pub(super) stats: Stats,
 }
@@ -118,6 +123,8 @@ impl Sequencer {
             events: EventQueue::new(cfg.max_pending_events),
             pump_due: false,
             counters: Counters::default(),
+            parts_out: PartsOut::new(),
+            parts_in: PartsIn::new(),
             stats: Stats::default(),
             cfg,
         }

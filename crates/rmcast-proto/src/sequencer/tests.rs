@@ -1294,3 +1294,69 @@ fn ordered_data_and_accepts_only_from_the_sequencer() {
     assert_views_agree(&net);
     assert_eq!(engine_counter(&net.nodes[1], "ordering_refused"), 2);
 }
+
+// ----- views longer than a datagram -------------------------------------------------------------
+
+/// A group whose views outgrow a datagram: 120 members with 256-byte datagrams (a view entry of
+/// 494 bytes), every datagram on the wire within the size, one part in seven lost. Every member
+/// installs every view, a crash resets the group (its BC_RESULT goes in parts too), and the group
+/// still orders messages afterwards.
+#[test]
+fn views_longer_than_a_datagram_go_in_parts() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let n = 120;
+    let c = Config {
+        max_datagram_bytes: 256,
+        ..cfg(0)
+    };
+    let largest = Rc::new(Cell::new(0usize));
+    let parts = Rc::new(Cell::new(0u64));
+    let (l, p) = (largest.clone(), parts.clone());
+    let mut net = Net::with(());
+    net.tick = Some(Duration::from_millis(1));
+    net.drop = Some(Box::new(move |copy| {
+        l.set(l.get().max(crate::wire::HEADER_LEN + copy.body.len()));
+        if copy.ptype == crate::common::parts::PTYPE_PARTS {
+            p.set(p.get() + 1);
+            return p.get() % 7 == 0;
+        }
+        false
+    }));
+    net.add(Box::new(Sequencer::create(c.clone(), NodeId(1), Time::ZERO)));
+    for i in 1..n {
+        let id = NodeId(i as u32 + 1);
+        net.add(Box::new(Sequencer::join(c.clone(), id, Time::ZERO)));
+    }
+    net.run_for(Duration::from_secs(3));
+    let all: Vec<NodeId> = (1..=n as u32).map(NodeId).collect();
+    for i in 0..n {
+        let mut m = net.nodes[i].info().members;
+        m.sort();
+        assert_eq!(m, all, "node {i}");
+    }
+    assert!(parts.get() > 0, "views went in parts");
+    assert!(largest.get() <= 256, "a {}-byte datagram", largest.get());
+    assert_views_agree(&net);
+    // A member crashes: the reset's result names 119 members.
+    net.down[n - 1] = true;
+    net.run_for(Duration::from_secs(5));
+    for i in 0..n - 1 {
+        let k = kinds(&net.events[i]);
+        assert!(k.contains(&"reset"), "node {i}: {k:?}");
+        assert_eq!(net.nodes[i].info().members.len(), n - 1, "node {i}");
+        assert!(!net.nodes[i].info().recovering);
+    }
+    assert_views_agree(&net);
+    net.nodes[3]
+        .submit(net.now, Bytes::from_static(b"after"), Qos::default())
+        .unwrap();
+    net.run_for(Duration::from_millis(500));
+    for i in 0..n - 1 {
+        assert!(
+            net.deliveries(i).iter().any(|d| &d.3[..] == b"after"),
+            "node {i}"
+        );
+    }
+    assert!(largest.get() <= 256, "a {}-byte datagram", largest.get());
+}
