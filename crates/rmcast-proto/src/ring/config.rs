@@ -28,6 +28,11 @@ pub struct Config {
     pub max_early_acks: u64,
     /// List Change Requests held at most.
     pub max_lcrs: usize,
+    /// The most members the ring admits (at most [`super::packet::MAX_MEMBERS`]); a joiner
+    /// past it is refused at once. A member costs every member about 30 bytes of ring state
+    /// (its place, its next sequence number, its sync point entry) and 16 bytes in each New
+    /// List it holds.
+    pub max_members: usize,
     /// New Lists that removed a member, kept to answer a late leaver (and leavers whose
     /// missing slots are kept for them).
     pub max_removed: usize,
@@ -125,6 +130,7 @@ impl Default for Config {
             max_backlog: 2048,
             max_early_acks: 512,
             max_lcrs: 32,
+            max_members: 1024,
             max_removed: 16,
             null_delay: Duration::from_millis(2),
             pass_retry: Duration::from_millis(20),
@@ -183,6 +189,7 @@ impl Config {
             ("max_unstable", self.max_unstable == 0),
             ("max_early_acks", self.max_early_acks == 0),
             ("max_lcrs", self.max_lcrs == 0),
+            ("max_members", self.max_members < 2),
             ("client_window", self.client_window == 0),
             ("data_retry_burst", self.data_retry_burst == 0),
             ("window_initial_bytes", self.window_initial_bytes == 0),

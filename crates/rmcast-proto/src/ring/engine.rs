@@ -16,7 +16,9 @@ use super::recovery::RecoveryState;
 use super::rpc::{Client, MultiRpc};
 use super::token::TokenSite;
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
-use crate::common::{Deadlines, Fence, Fragmenter, Reassembly, Run, SplitMix64, TimerKey, Timers};
+use crate::common::{
+    Deadlines, Fence, Fragmenter, PartsIn, PartsOut, Reassembly, Run, SplitMix64, TimerKey, Timers,
+};
 use crate::engine::{
     Counters, Delivery, Destination, Engine, Event, GroupInfo, NodeId, Qos, SendError, Time,
     Transmit, View,
@@ -100,6 +102,11 @@ pub struct Ring {
     pub(super) cfg: Config,
     pub(super) settings: EngineSettings,
     pub(super) counters: Counters,
+    /// Datagrams longer than the path takes (a New List, a reformation's sync point, of a
+    /// large ring), cut into parts still to go.
+    pub(super) parts_out: PartsOut,
+    /// Such datagrams from others, put together again.
+    pub(super) parts_in: PartsIn,
     pub(super) out: OutQueue,
     pub(super) events: EventQueue,
     pub(super) rng: SplitMix64,
@@ -174,6 +181,8 @@ impl Ring {
             cfg,
             settings: *p.settings,
             counters: Counters::default(),
+            parts_out: PartsOut::new(),
+            parts_in: PartsIn::new(),
             out: OutQueue::new(cfg.max_out),
             events: EventQueue::new(cfg.max_events),
             rng: SplitMix64::new(p.seed),
@@ -257,6 +266,30 @@ impl Ring {
     /// The view removing this member was ordered (not yet delivered).
     pub(super) fn removed(&self) -> bool {
         matches!(self.membership.phase(), Phase::Removed { .. })
+    }
+
+    /// The most members the ring admits.
+    pub(super) fn max_members(&self) -> usize {
+        self.cfg.max_members.min(packet::MAX_MEMBERS)
+    }
+
+    /// The ring refused our join (it is full): a joiner stops asking and says so; anybody else
+    /// ignores it (a forged refusal cannot remove a member).
+    fn on_join_refused(&mut self, body: &[u8]) {
+        let Ok(limit) = packet::decode_join_refused(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if self.membership.phase() != Phase::Joining || self.rpc.client.is_some() {
+            return;
+        }
+        self.membership.enter(Phase::Left {
+            asked: false,
+            member: false,
+        });
+        self.timers.clear(RingTimer::Lcr);
+        self.events
+            .push_back(Event::Recovery(crate::engine::Recovery::Refused { limit }));
     }
 
     /// Stopped (left, or expelled).
@@ -1262,6 +1295,16 @@ impl Ring {
             self.membership.lcrs.remove(&who);
             let mut members = self.membership.ring.clone();
             let (joined, left) = match kind {
+                packet::LCR_JOIN if !members.contains(&who) && members.len() >= self.max_members() => {
+                    // Full: the joiner is told at once (asking on, it would wait unanswered
+                    // for as long as nobody leaves). Only the token site gets here: one answer.
+                    self.counters.backpressure_refusals += 1;
+                    let limit = self.max_members() as u32;
+                    self.send(Destination::Peer(who), packet::JOIN_REFUSED, |b| {
+                        b.put_u32(limit)
+                    });
+                    continue;
+                }
                 packet::LCR_JOIN if !members.contains(&who) => {
                     let i = self.membership.idx(self.me).unwrap_or(0);
                     members.insert(i + 1, who);
@@ -2007,8 +2050,16 @@ impl Shelled for Ring {
         self.run(now);
     }
 
+    fn parts_in(&mut self) -> Option<&mut PartsIn> {
+        Some(&mut self.parts_in)
+    }
+
     fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, datagram: &[u8], _: Option<u8>) {
         let h = pkt.header;
+        if h.ptype == packet::JOIN_REFUSED {
+            self.on_join_refused(pkt.body);
+            return;
+        }
         if self.rpc.client.is_some() {
             // A non-member hears only its acknowledgements and replies.
             if matches!(h.ptype, packet::NM_ACK | packet::NM_REPLY) {
@@ -2339,6 +2390,10 @@ impl Engine for Ring {
     }
 
     fn poll_transmit(&mut self, _now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some(to) = self.parts_out.next(buf) {
+            shell::count_sent(&mut self.counters, buf.len());
+            return Some(Transmit::single(to));
+        }
         self.flush_outbox();
         let (to, data) = self.out.pop_front()?;
         if to == Destination::Group && !self.settings.unicast_only {
@@ -2351,6 +2406,10 @@ impl Engine for Ring {
             }
         }
         *buf = data;
+        // What a large ring says in one step (a New List names every member) goes in parts;
+        // `packet::MAX_MEMBERS` keeps it within what parts carry.
+        let cut = self.parts_out.cut(buf, to, self.max_datagram_bytes);
+        debug_assert!(cut.is_ok(), "a datagram that cannot be cut");
         shell::count_sent(&mut self.counters, buf.len());
         self.counters.out_refused = self.out.refused();
         Some(Transmit::single(to))

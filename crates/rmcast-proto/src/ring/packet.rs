@@ -30,6 +30,22 @@ pub const DATA_NACK: u8 = 7;
 /// messages), and the message is delivered whole under the number of its last fragment. A
 /// message that fits one datagram never goes this way: its wire bytes are [`DATA`]'s.
 pub const DATA_FRAG: u8 = 22;
+/// The token site refuses a join: the ring holds as many members as it admits. Body: the limit
+/// (u32).
+pub const JOIN_REFUSED: u8 = 23;
+
+/// The most members a ring admits: what one sync point names (12 bytes a member) and one New
+/// List carries (16 bytes a member, and the locks and clients), each cut into parts when longer
+/// than a datagram ([`crate::common::parts`]), within the largest whole datagram.
+pub const MAX_MEMBERS: usize = 2048;
+
+/// The limit in a JOIN_REFUSED body.
+pub fn decode_join_refused(body: &[u8]) -> Result<u32, WireError> {
+    let mut r = Reader::new(body);
+    let limit = r.u32()?;
+    r.finish()?;
+    Ok(limit)
+}
 
 /// LCR kinds.
 pub const LCR_JOIN: u8 = 1;
@@ -743,7 +759,7 @@ pub struct SyncPoint {
 
 impl SyncPoint {
     /// Most origins one sync point names.
-    pub const MAX_ORIGINS: usize = 256;
+    pub const MAX_ORIGINS: usize = MAX_MEMBERS;
 
     fn encode(&self, b: &mut Vec<u8>) {
         b.put_u64(self.acks);

@@ -5,7 +5,7 @@
 
 use super::packet;
 use super::RingFactory;
-use crate::engine::{Engine, Event, NodeId, Qos, SendError, Time};
+use crate::engine::{Engine, Event, NodeId, Qos, Recovery, SendError, Time};
 use crate::registry::{EngineFactory, EngineParams, EngineSettings, Role};
 use crate::testnet::{Copy, DropRule, Observer};
 use crate::wire;
@@ -933,4 +933,102 @@ fn a_member_started_over_alone_after_sending_delivers_its_next_messages() {
     assert_eq!(more, vec![3, 4], "numbering goes on");
     net.run_for(Duration::from_millis(100));
     assert_eq!(net.delivered_msgs(0, 0), [sent, more].concat());
+
+/// A ring engine with its own config and datagram size.
+fn build_with(role: Role, id: u32, now: Time, cfg: super::Config, bytes: usize) -> Box<dyn Engine> {
+    Box::new(super::Ring::with_config(
+        &EngineParams {
+            role,
+            group: 7,
+            me: NodeId(id),
+            max_datagram_bytes: bytes,
+            now,
+            seed: u64::from(id),
+            settings: &EngineSettings::default(),
+        },
+        cfg,
+    ))
+}
+
+/// A ring at its member limit refuses a joiner at once, naming the limit (asking on, it would
+/// wait unanswered for as long as nobody leaves), and goes on as it was.
+#[test]
+fn a_joiner_past_the_member_limit_is_refused_at_once_naming_the_limit() {
+    let cfg = super::Config {
+        max_members: 3,
+        ..super::Config::default()
+    };
+    let mut net = Net::with(Holders::default());
+    net.add(build_with(Role::Create, 0, Time::ZERO, cfg.clone(), 1400));
+    for i in 1..3 {
+        let e = build_with(Role::Join, i, net.now, cfg.clone(), 1400);
+        net.add(e);
+        net.run_for(Duration::from_millis(200));
+    }
+    assert_eq!(net.nodes[0].info().members.len(), 3);
+    let e = build_with(Role::Join, 3, net.now, cfg.clone(), 1400);
+    net.add(e);
+    // Well within a second LCR: the token site answers the first.
+    net.run_for(Duration::from_millis(100));
+    assert!(
+        net.events[3]
+            .iter()
+            .any(|e| matches!(e, Event::Recovery(Recovery::Refused { limit: 3 }))),
+        "the joiner was told, with the limit: {:?}",
+        net.events[3]
+    );
+    net.run_for(Duration::from_millis(500));
+    assert_eq!(net.nodes[0].info().members.len(), 3);
+    net.send(1, 1, Qos::default());
+    net.run_for(Duration::from_millis(200));
+    assert_eq!(net.delivered(2).len(), 1);
+    assert!(net.delivered(3).is_empty());
+}
+
+/// A ring whose New Lists outgrow a datagram: 90 members with 300-byte datagrams (a New List of
+/// about 1,500 bytes goes in parts), one part in nine lost. Every member installs the same
+/// views, a crash is recovered by a reformation (its sync points and New List in parts too),
+/// and the ring orders messages afterwards; no datagram on the wire is longer than 300 bytes.
+#[test]
+fn new_lists_longer_than_a_datagram_go_in_parts() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let n = 90u32;
+    let largest = Rc::new(Cell::new(0usize));
+    let parts = Rc::new(Cell::new(0u64));
+    let (l, p) = (largest.clone(), parts.clone());
+    let mut net = Net::with(Holders::default());
+    net.drop = rule(move |_, _, ptype, body| {
+        l.set(l.get().max(crate::wire::HEADER_LEN + body.len()));
+        if ptype == crate::common::parts::PTYPE_PARTS {
+            p.set(p.get() + 1);
+            return p.get() % 9 == 0;
+        }
+        false
+    });
+    let cfg = super::Config::default();
+    net.add(build_with(Role::Create, 0, Time::ZERO, cfg.clone(), 300));
+    for i in 1..n {
+        let e = build_with(Role::Join, i, net.now, cfg.clone(), 300);
+        net.add(e);
+        net.run_for(Duration::from_millis(50));
+    }
+    net.run_for(Duration::from_secs(2));
+    for i in 0..n as usize {
+        assert_eq!(net.nodes[i].info().members.len(), n as usize, "node {i}");
+    }
+    assert!(parts.get() > 0, "New Lists went in parts");
+    net.down[(n - 1) as usize] = true;
+    net.run_for(Duration::from_secs(10));
+    for i in 0..(n - 1) as usize {
+        let info = net.nodes[i].info();
+        assert_eq!(info.members.len(), (n - 1) as usize, "node {i}");
+        assert!(!info.recovering, "node {i}");
+    }
+    net.send(3, 2, Qos::default());
+    net.run_for(Duration::from_secs(1));
+    for i in 0..(n - 1) as usize {
+        assert_eq!(net.delivered(i).len(), 2, "node {i}");
+    }
+    assert!(largest.get() <= 300, "a {}-byte datagram", largest.get());
 }
