@@ -473,6 +473,14 @@ impl Gossip {
             }
             Merged::Full => {
                 self.stats.table_full += 1;
+                // Full: the joiner is told at once (it would otherwise ask on, unanswered,
+                // for as long as the table stays full), by about `fanout` members as below.
+                if self.answers_join(from) {
+                    let limit = self.cfg.max_members as u32;
+                    self.send(Destination::Peer(from), packet::JOIN_REFUSED, |b| {
+                        b.put_u32(limit)
+                    });
+                }
                 return;
             }
             Merged::Forged => {
@@ -481,14 +489,7 @@ impl Gossip {
             }
             Merged::Unchanged => {}
         }
-        // Every member that hears the request lets the joiner in; about `fanout` of them
-        // answer, so that the answers do not grow with the group. Only members heard
-        // gossiping count: others in the table may be joiners still waiting for an answer.
-        let answering = 1
-            + (self.peers.iter())
-                .filter(|(m, p)| **m != from && p.heartbeat > 0)
-                .count();
-        if self.rng.below(answering as u64) >= self.cfg.fanout as u64 {
+        if !self.answers_join(from) {
             return;
         }
         let budget = self.max_datagram_bytes.saturating_sub(wire::HEADER_LEN + 4);
@@ -520,6 +521,34 @@ impl Gossip {
         let w = Welcome { starts, members };
         self.send(Destination::Peer(from), packet::WELCOME, |b| w.encode(b));
         self.stats.welcomes_sent += 1;
+    }
+
+    /// Whether this member answers `from`'s join request. Every member that hears it lets the
+    /// joiner in; about `fanout` of them answer, so that the answers do not grow with the
+    /// group. Only members heard gossiping count: others in the table may be joiners still
+    /// waiting for an answer.
+    fn answers_join(&mut self, from: NodeId) -> bool {
+        let answering = 1
+            + (self.peers.iter())
+                .filter(|(m, p)| **m != from && p.heartbeat > 0)
+                .count();
+        self.rng.below(answering as u64) < self.cfg.fanout as u64
+    }
+
+    /// The group refused our join (its membership table is full): a joiner stops asking and
+    /// says so; a member ignores it (a forged refusal cannot remove anybody).
+    fn on_join_refused(&mut self, body: &[u8]) {
+        let Ok(limit) = packet::decode_join_refused(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if self.member || self.left || self.join_at.is_none() {
+            return;
+        }
+        self.join_at = None;
+        self.left = true;
+        self.events
+            .push_back(Event::Recovery(crate::engine::Recovery::Refused { limit }));
     }
 
     fn on_welcome(&mut self, now: Time, body: &[u8]) {
@@ -1283,6 +1312,7 @@ impl Shelled for Gossip {
                 }
             }
             packet::WELCOME => self.on_welcome(now, pkt.body),
+            packet::JOIN_REFUSED => self.on_join_refused(pkt.body),
             packet::MEMBERS => self.on_members(now, from, pkt.body),
             packet::LEAVE => self.on_leave(now, from, pkt.body),
             _ => self.counters.malformed_dropped += 1,

@@ -32,6 +32,16 @@ pub const DATA_RUN: u8 = 8;
 /// payload)`: each fragment has a message number of its own (gossip repairs fragments), and
 /// the message is delivered under the number of its last fragment.
 pub const DATA_FRAG: u8 = 9;
+/// A join refused: the membership table is full. Body: the limit (u32, table entries).
+pub const JOIN_REFUSED: u8 = 10;
+
+/// The limit in a JOIN_REFUSED body.
+pub fn decode_join_refused(body: &[u8]) -> Result<u32, WireError> {
+    let mut r = Reader::new(body);
+    let limit = r.u32()?;
+    r.finish()?;
+    Ok(limit)
+}
 
 /// Bytes of a data body before the payload: origin (4) and message number (8).
 pub const DATA_FIXED: usize = 12;

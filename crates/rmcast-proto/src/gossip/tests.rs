@@ -708,3 +708,34 @@ fn a_message_whose_fragment_nobody_holds_is_reported_lost_under_its_number() {
         "{lost:?}"
     );
 }
+
+/// A group whose membership table is full refuses a joiner at once, naming the limit (asking
+/// on, it would wait unanswered for as long as the table stays full), and goes on as it was.
+#[test]
+fn a_joiner_past_the_member_limit_is_refused_at_once_naming_the_limit() {
+    let small = Config {
+        max_members: 3,
+        ..cfg()
+    };
+    let mut net = Net::new(3, small.clone());
+    assert_eq!(net.last_view(0).1.len(), 3);
+    let j = net.start(&GossipFactory::with_config(small), Role::Join);
+    // A few join retries (50 ms) at most: about `fanout` members answer each request.
+    net.run_for(Duration::from_millis(200));
+    assert!(
+        net.events[j].iter().any(|e| matches!(
+            e,
+            Event::Recovery(crate::engine::Recovery::Refused { limit: 3 })
+        )),
+        "the joiner was told, with the limit: {:?}",
+        net.events[j]
+    );
+    let asked = net.datagrams;
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.last_view(0).1.len(), 3);
+    // It stopped asking: the group went quiet again.
+    net.run_for(Duration::from_secs(5));
+    let before = net.datagrams;
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.datagrams, before, "{asked}");
+}
