@@ -60,9 +60,9 @@ pub struct TreeConfig {
     /// A child whose L has not moved for this long while the sender waits on it is too slow:
     /// the window goes on without it, and it catches up from the cache. 0 waits for ever.
     pub child_stall_ms: u64,
-    /// Children an ACK processor keeps track of at most (bounded memory: about 100 bytes
-    /// each). The send window does not wait for a receiver beyond them; its requests are
-    /// still served.
+    /// Children an ACK processor keeps track of at most (bounded memory; a child costs about
+    /// 100 bytes). A receiver past it is refused at once (REFUSED naming the limit) and turns
+    /// to another ACK processor, or gives up when none is left.
     pub max_children: usize,
     /// Bounds of T_ack, the interval between two ACKs computed from the measured RTT.
     pub t_ack_min_ms: u64,
@@ -74,7 +74,7 @@ pub struct TreeConfig {
 }
 
 /// Children an ACK processor tracks by default: a flat session of ten thousand receivers, all
-/// ACKing the sender, fits (RMTP's DRs exist so that none has to).
+/// ACKing the sender, fits (RMTP's DRs exist so that none has to); one more is refused.
 const MAX_CHILDREN: usize = 16_384;
 
 impl Default for TreeConfig {

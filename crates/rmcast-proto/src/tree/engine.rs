@@ -14,7 +14,7 @@ use crate::tree::config::{CongestionResponse, TreeConfig};
 use crate::tree::packet::{self, bit, Advert, Packet, MAX_ANCESTORS};
 use crate::wire::{self, EngineKind, Header, WriteExt, HEADER_LEN};
 use bytes::Bytes;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Events held for the application at most; delivery pauses beyond (the receive window then
@@ -221,6 +221,8 @@ struct ReceiverPart {
     /// The number of data packets, once DATA_EOF (or an advertisement saying so) was seen.
     eof: Option<u64>,
     heard: BTreeMap<NodeId, Heard>,
+    /// ACK processors that refused this receiver (full): never chosen again.
+    refused_by: BTreeSet<NodeId>,
     /// The ACK processor (AP) this receiver sends its ACKs to.
     ap: Option<NodeId>,
     rtt: RttEstimator,
@@ -279,7 +281,7 @@ struct Ext {
     acks_received: u64,
     children_silent: u64,
     children_stalled: u64,
-    /// ACKs from receivers beyond `max_children`: served, not waited for.
+    /// ACKs from receivers beyond `max_children`: answered with REFUSED.
     children_refused: u64,
     children_done: u64,
     children_left: u64,
@@ -357,6 +359,7 @@ impl Tree {
             high: 0,
             eof: None,
             heard: BTreeMap::new(),
+            refused_by: BTreeSet::new(),
             ap: None,
             rtt: RttEstimator::new(
                 Duration::from_millis(cfg.t_retx_ms.max(1)),
@@ -702,32 +705,30 @@ impl Tree {
             self.ext.txnow_received += 1;
         }
         self.counters.nacks_received += u64::from(txnow);
-        // A child beyond `max_children` is not tracked: the window does not wait for it, but
-        // its requests are still served (dropping them left it stuck for ever, with no repair
-        // and no loss report). Without an earlier ACK of it on record, only what its vector
-        // names is missing.
-        let tracked = ap.children.contains_key(&from) || ap.children.len() < max_children;
-        let mut high_before = 0;
-        if tracked {
-            let c = ap.children.entry(from).or_insert(Child {
-                l,
-                heard: now,
-                l_moved: now,
-                hops,
-                stalled: false,
-                high_at_ack: 0,
-            });
-            c.heard = now;
-            high_before = std::mem::replace(&mut c.high_at_ack, high_now);
-            if hops.is_some() {
-                c.hops = hops;
-            }
-            if l > c.l {
-                c.l = l;
-                c.l_moved = now;
-            }
-        } else {
+        if !ap.children.contains_key(&from) && ap.children.len() >= max_children {
             self.ext.children_refused += 1;
+            // Told at once, so that it turns to another ACK processor instead of waiting on
+            // one that never answers it.
+            let limit = u32::try_from(max_children).unwrap_or(u32::MAX);
+            self.send(Destination::Peer(from), &Packet::Refused { limit });
+            return;
+        }
+        let c = ap.children.entry(from).or_insert(Child {
+            l,
+            heard: now,
+            l_moved: now,
+            hops,
+            stalled: false,
+            high_at_ack: 0,
+        });
+        c.heard = now;
+        let high_before = std::mem::replace(&mut c.high_at_ack, high_now);
+        if hops.is_some() {
+            c.hops = hops;
+        }
+        if l > c.l {
+            c.l = l;
+            c.l_moved = now;
         }
         // Any ACK restarts T_dally: someone still needs the session.
         if let Some(d) = ap.dally_until.as_mut() {
@@ -1074,6 +1075,22 @@ impl Tree {
         self.check_done(now);
     }
 
+    /// Our ACK processor `from` refused us (it keeps `limit` children): choose another; with
+    /// none left, the receiver gives up at once and says so, naming the limit.
+    fn on_refused(&mut self, now: Time, from: NodeId, limit: u32) {
+        let Some(r) = self.rcv.as_mut() else { return };
+        if r.ap != Some(from) || r.refused_by.len() >= MAX_ADVERTS {
+            return; // not our ACK processor: a stale or forged refusal
+        }
+        r.refused_by.insert(from);
+        self.choose_ap(now);
+        if self.rcv.as_ref().is_some_and(|r| r.ap.is_none()) {
+            self.events
+                .push_back(Event::Recovery(crate::engine::Recovery::Refused { limit }));
+            self.left = true;
+        }
+    }
+
     /// Choose the ACK processor whose SND_ACK_TOME arrives with the largest TTL (the nearest);
     /// a DR only takes one strictly nearer to the sender than itself and not below itself,
     /// which keeps the hierarchy a tree (section III-B9, B10).
@@ -1094,12 +1111,13 @@ impl Tree {
             .iter()
             .filter(|(id, h)| {
                 **id != me
+                    && !r.refused_by.contains(id)
                     && !h.advert.ancestors.contains(&me)
                     && (Some(**id) == r.origin || !dr || h.advert.sender_ttl > my_sender_ttl.max(1))
             })
             .max_by_key(|(id, h)| (h.ttl.unwrap_or(0), h.advert.level, std::cmp::Reverse(**id)))
             .map(|(id, _)| *id)
-            .or(r.origin);
+            .or(r.origin.filter(|o| !r.refused_by.contains(o)));
         if best != r.ap {
             if r.ap.is_some() {
                 self.ext.ap_changes += 1;
@@ -1272,6 +1290,7 @@ impl Tree {
             Packet::Advert(a) if a.high < u64::MAX / 2 => self.on_advert(now, h.sender, ttl, a),
             Packet::Gone { floor } => self.on_gone(now, h.sender, floor),
             Packet::Fin { l } => self.on_fin(h.sender, l),
+            Packet::Refused { limit } => self.on_refused(now, h.sender, limit),
             Packet::Reset => {
                 let from_origin = self
                     .rcv

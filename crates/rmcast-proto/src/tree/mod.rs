@@ -26,8 +26,8 @@
 //! the last packet earlier); DATA_GONE tells a receiver that its AP no longer holds what it
 //! asks for; an AP stops waiting for a child silent for `child_silence_ms` or stuck for
 //! `child_stall_ms` (the slow receiver then catches up from the cache instead of stalling the
-//! session); an AP waits for at most `max_children` receivers and still serves the requests
-//! of any beyond them; ACK_FIN tells the AP that a receiver leaves, with its last L, so that
+//! session); an AP keeps at most `max_children` receivers and answers any beyond them with
+//! REFUSED naming the limit (the receiver turns to another AP, or gives up); ACK_FIN tells the AP that a receiver leaves, with its last L, so that
 //! the AP does not wait `child_silence_ms` for it; repairs and control packets go out before new data
 //! already queued, so that a repair is not overtaken by the receiver's next request for it;
 //! a receiver that holds everything it knows of repeats its last ACK at growing intervals

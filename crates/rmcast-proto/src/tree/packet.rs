@@ -28,6 +28,9 @@ pub const DATA_GONE: u8 = 9;
 /// ACK_FIN (not in the paper): a receiver leaves, with its last left edge L; its ACK processor
 /// stops waiting for it at once instead of after `child_silence_ms`.
 pub const ACK_FIN: u8 = 10;
+/// An ACK processor refuses a receiver: it keeps as many children as it takes. Body: the limit
+/// (u32).
+pub const REFUSED: u8 = 11;
 
 /// Ancestors an advertisement names at most (levels of hierarchy above the advertiser).
 pub const MAX_ANCESTORS: usize = 16;
@@ -84,6 +87,11 @@ pub enum Packet<'a> {
     Fin {
         /// The leaving receiver's last left edge.
         l: u64,
+    },
+    /// REFUSED: the ACK processor keeps `limit` children already.
+    Refused {
+        /// The most children it keeps.
+        limit: u32,
     },
 }
 
@@ -162,6 +170,7 @@ impl Packet<'_> {
             }
             DATA_GONE => Packet::Gone { floor: r.u64()? },
             ACK_FIN => Packet::Fin { l: r.u64()? },
+            REFUSED => Packet::Refused { limit: r.u32()? },
             t => return Err(WireError::BadType(t)),
         };
         r.finish()?;
@@ -181,6 +190,7 @@ impl Packet<'_> {
             Packet::Advert(_) => SND_ACK_TOME,
             Packet::Gone { .. } => DATA_GONE,
             Packet::Fin { .. } => ACK_FIN,
+            Packet::Refused { .. } => REFUSED,
         }
     }
 
@@ -212,6 +222,7 @@ impl Packet<'_> {
             }
             Packet::Gone { floor } => buf.put_u64(*floor),
             Packet::Fin { l } => buf.put_u64(*l),
+            Packet::Refused { limit } => buf.put_u32(*limit),
         }
     }
 }

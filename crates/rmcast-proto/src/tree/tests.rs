@@ -184,26 +184,6 @@ fn losses_are_repaired_and_memory_stays_within_the_cache() {
     assert!(counter(s, "slow_starts") >= 1);
 }
 
-/// More receivers than the sender tracks (`max_children`): the window goes on with the ones
-/// it tracks, and the others' requests are still served, so every receiver gets every packet
-/// (they used to be dropped: a receiver beyond the bound that lost a packet stayed stuck).
-#[test]
-fn receivers_beyond_max_children_are_still_repaired() {
-    let cfg = TreeConfig {
-        max_children: 1,
-        ..fast()
-    };
-    let mut net = Net::new(cfg, flat(5, 1), 0.2, true);
-    for i in 1..5 {
-        net.start(i);
-    }
-    net.step_until(Time(20_000 * MS), feed(300, false));
-    expect_all(&net, 300, 0..5);
-    let s = &net.nodes[0];
-    assert_eq!(counter(s, "children"), 1);
-    assert!(counter(s, "children_refused") > 0);
-}
-
 #[test]
 fn a_late_joiner_catches_up_from_the_cache_with_ack_txnow() {
     let mut net = Net::new(fast(), flat(3, 1), 0.0, true);
@@ -584,4 +564,37 @@ fn another_node_forging_the_sessions_data_is_ignored() {
             "host {i}"
         );
     }
+}
+
+/// A receiver past what its ACK processor keeps is refused at once, naming the limit (it would
+/// otherwise ACK for ever into a processor that drops its ACKs), and gives up when no other
+/// ACK processor is left; the receivers within the limit get every packet.
+#[test]
+fn a_receiver_past_the_children_limit_is_refused_at_once_naming_the_limit() {
+    let cfg = TreeConfig {
+        max_children: 2,
+        ..fast()
+    };
+    let mut net = Net::new(cfg, flat(4, 1), 0.0, true);
+    for i in 1..4 {
+        net.start(i);
+    }
+    let mut f = feed(20, false);
+    net.step_until(Time(500 * MS), &mut f);
+    let refused: Vec<usize> = (1..4)
+        .filter(|&i| {
+            net.events[i].iter().any(|e| {
+                matches!(
+                    e,
+                    Event::Recovery(crate::engine::Recovery::Refused { limit: 2 })
+                )
+            })
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "one receiver past the limit: {refused:?}");
+    let r = refused[0];
+    // At once: its first ACK was answered (well within the run above, a T_ack or two).
+    net.step_until(Time(3_000 * MS), &mut f);
+    expect_all(&net, 20, (1..4).filter(|&i| i != r));
+    assert!(counter(&net.nodes[0], "children_refused") >= 1);
 }
