@@ -15,14 +15,15 @@
 //! whole's body. Parts are all [`PartsOut`]'s chunk long but the last.
 //!
 //! Bounds on the way in: a whole datagram is at most [`MAX_WHOLE`] bytes (the largest UDP
-//! datagram); at most [`MAX_PARTIAL`] wholes are in progress at once (a new one evicts the
-//! oldest); a part announcing a count that cannot be, an index past its count, a count that
+//! datagram); at most [`MAX_PARTIAL`] wholes, [`MAX_PER_SENDER`] of one sender and
+//! [`MAX_HELD_BYTES`] in all are in progress at once (the oldest are dropped to make room); a
+//! part announcing a count that cannot be, an index past its count, a count that
 //! differs from its siblings' or bytes past the bound is refused before anything is stored, and
 //! counted.
 
 use crate::engine::{Destination, NodeId};
 use crate::wire::{Header, Reader, WireError, FLAG_AUTH, HEADER_LEN, MAX_DATAGRAM_LEN};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// The packet type of a part, the same in every engine (none uses it for a packet of its own).
 pub const PTYPE_PARTS: u8 = 0xF0;
@@ -33,8 +34,19 @@ pub const PART_FIXED: usize = 4 + 2 + 2 + 1;
 /// The largest whole datagram: the largest UDP datagram over IPv4.
 pub const MAX_WHOLE: usize = MAX_DATAGRAM_LEN;
 
-/// Wholes in progress at once at a receiver (the oldest is dropped for a new one).
-pub const MAX_PARTIAL: usize = 4;
+/// Wholes in progress at once at a receiver (the oldest is dropped for a new one). Many: when a
+/// ring of 1,024 reforms, every member's vote (its sync point, 12 bytes a member) reaches the
+/// initiator in parts at about the same time.
+pub const MAX_PARTIAL: usize = 4096;
+
+/// Wholes in progress from one sender (its oldest is dropped for a new one): a sender's wholes
+/// go one after the other, so two cover one overtaken by the next, and one sender cannot push
+/// out the others.
+pub const MAX_PER_SENDER: usize = 2;
+
+/// Bytes held for wholes in progress at a receiver, at most (the oldest wholes are dropped to
+/// stay within it).
+pub const MAX_HELD_BYTES: usize = 16 << 20;
 
 /// Smallest datagram [`PartsOut`] cuts for: below this a part carries too little to be worth it
 /// (and the count bound on the way in assumes it).
@@ -147,8 +159,8 @@ pub enum PartRefused {
 /// One whole in progress.
 #[derive(Clone, Debug)]
 struct Partial {
-    sender: NodeId,
-    id: u32,
+    /// Its place in arrival order (of its first part), for eviction.
+    order: u64,
     count: u16,
     ptype: u8,
     /// Parts received: (index, bytes), in arrival order, no index twice.
@@ -157,9 +169,16 @@ struct Partial {
 }
 
 /// Wholes in progress at a receiver, bounded (see the module docs).
+///
+/// Invariants: `by_order` and `partial` name the same wholes; `held` is the sum of their bytes
+/// and stays at most [`MAX_HELD_BYTES`]; no sender has more than [`MAX_PER_SENDER`] of them.
 #[derive(Clone, Debug, Default)]
 pub struct PartsIn {
-    partial: VecDeque<Partial>,
+    partial: HashMap<(NodeId, u32), Partial>,
+    by_order: BTreeMap<u64, (NodeId, u32)>,
+    per_sender: HashMap<NodeId, usize>,
+    next_order: u64,
+    held: usize,
     refused: u64,
     evicted: u64,
     completed: u64,
@@ -174,13 +193,13 @@ impl PartsIn {
     /// Add the part with header `h` and body `body` (after the header). The whole datagram
     /// (header and body, packet type restored) once its last part arrived.
     pub fn push(&mut self, h: &Header, body: &[u8]) -> Result<Option<Vec<u8>>, PartRefused> {
-        match self.take(h, body) {
-            Err(e) => {
-                self.refused += 1;
-                Err(e)
-            }
-            ok => ok,
+        let out = self.take(h, body);
+        if out.is_err() {
+            self.refused += 1;
         }
+        debug_assert!(self.held <= MAX_HELD_BYTES && self.partial.len() <= MAX_PARTIAL);
+        debug_assert_eq!(self.partial.len(), self.by_order.len());
+        out
     }
 
     fn take(&mut self, h: &Header, body: &[u8]) -> Result<Option<Vec<u8>>, PartRefused> {
@@ -196,47 +215,39 @@ impl PartsIn {
         if ptype == PTYPE_PARTS {
             return Err(PartRefused::Nested);
         }
-        let sender = h.sender;
-        let at = match self
-            .partial
-            .iter()
-            .position(|p| p.sender == sender && p.id == id)
-        {
-            Some(at) => at,
-            None => {
-                if self.partial.len() >= MAX_PARTIAL {
-                    self.partial.pop_front();
-                    self.evicted += 1;
-                }
-                self.partial.push_back(Partial {
-                    sender,
-                    id,
-                    count,
-                    ptype,
-                    parts: Vec::new(),
-                    bytes: 0,
-                });
-                self.partial.len() - 1
-            }
-        };
-        let p = &mut self.partial[at];
+        let key = (h.sender, id);
+        if !self.partial.contains_key(&key) {
+            self.begin(key, count, ptype);
+        }
+        let p = self.partial.get_mut(&key).expect("begun above");
         if p.count != count || p.ptype != ptype {
-            self.partial.remove(at);
+            self.drop_whole(key);
             return Err(PartRefused::Malformed);
         }
         if p.parts.iter().any(|(i, _)| *i == index) {
             return Ok(None); // a duplicate
         }
         if HEADER_LEN + p.bytes + slice.len() > MAX_WHOLE {
-            self.partial.remove(at);
+            self.drop_whole(key);
             return Err(PartRefused::TooLarge);
         }
         p.parts.push((index, slice.to_vec()));
         p.bytes += slice.len();
-        if p.parts.len() < count as usize {
+        let done = p.parts.len() == count as usize;
+        self.held += slice.len();
+        // Room for these bytes: the oldest other wholes go first.
+        while self.held > MAX_HELD_BYTES {
+            let (&_, &oldest) = self.by_order.iter().next().expect("bytes are held");
+            if oldest == key {
+                break; // cannot happen: one whole is far below the bound
+            }
+            self.drop_whole(oldest);
+            self.evicted += 1;
+        }
+        if !done {
             return Ok(None);
         }
-        let mut p = self.partial.remove(at).expect("found above");
+        let mut p = self.drop_whole(key).expect("present");
         p.parts.sort_unstable_by_key(|(i, _)| *i);
         let mut whole = Vec::with_capacity(HEADER_LEN + p.bytes);
         // The whole was never sealed as such: each part was (and was opened) on its own.
@@ -251,6 +262,51 @@ impl PartsIn {
         }
         self.completed += 1;
         Ok(Some(whole))
+    }
+
+    /// Start a whole, making room: a sender's oldest whole when it has its share, the oldest
+    /// of all when the table is full.
+    fn begin(&mut self, key: (NodeId, u32), count: u16, ptype: u8) {
+        if self.per_sender.get(&key.0).copied().unwrap_or(0) >= MAX_PER_SENDER {
+            let own = (self.by_order.values())
+                .find(|k| k.0 == key.0)
+                .copied()
+                .expect("the sender has wholes");
+            self.drop_whole(own);
+            self.evicted += 1;
+        }
+        if self.partial.len() >= MAX_PARTIAL {
+            let (&_, &oldest) = self.by_order.iter().next().expect("full");
+            self.drop_whole(oldest);
+            self.evicted += 1;
+        }
+        let order = self.next_order;
+        self.next_order += 1;
+        self.by_order.insert(order, key);
+        *self.per_sender.entry(key.0).or_default() += 1;
+        self.partial.insert(
+            key,
+            Partial {
+                order,
+                count,
+                ptype,
+                parts: Vec::new(),
+                bytes: 0,
+            },
+        );
+    }
+
+    fn drop_whole(&mut self, key: (NodeId, u32)) -> Option<Partial> {
+        let p = self.partial.remove(&key)?;
+        self.by_order.remove(&p.order);
+        self.held -= p.bytes;
+        if let Some(n) = self.per_sender.get_mut(&key.0) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_sender.remove(&key.0);
+            }
+        }
+        Some(p)
     }
 
     /// Parts refused so far.
@@ -275,7 +331,7 @@ impl PartsIn {
 
     /// Bytes held for wholes in progress.
     pub fn bytes_held(&self) -> usize {
-        self.partial.iter().map(|p| p.bytes).sum()
+        self.held
     }
 }
 
@@ -395,13 +451,30 @@ mod tests {
             Err(PartRefused::TooLarge)
         );
         assert_eq!(r.in_progress(), 0);
-        // Many wholes begun: only the newest MAX_PARTIAL are kept.
-        for id in 10..10 + 3 * MAX_PARTIAL as u32 {
+        // One sender begins many wholes: only its newest MAX_PER_SENDER are kept.
+        for id in 10..20 {
             assert_eq!(r.push(&h, &part(id, 0, 2, 3, 1000)), Ok(None));
         }
+        assert_eq!(r.in_progress(), MAX_PER_SENDER);
+        assert_eq!(r.evicted(), 10 - MAX_PER_SENDER as u64);
+        // Many senders: at most MAX_PARTIAL wholes and MAX_HELD_BYTES bytes are held.
+        for s in 0..2 * MAX_PARTIAL as u32 {
+            let hs = Header {
+                sender: NodeId(1000 + s),
+                ..h
+            };
+            assert_eq!(r.push(&hs, &part(1, 0, 3, 3, 1000)), Ok(None));
+            assert!(r.in_progress() <= MAX_PARTIAL);
+        }
         assert_eq!(r.in_progress(), MAX_PARTIAL);
-        assert_eq!(r.evicted(), 2 * MAX_PARTIAL as u64);
-        assert!(r.bytes_held() <= MAX_PARTIAL * MAX_WHOLE);
+        for s in 0..400u32 {
+            let hs = Header {
+                sender: NodeId(100_000 + s),
+                ..h
+            };
+            assert_eq!(r.push(&hs, &part(1, 0, 3, 3, 60_000)), Ok(None));
+            assert!(r.bytes_held() <= MAX_HELD_BYTES);
+        }
         assert_eq!(r.refused(), 7);
     }
 }
