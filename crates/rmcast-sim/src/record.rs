@@ -174,6 +174,9 @@ impl HostRecord {
 pub struct NetStats {
     /// Datagrams engines handed to the network (a multicast counts once).
     pub transmitted: u64,
+    /// Of those, datagrams longer than the engines were told a datagram may be
+    /// ([`crate::config::MAX_DATAGRAM_BYTES`]): carried anyway, since the model has no MTU.
+    pub oversized: u64,
     /// Copies scheduled for arrival (a multicast to n receivers makes n, duplicates one more).
     pub copies_sent: u64,
     /// Copies handed to a running engine.

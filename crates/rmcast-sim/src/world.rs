@@ -1078,6 +1078,11 @@ impl<'a> World<'a> {
     fn route(&mut self, host: usize, dest: Destination, data: Bytes) {
         let now = self.now;
         self.net.transmitted += 1;
+        if data.len() > MAX_DATAGRAM_BYTES {
+            // Carried all the same (the model has no MTU), but counted: a path of this size
+            // would not take it.
+            self.net.oversized += 1;
+        }
         let depart = match self.cfg.net.bandwidth_bps {
             None => now,
             Some(_) if self.cfg.net.shared_medium => return self.medium_enqueue(host, dest, data),
