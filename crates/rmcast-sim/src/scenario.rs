@@ -121,6 +121,9 @@ impl Default for Scenario {
     }
 }
 
+/// The most members a scenario starts with.
+pub const MAX_SCENARIO_MEMBERS: u32 = 16_384;
+
 /// In runs with crashes, faults fall this long after the fault window opens, at the earliest
 /// (joins under loss take a few join retries of 100 ms).
 const CRASH_OFFSET: Duration = Duration::from_millis(300);
@@ -180,9 +183,10 @@ impl Scenario {
         };
         prob("loss", self.loss)?;
         prob("dup", self.dup)?;
-        if !(1..=10_000).contains(&self.members) {
+        // Groups of thousands (issue 31): the engines' default limits reach 16,384.
+        if !(1..=MAX_SCENARIO_MEMBERS).contains(&self.members) {
             return Err(format!(
-                "--members must be in 1..=10000, got {}",
+                "--members must be in 1..={MAX_SCENARIO_MEMBERS}, got {}",
                 self.members
             ));
         }

@@ -16,11 +16,16 @@ use std::time::Instant;
 
 /// 1,020 members at the start and 4 joins during traffic (1,024 at the peak, the default
 /// limit of both engines), 4 leaves, one crash, 1% loss on every copy, 4 senders.
+/// `SCALE_MEMBERS=n` starts with `n` members instead (to see how the cost grows).
 fn at_1024(engine: EngineChoice, qos: Option<Qos>) -> Scenario {
+    let members = std::env::var("SCALE_MEMBERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1020);
     Scenario {
         engine,
         qos,
-        members: 1020,
+        members,
         churn: 4,
         crashes: 1,
         loss: 0.01,
@@ -34,8 +39,20 @@ fn at_1024(engine: EngineChoice, qos: Option<Qos>) -> Scenario {
 }
 
 fn run(sc: &Scenario, seed: u64) {
+    sc.validate().expect("a valid scenario");
     let t = Instant::now();
-    let rep = sc.run_expect_pass(seed);
+    let rep = sc.run(seed);
+    if !rep.passed() {
+        // `SCALE_SHOW=0,354` prints those hosts' final state and counters, to see where a
+        // member stopped.
+        let show = std::env::var("SCALE_SHOW").unwrap_or_default();
+        for h in show.split(',').filter_map(|v| v.parse::<usize>().ok()) {
+            if let Some(r) = rep.record.hosts.get(h) {
+                eprintln!("host {h}: {}\n  {:?}", r.final_state, r.counters);
+            }
+        }
+        panic!("{}\n{}", rep.summary(), sc.replay_command(seed));
+    }
     let n = &rep.record.net;
     eprintln!(
         "{} members: pass in {:.1} s of wall time, {:.1} s virtual; {} datagrams, {} steps",

@@ -376,7 +376,9 @@ mod tests {
         let mut out = PartsOut::new();
         let whole = datagram(14, 12_345);
         let mut buf = whole.clone();
-        let n = out.cut(&mut buf, Destination::Peer(NodeId(4)), 1472).unwrap();
+        let n = out
+            .cut(&mut buf, Destination::Peer(NodeId(4)), 1472)
+            .unwrap();
         assert_eq!(n, 12_345usize.div_ceil(1472 - HEADER_LEN - PART_FIXED));
         let mut parts = vec![buf.clone()];
         let mut b = Vec::new();
@@ -404,10 +406,7 @@ mod tests {
     fn uncuttable_datagrams_are_refused() {
         let mut out = PartsOut::new();
         let mut big = datagram(3, MAX_WHOLE);
-        assert_eq!(
-            out.cut(&mut big, Destination::Group, 1472),
-            Err(Uncuttable)
-        );
+        assert_eq!(out.cut(&mut big, Destination::Group, 1472), Err(Uncuttable));
         let mut buf = datagram(3, 500);
         assert_eq!(out.cut(&mut buf, Destination::Group, 60), Err(Uncuttable));
         assert!(out.is_empty());
@@ -428,8 +427,14 @@ mod tests {
         let mut r = PartsIn::new();
         // Truncated, index past count, a count of one, an impossible count, a nested part.
         assert_eq!(r.push(&h, &[1, 2, 3]), Err(PartRefused::Malformed));
-        assert_eq!(r.push(&h, &part(1, 2, 2, 3, 4)), Err(PartRefused::Malformed));
-        assert_eq!(r.push(&h, &part(1, 0, 1, 3, 4)), Err(PartRefused::Malformed));
+        assert_eq!(
+            r.push(&h, &part(1, 2, 2, 3, 4)),
+            Err(PartRefused::Malformed)
+        );
+        assert_eq!(
+            r.push(&h, &part(1, 0, 1, 3, 4)),
+            Err(PartRefused::Malformed)
+        );
         let too_many = MAX_PARTS as u16 + 1;
         assert_eq!(
             r.push(&h, &part(1, 0, too_many, 3, 4)),
@@ -442,7 +447,10 @@ mod tests {
         assert_eq!(r.in_progress(), 0);
         // A sibling that disagrees on the count drops the whole.
         assert_eq!(r.push(&h, &part(2, 0, 3, 3, 4)), Ok(None));
-        assert_eq!(r.push(&h, &part(2, 1, 4, 3, 4)), Err(PartRefused::Malformed));
+        assert_eq!(
+            r.push(&h, &part(2, 1, 4, 3, 4)),
+            Err(PartRefused::Malformed)
+        );
         assert_eq!(r.in_progress(), 0);
         // Bytes past the bound drop the whole.
         assert_eq!(r.push(&h, &part(3, 0, 3, 3, 40_000)), Ok(None));

@@ -1295,7 +1295,9 @@ impl Ring {
             self.membership.lcrs.remove(&who);
             let mut members = self.membership.ring.clone();
             let (joined, left) = match kind {
-                packet::LCR_JOIN if !members.contains(&who) && members.len() >= self.max_members() => {
+                packet::LCR_JOIN
+                    if !members.contains(&who) && members.len() >= self.max_members() =>
+                {
                     // Full: the joiner is told at once (asking on, it would wait unanswered
                     // for as long as nobody leaves). Only the token site gets here: one answer.
                     self.counters.backpressure_refusals += 1;

@@ -959,14 +959,14 @@ fn a_joiner_past_the_member_limit_is_refused_at_once_naming_the_limit() {
         ..super::Config::default()
     };
     let mut net = Net::with(Holders::default());
-    net.add(build_with(Role::Create, 0, Time::ZERO, cfg.clone(), 1400));
+    net.add(build_with(Role::Create, 0, Time::ZERO, cfg, 1400));
     for i in 1..3 {
-        let e = build_with(Role::Join, i, net.now, cfg.clone(), 1400);
+        let e = build_with(Role::Join, i, net.now, cfg, 1400);
         net.add(e);
         net.run_for(Duration::from_millis(200));
     }
     assert_eq!(net.nodes[0].info().members.len(), 3);
-    let e = build_with(Role::Join, 3, net.now, cfg.clone(), 1400);
+    let e = build_with(Role::Join, 3, net.now, cfg, 1400);
     net.add(e);
     // Well within a second LCR: the token site answers the first.
     net.run_for(Duration::from_millis(100));
@@ -1007,9 +1007,9 @@ fn new_lists_longer_than_a_datagram_go_in_parts() {
         false
     });
     let cfg = super::Config::default();
-    net.add(build_with(Role::Create, 0, Time::ZERO, cfg.clone(), 300));
+    net.add(build_with(Role::Create, 0, Time::ZERO, cfg, 300));
     for i in 1..n {
-        let e = build_with(Role::Join, i, net.now, cfg.clone(), 300);
+        let e = build_with(Role::Join, i, net.now, cfg, 300);
         net.add(e);
         net.run_for(Duration::from_millis(50));
     }

@@ -1,8 +1,8 @@
 //! The configuration of a sequencer group.
 
 use super::packet::{ORDERED_ENTRY_OVERHEAD, ORDERED_FIXED};
-use crate::common::view::{VIEW_FIXED, VIEW_MEMBER};
 use crate::common::parts::MAX_WHOLE;
+use crate::common::view::{VIEW_FIXED, VIEW_MEMBER};
 use crate::common::Fragmenter;
 use crate::registry::{ConfigError, RecoveryPolicy};
 use crate::wire::HEADER_LEN;
@@ -12,8 +12,8 @@ use crate::wire::HEADER_LEN;
 /// ([`crate::common::parts`]), must stay within the largest whole datagram.
 pub const MAX_VIEW_MEMBERS: usize = {
     let by_length = (u16::MAX as usize - VIEW_FIXED) / VIEW_MEMBER;
-    let by_whole =
-        (MAX_WHOLE - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD - VIEW_FIXED) / VIEW_MEMBER;
+    let by_whole = (MAX_WHOLE - HEADER_LEN - ORDERED_FIXED - ORDERED_ENTRY_OVERHEAD - VIEW_FIXED)
+        / VIEW_MEMBER;
     if by_length < by_whole {
         by_length
     } else {

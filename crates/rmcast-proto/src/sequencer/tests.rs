@@ -1323,7 +1323,11 @@ fn views_longer_than_a_datagram_go_in_parts() {
         }
         false
     }));
-    net.add(Box::new(Sequencer::create(c.clone(), NodeId(1), Time::ZERO)));
+    net.add(Box::new(Sequencer::create(
+        c.clone(),
+        NodeId(1),
+        Time::ZERO,
+    )));
     for i in 1..n {
         let id = NodeId(i as u32 + 1);
         net.add(Box::new(Sequencer::join(c.clone(), id, Time::ZERO)));
