@@ -32,7 +32,7 @@
 
 use super::rtt::RttEstimator;
 use crate::engine::{NodeId, Time};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// A live peer is declared failed at most this often per probing round, as far as the observed
@@ -83,6 +83,8 @@ struct Watched {
     deadline: Option<Time>,
     /// When the first probe of this round went out (an RTT sample if it is answered).
     first_probe_at: Option<Time>,
+    /// In `due` (a probe waits to be sent).
+    queued: bool,
 }
 
 /// How the member that holds a [`FailureDetector`] ran ([`FailureDetector::run`]).
@@ -103,6 +105,9 @@ pub enum Run {
 pub struct FailureDetector {
     params: DetectorParams,
     peers: Vec<Watched>,
+    /// Where each peer is in `peers`: a member of a group of thousands watches thousands, and
+    /// looking each up by a scan made every view change and every datagram cost as much.
+    index: HashMap<NodeId, usize>,
     /// Probes due to be sent (each peer at most once).
     due: VecDeque<NodeId>,
     rtt: RttEstimator,
@@ -124,6 +129,7 @@ impl FailureDetector {
         let mut d = FailureDetector {
             params,
             peers: Vec::new(),
+            index: HashMap::new(),
             due: VecDeque::new(),
             rtt: RttEstimator::new(
                 params.min_timeout / 2,
@@ -213,6 +219,7 @@ impl FailureDetector {
             w.probes = 0;
             w.deadline = None;
             w.first_probe_at = None;
+            w.queued = false;
         }
         self.due.clear();
         Run::Stalled
@@ -221,42 +228,47 @@ impl FailureDetector {
     /// Watch exactly `ids` from now on. Peers already watched keep their state; new ones count
     /// as heard `now`.
     pub fn watch(&mut self, ids: impl IntoIterator<Item = NodeId>, now: Time) {
-        let mut next = Vec::with_capacity(self.peers.len());
+        let mut old: HashMap<NodeId, Watched> = self.peers.drain(..).map(|w| (w.id, w)).collect();
+        self.index.clear();
         for id in ids {
-            if next.iter().any(|w: &Watched| w.id == id) {
+            if self.index.contains_key(&id) {
                 continue;
             }
-            let w = match self.peers.iter().position(|w| w.id == id) {
-                Some(i) => self.peers.swap_remove(i),
-                None => Watched {
-                    id,
-                    last_heard: now,
-                    probes: 0,
-                    deadline: None,
-                    first_probe_at: None,
-                },
-            };
-            next.push(w);
+            let w = old.remove(&id).unwrap_or(Watched {
+                id,
+                last_heard: now,
+                probes: 0,
+                deadline: None,
+                first_probe_at: None,
+                queued: false,
+            });
+            self.index.insert(id, self.peers.len());
+            self.peers.push(w);
         }
-        self.peers = next;
-        let peers = &self.peers;
-        self.due.retain(|id| peers.iter().any(|w| w.id == *id));
+        let index = &self.index;
+        self.due.retain(|id| index.contains_key(id));
+        debug_assert!(self
+            .peers
+            .iter()
+            .enumerate()
+            .all(|(i, w)| self.index[&w.id] == i));
     }
 
     /// Stop watching anyone.
     pub fn clear(&mut self) {
         self.peers.clear();
+        self.index.clear();
         self.due.clear();
     }
 
     /// Whether `id` is watched.
     pub fn watches(&self, id: NodeId) -> bool {
-        self.peers.iter().any(|w| w.id == id)
+        self.index.contains_key(&id)
     }
 
     /// Something arrived from `id`: it is alive.
     pub fn heard(&mut self, id: NodeId, now: Time) {
-        let Some(w) = self.peers.iter_mut().find(|w| w.id == id) else {
+        let Some(w) = self.index.get(&id).map(|&i| &mut self.peers[i]) else {
             return;
         };
         if w.probes == 1 {
@@ -299,7 +311,8 @@ impl FailureDetector {
                 }
                 _ => continue,
             }
-            if !self.due.contains(&w.id) {
+            if !w.queued {
+                w.queued = true;
                 self.due.push_back(w.id);
             }
         }
@@ -313,7 +326,11 @@ impl FailureDetector {
 
     /// The next peer to send a probe to.
     pub fn poll_probe(&mut self) -> Option<NodeId> {
-        self.due.pop_front()
+        let id = self.due.pop_front()?;
+        if let Some(&i) = self.index.get(&id) {
+            self.peers[i].queued = false;
+        }
+        Some(id)
     }
 
     /// When [`FailureDetector::on_timeout`] must next be called.
