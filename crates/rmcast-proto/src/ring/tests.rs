@@ -933,6 +933,7 @@ fn a_member_started_over_alone_after_sending_delivers_its_next_messages() {
     assert_eq!(more, vec![3, 4], "numbering goes on");
     net.run_for(Duration::from_millis(100));
     assert_eq!(net.delivered_msgs(0, 0), [sent, more].concat());
+}
 
 /// A ring engine with its own config and datagram size.
 fn build_with(role: Role, id: u32, now: Time, cfg: super::Config, bytes: usize) -> Box<dyn Engine> {
