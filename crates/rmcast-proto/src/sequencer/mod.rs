@@ -96,7 +96,7 @@ mod shared;
 mod succession;
 mod transmit;
 
-pub use config::{Config, Method};
+pub use config::{Config, Method, MAX_VIEW_MEMBERS};
 pub use engine::Sequencer;
 pub use factory::SequencerFactory;
 
