@@ -249,8 +249,7 @@ pub struct SimArgs {
     /// and the engine's default, 4096].
     #[arg(long, value_delimiter = ',', num_args = 1)]
     pub history: Vec<usize>,
-    /// With --experiment pbcast: run the gossip engine only, no sequencer (its groups stop at
-    /// 256 members: a view must fit one datagram).
+    /// With --experiment pbcast: run the gossip engine only, no sequencer.
     #[arg(long, conflicts_with = "history")]
     pub gossip_only: bool,
     /// With --experiment pbcast: virtual time of sending in each run (a bare number: seconds) [default: 10s].

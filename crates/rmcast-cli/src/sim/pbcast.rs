@@ -560,13 +560,11 @@ mod tests {
         assert_eq!(g.fs(4), vec![1]);
         let e = Grid::from_args(&parse("--members 4 --perturbed 3")).unwrap_err();
         assert!(e.to_string().contains("too many"), "{e}");
-        // Up to 1,024 members: the gossip engine's membership table by default; the sequencer
-        // runs stop at its largest group.
+        // Up to 1,024 members, the sequencer's largest group by default too: both engines run.
         let g = Grid::from_args(&parse("--members 1024 --gossip-only")).unwrap();
         assert_eq!(g.protocols, vec![Protocol::Gossip]);
-        let e = Grid::from_args(&parse("--members 257")).unwrap_err();
-        assert!(e.to_string().contains("--gossip-only"), "{e}");
-        assert!(Grid::from_args(&parse("--members 256 --history 128")).is_ok());
+        assert!(rmcast_proto::sequencer::Config::new(0).max_members >= 1024);
+        assert!(Grid::from_args(&parse("--members 1024 --history 128")).is_ok());
         assert!(crate::sim::try_parse_args(["sim", "--gossip-only", "--history", "64"]).is_err());
         let e = Grid::from_args(&parse("--members 1025")).unwrap_err();
         assert!(e.to_string().contains("3..=1024"), "{e}");
