@@ -288,7 +288,17 @@ impl Record {
                 .filter(|h| keep(h.id))
                 .cloned()
                 .collect(),
-            ..self.clone()
+            // Spelled out rather than `..self.clone()`, which would copy every host's events
+            // once more only to drop them.
+            seed: self.seed,
+            guarantees: self.guarantees.clone(),
+            workload_start: self.workload_start,
+            heal_time: self.heal_time,
+            end_time: self.end_time,
+            quiesced: self.quiesced,
+            livelock: self.livelock.clone(),
+            workload_errors: self.workload_errors.clone(),
+            net: self.net.clone(),
         }
     }
 

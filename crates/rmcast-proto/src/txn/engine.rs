@@ -235,6 +235,9 @@ pub struct Txn {
     view_id: u64,
     /// Largest set answered lately: the set size named in FIRST.
     set_estimate: usize,
+    /// Whether `set_estimate` was learnt from a decided set: until then it is a guess (at most
+    /// 8), and an open decided early on a guess would leave out every receiver past it.
+    estimate_learnt: bool,
     left: bool,
     /// The latest time an input brought (for what [`Engine::poll_event`] sends: it has none).
     now: Time,
@@ -303,6 +306,7 @@ impl Txn {
             cursor: 0,
             view_id: VIEW_ID,
             set_estimate: cfg.max_receivers.min(8),
+            estimate_learnt: false,
             left: false,
             now: p.now,
             counters: Counters::default(),
@@ -555,6 +559,7 @@ impl Txn {
         let n = f.set.len();
         if n > 0 {
             self.set_estimate = n;
+            self.estimate_learnt = true;
         }
         self.announce(txn, None);
         if n < self.cfg.min_receivers {
@@ -765,7 +770,8 @@ impl Txn {
                     },
                 );
                 self.extra.accepted += 1;
-                let enough = self.cfg.early_open && f.set.len() >= self.set_estimate;
+                let enough =
+                    self.cfg.early_open && self.estimate_learnt && f.set.len() >= self.set_estimate;
                 let full = f.set.len() >= max || enough;
                 self.accept(from, s.key, true);
                 if full {
