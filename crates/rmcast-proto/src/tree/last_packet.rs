@@ -8,13 +8,12 @@
 //! longer (in the sweep, past the end of the run: data and three advertisements lost at 25%).
 //! The sender now announces its high at each of the first T_send ticks without new data.
 
-use super::engine::{Tree, STATUS_REPEATS};
+use super::engine::STATUS_REPEATS;
+use super::pair::Pair;
 use super::*;
-use crate::engine::{Destination, Event, Qos, Time};
-use crate::registry::{EngineParams, EngineSettings, Role};
+use crate::engine::Time;
 use crate::tree::packet::Packet;
 use crate::wire;
-use bytes::Bytes;
 use std::time::Duration;
 
 const MS: u64 = 1_000_000;
@@ -37,141 +36,44 @@ fn cfg() -> TreeConfig {
     }
 }
 
-/// A sender (0) and one receiver (1), 1 ms apart, driven by hand.
-struct Pair {
-    e: [Tree; 2],
-    now: Time,
-    /// Datagrams on their way: (arrival, to, bytes).
-    flight: Vec<(Time, usize, Vec<u8>)>,
+/// What the sender's datagrams lose on their way to the receiver.
+#[derive(Default)]
+struct Losses {
     /// DATA of these sequence numbers to the receiver is lost, once each.
-    drop_data: Vec<u64>,
+    data: Vec<u64>,
     /// This many of the sender's next advertisements are lost.
-    drop_adverts: usize,
-    /// What the receiver delivered: sequence numbers.
-    delivered: Vec<u64>,
-    completed: Vec<u64>,
+    adverts: usize,
 }
 
-impl Pair {
-    fn new() -> Pair {
-        let settings = EngineSettings::default();
-        let mk = |me: u32, role| {
-            let p = EngineParams {
-                role,
-                group: 7,
-                me: NodeId(me),
-                max_datagram_bytes: 1472,
-                now: Time::ZERO,
-                seed: u64::from(me),
-                settings: &settings,
+fn lose_sent(l: &mut Losses, from: usize, buf: &[u8]) -> bool {
+    if from != 0 {
+        return false;
+    }
+    let p = wire::decode(buf).expect("own datagram decodes");
+    match p.header.ptype {
+        packet::DATA => {
+            // DATA carries the origin before the common body.
+            let body = p.body.get(4..).unwrap_or_default();
+            let Ok(Packet::Data { seq, .. }) = Packet::decode(packet::DATA, body) else {
+                return false;
             };
-            Tree::new(&p, cfg(), None, false)
-        };
-        Pair {
-            e: [mk(0, Role::Create), mk(1, Role::Join)],
-            now: Time::ZERO,
-            flight: Vec::new(),
-            drop_data: Vec::new(),
-            drop_adverts: 0,
-            delivered: Vec::new(),
-            completed: Vec::new(),
-        }
-    }
-
-    /// Whether the datagram `buf` from the sender is lost on its way.
-    fn lost(&mut self, buf: &[u8]) -> bool {
-        let p = wire::decode(buf).expect("own datagram decodes");
-        match p.header.ptype {
-            packet::DATA => {
-                // DATA carries the origin before the common body.
-                let body = p.body.get(4..).unwrap_or_default();
-                let Ok(Packet::Data { seq, .. }) = Packet::decode(packet::DATA, body) else {
-                    return false;
-                };
-                let Some(i) = self.drop_data.iter().position(|&s| s == seq) else {
-                    return false;
-                };
-                self.drop_data.remove(i);
-                true
-            }
-            packet::SND_ACK_TOME if self.drop_adverts > 0 => {
-                self.drop_adverts -= 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn flush(&mut self, i: usize) {
-        let mut buf = Vec::new();
-        while let Some(t) = self.e[i].poll_transmit(self.now, &mut buf) {
-            let to = match t.destination {
-                Destination::Peer(p) => p.0 as usize,
-                _ => 1 - i,
+            let Some(i) = l.data.iter().position(|&s| s == seq) else {
+                return false;
             };
-            if i == 0 && self.lost(&buf) {
-                continue;
-            }
-            self.flight
-                .push((self.now + Duration::from_millis(1), to, buf.clone()));
+            l.data.remove(i);
+            true
         }
-        while let Some(ev) = self.e[i].poll_event() {
-            match ev {
-                Event::SendComplete { msg } => self.completed.push(msg),
-                Event::Deliver(d) if i == 1 => self.delivered.push(d.seq),
-                _ => {}
-            }
+        packet::SND_ACK_TOME if l.adverts > 0 => {
+            l.adverts -= 1;
+            true
         }
-    }
-
-    fn run_until(&mut self, end: Time) {
-        loop {
-            let timer = self.e.iter().filter_map(|e| e.poll_timeout()).min();
-            let dgram = self.flight.iter().map(|f| f.0).min();
-            let Some(next) = [timer, dgram].into_iter().flatten().min() else {
-                break;
-            };
-            if next > end {
-                break;
-            }
-            self.now = self.now.max(next);
-            let (due, later): (Vec<_>, Vec<_>) =
-                self.flight.drain(..).partition(|f| f.0 <= self.now);
-            self.flight = later;
-            for (_, to, data) in due {
-                self.e[to].handle_datagram(self.now, NodeId(1 - to as u32), &data);
-                self.flush(to);
-            }
-            for i in 0..2 {
-                if self.e[i].poll_timeout().is_some_and(|t| t <= self.now) {
-                    self.e[i].handle_timeout(self.now);
-                    self.flush(i);
-                }
-            }
-        }
-        self.now = self.now.max(end);
-    }
-
-    fn submit(&mut self, n: u8) {
-        let now = self.now;
-        self.e[0]
-            .submit(now, Bytes::from(vec![n; 8]), Qos::SourceOrdered)
-            .expect("the window has room");
-        self.flush(0);
-    }
-
-    fn counter(&self, i: usize, name: &str) -> u64 {
-        self.e[i]
-            .engine_counters()
-            .into_iter()
-            .find(|(n, _)| *n == name)
-            .map_or(0, |(_, v)| v)
+        _ => false,
     }
 }
 
 #[test]
 fn a_last_packet_lost_after_an_idle_gap_is_announced_and_repaired() {
-    let mut p = Pair::new();
+    let mut p = Pair::new(cfg(), Losses::default(), lose_sent);
     p.submit(0);
     p.run_until(Time(500 * MS));
     assert_eq!(
@@ -183,8 +85,8 @@ fn a_last_packet_lost_after_an_idle_gap_is_announced_and_repaired() {
     assert_eq!(p.e[1].poll_timeout(), None, "the idle receiver is silent");
     // Packet 1 is lost on its way to the receiver, and so are the first two announcements
     // of it: the sender completes it at once (it knows no receiver any more).
-    p.drop_data = vec![1];
-    p.drop_adverts = 2;
+    p.wire.data = vec![1];
+    p.wire.adverts = 2;
     let announced = p.counter(0, "status_sent");
     let sent = p.now;
     p.submit(1);
@@ -196,7 +98,7 @@ fn a_last_packet_lost_after_an_idle_gap_is_announced_and_repaired() {
         "the receiver learnt of packet 1 from a repeated announcement and had it repaired, \
          long before the periodic advertisement (T_sap)"
     );
-    assert!(p.drop_data.is_empty() && p.drop_adverts == 0, "all lost");
+    assert!(p.wire.data.is_empty() && p.wire.adverts == 0, "all lost");
     // The announcements stop after STATUS_REPEATS ticks: the session goes quiet again.
     p.run_until(sent + Duration::from_millis(3 * SILENCE_MS));
     assert_eq!(announced, u64::from(STATUS_REPEATS), "after packet 0");
@@ -214,7 +116,7 @@ fn a_last_packet_lost_after_an_idle_gap_is_announced_and_repaired() {
 
 #[test]
 fn a_stream_without_pauses_sends_no_announcements() {
-    let mut p = Pair::new();
+    let mut p = Pair::new(cfg(), Losses::default(), lose_sent);
     // One packet every 4 ms: a new one in every T_send (10 ms).
     for n in 0..50u8 {
         p.submit(n);

@@ -52,6 +52,8 @@ pub mod file;
 mod last_packet;
 pub mod packet;
 #[cfg(test)]
+mod pair;
+#[cfg(test)]
 mod tests;
 
 pub use cache::{DataCache, DataStore, MemStore};
