@@ -65,6 +65,9 @@ impl EngineFactory for Registered {
     fn build(&self, params: &EngineParams<'_>) -> Box<dyn Engine> {
         self.0.build(params)
     }
+    fn settle_time(&self, settings: &EngineSettings) -> Option<std::time::Duration> {
+        self.0.settle_time(settings)
+    }
 }
 
 impl EngineChoice {
@@ -139,6 +142,12 @@ impl EngineChoice {
     /// What the engines promise with these settings.
     pub fn guarantees(&self) -> Guarantees {
         self.factory.guarantees(&self.settings)
+    }
+
+    /// How long the engines may take to deliver everything once faults heal, if longer than a
+    /// driver's default ([`EngineFactory::settle_time`]).
+    pub fn settle_time(&self) -> Option<std::time::Duration> {
+        self.factory.settle_time(&self.settings)
     }
 
     /// Refuse settings the engine cannot work with.

@@ -220,4 +220,14 @@ pub trait EngineFactory: Send + Sync {
 
     /// Build an engine.
     fn build(&self, params: &EngineParams<'_>) -> Box<dyn Engine>;
+
+    /// How long engines built with `settings` may take, once the last fault healed, to
+    /// deliver everything they promise: what a driver that waits for quiescence (the
+    /// simulator's runs, tests) must allow. `None`: no longer than the driver's default (a
+    /// minute of virtual time in the simulator). Engines whose timers are slow by design say
+    /// so here, rather than drivers knowing them by name.
+    fn settle_time(&self, settings: &EngineSettings) -> Option<std::time::Duration> {
+        let _ = settings;
+        None
+    }
 }

@@ -291,7 +291,7 @@ impl Record {
             // Spelled out rather than `..self.clone()`, which would copy every host's events
             // once more only to drop them.
             seed: self.seed,
-            guarantees: self.guarantees.clone(),
+            guarantees: self.guarantees,
             workload_start: self.workload_start,
             heal_time: self.heal_time,
             end_time: self.end_time,

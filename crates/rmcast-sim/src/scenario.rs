@@ -128,17 +128,6 @@ pub const MAX_SCENARIO_MEMBERS: u32 = 16_384;
 /// (joins under loss take a few join retries of 100 ms).
 const CRASH_OFFSET: Duration = Duration::from_millis(300);
 
-/// How long a run of the `tree` engine gets to deliver everything once faults heal, instead of
-/// the default 60 s. Table III's timers are slow by design: the window moves only every T_send
-/// (600 ms), the congestion window restarts from one packet whenever any receiver asks for a
-/// repair in a T_send (CONG_thresh 0: at 10,000 receivers and 1% loss, nearly every T_send),
-/// and a receiver learns of a lost last packet only from the next SND_ACK_TOME. A closed-loop
-/// sender over 20-30% loss then needs seconds a message (tree seed 69 of the every-engine
-/// sweep: 34 messages, 22% loss, all delivered at 59.5 s), and 100 messages to 10,000
-/// receivers at 1% loss take 60 s. The engine promises no speed; the run gets the time its
-/// declared timers need.
-pub const TREE_QUIESCENCE_TIMEOUT: Duration = Duration::from_secs(240);
-
 /// Random stream for schedules, kept apart from the run's RNG.
 const SCHEDULE_STREAM: u64 = 0x5ce4_a210_d1ce_5eed;
 
@@ -433,11 +422,12 @@ impl Scenario {
             churn,
             heal: self.heal,
             limits: Limits {
-                quiescence_timeout: if self.engine.name() == "tree" {
-                    TREE_QUIESCENCE_TIMEOUT
-                } else {
-                    Limits::default().quiescence_timeout
-                },
+                // The time the engine's own timers need, where it declares more than the
+                // default (the Tree: `tree::SETTLE_TIME`).
+                quiescence_timeout: (self.engine.settle_time())
+                    .map_or(Limits::default().quiescence_timeout, |t| {
+                        t.max(Limits::default().quiescence_timeout)
+                    }),
                 ..Limits::default()
             },
             ..SimConfig::default()

@@ -251,10 +251,11 @@ fn drawn_config(name: &str, seed: u64) -> SimConfig {
         // The Tree serves its creator as the one sender, who stays.
         cfg.workload.senders = vec![NodeId(0)];
         cfg.churn.retain(|c| c.node != NodeId(0));
-        // The run gets the time Table III's slow timers need (`Scenario::config` gives it).
+        // The run gets the time Table III's slow timers need, as the engine declares it
+        // (`Scenario::config` gives it).
         assert_eq!(
             cfg.limits.quiescence_timeout,
-            rmcast_sim::scenario::TREE_QUIESCENCE_TIMEOUT
+            rmcast_proto::tree::SETTLE_TIME
         );
     }
     cfg
