@@ -78,7 +78,24 @@ pub(crate) fn spawn(
         cfg.port,
         cfg.multicast_ttl,
         cfg.socket_buffer_bytes,
-    )?;
+    )
+    .map_err(|e| {
+        // The bare OS error ("Cannot assign requested address") names neither the address
+        // nor the usual cause: an interface address this host does not have, or a port in use.
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrNotAvailable => " (is it an address of this host?)",
+            std::io::ErrorKind::AddrInUse => " (the port is in use)",
+            _ => "",
+        };
+        let port = match cfg.port {
+            0 => String::new(),
+            p => format!(" port {p}"),
+        };
+        std::io::Error::new(
+            e.kind(),
+            format!("interface {}{port}: {e}{hint}", cfg.interface),
+        )
+    })?;
     let local_addr = std_sock.local_addr()?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;

@@ -442,3 +442,20 @@ fn events_as_a_stream_arrive_in_order_and_end_after_the_leave() {
         a.leave_async().await.expect("leave");
     });
 }
+
+/// An interface address this host does not have is refused when the node starts, and the
+/// error names the address and the likely cause rather than only the OS's "Cannot assign
+/// requested address". 192.0.2.1 is TEST-NET-1: never a local address; nothing is sent.
+#[test]
+fn an_interface_address_not_on_this_host_is_named_in_the_error() {
+    let err = match rmcast::Node::new(rmcast::NodeConfig::default().interface([192, 0, 2, 1])) {
+        Ok(_) => panic!("a node started on 192.0.2.1"),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Io(_)), "{msg}");
+    assert!(
+        msg.contains("interface 192.0.2.1") && msg.contains("is it an address of this host"),
+        "{msg}"
+    );
+}
