@@ -32,7 +32,7 @@
 
 use super::rtt::RttEstimator;
 use crate::engine::{NodeId, Time};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 /// A live peer is declared failed at most this often per probing round, as far as the observed
@@ -120,6 +120,12 @@ pub struct FailureDetector {
     /// [`FailureDetector::stall_bound`] as of the last timeout: `run` and `heartbeat` are
     /// called on every input, and the failure timeout takes a logarithm.
     bound: Duration,
+    /// When each peer is due (its probe's deadline, or its silence's end), in order, with its
+    /// place in `peers`: `next_timeout` is asked after every input and `on_timeout` looks at
+    /// the peers due only; a scan of a thousand peers there made each input cost a thousand.
+    due_at: BTreeSet<(Time, usize)>,
+    /// Peers with a probe out (`probes > 0`): `probing` is asked on every input too.
+    probed: usize,
 }
 
 impl FailureDetector {
@@ -140,6 +146,8 @@ impl FailureDetector {
             rounds: PRIOR_PROBES * (1.0 - PRIOR_LOSS),
             last_run: None,
             bound: Duration::ZERO,
+            due_at: BTreeSet::new(),
+            probed: 0,
         };
         d.bound = d.failure_timeout() / 2;
         d
@@ -222,6 +230,7 @@ impl FailureDetector {
             w.queued = false;
         }
         self.due.clear();
+        self.rebuild();
         Run::Stalled
     }
 
@@ -247,6 +256,7 @@ impl FailureDetector {
         }
         let index = &self.index;
         self.due.retain(|id| index.contains_key(id));
+        self.rebuild();
         debug_assert!(self
             .peers
             .iter()
@@ -259,6 +269,36 @@ impl FailureDetector {
         self.peers.clear();
         self.index.clear();
         self.due.clear();
+        self.rebuild();
+    }
+
+    /// When peer `w` is due: its probe's deadline, or the end of its silence.
+    fn due_of(&self, w: &Watched) -> Time {
+        w.deadline.unwrap_or(w.last_heard + self.params.interval)
+    }
+
+    /// `due_at` and `probed` from the peers, after a change to all of them.
+    fn rebuild(&mut self) {
+        self.due_at = (self.peers.iter().enumerate())
+            .map(|(i, w)| (self.due_of(w), i))
+            .collect();
+        self.probed = self.peers.iter().filter(|w| w.probes > 0).count();
+    }
+
+    /// Peer `i` changes by `f`: its place in `due_at` follows.
+    fn update(&mut self, i: usize, f: impl FnOnce(&mut Watched)) {
+        let before = (self.due_of(&self.peers[i]), self.peers[i].probes > 0);
+        f(&mut self.peers[i]);
+        let after = (self.due_of(&self.peers[i]), self.peers[i].probes > 0);
+        if before.0 != after.0 {
+            self.due_at.remove(&(before.0, i));
+            self.due_at.insert((after.0, i));
+        }
+        match (before.1, after.1) {
+            (false, true) => self.probed += 1,
+            (true, false) => self.probed -= 1,
+            _ => {}
+        }
     }
 
     /// Whether `id` is watched.
@@ -268,9 +308,10 @@ impl FailureDetector {
 
     /// Something arrived from `id`: it is alive.
     pub fn heard(&mut self, id: NodeId, now: Time) {
-        let Some(w) = self.index.get(&id).map(|&i| &mut self.peers[i]) else {
+        let Some(&i) = self.index.get(&id) else {
             return;
         };
+        let w = &self.peers[i];
         if w.probes == 1 {
             if let Some(at) = w.first_probe_at {
                 self.rtt.on_sample(now.saturating_since(at));
@@ -281,10 +322,12 @@ impl FailureDetector {
             self.probes_sent = self.probes_sent * LOSS_DECAY + f64::from(w.probes);
             self.rounds = self.rounds * LOSS_DECAY + 1.0;
         }
-        w.last_heard = w.last_heard.max(now);
-        w.probes = 0;
-        w.deadline = None;
-        w.first_probe_at = None;
+        self.update(i, |w| {
+            w.last_heard = w.last_heard.max(now);
+            w.probes = 0;
+            w.deadline = None;
+            w.first_probe_at = None;
+        });
     }
 
     /// Let due timers fire: queue probes, and return a peer that answered none of its probes
@@ -293,24 +336,29 @@ impl FailureDetector {
         let timeout = self.probe_timeout();
         let retries = self.retries();
         self.bound = (self.params.interval + timeout * retries) / 2;
+        // Only the peers due, in their order in `peers` (as a scan of all of them went: the
+        // probes go out, and the first failed peer is named, in the same order).
+        let mut due: Vec<usize> = (self.due_at.range(..=(now, usize::MAX)))
+            .map(|&(_, i)| i)
+            .collect();
+        due.sort_unstable();
         let mut failed = None;
-        for w in &mut self.peers {
-            match w.deadline {
-                Some(d) if now >= d => {
-                    if w.probes >= retries {
-                        failed = failed.or(Some(w.id));
-                        continue;
-                    }
+        for i in due {
+            let w = &self.peers[i];
+            if w.deadline.is_some() && w.probes >= retries {
+                failed = failed.or(Some(w.id));
+                continue;
+            }
+            self.update(i, |w| {
+                if w.deadline.is_some() {
                     w.probes += 1;
-                    w.deadline = Some(now + timeout);
-                }
-                None if now >= w.last_heard + self.params.interval => {
+                } else {
                     w.probes = 1;
                     w.first_probe_at = Some(now);
-                    w.deadline = Some(now + timeout);
                 }
-                _ => continue,
-            }
+                w.deadline = Some(now + timeout);
+            });
+            let w = &mut self.peers[i];
             if !w.queued {
                 w.queued = true;
                 self.due.push_back(w.id);
@@ -321,7 +369,7 @@ impl FailureDetector {
 
     /// Whether a probing round is under way (some peer was probed and has not answered yet).
     pub fn probing(&self) -> bool {
-        self.peers.iter().any(|w| w.probes > 0)
+        self.probed > 0
     }
 
     /// The next peer to send a probe to.
@@ -336,11 +384,7 @@ impl FailureDetector {
     /// When [`FailureDetector::on_timeout`] must next be called.
     /// Includes [`FailureDetector::heartbeat`].
     pub fn next_timeout(&self) -> Option<Time> {
-        let probes = self
-            .peers
-            .iter()
-            .map(|w| w.deadline.unwrap_or(w.last_heard + self.params.interval))
-            .min()?;
+        let probes = self.due_at.first()?.0;
         Some(self.heartbeat().map_or(probes, |h| probes.min(h)))
     }
 
