@@ -54,6 +54,19 @@ fn run(sc: &Scenario, seed: u64) {
         panic!("{}\n{}", rep.summary(), sc.replay_command(seed));
     }
     let n = &rep.record.net;
+    if std::env::var("SCALE_COUNTERS").is_ok() {
+        // `SCALE_COUNTERS=1`: every host's counters summed, to see what the datagrams were.
+        let mut sum: Vec<(&'static str, u64)> = Vec::new();
+        for h in &rep.record.hosts {
+            for (i, f) in h.counters.described().into_iter().enumerate() {
+                match sum.get_mut(i) {
+                    Some(s) => s.1 += f.value,
+                    None => sum.push((f.name, f.value)),
+                }
+            }
+        }
+        eprintln!("counters summed over the hosts: {sum:?}");
+    }
     eprintln!(
         "{} members: pass in {:.1} s of wall time, {:.1} s virtual; {} datagrams, {} steps",
         sc.members,

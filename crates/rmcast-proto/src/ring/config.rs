@@ -36,6 +36,11 @@ pub struct Config {
     /// New Lists that removed a member, kept to answer a late leaver (and leavers whose
     /// missing slots are kept for them).
     pub max_removed: usize,
+    /// The members after it in the ring that a member's failure detector watches, at most
+    /// (every other member in a ring of up to one more than this). Each member is watched by
+    /// as many before it; in a ring of a thousand, watching all made a million probes a token
+    /// round.
+    pub watched: usize,
     /// How long a token site with nothing to order waits before it passes a NULL ACK.
     pub null_delay: Duration,
     /// First wait before the token is passed again when the next site did not take it.
@@ -132,6 +137,7 @@ impl Default for Config {
             max_lcrs: 32,
             max_members: 1024,
             max_removed: 16,
+            watched: 16,
             null_delay: Duration::from_millis(2),
             pass_retry: Duration::from_millis(20),
             pass_retry_max: Duration::from_millis(320),
@@ -189,6 +195,7 @@ impl Config {
             ("max_unstable", self.max_unstable == 0),
             ("max_early_acks", self.max_early_acks == 0),
             ("max_lcrs", self.max_lcrs == 0),
+            ("watched", self.watched == 0),
             ("max_members", self.max_members < 2),
             ("client_window", self.client_window == 0),
             ("data_retry_burst", self.data_retry_burst == 0),

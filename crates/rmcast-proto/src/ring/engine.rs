@@ -208,14 +208,17 @@ impl Ring {
             r.membership.view_id = first_view;
             r.order.ordered_next.insert(p.me, 0);
             r.order.chain = Some((p.me, p.me));
-            r.order.q.push(Entry::View(View {
-                id: first_view,
-                seq: 0,
-                members: vec![p.me],
-                coordinator: p.me,
-                joined: Some(p.me),
-                left: None,
-            }));
+            r.order.q.push(Entry::View(
+                View {
+                    id: first_view,
+                    seq: 0,
+                    members: vec![p.me],
+                    coordinator: p.me,
+                    joined: Some(p.me),
+                    left: None,
+                },
+                vec![p.me],
+            ));
             // A ring of one is quiescent with the token at its only member.
             r.token.holding = true;
             r.token.idle = 1;
@@ -455,7 +458,7 @@ impl Ring {
         }
         if self.membership.admission.is_some() {
             if let AckBody::NewList(l) = &ack.body {
-                if l.joined == Some(self.me)
+                if l.joined.contains(&self.me)
                     && l.view_id > self.membership.view_id
                     && !self.leaving()
                     && self.admits_me(from, &ack)
@@ -471,7 +474,7 @@ impl Ring {
             && !self.membership.ring.contains(&from)
         {
             if let AckBody::NewList(l) = &ack.body {
-                if l.joined == Some(self.me) {
+                if l.joined.contains(&self.me) {
                     // Another ring of this name heard our join too and admitted us: say no to
                     // its site, which takes its token back and removes us (`on_expelled`).
                     return self.tell_expelled(now, from);
@@ -480,7 +483,7 @@ impl Ring {
         }
         if !self.member() {
             match &ack.body {
-                AckBody::NewList(l) if l.joined == Some(self.me) && !self.leaving() => {
+                AckBody::NewList(l) if l.joined.contains(&self.me) && !self.leaving() => {
                     if !self.admits_me(from, &ack) {
                         self.roles_refused += 1;
                         return;
@@ -523,18 +526,24 @@ impl Ring {
     }
 
     /// Whether `ack`, from `from`, may admit this joiner: a New List (not a lock change)
-    /// made by the token site that ran the join, which puts the joiner right after itself and
-    /// names it the next site. The joiner knows nothing else of the ring yet, so this is all it
-    /// can check; a member elsewhere in the list (or outside it) cannot admit it.
+    /// made by the token site that ran the join, which puts the joiners it admits right after
+    /// itself, in the order of the list's `joined`, and names the first the next site. The
+    /// joiner knows nothing else of the ring yet, so this is all it can check; a member
+    /// elsewhere in the list (or outside it) cannot admit it.
     fn admits_me(&self, from: NodeId, ack: &Ack) -> bool {
         match &ack.body {
             AckBody::NewList(l) => {
+                let n = l.members.len();
+                let site = l.members.iter().position(|&m| m == from);
                 l.lock_op.is_none()
-                    && l.joined == Some(self.me)
+                    && l.joined.contains(&self.me)
                     && from != self.me
-                    && ack.next_site == self.me
-                    && l.members.contains(&from)
-                    && Membership::successor(&l.members, from) == self.me
+                    && l.joined.first() == Some(&ack.next_site)
+                    && site.is_some_and(|i| {
+                        l.joined.len() < n
+                            && (l.joined.iter().enumerate())
+                                .all(|(k, &j)| l.members[(i + 1 + k) % n] == j)
+                    })
             }
             AckBody::Entries(_) => false,
         }
@@ -706,10 +715,11 @@ impl Ring {
                 }
                 let old = std::mem::replace(&mut self.membership.ring, l.members.clone());
                 self.membership.view_id = l.view_id;
-                if let Some(j) = l.joined {
+                for &j in &l.joined {
                     self.membership.admitted_in.insert(j, l.view_id);
                 }
-                let ring = &self.membership.ring;
+                let ring: std::collections::BTreeSet<NodeId> =
+                    self.membership.ring.iter().copied().collect();
                 self.membership.admitted_in.retain(|m, _| ring.contains(m));
                 debug_assert!(self.membership.admitted_in.len() <= ring.len());
                 self.drop_removed(&old, &old_next);
@@ -728,18 +738,28 @@ impl Ring {
                     self.membership
                         .note_removed(self.me, gone, bytes.clone(), kept, max);
                 }
-                if let Some(j) = l.joined {
-                    self.membership.lcrs.remove(&j);
-                    self.membership.unicast_joiners.remove(&j);
+                for j in &l.joined {
+                    self.membership.lcrs.remove(j);
+                    self.membership.unicast_joiners.remove(j);
                 }
-                self.order.q.push(Entry::View(View {
-                    id: l.view_id,
-                    seq: first_ts,
-                    members: l.members,
-                    coordinator: from,
-                    joined: l.joined,
-                    left: l.left,
-                }));
+                // The view names one joiner: a joiner itself, the first of them elsewhere (the
+                // others are in its members); the slot keeps them all.
+                let named = if l.joined.contains(&self.me) {
+                    Some(self.me)
+                } else {
+                    l.joined.first().copied()
+                };
+                self.order.q.push(Entry::View(
+                    View {
+                        id: l.view_id,
+                        seq: first_ts,
+                        members: l.members,
+                        coordinator: from,
+                        joined: named,
+                        left: l.left,
+                    },
+                    l.joined,
+                ));
             }
         }
         self.order.log_applied(ack.num, from, first_ts, bytes);
@@ -918,13 +938,13 @@ impl Ring {
                         self.events.push_back(Event::SendComplete { msg: sseq });
                     }
                 }
-                Entry::View(v) => {
+                Entry::View(v, joined) => {
                     // A view is shown once a member other than the one that made it and the
                     // one it admits holds it too (the token went on after it): a token site
                     // the ring went on without (paused through a reformation) never shows a
                     // view of its own making, not even with a joiner it admitted.
                     let mut makers = vec![v.coordinator];
-                    makers.extend(v.joined);
+                    makers.extend(joined);
                     if !self.held_by_another(ts, &makers) {
                         self.order.resilience_wait = true;
                         break;
@@ -1282,7 +1302,12 @@ impl Ring {
         self.send_runs(Destination::Peer(to), self.me, &again);
     }
 
-    /// The next valid List Change Request as a New List.
+    /// The next valid List Change Request as a New List: a leave, a lock change, or every
+    /// join waiting (up to [`packet::MAX_JOINED`] and the ring's limit) in one New List. RMP
+    /// orders membership changes as New Lists in the token's order; admitting the joiners
+    /// waiting together changes nothing any member sees but the number of views in between,
+    /// and one New List of a thousand members costs every member its 16 KB: a ring formed one
+    /// joiner at a time cost O(n^3) bytes.
     fn next_change(&mut self) -> Option<NewList> {
         loop {
             // Removals first: a member ordered out (one that joined another ring of this name)
@@ -1298,24 +1323,38 @@ impl Ring {
                 packet::LCR_JOIN
                     if !members.contains(&who) && members.len() >= self.max_members() =>
                 {
-                    // Full: the joiner is told at once (asking on, it would wait unanswered
-                    // for as long as nobody leaves). Only the token site gets here: one answer.
-                    self.counters.backpressure_refusals += 1;
-                    let limit = self.max_members() as u32;
-                    self.send(Destination::Peer(who), packet::JOIN_REFUSED, |b| {
-                        b.put_u32(limit)
-                    });
+                    self.refuse_join(who);
                     continue;
                 }
                 packet::LCR_JOIN if !members.contains(&who) => {
+                    // Every other join waiting goes into the same New List.
+                    let more: Vec<(NodeId, u64)> = (self.membership.lcrs.iter())
+                        .filter(|(_, (k, _))| *k == packet::LCR_JOIN)
+                        .map(|(&w, &(_, s))| (w, s))
+                        .collect();
+                    let ring: std::collections::BTreeSet<NodeId> =
+                        members.iter().copied().collect();
+                    let mut joined = vec![(who, first_sseq)];
+                    for (w, s) in more {
+                        if ring.contains(&w) {
+                            continue;
+                        }
+                        if members.len() + joined.len() >= self.max_members() {
+                            self.membership.lcrs.remove(&w);
+                            self.refuse_join(w);
+                        } else if joined.len() < packet::MAX_JOINED {
+                            self.membership.lcrs.remove(&w);
+                            joined.push((w, s));
+                        }
+                    }
                     let i = self.membership.idx(self.me).unwrap_or(0);
-                    members.insert(i + 1, who);
-                    (Some(who), None)
+                    members.splice(i + 1..i + 1, joined.iter().map(|j| j.0));
+                    (joined, None)
                 }
                 // A leaver never orders its own leave: it needs the token to move on.
                 packet::LCR_LEAVE if members.contains(&who) && who != self.me => {
                     members.retain(|&m| m != who);
-                    (None, Some(who))
+                    (vec![], Some(who))
                 }
                 packet::LCR_LOCK | packet::LCR_UNLOCK if members.contains(&who) => {
                     let acquire = kind == packet::LCR_LOCK;
@@ -1325,17 +1364,20 @@ impl Ring {
             };
             let (locks, clients) = self.rpc.gs.state_for(&members, &self.rpc.gs.locks);
             let mut unicast_only = self.membership.unicast_only_of(&members);
-            if joined.is_some() && self.membership.unicast_joiners.remove(&who) {
-                unicast_only.push(who);
+            for &(j, _) in &joined {
+                if self.membership.unicast_joiners.remove(&j) {
+                    unicast_only.push(j);
+                }
             }
+            let joiners: BTreeMap<NodeId, u64> = joined.iter().copied().collect();
             let next_sseq = members
                 .iter()
                 .map(|m| match self.order.ordered_next.get(m) {
                     Some(&n) => n,
-                    None if *m == who => first_sseq,
-                    None => 0,
+                    None => joiners.get(m).copied().unwrap_or(0),
                 })
                 .collect();
+            let joined: Vec<NodeId> = joined.into_iter().map(|j| j.0).collect();
             // A token site never orders a list without itself (a leaver does not order its
             // own leave).
             debug_assert!(members.contains(&self.me));
@@ -1351,6 +1393,16 @@ impl Ring {
                 unicast_only,
             });
         }
+    }
+
+    /// Full: joiner `who` is told at once (asking on, it would wait unanswered for as long as
+    /// nobody leaves). Only the token site gets here: one answer.
+    fn refuse_join(&mut self, who: NodeId) {
+        self.counters.backpressure_refusals += 1;
+        let limit = self.max_members() as u32;
+        self.send(Destination::Peer(who), packet::JOIN_REFUSED, |b| {
+            b.put_u32(limit)
+        });
     }
 
     /// Data this site holds that can be ordered: each member's packets in sequence, a message
@@ -1676,13 +1728,17 @@ impl Ring {
                 // void; it joins afresh once the removal is ordered.
             }
             packet::LCR_JOIN if member => {
-                // Admitted already: the New List again, to the joiner only.
+                // Admitted already: the New List again, to the joiner only, from the site that
+                // made it (or any member once that one is gone): from every member, a joiner
+                // of a ring of a thousand that lost a part of it got a thousand copies.
+                let ring = &self.membership.ring;
                 let list = self.order.log.values().find(|e| {
-                    wire::decode(&e.bytes)
+                    (e.sender == self.me || !ring.contains(&e.sender))
+                        && wire::decode(&e.bytes)
                         .ok()
                         .and_then(|p| Ack::decode(p.body).ok())
                         .is_some_and(
-                            |a| matches!(a.body, AckBody::NewList(l) if l.joined == Some(from)),
+                            |a| matches!(a.body, AckBody::NewList(l) if l.joined.contains(&from)),
                         )
                 });
                 if let Some(e) = list {
@@ -1742,7 +1798,7 @@ impl Ring {
                     .and_then(|p| Ack::decode(p.body).ok())
                     .is_some_and(|a| {
                         matches!(a.body, AckBody::NewList(l)
-                            if l.joined == Some(joiner) && l.view_id == self.membership.view_id)
+                            if l.joined.contains(&joiner) && l.view_id == self.membership.view_id)
                     })
         })?;
         let heard = (self.order.log.range(num + 1..)).any(|(_, e)| e.sender == joiner);
@@ -2550,7 +2606,7 @@ impl Engine for Ring {
                 s.state,
                 match &s.entry {
                     Entry::Data { origin, sseq, .. } => (origin.0, *sseq),
-                    Entry::View(v) => (u32::MAX, v.id),
+                    Entry::View(v, _) => (u32::MAX, v.id),
                     Entry::Lock(op) => (op.by.0, u64::from(op.lock)),
                 }
             )),

@@ -57,7 +57,7 @@ impl Ring {
         packet::NewList {
             view_id: self.membership.view_id,
             members: self.membership.ring.clone(),
-            joined: None,
+            joined: vec![],
             left: None,
             next_sseq: self
                 .membership

@@ -39,8 +39,9 @@ pub enum Entry {
         /// the handler number.
         client: bool,
     },
-    /// A membership change (delivered as a view).
-    View(View),
+    /// A membership change (delivered as a view), and every member it admitted (the view
+    /// names one).
+    View(View, Vec<NodeId>),
     /// A lock request or release (delivered as a lock change).
     Lock(super::packet::LockOp),
 }

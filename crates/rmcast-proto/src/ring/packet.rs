@@ -39,6 +39,11 @@ pub const JOIN_REFUSED: u8 = 23;
 /// than a datagram ([`crate::common::parts`]), within the largest whole datagram.
 pub const MAX_MEMBERS: usize = 2048;
 
+/// The most joiners one New List admits (section 4.3's List Change Requests, admitted
+/// together: one New List of a thousand members costs every member its 16 KB, so a ring formed
+/// one joiner at a time cost O(n^3) bytes).
+pub const MAX_JOINED: usize = 255;
+
 /// The limit in a JOIN_REFUSED body.
 pub fn decode_join_refused(body: &[u8]) -> Result<u32, WireError> {
     let mut r = Reader::new(body);
@@ -151,16 +156,18 @@ pub fn qos_from(b: [u8; 2]) -> Option<Qos> {
 /// this bit set in the message number the application sees.
 pub const UNRELIABLE_BIT: u64 = 1 << 63;
 
-/// A New List: the ring after one member joined or left, and where each member's numbering
-/// stands, so that a joiner can take the token at once (section 4.3).
+/// A New List: the ring after members joined or one left, and where each member's numbering
+/// stands, so that a joiner can take the token at once (section 4.3). Joiners admitted together
+/// stand right after the token site that made it, in the order of `joined`; the first is the
+/// next token site.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewList {
     /// The new view id.
     pub view_id: u64,
     /// Members in ring order.
     pub members: Vec<NodeId>,
-    /// The member that joined, if any.
-    pub joined: Option<NodeId>,
+    /// The members that joined (at most [`MAX_JOINED`]), in their order in `members`.
+    pub joined: Vec<NodeId>,
     /// The member that left, if any.
     pub left: Option<NodeId>,
     /// For each member (same order), the next sequence number of its to be ordered.
@@ -245,7 +252,16 @@ impl Ack {
                     b.push(v.is_some() as u8);
                     b.put_u32(v.map_or(0, |n| n.0));
                 };
-                opt(b, l.joined);
+                // The joiners' count, then each (one zero id for none: a single joiner is
+                // encoded as before joiners were admitted together).
+                debug_assert!(l.joined.len() <= MAX_JOINED);
+                b.push(l.joined.len() as u8);
+                if l.joined.is_empty() {
+                    b.put_u32(0);
+                }
+                for j in &l.joined {
+                    b.put_u32(j.0);
+                }
                 opt(b, l.left);
                 match l.lock_op {
                     Some(op) => {
@@ -306,7 +322,15 @@ impl Ack {
                     let v = NodeId(r.u32()?);
                     Ok((some == 1).then_some(v))
                 };
-                let joined = opt(&mut r)?;
+                let joined = match r.u8()? {
+                    0 => {
+                        r.u32()?;
+                        Vec::new()
+                    }
+                    k => (0..k)
+                        .map(|_| r.u32().map(NodeId))
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
                 let left = opt(&mut r)?;
                 let lock_op = match (r.u8()?, NodeId(r.u32()?), r.u16()?, r.u8()?) {
                     (0, ..) => None,
@@ -595,7 +619,7 @@ mod tests {
                 body: AckBody::NewList(NewList {
                     view_id: 3,
                     members: vec![NodeId(1), NodeId(5), NodeId(2)],
-                    joined: Some(NodeId(5)),
+                    joined: vec![NodeId(5)],
                     left: None,
                     next_sseq: vec![5, 0, 10],
                     lock_op: Some(LockOp {

@@ -418,7 +418,7 @@ impl Ring {
                 body: AckBody::NewList(NewList {
                     view_id: version,
                     members: members.to_vec(),
-                    joined: None,
+                    joined: vec![],
                     left: None,
                     next_sseq: members
                         .iter()
@@ -794,8 +794,7 @@ impl Ring {
             .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack);
         // The joiner this site just admitted joined another ring of this name instead (its
         // untargeted join was heard by both): it never takes the token.
-        let just_admitted_elsewhere =
-            passed_to_it && self.admitted_at(self.order.next_ack - 1) == Some(from);
+        let just_admitted_elsewhere = passed_to_it && self.admitted_just_before(from);
         // A view older than the one it was admitted in: it is the member of another ring of
         // this name (a joiner that gave up waiting and created its own while its join was
         // admitted here), and never takes part in ours.
@@ -902,14 +901,28 @@ impl Ring {
         self.rec.expel_claims.1.len() >= self.rec.needed(self.membership.ring.len())
     }
 
-    /// The joiner that the New List of ACK `num` admitted, if it is one.
-    fn admitted_at(&self, num: u64) -> Option<NodeId> {
-        let e = self.order.log.get(&num)?;
-        let pkt = wire::decode(&e.bytes).ok()?;
-        match Ack::decode(pkt.body).ok()?.body {
-            AckBody::NewList(l) if l.lock_op.is_none() => l.joined,
-            _ => None,
+    /// Whether the token reached `joiner` straight from its admission: the last New List
+    /// applied admitted it, and every ACK since came from another joiner it admitted (those
+    /// before it pass the token on along the list).
+    fn admitted_just_before(&self, joiner: NodeId) -> bool {
+        let mut passers = Vec::new();
+        let back = self.order.log.range(..self.order.next_ack).rev();
+        for (_, e) in back.take(packet::MAX_JOINED + 1) {
+            let Some(ack) = wire::decode(&e.bytes)
+                .ok()
+                .and_then(|p| Ack::decode(p.body).ok())
+            else {
+                return false;
+            };
+            match ack.body {
+                AckBody::NewList(l) if l.lock_op.is_none() => {
+                    return l.joined.contains(&joiner)
+                        && passers.iter().all(|p| *p != joiner && l.joined.contains(p));
+                }
+                _ => passers.push(e.sender),
+            }
         }
+        false
     }
 
     /// This member is out: a reformation formed view `view` without it.
@@ -927,12 +940,23 @@ impl Ring {
         }));
     }
 
-    /// Watch the ring's other members with the failure detector.
+    /// Watch the ring's other members with the failure detector: the
+    /// [`super::Config::watched`] members after this one in ring order (all the others in a
+    /// ring that small). Each member is then watched by as many before it, so a crash is still
+    /// found, while the probes of a ring of a thousand stay a few per member instead of a
+    /// thousand (a member is heard once a token round, which at that size outlasts the
+    /// detector's interval: every member probed every other, a million probes a round).
     pub(super) fn watch_ring(&mut self, now: Time) {
-        let me = self.me;
-        let ring = self.membership.ring.clone();
+        let ring = &self.membership.ring;
+        let n = ring.len();
+        let start = self.membership.idx(self.me).map_or(0, |i| i + 1);
+        let watched: Vec<NodeId> = (0..n)
+            .map(|k| ring[(start + k) % n])
+            .filter(|&m| m != self.me)
+            .take(self.cfg.watched)
+            .collect();
         if let Some(d) = self.rec.detector.as_mut() {
-            d.watch(ring.into_iter().filter(|&m| m != me), now);
+            d.watch(watched, now);
         }
     }
 
@@ -941,7 +965,9 @@ impl Ring {
     /// What was ordered of them stays: its slots are delivered (or skipped, when delivered
     /// early) as any other; `old_next` says where their ordered packets end.
     pub(super) fn drop_removed(&mut self, old: &[NodeId], old_next: &BTreeMap<NodeId, u64>) {
-        let ring = self.membership.ring.clone();
+        // A set, not a scan per member: in a ring of a thousand every view change cost each
+        // member a million comparisons.
+        let ring: BTreeSet<NodeId> = self.membership.ring.iter().copied().collect();
         for &gone in old.iter().filter(|m| !ring.contains(m)) {
             let ordered = old_next.get(&gone).copied().unwrap_or(0);
             self.order.data.drop_below(gone, u64::MAX);
