@@ -894,6 +894,13 @@ impl Ring {
             return;
         }
         while !self.left() && self.events.room() {
+            if self.bound_lost(self.order.q.deliver_next()) {
+                // Bound to a reformation's list that skips this slot (its data came later).
+                break;
+            }
+            if self.order.q.pass_lost() {
+                continue;
+            }
             let Some((ts, entry)) = self.order.q.deliverable() else {
                 break;
             };
@@ -996,6 +1003,23 @@ impl Ring {
     /// before), and the origin holds its own packet. K counts members other than the origin
     /// (as [`Qos::KResilient`] says; the paper's K counts the origin's site too) and is capped
     /// by the ring's size; the majority is of the largest view the slot may belong to (MaxN).
+    /// Whether this member is bound to a reformation's list (its own, at the initiator) that
+    /// skips slot `ts`: it must not deliver it, whatever arrives.
+    fn bound_lost(&self, ts: u64) -> bool {
+        let Some(r) = self.rec.current.as_ref() else {
+            return false;
+        };
+        let own = r
+            .poll
+            .as_ref()
+            .and_then(|p| p.commit.as_ref())
+            .map(|c| &c.list);
+        r.new_list
+            .as_ref()
+            .or(own)
+            .is_some_and(|l| l.lost.contains(&ts))
+    }
+
     fn resilient(&self, ts: u64, origin: NodeId, qos: Qos) -> bool {
         let ring = &self.membership.ring;
         let max_n = ring.len().max(self.membership.delivered_view.members.len());

@@ -18,6 +18,9 @@ pub enum SlotState {
     Received,
     /// Delivered to the application (kept until stable, to answer NACKs).
     Delivered,
+    /// Its data is held by no member of the ring a reformation formed, which skips it: passed
+    /// over at delivery, never filled.
+    Lost,
 }
 
 /// What a slot holds.
@@ -328,6 +331,37 @@ impl OrderingQ {
         Some(ts)
     }
 
+    /// The slots whose data is missing, by timestamp: all of them, or the first `max` and one
+    /// more when there are more.
+    pub fn missing_slots(&self, max: usize) -> Vec<u64> {
+        let mut ts: Vec<u64> = self.missing.values().copied().collect();
+        ts.sort_unstable();
+        ts.truncate(max + 1);
+        ts
+    }
+
+    /// Slot `ts` is skipped (a reformation found its data held by none of its members): it
+    /// counts as held, is passed over at delivery and never filled. (Data that came after the
+    /// vote is passed over too: every member of the new ring skips the slot.)
+    pub fn skip_lost(&mut self, ts: u64) {
+        let Some(s) = ts
+            .checked_sub(self.base)
+            .and_then(|i| self.slots.get_mut(i as usize))
+        else {
+            return;
+        };
+        if let Entry::Data { origin, sseq, .. } = &s.entry {
+            // Nothing lost is delivered: the member bound to the list held it back.
+            debug_assert_ne!(s.state, SlotState::Delivered, "a lost slot was delivered");
+            if s.state != SlotState::Delivered {
+                self.missing.remove(&(*origin, *sseq));
+                s.state = SlotState::Lost;
+            }
+        }
+        self.advance_held();
+        self.check_invariants();
+    }
+
     /// Slots whose data is missing, at most `max`, marked requested.
     pub fn request_missing(&mut self, max: usize) -> Vec<u64> {
         let mut out = Vec::new();
@@ -354,6 +388,23 @@ impl OrderingQ {
     pub fn deliverable(&self) -> Option<(u64, &Entry)> {
         let s = self.get(self.deliver_next)?;
         (s.state == SlotState::Received).then_some((self.deliver_next, &s.entry))
+    }
+
+    /// Passes over the slot at `deliver_next` if it is lost (see [`OrderingQ::skip_lost`]):
+    /// whether it was.
+    pub fn pass_lost(&mut self) -> bool {
+        let Some(i) = self.deliver_next.checked_sub(self.base) else {
+            return false;
+        };
+        match self.slots.get_mut(i as usize) {
+            Some(s) if s.state == SlotState::Lost => {
+                s.state = SlotState::Delivered;
+                self.deliver_next += 1;
+                self.check_invariants();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The slot at `deliver_next` was delivered.
@@ -711,6 +762,7 @@ impl Ordering {
         SyncPoint {
             acks: self.next_ack,
             data,
+            lost: self.q.missing_slots(SyncPoint::MAX_LOST),
         }
     }
 

@@ -779,11 +779,18 @@ pub struct SyncPoint {
     pub acks: u64,
     /// Per origin: one past the highest consecutive sequence number held (ordered or not).
     pub data: Vec<(NodeId, u64)>,
+    /// Ordered slots whose data is not here, by timestamp: in a member's vote, those it lacks
+    /// (up to [`SyncPoint::MAX_LOST`], one more saying there are more); in the initiator's
+    /// Start, those no voter holds, which the new ring skips (their origin is gone with them:
+    /// a token site that ordered its own packet and crashed before anyone had it).
+    pub lost: Vec<u64>,
 }
 
 impl SyncPoint {
     /// Most origins one sync point names.
     pub const MAX_ORIGINS: usize = MAX_MEMBERS;
+    /// Most slots a sync point says are lost; a vote naming one more lacks more than it says.
+    pub const MAX_LOST: usize = 64;
 
     fn encode(&self, b: &mut Vec<u8>) {
         b.put_u64(self.acks);
@@ -791,6 +798,11 @@ impl SyncPoint {
         for (o, s) in &self.data {
             b.put_u32(o.0);
             b.put_u64(*s);
+        }
+        debug_assert!(self.lost.len() <= Self::MAX_LOST + 1);
+        b.put_u16(self.lost.len() as u16);
+        for ts in &self.lost {
+            b.put_u64(*ts);
         }
     }
 
@@ -804,7 +816,8 @@ impl SyncPoint {
         for _ in 0..n {
             data.push((NodeId(r.u32()?), r.u64()?));
         }
-        Ok(SyncPoint { acks, data })
+        let lost = decode_lost(r)?;
+        Ok(SyncPoint { acks, data, lost })
     }
 
     /// The sequence number reached for `origin` (0 when not named).
@@ -814,6 +827,15 @@ impl SyncPoint {
             .find(|(o, _)| *o == origin)
             .map_or(0, |(_, s)| *s)
     }
+}
+
+/// Slots said lost (a count, then each timestamp), at most [`SyncPoint::MAX_LOST`] + 1.
+fn decode_lost(r: &mut Reader<'_>) -> Result<Vec<u64>, WireError> {
+    let n = r.u16()? as usize;
+    if n > SyncPoint::MAX_LOST + 1 {
+        return Err(WireError::BadValue("lost slots"));
+    }
+    (0..n).map(|_| r.u64()).collect()
 }
 
 /// A Recovery Start.
@@ -895,6 +917,9 @@ pub struct RecoveryNewList {
     pub version: u64,
     /// Whole ACK datagrams (header included), in ACK number order.
     pub acks: Vec<Vec<u8>>,
+    /// Slots of the old view that no member of the list holds: skipped by every one of them
+    /// at the commit (none delivered them; see [`SyncPoint::lost`]).
+    pub lost: Vec<u64>,
 }
 
 impl RecoveryNewList {
@@ -908,6 +933,10 @@ impl RecoveryNewList {
         for a in &self.acks {
             b.put_u32(a.len() as u32);
             b.extend_from_slice(a);
+        }
+        b.put_u16(self.lost.len() as u16);
+        for ts in &self.lost {
+            b.put_u64(*ts);
         }
     }
 
@@ -924,7 +953,12 @@ impl RecoveryNewList {
             let len = r.u32()? as usize;
             acks.push(r.bytes(len)?.to_vec());
         }
+        let lost = decode_lost(&mut r)?;
         r.finish()?;
-        Ok(RecoveryNewList { version, acks })
+        Ok(RecoveryNewList {
+            version,
+            acks,
+            lost,
+        })
     }
 }

@@ -28,6 +28,7 @@
 
 use super::engine::{Ring, RingTimer};
 use super::membership::Phase;
+use super::order::{Entry, OrderingQ, SlotState};
 use super::packet::{
     self, Ack, AckBody, NewList, RecoveryNewList, RecoveryStart, RecoveryVote, SyncPoint,
 };
@@ -233,11 +234,34 @@ impl Ring {
         }
     }
 
-    /// Whether `v` stands at `target`.
+    /// Whether `v` stands at `target`: it holds every slot but those the target says are lost.
     fn at_target(v: &RecoveryVote, target: &SyncPoint) -> bool {
-        v.holds_all
-            && v.at.acks == target.acks
-            && target.data.iter().all(|&(o, s)| v.at.reached(o) >= s)
+        let held = v.holds_all
+            || (v.at.lost.len() <= SyncPoint::MAX_LOST
+                && v.at.lost.iter().all(|ts| target.lost.contains(ts)));
+        held && v.at.acks == target.acks && target.data.iter().all(|&(o, s)| v.at.reached(o) >= s)
+    }
+
+    /// The slots no voter holds whose origin did not vote: lost with it (a token site that
+    /// ordered its own packet and crashed before any other member had it). Without this the
+    /// members never stood at the sync point, and the reformation tried for ever (every-engine
+    /// sweep seed 1927). A slot some voter holds is fetched instead; one of a voter is held by
+    /// it (a member keeps its own packets until they are stable).
+    fn lost_slots(q: &OrderingQ, votes: &BTreeMap<NodeId, RecoveryVote>) -> Vec<u64> {
+        let mut lists = votes.values().map(|v| &v.at.lost);
+        let Some(first) = lists.next() else {
+            return vec![];
+        };
+        let mut lost: Vec<u64> = first.clone();
+        for l in lists {
+            lost.retain(|ts| l.contains(ts));
+        }
+        lost.retain(|&ts| match q.get(ts).map(|s| &s.entry) {
+            Some(Entry::Data { origin, .. }) => !votes.contains_key(origin),
+            _ => false,
+        });
+        lost.truncate(SyncPoint::MAX_LOST);
+        lost
     }
 
     /// One round of the initiator: raise the shared sync point, decide, or repeat.
@@ -283,6 +307,7 @@ impl Ring {
         let mut target = SyncPoint {
             acks: poll.votes.values().map(|v| v.at.acks).max().unwrap_or(0),
             data: Vec::new(),
+            lost: Vec::new(),
         };
         for &o in &poll.old {
             if !poll.votes.contains_key(&o) {
@@ -292,6 +317,7 @@ impl Ring {
                 }
             }
         }
+        target.lost = Self::lost_slots(&self.order.q, &poll.votes);
         let voters = poll.votes.len();
         let reached: Vec<NodeId> = poll
             .old
@@ -431,7 +457,11 @@ impl Ring {
                 }),
             }),
         );
-        RecoveryNewList { version, acks }
+        RecoveryNewList {
+            version,
+            acks,
+            lost: target.lost.clone(),
+        }
     }
 
     fn ack_datagram(&self, ack: Ack) -> Vec<u8> {
@@ -580,7 +610,16 @@ impl Ring {
             return;
         };
         let next_ack = self.order.next_ack;
-        let holds_all = self.order.q.holds_all();
+        // Holding every slot but those the list skips, none of which is held here (one that
+        // came after the vote might have been delivered: the initiator forms the list again).
+        let q = &self.order.q;
+        let missing = q.missing_slots(SyncPoint::MAX_LOST);
+        let holds_all = (missing.len() <= SyncPoint::MAX_LOST)
+            && missing.iter().all(|ts| nl.lost.contains(ts))
+            && nl.lost.iter().all(|&ts| {
+                q.get(ts)
+                    .is_some_and(|s| matches!(s.state, SlotState::Missing | SlotState::Requested))
+            });
         let me = self.me;
         let Some(r) = self.rec.current.as_mut() else {
             return;
@@ -698,6 +737,10 @@ impl Ring {
         };
         self.rec.on_commit(list.version, r.began, now);
         self.timers.clear(RingTimer::ReformRetry);
+        // Every member of the new ring skips the same slots: none of them held them.
+        for &ts in &list.lost {
+            self.order.q.skip_lost(ts);
+        }
         let mut removed = Vec::new();
         for d in &list.acks {
             let Ok(p) = wire::decode(d) else { continue };

@@ -130,6 +130,7 @@ fn a_recovered_range_at_the_last_sequence_number_does_not_overflow() {
     let target = SyncPoint {
         acks: site.order.next_ack,
         data: vec![(removed, u64::MAX)],
+        lost: vec![],
     };
     let list = site.build_new_list(9, &old, &kept, &target);
     assert_eq!(list.version, 9);

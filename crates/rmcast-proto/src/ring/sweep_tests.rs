@@ -173,6 +173,7 @@ fn a_vote_from_outside_the_ring_is_told_it_is_out() {
         at: SyncPoint {
             acks: 3,
             data: vec![],
+            lost: vec![],
         },
     };
     let mut datagram = Vec::new();
