@@ -715,6 +715,7 @@ impl Ring {
                 }
                 let old = std::mem::replace(&mut self.membership.ring, l.members.clone());
                 self.membership.view_id = l.view_id;
+                self.membership.list_at = now;
                 for &j in &l.joined {
                     self.membership.admitted_in.insert(j, l.view_id);
                 }
@@ -1218,7 +1219,7 @@ impl Ring {
             }
             return;
         }
-        if let Some(list) = self.next_change() {
+        if let Some(list) = self.next_change(now) {
             let next = Membership::successor(&list.members, self.me);
             return self.pass(now, next, 0, AckBody::NewList(list));
         }
@@ -1242,6 +1243,9 @@ impl Ring {
                 let idle = self.token.idle + 1;
                 self.pass(now, next, idle, AckBody::Entries(vec![]));
             }
+        } else if let Some(at) = self.token.join_wait {
+            // Quiescent with joins waiting to be gathered: order them then.
+            self.timers.arm(RingTimer::Null, at);
         } else if !self.token.quiet {
             // Quiescent: keep the token; tell the site that passed it, once.
             self.token.quiet = true;
@@ -1332,7 +1336,16 @@ impl Ring {
     /// waiting together changes nothing any member sees but the number of views in between,
     /// and one New List of a thousand members costs every member its 16 KB: a ring formed one
     /// joiner at a time cost O(n^3) bytes.
-    fn next_change(&mut self) -> Option<NewList> {
+    ///
+    /// Joins wait until [`Config::join_gather`] per member of the ring has passed since the
+    /// last New List applied here, so that those asking meanwhile go in one New List (a ring
+    /// of a thousand forming from joiners asking every millisecond made a New List of four
+    /// every few milliseconds); the token then goes on, or stays here until then.
+    fn next_change(&mut self, now: Time) -> Option<NewList> {
+        let gather_until =
+            self.membership.list_at + self.cfg.join_gather * self.membership.ring.len() as u32;
+        let joins_wait = now < gather_until;
+        self.token.join_wait = None;
         loop {
             // Removals first: a member ordered out (one that joined another ring of this name)
             // must not be passed the token by a New List that changes something else.
@@ -1340,7 +1353,16 @@ impl Ring {
             let leave = lcrs.iter().find(|(w, (k, _))| {
                 *k == packet::LCR_LEAVE && **w != self.me && self.membership.ring.contains(w)
             });
-            let (&who, &(kind, first_sseq)) = leave.or_else(|| lcrs.iter().next())?;
+            let next = leave.or_else(|| {
+                lcrs.iter()
+                    .find(|(_, (k, _))| !joins_wait || *k != packet::LCR_JOIN)
+            });
+            let Some((&who, &(kind, first_sseq))) = next else {
+                if joins_wait && !lcrs.is_empty() {
+                    self.token.join_wait = Some(gather_until);
+                }
+                return None;
+            };
             self.membership.lcrs.remove(&who);
             let mut members = self.membership.ring.clone();
             let (joined, left) = match kind {

@@ -109,6 +109,8 @@ pub(super) struct Membership {
     /// only). A member's own view never falls below it: one that says it is in an older view
     /// is in another ring of this name.
     pub(super) admitted_in: BTreeMap<NodeId, u64>,
+    /// When the last New List was applied here (joins are gathered after it).
+    pub(super) list_at: Time,
 }
 
 impl Membership {
@@ -134,6 +136,7 @@ impl Membership {
             unicast_joiners: BTreeSet::new(),
             join_into: None,
             admitted_in: BTreeMap::new(),
+            list_at: Time::ZERO,
         }
     }
 

@@ -32,6 +32,8 @@ pub(super) struct TokenSite {
     pub(super) stalled: bool,
     /// The last failure-detector probe handled from each peer, and when.
     pub(super) probed: Vec<(NodeId, Time)>,
+    /// Joins wait to be gathered into one New List until then (see `Ring::next_change`).
+    pub(super) join_wait: Option<Time>,
 }
 
 impl TokenSite {
