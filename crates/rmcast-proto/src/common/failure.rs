@@ -560,6 +560,41 @@ mod tests {
         assert!(f.answer(me, &five, NodeId(5), 9));
     }
 
+    /// The due times kept in order give what a scan of every peer gave: the earliest peer's
+    /// silence or probe deadline, moved on when it is heard, and `probing` while a probe is out.
+    #[test]
+    fn next_timeout_is_the_earliest_peer_due_as_peers_are_heard_and_probed() {
+        let mut d = det();
+        let peers: Vec<NodeId> = (1..=100).map(NodeId).collect();
+        d.watch(peers.iter().copied(), Time(0));
+        for (k, &p) in peers.iter().enumerate() {
+            d.heard(p, Time((k as u64 + 1) * MS));
+        }
+        // Peer 1, heard first (at 1 ms), is due first; the heartbeat is later.
+        assert_eq!(d.next_timeout(), Some(Time(101 * MS)));
+        d.heard(NodeId(1), Time(150 * MS));
+        assert_eq!(d.next_timeout(), Some(Time(102 * MS)));
+        assert!(!d.probing());
+        // At 103 ms peers 2 and 3 are probed (in their order), nobody else.
+        assert_eq!(d.on_timeout(Time(103 * MS)), None);
+        assert_eq!(d.poll_probe(), Some(NodeId(2)));
+        assert_eq!(d.poll_probe(), Some(NodeId(3)));
+        assert_eq!(d.poll_probe(), None);
+        assert!(d.probing());
+        // Peer 4 is due at 104 ms, before the probes' deadlines at 153 ms.
+        assert_eq!(d.next_timeout(), Some(Time(104 * MS)));
+        d.heard(NodeId(2), Time(110 * MS));
+        d.heard(NodeId(3), Time(110 * MS));
+        assert!(!d.probing());
+        // Watching fewer keeps the order right.
+        d.watch([NodeId(50), NodeId(60)], Time(120 * MS));
+        assert_eq!(d.next_timeout(), Some(Time(150 * MS)));
+        let scan = (d.peers.iter())
+            .map(|w| w.deadline.unwrap_or(w.last_heard + d.params.interval))
+            .min();
+        assert_eq!(d.next_timeout(), scan);
+    }
+
     #[test]
     fn silent_peer_is_probed_then_declared_failed() {
         let mut d = det();

@@ -641,6 +641,33 @@ mod tests {
                 assert!(Ack::decode(&b[..n]).is_err(), "{n}");
             }
         }
+        // Several joiners admitted by one New List, and none.
+        for joined in [vec![NodeId(5), NodeId(6), NodeId(7)], vec![]] {
+            let a = Ack {
+                num: 9,
+                view: 3,
+                first_ts: 43,
+                next_site: NodeId(5),
+                idle: 0,
+                body: AckBody::NewList(NewList {
+                    view_id: 4,
+                    members: vec![NodeId(1), NodeId(5), NodeId(6), NodeId(7), NodeId(2)],
+                    joined,
+                    left: None,
+                    next_sseq: vec![5, 0, 0, 3, 10],
+                    lock_op: None,
+                    locks: vec![],
+                    clients: vec![],
+                    unicast_only: vec![],
+                }),
+            };
+            let mut b = Vec::new();
+            a.encode(&mut b);
+            assert_eq!(Ack::decode(&b).unwrap(), a);
+            for n in 0..b.len() {
+                assert!(Ack::decode(&b[..n]).is_err(), "{n}");
+            }
+        }
         let n = Nack {
             acks: 3..9,
             slots: vec![1, 5],
@@ -650,6 +677,62 @@ mod tests {
         n.encode(&mut b);
         assert_eq!(Nack::decode(&b).unwrap(), n);
         assert!(Nack::decode(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn reformation_bodies_roundtrip_with_the_slots_said_lost() {
+        let at = SyncPoint {
+            acks: 10,
+            data: vec![(NodeId(2), 8), (NodeId(3), 4)],
+            lost: vec![16, 18],
+        };
+        let vote = RecoveryVote {
+            version: 5,
+            holds_all: false,
+            at: at.clone(),
+        };
+        let start = RecoveryStart {
+            version: 5,
+            suspect: Some(NodeId(2)),
+            target: at,
+        };
+        let list = RecoveryNewList {
+            version: 5,
+            acks: vec![vec![1, 2, 3]],
+            lost: vec![16],
+        };
+        let (mut v, mut s, mut l) = (Vec::new(), Vec::new(), Vec::new());
+        vote.encode(&mut v);
+        start.encode(&mut s);
+        list.encode(&mut l);
+        assert_eq!(RecoveryVote::decode(&v).unwrap(), vote);
+        assert_eq!(RecoveryStart::decode(&s).unwrap(), start);
+        assert_eq!(RecoveryNewList::decode(&l).unwrap(), list);
+        for n in 0..v.len() {
+            assert!(RecoveryVote::decode(&v[..n]).is_err(), "{n}");
+        }
+        for n in 0..l.len() {
+            assert!(RecoveryNewList::decode(&l[..n]).is_err(), "{n}");
+        }
+        // More lost slots than a sync point may name are refused.
+        let mut b = Vec::new();
+        b.put_u64(1); // version
+        b.put_u32(u32::MAX); // no suspect
+        b.put_u64(10); // ACKs
+        b.put_u16(0); // origins
+        let n = SyncPoint::MAX_LOST as u16 + 2;
+        b.put_u16(n);
+        for ts in 0..u64::from(n) {
+            b.put_u64(ts);
+        }
+        assert!(RecoveryStart::decode(&b).is_err());
+        b.truncate(b.len() - 8);
+        let l = b.len();
+        b[l - 8 * (usize::from(n) - 1) - 2..][..2].copy_from_slice(&(n - 1).to_be_bytes());
+        assert!(
+            RecoveryStart::decode(&b).is_ok(),
+            "one more than MAX_LOST: there are more"
+        );
     }
 
     #[test]

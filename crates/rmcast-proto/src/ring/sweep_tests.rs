@@ -238,3 +238,64 @@ fn a_joiner_whose_admission_was_lost_joins_the_reformation() {
     );
     assert!(reset, "the reformation kept both");
 }
+
+/// Joiners that ask while a New List was just ordered are admitted together by one New List
+/// (issue 31: one New List a joiner cost a ring of a thousand O(n^3) bytes to form): they stand
+/// right after the site that made it, the first takes the token, and every one of them, not
+/// only the first, is a member that sends and delivers in the same order as the others.
+#[test]
+fn joiners_asking_together_are_admitted_by_one_new_list() {
+    let mut net = ring(2);
+    for id in 2..6 {
+        let mut e = build(Role::Join, id, net.now);
+        e.handle_timeout(net.now);
+        net.add(e);
+    }
+    net.run_for(Duration::from_secs(1));
+    let views: Vec<Vec<NodeId>> = (net.events[0].iter())
+        .filter_map(|e| match e {
+            Event::View(v) => Some(v.members.clone()),
+            _ => None,
+        })
+        .collect();
+    let last = views.last().expect("views");
+    assert_eq!(last.len(), 6, "{views:?}");
+    // From two members to six in fewer than four views: some New List admitted several.
+    let from_two = views
+        .iter()
+        .position(|v| v.len() == 2)
+        .expect("the view of two");
+    assert!(views.len() - 1 - from_two < 4, "{views:?}");
+    for i in 2..6 {
+        let first = net.events[i].iter().find_map(|e| match e {
+            Event::View(v) => Some(v.clone()),
+            _ => None,
+        });
+        let first = first.expect("admitted");
+        assert_eq!(
+            first.joined,
+            Some(NodeId(i as u32)),
+            "a joiner's view names it"
+        );
+    }
+    // Every joiner sends; every member delivers the four messages in one order.
+    for i in 2..6 {
+        net.nodes[i]
+            .submit(net.now, Bytes::from(vec![i as u8]), Qos::TotallyOrdered)
+            .expect("a member sends");
+        net.poll(i);
+    }
+    net.run_for(Duration::from_secs(1));
+    let order = |i: usize| -> Vec<NodeId> {
+        (net.events[i].iter())
+            .filter_map(|e| match e {
+                Event::Deliver(d) => Some(d.sender),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(order(0).len(), 4, "{:?}", order(0));
+    for i in 1..6 {
+        assert_eq!(order(i), order(0), "member {i}");
+    }
+}
