@@ -1342,9 +1342,10 @@ impl Ring {
     /// of a thousand forming from joiners asking every millisecond made a New List of four
     /// every few milliseconds); the token then goes on, or stays here until then.
     fn next_change(&mut self, now: Time) -> Option<NewList> {
+        let batch = self.membership.ring.len() >= self.cfg.batch_joins_from;
         let gather_until =
             self.membership.list_at + self.cfg.join_gather * self.membership.ring.len() as u32;
-        let joins_wait = now < gather_until;
+        let joins_wait = batch && now < gather_until;
         self.token.join_wait = None;
         loop {
             // Removals first: a member ordered out (one that joined another ring of this name)
@@ -1373,9 +1374,10 @@ impl Ring {
                     continue;
                 }
                 packet::LCR_JOIN if !members.contains(&who) => {
-                    // Every other join waiting goes into the same New List.
+                    // Every other join waiting goes into the same New List (in a ring that
+                    // large).
                     let more: Vec<(NodeId, u64)> = (self.membership.lcrs.iter())
-                        .filter(|(_, (k, _))| *k == packet::LCR_JOIN)
+                        .filter(|(_, (k, _))| batch && *k == packet::LCR_JOIN)
                         .map(|(&w, &(_, s))| (w, s))
                         .collect();
                     let ring: std::collections::BTreeSet<NodeId> =

@@ -58,15 +58,24 @@
 //! to order, the ring is quiescent and the site keeps the token until data arrives.
 //!
 //! **Membership** (sections 3.1 and 4.3). A joiner multicasts a List Change Request; the token
-//! site orders a New List with the joiner right after itself and passes it the token (the same
-//! ACK reaches the joiner, which starts there; the New List names each member's next sequence
-//! number). A leaver sends its request once its own messages are ordered, never orders its own
-//! leave, and stops once it delivered the view that removes it.
+//! site orders a New List with the joiners waiting right after itself and passes the first the
+//! token (the same ACK reaches the joiners, which start there; the New List names each member's
+//! next sequence number). Joiners asking together go into one New List (at most
+//! [`packet::MAX_JOINED`]): a join waits [`Config::join_gather`] per member of the ring after
+//! the last New List, so that a ring of a thousand forming does not send a thousand New Lists of
+//! a thousand members each. The view delivered names one joiner ([`crate::View::joined`]): a
+//! joiner itself, elsewhere the first of them (the others are in its members). A leaver sends
+//! its request once its own messages are ordered, never
+//! orders its own leave, and stops once it delivered the view that removes it.
 //!
 //! **Fault recovery** (section 4.4, `reform.rs`): the initiator polls the old view with a
 //! Recovery Start, members answer with their sync point and fetch what they lack, the new list
 //! is formed from the members at the shared sync point, checked against the minimum partition
-//! size and committed in two phases. Across failures the resilient levels keep their promise:
+//! size and committed in two phases. Slots whose data no member at the sync point holds and
+//! whose origin did not answer (a token site that ordered its own packet and crashed before any
+//! other member had it) are named in the New List and skipped by all of them: none delivered
+//! them. Each member's failure detector watches the [`Config::watched`] members after it in
+//! the ring (all of them in a ring of up to 17), so that each is watched by as many before it. Across failures the resilient levels keep their promise:
 //! a K-resilient message survives K failures, a majority-resilient one any failures after
 //! which a majority goes on, a totally resilient one any failures a member survives. A member
 //! left out may come back only as a new member. A quiescent ring stays nearly silent: it looks
@@ -82,7 +91,8 @@
 //! next ACK from the token's chain (the site the last ACK applied named, or its sender taking
 //! the token back; after a reformation's commit, its initiator, whose ACKs end the old view and
 //! start the new one), passing the token to the member after its sender (or keeping it); an
-//! admission only from the site right before the joiner in its New List, naming it next; a
+//! admission only from the site right before the run of joiners in its New List (in the list's
+//! order, the joiner among them), naming the first next; a
 //! Recovery New List only from the initiator of the reformation this member joined. A member
 //! already removed by a New List takes the ACKs after it from any member of the view that
 //! removed it (what it delivers ends at its removal, which the chain ordered). A member told it

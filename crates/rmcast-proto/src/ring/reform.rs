@@ -837,7 +837,12 @@ impl Ring {
             .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack);
         // The joiner this site just admitted joined another ring of this name instead (its
         // untargeted join was heard by both): it never takes the token.
-        let just_admitted_elsewhere = passed_to_it && self.admitted_just_before(from);
+        // Not for a leaver: the joiner that took its token orders its leave first (removals
+        // go first) and then says it is out, which is its leave, caught up below; taken for
+        // the joiner being elsewhere, it ordered the joiner out in a view of its own while the
+        // ring went on (ring_recovery's fault-free test, seed 21, once joins were gathered).
+        let just_admitted_elsewhere =
+            passed_to_it && !self.leaving() && self.admission_unconfirmed(from);
         // A view older than the one it was admitted in: it is the member of another ring of
         // this name (a joiner that gave up waiting and created its own while its join was
         // admitted here), and never takes part in ours.
@@ -944,28 +949,27 @@ impl Ring {
         self.rec.expel_claims.1.len() >= self.rec.needed(self.membership.ring.len())
     }
 
-    /// Whether the token reached `joiner` straight from its admission: the last New List
-    /// applied admitted it, and every ACK since came from another joiner it admitted (those
-    /// before it pass the token on along the list).
-    fn admitted_just_before(&self, joiner: NodeId) -> bool {
-        let mut passers = Vec::new();
-        let back = self.order.log.range(..self.order.next_ack).rev();
-        for (_, e) in back.take(packet::MAX_JOINED + 1) {
-            let Some(ack) = wire::decode(&e.bytes)
-                .ok()
-                .and_then(|p| Ack::decode(p.body).ok())
-            else {
-                return false;
-            };
-            match ack.body {
-                AckBody::NewList(l) if l.lock_op.is_none() => {
-                    return l.joined.contains(&joiner)
-                        && passers.iter().all(|p| *p != joiner && l.joined.contains(p));
-                }
-                _ => passers.push(e.sender),
-            }
-        }
-        false
+    /// Whether `joiner` was admitted by a New List this member holds and has sent no ACK in
+    /// this ring since: the token never reached it as a member here. (Its admission stays in
+    /// the log until then: stability waits for an ACK of every member.) A joiner admitted with
+    /// others that took part in another ring of this name is found so wherever it stands in
+    /// the list, not only when it is the first (formation sweep seeds 5227, 8064, once joiners
+    /// were admitted together: the second of two stayed in both rings).
+    fn admission_unconfirmed(&self, joiner: NodeId) -> bool {
+        let admitted = self.order.log.iter().rev().find(|(_, e)| {
+            e.sender != joiner
+                && wire::decode(&e.bytes)
+                    .ok()
+                    .and_then(|p| Ack::decode(p.body).ok())
+                    .is_some_and(|a| {
+                        matches!(a.body, AckBody::NewList(l)
+                            if l.lock_op.is_none() && l.joined.contains(&joiner))
+                    })
+        });
+        let Some((&num, _)) = admitted else {
+            return false;
+        };
+        !(self.order.log.range(num + 1..)).any(|(_, e)| e.sender == joiner)
     }
 
     /// This member is out: a reformation formed view `view` without it.

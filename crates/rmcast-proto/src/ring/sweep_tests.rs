@@ -17,6 +17,11 @@ use std::time::Duration;
 pub(super) type RingNet = Net<Ring>;
 
 pub(super) fn build(role: Role, id: u32, now: Time) -> Box<Ring> {
+    build_with(role, id, now, Config::default())
+}
+
+/// [`build`] with configuration `cfg`.
+pub(super) fn build_with(role: Role, id: u32, now: Time, cfg: Config) -> Box<Ring> {
     Box::new(Ring::with_config(
         &EngineParams {
             role,
@@ -27,7 +32,7 @@ pub(super) fn build(role: Role, id: u32, now: Time) -> Box<Ring> {
             seed: u64::from(id),
             settings: &EngineSettings::default(),
         },
-        Config::default(),
+        cfg,
     ))
 }
 
@@ -242,12 +247,22 @@ fn a_joiner_whose_admission_was_lost_joins_the_reformation() {
 /// Joiners that ask while a New List was just ordered are admitted together by one New List
 /// (issue 31: one New List a joiner cost a ring of a thousand O(n^3) bytes to form): they stand
 /// right after the site that made it, the first takes the token, and every one of them, not
-/// only the first, is a member that sends and delivers in the same order as the others.
+/// only the first, is a member that sends and delivers in the same order as the others. (Rings
+/// batch joins from `Config::batch_joins_from` members, 64 by default; here from 2.)
 #[test]
 fn joiners_asking_together_are_admitted_by_one_new_list() {
-    let mut net = ring(2);
+    let cfg = Config {
+        batch_joins_from: 2,
+        ..Config::default()
+    };
+    let mut net = RingNet::with(());
+    net.add(build_with(Role::Create, 0, Time::ZERO, cfg));
+    let mut e = build_with(Role::Join, 1, net.now, cfg);
+    e.handle_timeout(net.now);
+    net.add(e);
+    net.run_for(Duration::from_millis(300));
     for id in 2..6 {
-        let mut e = build(Role::Join, id, net.now);
+        let mut e = build_with(Role::Join, id, net.now, cfg);
         e.handle_timeout(net.now);
         net.add(e);
     }
