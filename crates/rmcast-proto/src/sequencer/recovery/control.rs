@@ -3,6 +3,7 @@
 
 use super::state::Role;
 use crate::engine::{Destination, NodeId};
+use crate::sequencer::config::MAX_VIEW_MEMBERS;
 use crate::sequencer::engine::Sequencer;
 use crate::sequencer::packet::{encode_control, ptype, Body, VoteKind};
 
@@ -50,7 +51,8 @@ impl Sequencer {
             else {
                 return None;
             };
-            if !r.voted_for.contains(&coordinator) {
+            // Bounded: a coordinator not yet known to be a member may be followed too.
+            if !r.voted_for.contains(&coordinator) && r.voted_for.len() < MAX_VIEW_MEMBERS {
                 r.voted_for.push(coordinator);
             }
             let header = self.header(ptype::VOTE);

@@ -68,7 +68,9 @@ impl Sequencer {
         if self.phase != Phase::Member {
             return;
         }
-        if !(self.view.members.contains(&from) || self.known_members().contains(&from)) {
+        let vouched = self.may_hold_our_missing_joins(held);
+        if !vouched && !(self.view.members.contains(&from) || self.known_members().contains(&from))
+        {
             if self.rec.mode.is_none()
                 && self.rec.awaiting.is_none()
                 && self.rec.last_result.is_some()
@@ -86,7 +88,7 @@ impl Sequencer {
         let me = self.me;
         let now = self.now;
         let silence = self.coordinator_silence(interval_ms);
-        if !self.recovery_invites(from) {
+        if !self.recovery_invites(from) && !vouched {
             return;
         }
         let Some(r) = self.rec.mode.as_mut() else {
@@ -107,6 +109,26 @@ impl Sequencer {
         if let Some(c) = forward {
             self.rec.control.forward(c, from, held);
         }
+    }
+
+    /// Whether a coordinator that advertises `held` and is not a member of the newest view we
+    /// hold may be one whose join we lack: we are already recovering (an invitation from a
+    /// stranger never starts a recovery), we lack entries that the old sequencer told us it
+    /// ordered (`seq_next_known`), and it holds some of them, no more than exist. Such a member
+    /// joined in the entries we lack; it holds more than we do, so it is a better coordinator
+    /// than we are, and it may be the only one left that can give us those entries. Ignoring
+    /// its invitations, a member that lost the joins of the others before the sequencer failed
+    /// waited for ever for a majority of the old view it knew, while they waited for its vote.
+    ///
+    /// Only following is opened to it, never counting: its votes count nowhere until our
+    /// history names it a member (`recovery_invites`), and its result is installed only if the
+    /// history it served up to the result names it a member (`result_entitled`).
+    /// Nothing is kept about it beyond the role of the coordinator followed.
+    fn may_hold_our_missing_joins(&self, held: u64) -> bool {
+        self.rec.mode.is_some()
+            && self.hist.held_next < self.hist.seq_next_known
+            && held > self.hist.held_next
+            && held <= self.hist.seq_next_known
     }
 
     /// A joiner invited by `from` into a reset of the group it joins: its join may be ordered
@@ -152,7 +174,12 @@ impl Sequencer {
     ) {
         let me = self.me;
         let now = self.now;
-        if !self.recovery_invites(from) {
+        // The coordinator we follow may not be a member of the views we hold yet (see
+        // `may_hold_our_missing_joins`): its word to follow another is taken, never a vote.
+        let from_ours = self.rec.mode.as_ref().is_some_and(
+            |r| matches!(r.role, Role::Participant { coordinator, .. } if coordinator == from),
+        );
+        if !self.recovery_invites(from) && !(kind == VoteKind::Redirect && from_ours) {
             return;
         }
         let Some(r) = self.rec.mode.as_mut() else {
@@ -219,6 +246,12 @@ impl Sequencer {
         let Some((best, target)) = self.phase2_target(tick) else {
             return;
         };
+        if let Some((next, held)) = self.serving_voter(target) {
+            // We cannot give a voter what it lacks: hand the recovery over to one that can
+            // (we tell it, and our voters follow it).
+            self.follow(next, held, target, 0, 0);
+            return;
+        }
         if self.my_vote() < target {
             // Fetch what we lack from the best member first.
             self.rec.repair_from = Some(best);
@@ -229,6 +262,28 @@ impl Sequencer {
         if let Some((voters, explicit_min)) = self.fresh_votes() {
             self.try_commit(target, &voters, explicit_min);
         }
+    }
+
+    /// Phase 2: a voter that needs entries this coordinator no longer or never held (below its
+    /// history's base: a joiner holds the history from its own join on), and a voter that holds
+    /// all of them and everything below `target` (it has delivered none of them, so it holds
+    /// them: from its `expect` on). Every member repairs from its coordinator only, so without
+    /// handing over such a reset waited for ever: a joiner whose vote ranked first, coordinating
+    /// a member that had lost the joins before it.
+    fn serving_voter(&self, target: u64) -> Option<(NodeId, u64)> {
+        let r = self.rec.mode.as_ref()?;
+        let Role::Coordinator(c) = &r.role else {
+            return None;
+        };
+        let lowest = (c.voters.iter().map(|v| v.held_next))
+            .filter(|&h| h < target)
+            .min()?;
+        if lowest >= self.hist.buffer.base() {
+            return None;
+        }
+        (c.voters.iter())
+            .find(|v| v.expect <= lowest && v.held_next >= target)
+            .map(|v| (v.id, v.held_next))
     }
 
     /// Phase 1: invite until every member of the old view answered or stayed silent. Whether
@@ -610,9 +665,14 @@ impl Sequencer {
         if install {
             // Not one naming us: we would have built it. And only from a coordinator we voted
             // for in this recovery: its result names only members whose votes it counted.
+            // The coordinator must be a member by the history we hold up to the result: one
+            // we followed before we knew it (`may_hold_our_missing_joins`) proved so by the
+            // entries it served us.
             return took_part
                 && coordinator != self.me
-                && mode.is_some_and(|r| r.voted_for.contains(&coordinator));
+                && mode.is_some_and(|r| r.voted_for.contains(&coordinator))
+                && (self.view.members.contains(&coordinator)
+                    || self.known_members().contains(&coordinator));
         }
         if took_part {
             // A result that leaves us out, of the coordinator we follow (we answered its
