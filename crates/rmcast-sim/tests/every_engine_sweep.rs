@@ -413,9 +413,11 @@ fn the_seeds_cover_every_fault() {
 /// their admission (2820, 4302, 8336, 8515), and a member that took the join requests of a
 /// sequencer that did not know it was one for signs of life (8192). With selective repair:
 /// NACKs backed off from the first fruitless one under 26-29% loss, so that a member still
-/// lacked the joins of others when the sequencer crashed early, did not count their votes, and
-/// no reset gathered a majority (4606, 6034; backoff now waits for two fruitless NACKs in a row
-/// from a peer that was heard, see `GapTracker::on_timeout_backoff`).
+/// lacked the joins of others when the sequencer crashed early, ignored their invitations, and
+/// no reset gathered a majority (4606, 6034); fixed in the recovery: such a member follows a
+/// coordinator that holds the entries it lacks, and a coordinator that cannot give a voter
+/// what it lacks (a joiner, holding the history from its join on) hands the reset over to a
+/// voter that can (4606).
 const SEQUENCER_FIXED: &[u64] = &[2820, 4302, 4606, 6034, 8192, 8336, 8515];
 
 #[test]
