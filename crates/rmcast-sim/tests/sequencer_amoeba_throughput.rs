@@ -1,0 +1,51 @@
+//! The sequencer on the Amoeba paper's machine (a shared 10 Mbit/s Ethernet, 800 µs of
+//! processor per received datagram, 32-packet interface buffers, a history of 128) with every
+//! member sending large messages: the throughput runs of `rmcast sim --experiment amoeba` that
+//! did not complete in 60 s of virtual time before NACKs backed off from the first fruitless one.
+//! Each must deliver every message at every member and pass every checker. All of them (about
+//! 30 s in release on 2 cores):
+//! `cargo test --release -p rmcast-sim --test sequencer_amoeba_throughput -- --ignored --nocapture`.
+//!
+//! The runs that still do not complete are the `not_yet_*` tests, which fail until the engine
+//! is fixed (docs/PAPERS.md, "Not yet as the paper's"): by PB, 4 KB from 24 and 30 members (a
+//! sender's request timer is reset by answers that gave no round-trip sample, so requests time
+//! out about three times each); by BB, 2 KB from 24 and 4 KB from 30 members.
+
+use rmcast_sim::amoeba::{Method, Setup};
+
+/// Runs the throughput point (every member sending 200 messages of `bytes`) and checks it.
+fn throughput_completes(method: Method, members: u32, bytes: usize) {
+    let p = Setup::default()
+        .throughput(method, members, bytes)
+        .expect("a valid point");
+    println!(
+        "{method} {members} members {bytes} bytes: {:.1} msgs/s, {} retransmissions, {} drops, \
+         complete {}, passed {}",
+        p.throughput, p.retransmissions, p.rx_drops, p.complete, p.passed
+    );
+    assert!(
+        p.complete && p.passed,
+        "{method}, {members} members, {bytes} bytes:\n{}",
+        p.summary
+    );
+}
+
+macro_rules! point {
+    ($name:ident, $method:ident, $members:expr, $bytes:expr) => {
+        #[test]
+        #[ignore]
+        fn $name() {
+            throughput_completes(Method::$method, $members, $bytes);
+        }
+    };
+}
+
+point!(bb_30_members_1k, Bb, 30, 1024);
+point!(bb_20_members_2k, Bb, 20, 2048);
+point!(bb_20_members_4k, Bb, 20, 4096);
+point!(bb_24_members_4k, Bb, 24, 4096);
+
+point!(not_yet_pb_24_members_4k, Pb, 24, 4096);
+point!(not_yet_pb_30_members_4k, Pb, 30, 4096);
+point!(not_yet_bb_24_members_2k, Bb, 24, 2048);
+point!(not_yet_bb_30_members_4k, Bb, 30, 4096);
