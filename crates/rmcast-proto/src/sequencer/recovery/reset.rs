@@ -69,8 +69,7 @@ impl Sequencer {
             return;
         }
         let vouched = self.may_hold_our_missing_joins(held);
-        if !vouched && !(self.view.members.contains(&from) || self.known_members().contains(&from))
-        {
+        if !(vouched || self.view.members.contains(&from) || self.known_members().contains(&from)) {
             if self.rec.mode.is_none()
                 && self.rec.awaiting.is_none()
                 && self.rec.last_result.is_some()
@@ -179,7 +178,7 @@ impl Sequencer {
         let from_ours = self.rec.mode.as_ref().is_some_and(
             |r| matches!(r.role, Role::Participant { coordinator, .. } if coordinator == from),
         );
-        if !self.recovery_invites(from) && !(kind == VoteKind::Redirect && from_ours) {
+        if !(self.recovery_invites(from) || (kind == VoteKind::Redirect && from_ours)) {
             return;
         }
         let Some(r) = self.rec.mode.as_mut() else {
