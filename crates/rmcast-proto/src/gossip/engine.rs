@@ -7,6 +7,7 @@ use super::membership::{MemberEntry, Membership, Merged};
 use super::packet::{
     self, Digest, KnowledgeRow, Members, SenderSummary, Solicitation, Welcome, WireEntry,
 };
+use super::peers::{Peers, Stability};
 use super::{Config, GossipFactory};
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::Deadlines;
@@ -20,8 +21,8 @@ use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, Role};
 use crate::wire::{self, EngineKind, Header, Packet, WriteExt};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::{Bound, Range};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
 use std::time::Duration;
 
 /// Datagrams queued for the driver at most: a round's gossip, answers and repairs fit many
@@ -31,33 +32,25 @@ const MAX_OUT: usize = 8192;
 /// burst with which a large group goes idle.
 const MAX_SETTLE_FANOUT: usize = 16;
 
-/// What this member knows of another member.
-#[derive(Clone, Debug)]
-struct Peer {
-    /// Its heartbeat, the highest heard directly or relayed.
-    heartbeat: u64,
-    /// When it was last heard of (its heartbeat rose, or a datagram came from it): the silence
-    /// timeout counts from here.
-    news_at: Time,
-    /// When a digest of it last showed the same membership table as this member's.
-    agreed_at: Option<Time>,
-    /// Per sender, the prefix it reported: stability detection.
-    prefix: BTreeMap<NodeId, u64>,
-    /// Per sender, the oldest message it still holds, from its own digests.
-    base: BTreeMap<NodeId, u64>,
-}
-
-impl Peer {
-    fn new(now: Time) -> Peer {
-        Peer {
-            heartbeat: 0,
-            news_at: now,
-            agreed_at: None,
-            prefix: BTreeMap::new(),
-            base: BTreeMap::new(),
-        }
-    }
-}
+/// Agreements with its table a settling member must hear before it goes idle: from every
+/// other member in a group of up to this many more, from this many distinct ones in a larger
+/// group, where every other member must also have been heard of (its heartbeat rose) since
+/// the member went quiet. Every member that goes idle has heard its table confirmed; one whose
+/// table differs hears no agreement and goes on gossiping (and exchanging tables) until the
+/// tables meet, so the group still converges; a crashed member is never heard of again, so
+/// the group stays awake until it is found silent, as when every member had to agree. Going
+/// idle so costs a member of a group of n a constant number of digests rather than n (at
+/// 10,000 members, n of them at 16 a round and as many replies took 30 s); the heartbeats
+/// come in the rows of the digests a member gets anyway.
+const AGREEMENTS: usize = 32;
+/// A group this large hands the application a new view at most once a round; one of n members
+/// waits n / VIEW_BATCH rounds between views (changes in between go into the next): a view of
+/// n members costs every member n to hand over, so that the cost of views per member and round
+/// stays bounded as the group grows (forming a group of 10,000 changes its table 10,000 times).
+const VIEW_BATCH: usize = 256;
+/// A member whose table is larger than a datagram sends it whole at most once in this many
+/// rounds (see [`Gossip::exchange_table`]).
+const FULL_TABLE_ROUNDS: u32 = 10;
 
 /// Counters of this engine only ([`Engine::engine_counters`]).
 #[derive(Clone, Debug, Default)]
@@ -84,6 +77,8 @@ struct Stats {
     joins_admitted: u64,
     welcomes_sent: u64,
     table_exchanges: u64,
+    /// Table exchanges that sent the latest changes only.
+    table_deltas: u64,
     table_full: u64,
     idle_periods: u64,
     unknown_origin: u64,
@@ -111,10 +106,28 @@ pub struct Gossip {
     leaving: Option<u64>,
     left: bool,
     table: Membership,
+    /// The table's id ([`Membership::view_id`]): digests carry it, equal ids are agreement.
     view_id: u64,
-    view_members: Vec<NodeId>,
+    /// The id of the last view handed to the application (deliveries are tagged with it).
+    shown_view: u64,
+    /// When that view was handed over.
+    shown_at: Time,
+    /// The table changed since the last view handed over: `(members added, the last of them,
+    /// members removed, the last of them)`.
+    view_due: Option<(usize, NodeId, usize, NodeId)>,
     /// The other members (alive in the table).
-    peers: BTreeMap<NodeId, Peer>,
+    peers: Peers,
+    /// Stability detection's reports (kept in groups of up to [`Stability::MAX_MEMBERS`]).
+    stability: Stability,
+    /// Peers whose agreement came at or after `quiet_since`.
+    agreements: usize,
+    /// The members whose entries changed last, the latest at the back (with repeats; a
+    /// bounded number): what a table exchange sends between whole tables.
+    recent: VecDeque<NodeId>,
+    /// When this member last sent its whole table (see [`Gossip::exchange_table`]).
+    whole_table_at: Option<Time>,
+    /// The round from which [`Gossip::all_heard`] looks at the peers again.
+    heard_check_round: u64,
     /// Message histories per sender (this member's own included).
     streams: BTreeMap<NodeId, SenderHistory>,
     round: u64,
@@ -180,8 +193,15 @@ impl Gossip {
             leaving: None,
             left: false,
             view_id: 0,
-            view_members: Vec::new(),
-            peers: BTreeMap::new(),
+            shown_view: 0,
+            shown_at: p.now,
+            view_due: None,
+            peers: Peers::default(),
+            stability: Stability::default(),
+            agreements: 0,
+            recent: VecDeque::new(),
+            whole_table_at: None,
+            heard_check_round: 0,
             streams: BTreeMap::new(),
             round: 0,
             heartbeat: 0,
@@ -283,7 +303,7 @@ impl Gossip {
             seq: last,
             sender: self.me,
             msg: last,
-            view: self.view_id,
+            view: self.shown_view,
             payload,
         }));
         self.events.push_back(Event::SendComplete { msg: last });
@@ -329,9 +349,7 @@ impl Gossip {
         if self.idle {
             self.idle = false;
             // Nobody was watched while idle: silence counts from now.
-            for p in self.peers.values_mut() {
-                p.news_at = p.news_at.max(now);
-            }
+            self.peers.all_heard_at(now);
             self.next_round = Some(now + self.period());
         }
     }
@@ -355,7 +373,43 @@ impl Gossip {
 
     // ---- membership -----------------------------------------------------------------------
 
-    /// After the table changed: refute a false departure, install the new view.
+    /// Entry `id` of the table may have changed: the peers follow the table (a member alive
+    /// in it is a peer, one departed is not).
+    fn sync_peer(&mut self, now: Time, id: NodeId) {
+        // The latest changes, for the next table exchange (see `exchange_table`).
+        if self.recent.len() >= 2 * self.entries_per_datagram() {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(id);
+        if id == self.me {
+            return;
+        }
+        if self.table.is_alive(id) {
+            if self.peers.add(id, now) {
+                self.note_change(true, id);
+            }
+        } else if let Some(p) = self.peers.remove(id) {
+            self.stability.forget(id);
+            if self.quiet_since.is_some_and(|q| p.agreed_at >= q) {
+                self.agreements -= 1;
+            }
+            self.note_change(false, id);
+        }
+    }
+
+    /// Count a member added to (or removed from) the view to come.
+    fn note_change(&mut self, added: bool, id: NodeId) {
+        let d = self.view_due.get_or_insert((0, id, 0, id));
+        if added {
+            d.0 += 1;
+            d.1 = id;
+        } else {
+            d.2 += 1;
+            d.3 = id;
+        }
+    }
+
+    /// After the table changed: refute a false departure; a view for the application is due.
     fn view_update(&mut self, now: Time) {
         if self.member && self.leaving.is_none() && !self.table.is_alive(self.me) {
             // Found silent (or a stale or forged leave) while alive: the next version says
@@ -371,6 +425,7 @@ impl Gossip {
                     alive: true,
                 },
             );
+            self.sync_peer(now, self.me);
             self.stats.refutations += 1;
         }
         let id = self.table.view_id();
@@ -378,57 +433,115 @@ impl Gossip {
             return;
         }
         self.view_id = id;
-        // Both lists are in id order: lookups by binary search keep a change O(n log n) in a
-        // group of n (a group of a thousand takes a thousand changes to form).
-        let alive = self.table.alive();
-        let added: Vec<NodeId> = (alive.iter())
-            .filter(|m| self.view_members.binary_search(m).is_err())
-            .copied()
-            .collect();
-        let removed: Vec<NodeId> = (self.view_members.iter())
-            .filter(|m| alive.binary_search(m).is_err())
-            .copied()
-            .collect();
-        // `peers` is the last view without this member: only the difference is applied.
-        for m in &removed {
-            self.peers.remove(m);
-        }
-        for m in &added {
-            if *m != self.me {
-                self.peers.entry(*m).or_insert_with(|| Peer::new(now));
-            }
-        }
-        debug_assert!(self.peers.len() == alive.iter().filter(|m| **m != self.me).count());
-        self.view_members = alive;
+        self.view_due.get_or_insert((0, self.me, 0, self.me));
+        self.stability.resize(self.table.alive_count());
+        debug_assert_eq!(
+            self.peers.len() + usize::from(self.table.is_alive(self.me)),
+            self.table.alive_count()
+        );
         self.activity(now);
+        // The first view at once (it makes this member one); the next as often as the
+        // group's size allows.
+        self.show_view(now, self.shown_view == 0);
+    }
+
+    /// The members (this one included while it is alive in the table), in id order.
+    fn members(&self) -> Vec<NodeId> {
+        let mut m: Vec<NodeId> = self.peers.iter().map(|(id, _)| id).collect();
+        if self.table.is_alive(self.me) {
+            let i = m.partition_point(|x| *x < self.me);
+            m.insert(i, self.me);
+        }
+        m
+    }
+
+    /// Hand the application the view due, if one is and it is time (or `now_anyway`).
+    fn show_view(&mut self, now: Time, now_anyway: bool) {
+        let Some((added, last_added, removed, last_removed)) = self.view_due else {
+            return;
+        };
         if self.leaving.is_some() || !self.member {
+            self.view_due = None;
             return;
         }
-        let first = removed.is_empty() && added.len() == self.view_members.len();
-        let one = |v: &[NodeId], other: &[NodeId]| (v.len() == 1 && other.is_empty()).then(|| v[0]);
+        let n = self.table.alive_count();
+        let gap = self.period() * (n / VIEW_BATCH) as u32;
+        if !now_anyway && now < self.shown_at + gap {
+            return;
+        }
+        self.view_due = None;
+        let members = self.members();
+        let first = self.shown_view == 0;
+        let one = |k: usize, id: NodeId, other: usize| (k == 1 && other == 0).then_some(id);
         // A joiner's first view names it as the member that joined.
         let joined = if first {
             Some(self.me)
         } else {
-            one(&added, &removed)
+            one(added, last_added, removed)
         };
+        self.shown_view = self.view_id;
+        self.shown_at = now;
         self.counters.view_changes += 1;
         self.events.push_back(Event::View(View {
-            id,
+            id: self.view_id,
             seq: 0,
-            members: self.view_members.clone(),
-            coordinator: self.view_members.first().copied().unwrap_or(self.me),
+            coordinator: members.first().copied().unwrap_or(self.me),
+            members,
             joined,
-            left: one(&removed, &added),
+            left: one(removed, last_removed, added),
         }));
+    }
+
+    /// Table entries in one MEMBERS datagram.
+    fn entries_per_datagram(&self) -> usize {
+        let room = self
+            .max_datagram_bytes
+            .saturating_sub(wire::HEADER_LEN + Members::FIXED);
+        (room / packet::ENTRY_LEN).clamp(1, u16::MAX as usize)
+    }
+
+    /// Two tables differ: send `to` ours. A table that fits one datagram goes whole, as does
+    /// a larger one once every [`FULL_TABLE_ROUNDS`] rounds; in between, a larger table sends
+    /// its latest changes only (one datagram). Forming a group of 10,000, where joins arrive
+    /// every millisecond and nearly every digest shows a different table, whole tables (63
+    /// datagrams each) on every difference were most of the simulation's work; the latest
+    /// changes mend what the join multicasts missed, and the whole table now and then what
+    /// is older.
+    fn exchange_table(&mut self, now: Time, to: NodeId, want_reply: bool) {
+        let whole = self.table.len() <= self.entries_per_datagram()
+            || self
+                .whole_table_at
+                .is_none_or(|t| now >= t + self.period() * FULL_TABLE_ROUNDS);
+        if whole {
+            self.whole_table_at = Some(now);
+            self.send_table(to, want_reply);
+            return;
+        }
+        let per = self.entries_per_datagram();
+        let mut seen = BTreeSet::new();
+        let mut entries: Vec<WireEntry> = Vec::new();
+        for id in self.recent.iter().rev() {
+            if entries.len() == per {
+                break;
+            }
+            if seen.insert(*id) {
+                if let Some(e) = self.table.get(*id) {
+                    entries.push((*id, e.version, e.alive));
+                }
+            }
+        }
+        let m = Members {
+            want_reply,
+            view_id: self.view_id,
+            entries,
+        };
+        self.send(Destination::Peer(to), packet::MEMBERS, |b| m.encode(b));
+        self.stats.table_deltas += 1;
     }
 
     /// Send the whole table to `to`, in as many datagrams as it takes.
     fn send_table(&mut self, to: NodeId, want_reply: bool) {
-        let room = self
-            .max_datagram_bytes
-            .saturating_sub(wire::HEADER_LEN + Members::FIXED);
-        let per = (room / packet::ENTRY_LEN).clamp(1, u16::MAX as usize);
+        let per = self.entries_per_datagram();
         let entries: Vec<WireEntry> = (self.table.entries())
             .map(|(id, e)| (id, e.version, e.alive))
             .collect();
@@ -450,7 +563,10 @@ impl Gossip {
         let mut changed = false;
         for &(id, version, alive) in entries {
             match self.table.merge(id, MemberEntry { version, alive }) {
-                Merged::Changed => changed = true,
+                Merged::Changed => {
+                    changed = true;
+                    self.sync_peer(now, id);
+                }
                 Merged::Full => self.stats.table_full += 1,
                 Merged::Forged => self.stats.forged_entries += 1,
                 Merged::Unchanged => {}
@@ -469,6 +585,7 @@ impl Gossip {
         match self.table.admit(from) {
             Merged::Changed => {
                 self.stats.joins_admitted += 1;
+                self.sync_peer(now, from);
                 self.view_update(now);
             }
             Merged::Full => {
@@ -518,9 +635,15 @@ impl Gossip {
             members.push((id, e.version, e.alive));
             used += packet::ENTRY_LEN;
         }
+        let partial = members.len() < self.table.len();
         let w = Welcome { starts, members };
         self.send(Destination::Peer(from), packet::WELCOME, |b| w.encode(b));
         self.stats.welcomes_sent += 1;
+        if partial {
+            // The joiner would otherwise hold a partial table until an exchange: in a large
+            // group, whole tables go out once in a while only.
+            self.send_table(from, false);
+        }
     }
 
     /// Whether this member answers `from`'s join request. Every member that hears it lets the
@@ -528,10 +651,8 @@ impl Gossip {
     /// group. Only members heard gossiping count: others in the table may be joiners still
     /// waiting for an answer.
     fn answers_join(&mut self, from: NodeId) -> bool {
-        let answering = 1
-            + (self.peers.iter())
-                .filter(|(m, p)| **m != from && p.heartbeat > 0)
-                .count();
+        let from_heard = self.peers.get(from).is_some_and(|p| p.heartbeat > 0);
+        let answering = 1 + self.peers.heard() - usize::from(from_heard);
         self.rng.below(answering as u64) < self.cfg.fanout as u64
     }
 
@@ -568,10 +689,12 @@ impl Gossip {
             match self.table.merge(id, MemberEntry { version, alive }) {
                 Merged::Full => self.stats.table_full += 1,
                 Merged::Forged => self.stats.forged_entries += 1,
-                Merged::Changed | Merged::Unchanged => {}
+                Merged::Changed => self.sync_peer(now, id),
+                Merged::Unchanged => {}
             }
         }
         self.table.admit(self.me);
+        self.sync_peer(now, self.me);
         let (cap, bytes) = (self.cfg.buffer_msgs, self.cfg.buffer_bytes);
         for &(origin, start) in &w.starts {
             self.streams
@@ -599,7 +722,7 @@ impl Gossip {
         }
         self.merge_entries(now, &m.entries);
         if m.want_reply && m.view_id != self.view_id {
-            self.send_table(from, false);
+            self.exchange_table(now, from, false);
         }
     }
 
@@ -625,12 +748,12 @@ impl Gossip {
     /// A datagram came from a member this one counts as departed: it is alive after all (a
     /// partition healed, a long pause ended). Send it the table, once a round, so that the
     /// two find out and merge (it refutes, or learns that it was left).
-    fn nudge(&mut self, from: NodeId) {
+    fn nudge(&mut self, now: Time, from: NodeId) {
         if !self.member || self.table.is_alive(from) || self.table.get(from).is_none() {
             return;
         }
         if self.nudged.insert(from) {
-            self.send_table(from, true);
+            self.exchange_table(now, from, true);
         }
     }
 
@@ -718,7 +841,7 @@ impl Gossip {
 
     /// Deliver what `origin`'s history allows, in FIFO order; report what was given up on.
     fn deliver(&mut self, origin: NodeId) {
-        let view = self.view_id;
+        let view = self.shown_view;
         let Some(s) = self.streams.get_mut(&origin) else {
             return;
         };
@@ -793,9 +916,7 @@ impl Gossip {
     /// Every member holds every message of `origin` below this: stability.
     fn stable_point(&self, origin: NodeId) -> u64 {
         let own = self.streams.get(&origin).map_or(0, |s| s.next);
-        let stable = (self.peers.values())
-            .map(|p| p.prefix.get(&origin).copied().unwrap_or(0))
-            .fold(own, u64::min);
+        let stable = own.min(self.stability.stable(origin, &self.peers));
         // Stable means every member has it, this one included: never past our own delivery.
         debug_assert!(stable <= own);
         stable
@@ -850,23 +971,21 @@ impl Gossip {
         used += row_len;
         // The peers after the cursor, then from the first: only as many as fit are visited,
         // so a digest costs its rows, not the group's size.
-        let cursor = self.row_cursor;
-        let after = self
-            .peers
-            .range((Bound::Excluded(cursor), Bound::Unbounded));
-        for (m, p) in after.chain(self.peers.range(..=cursor)) {
+        let mut cursor = self.row_cursor;
+        for (m, p) in self.peers.turn_after(self.row_cursor) {
             if used + row_len > budget {
                 break;
             }
             rows.push(KnowledgeRow {
-                member: *m,
+                member: m,
                 heartbeat: p.heartbeat,
             });
-            prefixes
-                .extend((senders.iter()).map(|s| p.prefix.get(&s.origin).copied().unwrap_or(0)));
+            let st = &self.stability;
+            prefixes.extend((senders.iter()).map(|s| st.prefix_of(s.origin, m)));
             used += row_len;
-            self.row_cursor = *m;
+            cursor = m;
         }
+        self.row_cursor = cursor;
         Digest {
             round: self.round as u32,
             flags,
@@ -898,12 +1017,15 @@ impl Gossip {
         }
         let is_reply = d.flags & packet::FLAG_REPLY != 0;
         if d.view_id == self.view_id {
-            if let Some(p) = self.peers.get_mut(&from) {
-                p.agreed_at = Some(now);
+            let before = self.peers.agreed(from, now);
+            if let (Some(q), Some(b)) = (self.quiet_since, before) {
+                if b < q && now >= q {
+                    self.agreements += 1;
+                }
             }
         } else {
             // Different tables: send ours, and ask for theirs if they differ still.
-            self.send_table(from, true);
+            self.exchange_table(now, from, true);
         }
         let round = self.round;
         let mut news = false;
@@ -912,10 +1034,9 @@ impl Gossip {
                 self.stats.unknown_origin += 1;
                 continue;
             }
-            if let Some(p) = self.peers.get_mut(&from) {
-                let e = p.prefix.entry(s.origin).or_insert(0);
-                *e = (*e).max(s.prefix);
-                p.base.insert(s.origin, s.base());
+            if self.peers.contains(from) {
+                self.stability.prefix(s.origin, from, s.prefix);
+                self.stability.base(s.origin, from, s.base());
             }
             if s.origin == self.me || self.leaving.is_some() || s.known == 0 {
                 continue;
@@ -931,16 +1052,11 @@ impl Gossip {
             if row.member == self.me {
                 continue;
             }
-            let Some(p) = self.peers.get_mut(&row.member) else {
+            if !self.peers.heartbeat(row.member, row.heartbeat, now) || !self.stability.on() {
                 continue;
-            };
-            if row.heartbeat > p.heartbeat {
-                p.heartbeat = row.heartbeat;
-                p.news_at = p.news_at.max(now);
             }
             for (s, pref) in d.senders.iter().zip(d.row_prefixes(i)) {
-                let e = p.prefix.entry(s.origin).or_insert(0);
-                *e = (*e).max(*pref);
+                self.stability.prefix(s.origin, row.member, *pref);
             }
         }
         if news {
@@ -1136,9 +1252,7 @@ impl Gossip {
                 continue;
             }
             // The oldest message any other member may still hold (everyone reported).
-            let floor = (self.peers.values())
-                .map(|p| p.base.get(&o).copied())
-                .try_fold(u64::MAX, |acc, b| b.map(|b| acc.min(b)));
+            let floor = self.stability.floor(o, &self.peers);
             let s = self.streams.get_mut(&o).expect("listed");
             let gone: Vec<u64> = (s.gaps.iter())
                 .filter(|(msg, g)| now >= g.since + timeout || floor.is_some_and(|f| **msg < f))
@@ -1155,10 +1269,7 @@ impl Gossip {
         let Some(timeout) = self.cfg.silence_timeout else {
             return;
         };
-        let silent: Vec<NodeId> = (self.peers.iter())
-            .filter(|(_, p)| now.saturating_since(p.news_at) > timeout)
-            .map(|(m, _)| *m)
-            .collect();
+        let silent = self.peers.silent(now, timeout);
         if silent.is_empty() {
             return;
         }
@@ -1166,43 +1277,59 @@ impl Gossip {
             if self.table.depart(m) {
                 self.stats.suspected += 1;
                 self.counters.failures_detected += 1;
+                self.sync_peer(now, m);
             }
         }
         self.view_update(now);
     }
 
+    /// Whether every other member was heard of since `q` (see [`AGREEMENTS`]): implied by
+    /// their agreements in a group of up to [`AGREEMENTS`] others; in a larger one, looked at
+    /// (a pass over the peers) once in [`Config::idle_rounds`] rounds at most.
+    fn all_heard(&mut self, q: Time) -> bool {
+        if self.peers.len() <= AGREEMENTS || self.round < self.heard_check_round {
+            return self.peers.len() <= AGREEMENTS;
+        }
+        let all = self.peers.iter().all(|(_, p)| p.news_at >= q);
+        if !all {
+            self.heard_check_round = self.round + u64::from(self.cfg.idle_rounds);
+        }
+        all
+    }
+
+    /// Agreements this member must hear before it goes idle (see [`AGREEMENTS`]).
+    fn agreements_needed(&self) -> usize {
+        self.peers.len().min(AGREEMENTS)
+    }
+
     /// `fanout` gossip targets at random; or, while this member is settling before it goes
-    /// idle, those whose agreement with its table is the oldest, as many as it takes to hear
-    /// every member within about [`Config::idle_rounds`] rounds (each digest sent brings a
-    /// reply, and about as many come in): at least `fanout`, at most [`MAX_SETTLE_FANOUT`].
-    /// Without this a member of a group of n hears n - 1 agreements at about 2 · fanout a
-    /// round: 25 s in a group of 1,024, where it now takes about 3 s for the same digests.
+    /// idle, as many as it takes to hear the agreements it needs within about
+    /// [`Config::idle_rounds`] rounds (each digest sent brings a reply, and about as many come
+    /// in): at least `fanout`, at most [`MAX_SETTLE_FANOUT`]; in a group of up to
+    /// [`AGREEMENTS`] others, those whose agreement with its table is the oldest.
     fn targets(&mut self, settling: bool) -> Vec<NodeId> {
-        let mut cands: Vec<NodeId> = self.peers.keys().copied().collect();
-        let mut k = self.cfg.fanout.min(cands.len());
+        let n = self.peers.len();
+        let mut k = self.cfg.fanout.min(n);
         if settling {
             let per_round = 2 * self.cfg.idle_rounds.max(1) as usize;
-            let want = cands.len().div_ceil(per_round).min(MAX_SETTLE_FANOUT);
-            k = k.max(want).min(cands.len());
-            // The k oldest agreements (ties by the id's distance after this member's own: a
-            // total order, so the same k as a full sort, and one that differs per member, so
-            // that a group starting to settle does not send all its digests to the lowest ids
-            // at once) in linear time, then only those k sorted.
-            let me = self.me.0;
-            let key = |m: &NodeId| (self.peers[m].agreed_at, m.0.wrapping_sub(me));
-            if k > 0 && k < cands.len() {
-                cands.select_nth_unstable_by_key(k - 1, key);
+            let want = self.agreements_needed().div_ceil(per_round).min(MAX_SETTLE_FANOUT);
+            k = k.max(want).min(n);
+            if n <= AGREEMENTS {
+                return self.peers.oldest_agreements(self.me, k);
             }
-            cands.truncate(k);
-            cands.sort_by_key(key);
-            return cands;
         }
+        // The first k of a Fisher-Yates shuffle of the peers (in id order), the positions it
+        // moved kept aside: k draws, whatever the group's size.
+        let mut moved: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut out = Vec::with_capacity(k);
         for i in 0..k {
-            let j = i + self.rng.below((cands.len() - i) as u64) as usize;
-            cands.swap(i, j);
+            let j = i + self.rng.below((n - i) as u64) as usize;
+            let at_j = moved.get(&j).copied().unwrap_or(j);
+            let at_i = moved.get(&i).copied().unwrap_or(i);
+            moved.insert(j, at_i);
+            out.push(self.peers.at(at_j));
         }
-        cands.truncate(k);
-        cands
+        out
     }
 
     fn finish_leave(&mut self) {
@@ -1223,9 +1350,7 @@ impl Gossip {
             .is_some_and(|t| now.saturating_since(t) > self.period() * 3)
         {
             // This member itself was stalled (paused): it cannot tell who was silent.
-            for p in self.peers.values_mut() {
-                p.news_at = p.news_at.max(now);
-            }
+            self.peers.all_heard_at(now);
         }
         self.last_round_at = Some(now);
         self.round += 1;
@@ -1247,22 +1372,35 @@ impl Gossip {
                 return;
             }
         }
+        self.show_view(now, false);
         let quiet = self.leaving.is_none() && self.streams.values().all(SenderHistory::is_quiet);
         if !quiet {
             self.quiet_since = None;
         } else if self.quiet_since.is_none() {
             self.quiet_since = Some(now);
+            // Agreements heard at this very instant count (rarely any: one pass a quiet
+            // period).
+            self.agreements = self.peers.iter().filter(|(_, p)| p.agreed_at >= now).count();
         }
+        let mut settling = false;
         if let Some(q) = self.quiet_since {
-            let agreed = (self.peers.values()).all(|p| p.agreed_at.is_some_and(|a| a >= q));
-            if agreed && now >= q + self.period() * self.cfg.idle_rounds {
+            debug_assert_eq!(
+                self.agreements,
+                self.peers.iter().filter(|(_, p)| p.agreed_at >= q).count()
+            );
+            let agreed = self.agreements >= self.agreements_needed();
+            // In a large group, once enough agreed, the plain rounds carry what is still
+            // awaited (heartbeats): no extra digests while a crashed member is found silent.
+            settling = self.peers.len() <= AGREEMENTS || !agreed;
+            if agreed && now >= q + self.period() * self.cfg.idle_rounds && self.all_heard(q) {
+                // The view due, if any, before the group goes quiet.
+                self.show_view(now, true);
                 self.idle = true;
                 self.stats.idle_periods += 1;
                 self.next_round = None;
                 return;
             }
         }
-        let settling = self.quiet_since.is_some();
         let flags = if settling { packet::FLAG_WANT_REPLY } else { 0 };
         for t in self.targets(settling) {
             self.send_digest(t, flags);
@@ -1285,21 +1423,19 @@ impl Shelled for Gossip {
 
     fn on_packet(&mut self, now: Time, _: NodeId, pkt: Packet<'_>, _: &[u8], _: Option<u8>) {
         let h = pkt.header;
-        if let Some(p) = self.peers.get_mut(&h.sender) {
-            p.news_at = p.news_at.max(now);
-        }
+        self.peers.heard_from(h.sender, now);
         let from = h.sender;
         match h.ptype {
             packet::DATA => {
-                self.nudge(from);
+                self.nudge(now, from);
                 self.on_data(now, pkt.body);
             }
             packet::DATA_RUN => {
-                self.nudge(from);
+                self.nudge(now, from);
                 self.on_run(now, pkt.body);
             }
             packet::DATA_FRAG => {
-                self.nudge(from);
+                self.nudge(now, from);
                 self.on_frag(now, pkt.body);
             }
             packet::GOSSIP => self.on_gossip(now, from, pkt.body),
@@ -1393,7 +1529,7 @@ impl Engine for Gossip {
             seq: msg,
             sender: self.me,
             msg,
-            view: self.view_id,
+            view: self.shown_view,
             payload,
         }));
         // The engine promises nothing beyond the first phase (resilience 0): the send is
@@ -1416,6 +1552,7 @@ impl Engine for Gossip {
         self.flush_run();
         self.leaving = Some(self.round);
         self.table.depart(self.me);
+        self.sync_peer(now, self.me);
         self.view_update(now);
         if let Some(e) = self.table.get(self.me) {
             self.send(Destination::Group, packet::LEAVE, |b| b.put_u32(e.version));
@@ -1455,13 +1592,13 @@ impl Engine for Gossip {
 
     fn info(&self) -> GroupInfo {
         GroupInfo {
-            view: self.view_id,
-            coordinator: self.view_members.first().copied(),
+            view: self.shown_view,
+            coordinator: self.members().first().copied(),
             buffered_msgs: self.streams.values().map(SenderHistory::held_count).sum(),
             buffer_capacity_msgs: self.cfg.buffer_msgs,
             ..shell::info(
                 self.me,
-                self.view_members.clone(),
+                self.members(),
                 self.guarantees(),
                 self.max_datagram_bytes,
             )
@@ -1494,6 +1631,7 @@ impl Engine for Gossip {
             ("joins_admitted", s.joins_admitted),
             ("welcomes_sent", s.welcomes_sent),
             ("table_exchanges", s.table_exchanges),
+            ("table_deltas", s.table_deltas),
             ("table_full", s.table_full),
             ("idle_periods", s.idle_periods),
             ("unknown_origin", s.unknown_origin),
@@ -1541,7 +1679,7 @@ impl Engine for Gossip {
             self.leaving.is_some(),
             self.left,
             self.view_id,
-            self.view_members.iter().map(|m| m.0).collect::<Vec<_>>(),
+            self.members().iter().map(|m| m.0).collect::<Vec<_>>(),
             self.round,
             self.idle,
             self.quiet_since.map(|t| t.0),

@@ -82,6 +82,7 @@
 
 mod engine;
 mod history;
+mod peers;
 pub mod membership;
 pub mod packet;
 #[cfg(test)]
