@@ -68,6 +68,10 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
     let n = &rec.net;
     let f = &rep.figures;
     let at_end: Vec<_> = rec.members_at_end().collect();
+    // Members found silent, summed over the members (a crash is found by each on its own,
+    // or learnt from another's table): beyond about 2 n, live members were suspected.
+    let suspected: u64 = rec.hosts.iter().map(|h| h.counters.failures_detected).sum();
+    let views: u64 = rec.hosts.iter().map(|h| h.counters.view_changes).sum();
     let lost: usize = (at_end.iter())
         .flat_map(|h| &h.events)
         .filter(|e| matches!(e.event, Event::Loss(_)))
@@ -75,7 +79,7 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
     eprintln!(
         "{members} members: {} in {:.1} s of wall time, {:.1} s simulated; {} members at the \
          end; {} datagrams ({} oversized), {} steps, {} lost copies; latency p50 {:.0} ms, p99 \
-         {:.0} ms; {lost} loss reports",
+         {:.0} ms; {lost} loss reports; {suspected} suspicions, {views} views in all",
         if rep.passed() { "pass" } else { "FAIL" },
         t.elapsed().as_secs_f64(),
         rec.end_time.0 as f64 / 1e9,

@@ -1,6 +1,7 @@
 //! `rmcast sim --experiment cost`: what one message costs as the group grows, for every engine
 //! of the registry. One sender multicasts `--messages` messages of 64 bytes at 100 msgs/s to
-//! groups of 10, 100, 250 and 1,000 members (or `--members`), on a lossless 1 ms network.
+//! groups of 10, 100, 250 and 1,000 members (or `--members`, up to 10,000 and beyond for the
+//! engines whose limit allows it), on a lossless 1 ms network.
 //!
 //! A message's cost is what a run with it costs more than the same run without it: each point
 //! is two runs of the same seed, one with a single message and one with `messages + 1`, which
@@ -83,8 +84,15 @@ impl Job {
 
     /// The two runs and their difference; the error names a bad setting.
     fn measure(&self) -> Result<Cost, String> {
-        let one = self.scenario(1)?.config(self.seed);
-        let more = self.scenario(self.messages + 1)?.config(self.seed);
+        let mut one = self.scenario(1)?.config(self.seed);
+        let mut more = self.scenario(self.messages + 1)?.config(self.seed);
+        for cfg in [&mut one, &mut more] {
+            // Joins are multicast: forming a group of n takes about n^2 / 2 datagram copies,
+            // past the simulator's default bounds at 10,000 members.
+            let n = u64::from(self.members);
+            cfg.limits.max_steps = cfg.limits.max_steps.max(2 * n * n);
+            cfg.limits.max_queue_len = cfg.limits.max_queue_len.max(400 * n as usize);
+        }
         let t0 = crate::cpu::thread_cpu();
         let base = simulate(&one);
         let t1 = crate::cpu::thread_cpu();
@@ -111,11 +119,12 @@ impl Job {
 }
 
 /// The largest group `engine` takes by default, where it has a limit below the sizes here:
-/// the sequencer's `max_members`, the txn's `max_receivers` (a transaction's set; the others
-/// would never deliver it).
+/// the sequencer's and the ring's `max_members`, the txn's `max_receivers` (a transaction's
+/// set; the others would never deliver it).
 fn limit(engine: &str) -> Option<u32> {
     match engine {
         "sequencer" => Some(rmcast_proto::sequencer::Config::new(0).max_members as u32),
+        "ring" => Some(rmcast_proto::ring::Config::default().max_members as u32),
         "txn" => Some(rmcast_proto::txn::Config::default().max_receivers as u32),
         _ => None,
     }

@@ -49,7 +49,9 @@ const AGREEMENTS: usize = 32;
 /// stays bounded as the group grows (forming a group of 10,000 changes its table 10,000 times).
 const VIEW_BATCH: usize = 256;
 /// A member whose table is larger than a datagram sends it whole at most once in this many
-/// rounds (see [`Gossip::exchange_table`]).
+/// rounds, or in as many rounds as the table takes datagrams if that is more (see
+/// [`Gossip::exchange_table`]): whole tables then cost a member about one datagram a round
+/// whatever the group's size.
 const FULL_TABLE_ROUNDS: u32 = 10;
 
 /// Counters of this engine only ([`Engine::engine_counters`]).
@@ -501,17 +503,17 @@ impl Gossip {
     }
 
     /// Two tables differ: send `to` ours. A table that fits one datagram goes whole, as does
-    /// a larger one once every [`FULL_TABLE_ROUNDS`] rounds; in between, a larger table sends
+    /// a larger one once every [`FULL_TABLE_ROUNDS`] rounds at most; in between, a larger table sends
     /// its latest changes only (one datagram). Forming a group of 10,000, where joins arrive
     /// every millisecond and nearly every digest shows a different table, whole tables (63
     /// datagrams each) on every difference were most of the simulation's work; the latest
     /// changes mend what the join multicasts missed, and the whole table now and then what
     /// is older.
     fn exchange_table(&mut self, now: Time, to: NodeId, want_reply: bool) {
-        let whole = self.table.len() <= self.entries_per_datagram()
-            || self
-                .whole_table_at
-                .is_none_or(|t| now >= t + self.period() * FULL_TABLE_ROUNDS);
+        let parts = self.table.len().div_ceil(self.entries_per_datagram());
+        let every = FULL_TABLE_ROUNDS.max(parts as u32);
+        let whole =
+            parts <= 1 || (self.whole_table_at).is_none_or(|t| now >= t + self.period() * every);
         if whole {
             self.whole_table_at = Some(now);
             self.send_table(to, want_reply);
@@ -927,6 +929,8 @@ impl Gossip {
     fn reported(&self) -> Vec<NodeId> {
         let recent = u64::from(self.cfg.gc_rounds + self.cfg.loss_rounds);
         (self.streams.iter())
+            // A history with no message known says nothing (a member's own before it sent).
+            .filter(|(_, s)| s.known > 0)
             .filter(|(_, s)| !s.is_quiet() || self.round.saturating_sub(s.touched) <= recent)
             .map(|(o, _)| *o)
             .collect()
@@ -1034,18 +1038,19 @@ impl Gossip {
                 self.stats.unknown_origin += 1;
                 continue;
             }
-            if self.peers.contains(from) {
+            if s.origin != self.me && self.leaving.is_none() && s.known > 0 {
+                if let Some(st) = self.stream(s.origin) {
+                    if st.learn(s.known, round) {
+                        st.scan_gaps(now);
+                        news = true;
+                    }
+                }
+            }
+            // Reports only of senders this member keeps a history of (stability and the loss
+            // floor are of those): not n senders' worth from n members.
+            if self.peers.contains(from) && self.streams.contains_key(&s.origin) {
                 self.stability.prefix(s.origin, from, s.prefix);
                 self.stability.base(s.origin, from, s.base());
-            }
-            if s.origin == self.me || self.leaving.is_some() || s.known == 0 {
-                continue;
-            }
-            if let Some(st) = self.stream(s.origin) {
-                if st.learn(s.known, round) {
-                    st.scan_gaps(now);
-                    news = true;
-                }
             }
         }
         for (i, row) in d.rows.iter().enumerate() {
@@ -1056,7 +1061,9 @@ impl Gossip {
                 continue;
             }
             for (s, pref) in d.senders.iter().zip(d.row_prefixes(i)) {
-                self.stability.prefix(s.origin, row.member, *pref);
+                if self.streams.contains_key(&s.origin) {
+                    self.stability.prefix(s.origin, row.member, *pref);
+                }
             }
         }
         if news {
@@ -1312,7 +1319,10 @@ impl Gossip {
         let mut k = self.cfg.fanout.min(n);
         if settling {
             let per_round = 2 * self.cfg.idle_rounds.max(1) as usize;
-            let want = self.agreements_needed().div_ceil(per_round).min(MAX_SETTLE_FANOUT);
+            let want = self
+                .agreements_needed()
+                .div_ceil(per_round)
+                .min(MAX_SETTLE_FANOUT);
             k = k.max(want).min(n);
             if n <= AGREEMENTS {
                 return self.peers.oldest_agreements(self.me, k);
@@ -1380,7 +1390,11 @@ impl Gossip {
             self.quiet_since = Some(now);
             // Agreements heard at this very instant count (rarely any: one pass a quiet
             // period).
-            self.agreements = self.peers.iter().filter(|(_, p)| p.agreed_at >= now).count();
+            self.agreements = self
+                .peers
+                .iter()
+                .filter(|(_, p)| p.agreed_at >= now)
+                .count();
         }
         let mut settling = false;
         if let Some(q) = self.quiet_since {

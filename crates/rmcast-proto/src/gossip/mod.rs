@@ -82,9 +82,9 @@
 
 mod engine;
 mod history;
-mod peers;
 pub mod membership;
 pub mod packet;
+mod peers;
 #[cfg(test)]
 mod tests;
 

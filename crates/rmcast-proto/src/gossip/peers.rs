@@ -4,6 +4,7 @@
 //! deadlines looked at only when one falls due, and the stability reports per sender, kept only
 //! while the group is small enough for them to be complete in time (see [`Stability`]).
 
+use super::membership::grow_gently;
 use crate::engine::{NodeId, Time};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -89,6 +90,7 @@ impl Peers {
             news_at: now,
             agreed_at: Time::ZERO,
         };
+        grow_gently(&mut self.list);
         self.list.insert(i, (id, p));
         self.silence.push(Reverse((now, id)));
         true
@@ -205,7 +207,7 @@ pub(super) struct Stability {
 
 impl Stability {
     /// The largest group whose reports are kept.
-    pub const MAX_MEMBERS: usize = 2048;
+    pub const MAX_MEMBERS: usize = 1024;
 
     /// The group now has `members` members (this one included).
     pub fn resize(&mut self, members: usize) {
@@ -287,5 +289,85 @@ impl Stability {
             .iter()
             .map(|(m, _)| r.get(&m).and_then(|e| e.1))
             .try_fold(u64::MAX, |acc, b| b.map(|b| acc.min(b)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ms(t: u64) -> Time {
+        Time(t * 1_000_000)
+    }
+
+    #[test]
+    fn the_silence_queue_finds_the_silent_and_only_them() {
+        let mut p = Peers::default();
+        for id in [3, 1, 2] {
+            assert!(p.add(NodeId(id), ms(10)));
+        }
+        assert!(!p.add(NodeId(2), ms(20)), "already a peer");
+        assert_eq!(p.iter().map(|(m, _)| m.0).collect::<Vec<_>>(), [1, 2, 3]);
+        let timeout = Duration::from_millis(100);
+        assert!(p.silent(ms(100), timeout).is_empty(), "nobody due yet");
+        // 1 heard of directly, 2 by a relayed heartbeat; 3 not at all.
+        p.heard_from(NodeId(1), ms(90));
+        assert!(p.heartbeat(NodeId(2), 5, ms(95)));
+        assert_eq!(p.heard(), 1);
+        assert_eq!(p.silent(ms(111), timeout), [NodeId(3)]);
+        // The others were queued again with their news, and fall due from there.
+        assert!(p.silent(ms(190), timeout).is_empty());
+        assert_eq!(p.silent(ms(196), timeout), [NodeId(1), NodeId(2)]);
+        // A peer removed is never reported.
+        p.remove(NodeId(1));
+        assert!(p.silent(ms(1000), timeout).iter().all(|m| *m != NodeId(1)));
+        assert!(!p.heartbeat(NodeId(1), 9, ms(1000)), "not a peer");
+    }
+
+    #[test]
+    fn a_turn_after_the_cursor_visits_every_peer_once() {
+        let mut p = Peers::default();
+        for id in [2, 4, 6, 8] {
+            p.add(NodeId(id), ms(1));
+        }
+        let turn = |c: u32| {
+            p.turn_after(NodeId(c))
+                .map(|(m, _)| m.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(turn(4), [6, 8, 2, 4]);
+        assert_eq!(turn(5), [6, 8, 2, 4]);
+        assert_eq!(turn(9), [2, 4, 6, 8]);
+        assert_eq!(turn(0), [2, 4, 6, 8]);
+    }
+
+    #[test]
+    fn stability_needs_every_peer_and_is_off_in_a_large_group() {
+        let mut p = Peers::default();
+        let mut s = Stability::default();
+        s.resize(3);
+        let o = NodeId(9);
+        assert_eq!(s.stable(o, &p), u64::MAX, "alone: all it holds is stable");
+        p.add(NodeId(1), ms(1));
+        p.add(NodeId(2), ms(1));
+        s.prefix(o, NodeId(1), 7);
+        assert_eq!(s.stable(o, &p), 0, "member 2 has not said");
+        assert_eq!(s.floor(o, &p), None);
+        s.prefix(o, NodeId(2), 5);
+        s.prefix(o, NodeId(2), 3);
+        assert_eq!(s.stable(o, &p), 5, "merged by maximum");
+        s.base(o, NodeId(1), 4);
+        s.base(o, NodeId(2), 2);
+        assert_eq!(s.floor(o, &p), Some(2));
+        p.remove(NodeId(2));
+        s.forget(NodeId(2));
+        assert_eq!(s.stable(o, &p), 7);
+        s.resize(Stability::MAX_MEMBERS + 1);
+        assert!(!s.on());
+        assert_eq!(s.stable(o, &p), 0, "no reports kept");
+        assert_eq!(s.floor(o, &p), None);
+        s.prefix(o, NodeId(1), 9);
+        assert_eq!(s.prefix_of(o, NodeId(1)), 0);
     }
 }
