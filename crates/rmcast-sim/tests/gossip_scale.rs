@@ -16,7 +16,7 @@ use rmcast_proto::gossip::{Config, GossipFactory};
 use rmcast_proto::{EngineChoice, Event, Qos};
 use rmcast_sim::Scenario;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -25,13 +25,21 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// How long a member may go unheard of before it is suspected, in a group of `members`.
+/// A member hears of another from rows in the digests it gets: a digest holds R rows (about
+/// 115 when it names no sender, 30 while 4 senders are named) and a member gets about
+/// `fanout` (2) digests a round, so news of a given member comes once in about
+/// n / (fanout · R) rounds: 0.4 s at 1,000 members, 4 s at 10,000, 17 s at 10,000 while
+/// the senders are named. The timeout must be many of those long, or among the n^2 pairs
+/// some live member is suspected: the default 5 s would be at 10,000; 30 s up to 2,500,
+/// 12 ms a member beyond.
+fn silence_timeout(members: u32) -> Duration {
+    Duration::from_secs(30).max(Duration::from_millis(12) * members)
+}
+
 fn scenario(members: u32) -> Scenario {
     let cfg = Config {
-        // A member's row goes out in about one digest in n / (rows a digest holds) at each
-        // other member, so news of a heartbeat takes rounds in proportion to the group:
-        // at 10,000 members, seconds (see docs/RELIABILITY.md). The default 5 s would suspect
-        // live members there.
-        silence_timeout: Some(std::time::Duration::from_secs(30)),
+        silence_timeout: Some(silence_timeout(members)),
         ..Config::default()
     };
     Scenario {
@@ -62,6 +70,9 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
     // the default bounds of the simulator at 10,000.
     cfg.limits.max_steps = u64::MAX;
     cfg.limits.max_queue_len = usize::MAX;
+    // The crashed members are found silent only after the timeout: the run gets that long
+    // after the faults, and the default time to deliver on top.
+    cfg.limits.quiescence_timeout += silence_timeout(members);
     let t = Instant::now();
     let rep = rmcast_sim::run(&cfg);
     let rec = &rep.record;

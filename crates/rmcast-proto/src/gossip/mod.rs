@@ -38,7 +38,10 @@
 //! [`Config::gc_rounds`] rounds after they arrived, then garbage-collects them; **stability
 //! detection** lets them go earlier: each digest carries, per member, the prefix of each
 //! sender's messages that member delivered (its own first, then others' as relayed, merged by
-//! maximum), and a message below every member's prefix is held everywhere. A full buffer makes
+//! maximum), and a message below every member's prefix is held everywhere (in groups of up to
+//! 1,024: a digest holds a few dozen rows, so in a larger group the reports of every member
+//! could not come in before [`Config::gc_rounds`], and keeping them would cost every member n
+//! entries a sender; there messages go by age, Pbcast's own rule). A full buffer makes
 //! room by dropping its oldest delivered messages, however young: **the sender never waits for
 //! the slowest member** (the flow control Pbcast exists to do without). A send is accepted and
 //! complete ([`crate::Event::SendComplete`], at once) when its first-phase multicast is queued;
@@ -56,7 +59,12 @@
 //! each sender the number the joiner starts delivering from (what was sent before the welcome
 //! is not the joiner's to deliver). Tables ([`membership`]) merge by entry versions, so they
 //! converge whatever the order; two members whose digests show different view ids exchange
-//! tables. A leaver marks its own entry departed, multicasts it, and goes on gossiping until
+//! tables (whole if a table fits one datagram; a larger one whole at most once in as many
+//! rounds as it takes datagrams, its latest changes in between, so that a group of 10,000
+//! forming, where nearly every digest shows a different table, does not send 63 datagrams
+//! for each). A group of n hands its application a new view at most once in n / 256 rounds
+//! (changes in between go into the next view): a view costs n, and the group's table changes
+//! n times while it forms. A leaver marks its own entry departed, multicasts it, and goes on gossiping until
 //! its own messages are stable or collected. **Failure detection** is gossip-style (a simple
 //! silence timeout on heartbeats, not the probing [`crate::common::FailureDetector`], which
 //! needs an answer from the peer itself and so a probe per member): each member raises its
@@ -72,10 +80,13 @@
 //! **Quiet groups.** Pbcast gossips forever; this engine stops when there is nothing to gossip
 //! about, so that an idle group sends nothing (and a simulation can end): once a member holds
 //! and lacks nothing, its table has not changed for [`Config::idle_rounds`] rounds and every
-//! member has shown it the same table since, it stops its rounds; any message, join, leave or
-//! different table wakes it. While it waits for those agreements (settling) it gossips to the
-//! members it has not heard agree for longest, and to more of them per round in a large group
-//! (about n / (2 · idle_rounds), at most 16), so that a group of 1,024 goes idle in seconds.
+//! member has shown it the same table since (in a group of more than 33, 32 members have, and
+//! every member was heard of since: a member with another table hears no agreement and keeps
+//! gossiping until the tables meet, a crashed one keeps the group awake until it is found
+//! silent, and going idle costs a constant number of digests, not n), it stops its rounds;
+//! any message, join, leave or different table wakes it. While it waits for those agreements
+//! (settling) it gossips to more members per round (about the agreements it needs over
+//! 2 · idle_rounds, at most 16), in a small group to those it has not heard agree for longest.
 //! An idle member answers a digest with its own. A member that
 //! crashes while the whole group is idle, or in the last rounds before it goes idle (after it
 //! showed its agreement), is noticed when the group wakes.
