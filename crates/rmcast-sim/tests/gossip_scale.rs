@@ -59,7 +59,7 @@ fn scenario(members: u32) -> Scenario {
 }
 
 #[test]
-#[ignore = "scale run: 10,000 members, minutes in release on 2 cores"]
+#[ignore = "scale run: 10,000 members, long (see docs/RELIABILITY.md)"]
 fn gossip_10000_members_with_loss_churn_and_crashes() {
     let members = env("GOSSIP_SCALE_MEMBERS", 10_000) as u32;
     let seed = env("GOSSIP_SCALE_SEED", 1);
