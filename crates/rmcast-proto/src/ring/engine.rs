@@ -1325,9 +1325,7 @@ impl Ring {
         if again.is_empty() {
             return;
         }
-        if self.flow.losses.first_report(start) {
-            self.flow.on_loss();
-        }
+        self.flow.on_nacked(start);
         self.flow.mark_resent(end);
         self.counters.retransmissions += again.len() as u64;
         self.send_runs(Destination::Peer(to), self.me, &again);
@@ -1603,8 +1601,8 @@ impl Ring {
         for ts in n.slots {
             if let Some(Entry::Data { origin, sseq, .. }) = self.order.q.get(ts).map(|s| &s.entry) {
                 // A NACK naming one of this sender's packets: a member was overrun (4.6).
-                if *origin == self.me && self.flow.losses.first_report(*sseq) {
-                    self.flow.on_loss();
+                if *origin == self.me {
+                    self.flow.on_nacked(*sseq);
                 }
             }
             if let Some(Entry::Data {
