@@ -429,6 +429,21 @@ pub struct Limits {
     pub run_to_deadline: bool,
 }
 
+impl Limits {
+    /// The defaults, with the bounds that grow with the group raised for `members`: joins are
+    /// multicast, so forming a group of n takes about n^2 / 2 datagram copies, past the
+    /// default step and queue bounds at several thousand members.
+    pub fn for_members(members: u32) -> Limits {
+        let d = Limits::default();
+        let n = u64::from(members);
+        Limits {
+            max_steps: d.max_steps.max(2 * n * n),
+            max_queue_len: d.max_queue_len.max(400 * members as usize),
+            ..d
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -693,5 +708,23 @@ impl SimConfig {
             return Err("check interval must be positive".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limits;
+
+    /// Small groups keep the defaults; a group of 10,000 gets the n^2 / 2 copies its joins take.
+    #[test]
+    fn bounds_grow_with_the_group_only_past_the_defaults() {
+        assert_eq!(Limits::for_members(1_000), Limits::default());
+        let big = Limits::for_members(10_000);
+        assert_eq!(big.max_steps, 200_000_000);
+        assert_eq!(
+            big.max_queue_len,
+            Limits::default().max_queue_len.max(4_000_000)
+        );
+        assert_eq!(big.quiescence_timeout, Limits::default().quiescence_timeout);
     }
 }

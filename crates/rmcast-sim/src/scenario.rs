@@ -428,7 +428,7 @@ impl Scenario {
                     .map_or(Limits::default().quiescence_timeout, |t| {
                         t.max(Limits::default().quiescence_timeout)
                     }),
-                ..Limits::default()
+                ..Limits::for_members(self.members)
             },
             ..SimConfig::default()
         }

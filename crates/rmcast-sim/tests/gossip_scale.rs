@@ -66,8 +66,8 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
     let sc = scenario(members);
     sc.validate().expect("a valid scenario");
     let mut cfg = sc.config(seed);
-    // Joins are multicast: forming a group of n takes about n^2 / 2 datagram copies, beyond
-    // the default bounds of the simulator at 10,000.
+    // `Scenario::config` raises the bounds with the group (`Limits::for_members`); a scale run
+    // lifts them altogether, to see how long it takes rather than stop at a bound.
     cfg.limits.max_steps = u64::MAX;
     cfg.limits.max_queue_len = usize::MAX;
     // The crashed members are found silent only after the timeout: the run gets that long

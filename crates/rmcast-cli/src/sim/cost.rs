@@ -84,15 +84,9 @@ impl Job {
 
     /// The two runs and their difference; the error names a bad setting.
     fn measure(&self) -> Result<Cost, String> {
-        let mut one = self.scenario(1)?.config(self.seed);
-        let mut more = self.scenario(self.messages + 1)?.config(self.seed);
-        for cfg in [&mut one, &mut more] {
-            // Joins are multicast: forming a group of n takes about n^2 / 2 datagram copies,
-            // past the simulator's default bounds at 10,000 members.
-            let n = u64::from(self.members);
-            cfg.limits.max_steps = cfg.limits.max_steps.max(2 * n * n);
-            cfg.limits.max_queue_len = cfg.limits.max_queue_len.max(400 * n as usize);
-        }
+        // `Scenario::config` raises the simulator's bounds with the group (`Limits::for_members`).
+        let one = self.scenario(1)?.config(self.seed);
+        let more = self.scenario(self.messages + 1)?.config(self.seed);
         let t0 = crate::cpu::thread_cpu();
         let base = simulate(&one);
         let t1 = crate::cpu::thread_cpu();
