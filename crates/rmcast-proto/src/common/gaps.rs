@@ -80,6 +80,13 @@ impl GapTracker {
         }
     }
 
+    /// The last request was answered in full and the gap is still open (the member is far
+    /// behind, more than one request names): ask for the next part at once, so that it catches
+    /// up at the pace of round trips, not of retry intervals.
+    pub fn ask_now(&mut self, now: Time) {
+        self.deadline = Some(now);
+    }
+
     /// Timer check at `now`: when due and the gap is still `open`, a request becomes due and the
     /// next one is timed `retry` later.
     pub fn on_timeout(&mut self, now: Time, open: bool, retry: Duration) {

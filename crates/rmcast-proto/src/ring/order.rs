@@ -233,6 +233,10 @@ impl OrderingQ {
     pub fn deliver_next(&self) -> u64 {
         self.deliver_next
     }
+    /// First slot whose data is not here.
+    pub fn held_next(&self) -> u64 {
+        self.held_next
+    }
     /// Whether every slot is held.
     pub fn holds_all(&self) -> bool {
         self.held_next == self.end()
@@ -518,6 +522,8 @@ pub(super) struct Ordering {
     pub(super) resilience_wait: bool,
     pub(super) gaps: GapTracker,
     pub(super) nack_tries: u32,
+    /// One past the last slot the latest NACK named, until every slot below it is held.
+    pub(super) asked_through: Option<u64>,
     /// While this member waits for something (own messages to become stable, its leave), it
     /// asks for ACKs after the last it applied when none came for a while: trailing ACKs
     /// lost before the ring went quiescent are otherwise never noticed.
@@ -550,6 +556,7 @@ impl Ordering {
             resilience_wait: false,
             gaps: GapTracker::new(),
             nack_tries: 0,
+            asked_through: None,
             stall_mark: 0,
             stall_tries: 0,
         }
