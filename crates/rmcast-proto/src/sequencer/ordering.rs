@@ -604,6 +604,9 @@ impl Ordering {
         x.last_pnum += 1;
         x.mid_message = w.frag_index + 1 < w.frag_count;
         let (id, pnum) = (x.id, x.last_pnum);
+        // A copy that waited (a repeat arrived while it was next) would never be taken out
+        // again, and would hold a place in the bounded table for good.
+        self.waiting.remove(&(id, pnum));
         self.assign(
             m,
             Entry {
