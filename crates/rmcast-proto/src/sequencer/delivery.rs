@@ -115,13 +115,20 @@ impl Sequencer {
         if e.sender == self.me && e.kind == EntryKind::Data {
             self.sender.on_ordered(e.pnum, self.now);
         }
+        // Stashed BB data leaves the stash even when the entry brings its own payload (a
+        // retransmission): left there, it would take a place until evicted.
+        let stashed = if e.kind == EntryKind::Data && e.sender != self.me {
+            self.hist.bb.take(e.sender, e.pnum)
+        } else {
+            None
+        };
         let payload = if e.has_payload {
             Some(data.slice_ref(e.payload))
         } else if e.sender == self.me {
             // Our own BB message: the network does not loop it back to us, we hold it.
             self.sender.own_fragment(e.pnum)
         } else {
-            self.hist.bb.pending.remove(&(e.sender, e.pnum))
+            stashed
         };
         let entry = Entry {
             kind: e.kind,
