@@ -9,7 +9,9 @@
 //! The runs that still do not complete are the `not_yet_*` tests, which fail until the engine
 //! is fixed (docs/PAPERS.md, "Not yet as the paper's"): by PB, 4 KB from 24 and 30 members (a
 //! sender's request timer is reset by answers that gave no round-trip sample, so requests time
-//! out about three times each); by BB, 2 KB from 24 and 4 KB from 30 members.
+//! out about three times each and half of what the sequencer takes is repeated requests); by
+//! BB, 2 KB from 24 and 4 KB from 30 members (the sequencer's retransmissions fill the medium,
+//! and most of what they carry the members already hold).
 
 use rmcast_sim::amoeba::{Method, Setup};
 
