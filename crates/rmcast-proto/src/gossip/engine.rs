@@ -5,9 +5,11 @@
 use super::history::{Held, Insert, SenderHistory};
 use super::membership::{MemberEntry, Membership, Merged};
 use super::packet::{
-    self, Digest, KnowledgeRow, Members, SenderSummary, Solicitation, Welcome, WireEntry,
+    self, Digest, KnowledgeRow, Members, Probe, SenderSummary, Solicitation, Update, UpdateKind,
+    Welcome, WireEntry,
 };
 use super::peers::{Peers, Stability};
+use super::swim::{Detector, Pending, Suspicion};
 use super::{Config, GossipFactory};
 use crate::common::shell::{self, EventQueue, Gate, OutQueue, Shelled};
 use crate::common::Deadlines;
@@ -86,6 +88,14 @@ struct Stats {
     unknown_origin: u64,
     /// Membership entries refused: a version too far ahead (see [`super::membership`]).
     forged_entries: u64,
+    /// Probes sent (failure detection by probing, see `super::swim`).
+    probes: u64,
+    /// Members asked to probe another for this one.
+    indirect_probes: u64,
+    /// Probes sent on another member's behalf.
+    relayed_probes: u64,
+    /// Members this one suspected, or took in another's suspicion of.
+    suspicions: u64,
 }
 
 /// The gossip engine (see the module docs).
@@ -155,6 +165,10 @@ pub struct Gossip {
     fragmenter: Fragmenter,
     /// Messages of other senders being put together from their fragments.
     reassembly: Reassembly<NodeId>,
+    /// Failure detection by probing (in a group larger than [`Config::probing_above`]).
+    detector: Detector,
+    /// This member probes (else it watches gossiped heartbeats).
+    probing: bool,
 }
 
 /// Own messages waiting for their first-phase multicast, numbers `first..first + len`.
@@ -215,6 +229,8 @@ impl Gossip {
             row_cursor: NodeId(0),
             nudged: BTreeSet::new(),
             run: OwnRun::default(),
+            detector: Detector::default(),
+            probing: false,
         };
         match p.role {
             Role::Create => {
@@ -429,12 +445,14 @@ impl Gossip {
             );
             self.sync_peer(now, self.me);
             self.stats.refutations += 1;
+            self.spread(self.me, version, UpdateKind::Alive);
         }
         let id = self.table.view_id();
         if id == self.view_id {
             return;
         }
         self.view_id = id;
+        self.set_detector(now);
         self.view_due.get_or_insert((0, self.me, 0, self.me));
         self.stability.resize(self.table.alive_count());
         debug_assert_eq!(
@@ -936,10 +954,12 @@ impl Gossip {
             .collect()
     }
 
-    fn build_digest(&mut self, flags: u8) -> Digest {
+    fn build_digest(&mut self, to: NodeId, flags: u8) -> Digest {
+        let updates = self.detector.take(packet::MAX_UPDATES, to);
         let budget = self.max_datagram_bytes.min(packet::MAX_DIGEST_BYTES)
             - wire::HEADER_LEN
-            - packet::DIGEST_FIXED;
+            - packet::DIGEST_FIXED
+            - Digest::updates_len(updates.len());
         let mut candidates = self.reported();
         if !candidates.is_empty() {
             let k = self.sender_rotation % candidates.len();
@@ -997,11 +1017,12 @@ impl Gossip {
             senders,
             rows,
             prefixes,
+            updates,
         }
     }
 
     fn send_digest(&mut self, to: NodeId, flags: u8) {
-        let d = self.build_digest(flags);
+        let d = self.build_digest(to, flags);
         self.send(Destination::Peer(to), packet::GOSSIP, |b| d.encode(b));
         self.counters.acks_sent += 1;
         if flags & packet::FLAG_REPLY != 0 {
@@ -1019,6 +1040,7 @@ impl Gossip {
         if !self.member {
             return;
         }
+        self.apply_updates(now, &d.updates);
         let is_reply = d.flags & packet::FLAG_REPLY != 0;
         if d.view_id == self.view_id {
             let before = self.peers.agreed(from, now);
@@ -1271,6 +1293,261 @@ impl Gossip {
         }
     }
 
+    // ---- failure detection by probing (SWIM, see `swim.rs`) ------------------------------
+
+    /// Probe (a group larger than [`Config::probing_above`], failure detection on) or watch
+    /// heartbeats, as the group's size says now.
+    fn set_detector(&mut self, now: Time) {
+        let on =
+            self.cfg.silence_timeout.is_some() && self.table.alive_count() > self.cfg.probing_above;
+        if on != self.probing {
+            self.probing = on;
+            if !on {
+                self.detector.clear();
+            }
+            self.peers.watch_silence(!on, now);
+        }
+    }
+
+    /// Piggyback an update about `member` on what this member sends next (while probing: in a
+    /// smaller group the table exchanges and heartbeats carry it, as they always did).
+    fn spread(&mut self, member: NodeId, version: u32, kind: UpdateKind) {
+        if self.probing {
+            let u = Update {
+                member,
+                version,
+                kind,
+            };
+            self.detector.spread(u, self.table.alive_count());
+        }
+    }
+
+    fn send_probe(&mut self, to: NodeId, ptype: u8, id: u32, member: NodeId) {
+        let p = Probe {
+            id,
+            member,
+            updates: self.detector.take(packet::MAX_UPDATES, to),
+        };
+        self.send(Destination::Peer(to), ptype, |b| p.encode(b));
+    }
+
+    /// A round's probing: the probe of the last round, unanswered, makes its target suspected;
+    /// suspicions old enough are confirmed; the next member in turn is probed.
+    fn probe_round(&mut self, now: Time) {
+        if let Some(p) = self.detector.pending.take() {
+            if !p.acked {
+                self.suspect(now, p.target, None);
+            }
+        }
+        self.confirm_suspicions(now);
+        if self.peers.len() == 0 || self.leaving.is_some() {
+            return;
+        }
+        let target = (self.peers).at(self.detector.next_position(self.peers.len(), &mut self.rng));
+        let id = self.detector.new_id();
+        self.detector.pending = Some(Pending {
+            id,
+            target,
+            indirect_at: Some(now + self.cfg.probe_timeout),
+            asked: Vec::new(),
+            acked: false,
+        });
+        self.stats.probes += 1;
+        self.send_probe(target, packet::PROBE, id, target);
+    }
+
+    /// The probe under way went unanswered for the probe timeout: others are asked to probe.
+    fn probe_indirectly(&mut self, now: Time) {
+        let Some(p) = self.detector.pending.as_mut() else {
+            return;
+        };
+        if p.acked || p.indirect_at.is_none_or(|t| now < t) {
+            return;
+        }
+        p.indirect_at = None;
+        let (id, target) = (p.id, p.target);
+        let n = self.peers.len();
+        let k = self.cfg.indirect_probes.min(n.saturating_sub(1));
+        let mut asked: Vec<NodeId> = Vec::with_capacity(k);
+        // Random draws among the peers (k of n, n large: few repeats); bounded tries.
+        for _ in 0..4 * k {
+            if asked.len() == k {
+                break;
+            }
+            let m = self.peers.at(self.rng.below(n as u64) as usize);
+            if m != target && !asked.contains(&m) {
+                asked.push(m);
+            }
+        }
+        for m in &asked {
+            self.send_probe(*m, packet::PROBE_REQ, id, target);
+        }
+        self.stats.indirect_probes += asked.len() as u64;
+        if let Some(p) = self.detector.pending.as_mut() {
+            p.asked = asked;
+        }
+    }
+
+    /// Suspect `m` (at `version`, or its version in the table): it did not answer, or another
+    /// member says so. A suspicion at another version than the table's is not taken in (a later
+    /// one waits for the table to catch up; an earlier one was refuted).
+    fn suspect(&mut self, now: Time, m: NodeId, version: Option<u32>) {
+        let Some(e) = self.table.get(m).filter(|e| e.alive) else {
+            return;
+        };
+        if m == self.me
+            || version.is_some_and(|v| v != e.version)
+            || (self.detector.suspects.get(&m)).is_some_and(|s| s.version == e.version)
+        {
+            return;
+        }
+        let s = Suspicion {
+            version: e.version,
+            since: now,
+        };
+        self.detector.suspects.insert(m, s);
+        self.stats.suspicions += 1;
+        self.spread(m, e.version, UpdateKind::Suspect);
+        self.activity(now);
+    }
+
+    /// Suspicions [`Config::silence_timeout`] old, their members still alive at the version
+    /// suspected, are confirmed: the member departs (and the departure spreads).
+    fn confirm_suspicions(&mut self, now: Time) {
+        let Some(timeout) = self.cfg.silence_timeout else {
+            return;
+        };
+        let table = &self.table;
+        // Void once the table holds the member at another version (refuted) or departed.
+        (self.detector.suspects).retain(|m, s| {
+            table
+                .get(*m)
+                .is_some_and(|e| e.alive && e.version == s.version)
+        });
+        let due: Vec<NodeId> = (self.detector.suspects.iter())
+            .filter(|(_, s)| now >= s.since + timeout)
+            .map(|(m, _)| *m)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        for m in due {
+            self.detector.suspects.remove(&m);
+            if self.table.depart(m) {
+                self.stats.suspected += 1;
+                self.counters.failures_detected += 1;
+                self.sync_peer(now, m);
+                if let Some(e) = self.table.get(m) {
+                    self.spread(m, e.version, UpdateKind::Departed);
+                }
+            }
+        }
+        self.view_update(now);
+    }
+
+    /// Updates piggybacked on a digest or a probe: departures and refutations merge into the
+    /// table (and spread on, if news); a suspicion of this member is refuted at once, one of
+    /// another member taken in (while probing).
+    fn apply_updates(&mut self, now: Time, updates: &[Update]) {
+        if !self.member || updates.is_empty() {
+            return;
+        }
+        let mut changed = false;
+        // A suspicion of this member is refuted once a packet, after its other updates: one
+        // packet naming several versions raises this member's version by one at most.
+        let mut refute: Vec<u32> = Vec::new();
+        for u in updates {
+            if u.kind == UpdateKind::Suspect {
+                if u.member == self.me {
+                    refute.push(u.version);
+                } else if self.probing {
+                    self.suspect(now, u.member, Some(u.version));
+                }
+                continue;
+            }
+            let e = MemberEntry {
+                version: u.version,
+                alive: u.kind == UpdateKind::Alive,
+            };
+            match self.table.merge(u.member, e) {
+                Merged::Changed => {
+                    changed = true;
+                    self.sync_peer(now, u.member);
+                    self.spread(u.member, u.version, u.kind);
+                }
+                Merged::Full => self.stats.table_full += 1,
+                Merged::Forged => self.stats.forged_entries += 1,
+                Merged::Unchanged => {}
+            }
+        }
+        if changed {
+            self.view_update(now);
+        }
+        if let Some(v) = (self.table.get(self.me)).filter(|e| refute.contains(&e.version)) {
+            self.refute(now, v.version);
+        }
+    }
+
+    /// This member is suspected at `version`: if that is its version, it says it is alive at
+    /// the next (SWIM's refutation by incarnation). Older suspicions were refuted already.
+    fn refute(&mut self, now: Time, version: u32) {
+        let Some(e) = self.table.get(self.me) else {
+            return;
+        };
+        if !e.alive || e.version != version || self.leaving.is_some() {
+            return;
+        }
+        let v = e.version.wrapping_add(1);
+        self.table.merge(
+            self.me,
+            MemberEntry {
+                version: v,
+                alive: true,
+            },
+        );
+        self.sync_peer(now, self.me);
+        self.stats.refutations += 1;
+        // Spread even while not probing: the suspecter is.
+        let u = Update {
+            member: self.me,
+            version: v,
+            kind: UpdateKind::Alive,
+        };
+        self.detector.spread(u, self.table.alive_count());
+        self.view_update(now);
+    }
+
+    fn on_probe(&mut self, now: Time, from: NodeId, ptype: u8, body: &[u8]) {
+        let Ok(p) = Probe::decode(body) else {
+            self.counters.malformed_dropped += 1;
+            return;
+        };
+        if !self.member {
+            return;
+        }
+        self.apply_updates(now, &p.updates);
+        match ptype {
+            packet::PROBE | packet::PROBE_REQ if p.member == self.me => {
+                self.send_probe(from, packet::PROBE_ACK, p.id, self.me);
+            }
+            packet::PROBE_REQ if self.peers.contains(p.member) && self.peers.contains(from) => {
+                let id = self.detector.new_id();
+                let until = now + self.period();
+                self.detector.relay(id, p.member, from, p.id, until);
+                self.stats.relayed_probes += 1;
+                self.send_probe(p.member, packet::PROBE, id, p.member);
+            }
+            packet::PROBE_ACK if !self.detector.answered(from, p.id, p.member) => {
+                if p.member == from {
+                    if let Some((to, id)) = self.detector.relayed_answer(now, from, p.id) {
+                        self.send_probe(to, packet::PROBE_ACK, id, from);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Members not heard of for the silence timeout leave the view.
     fn detect_silence(&mut self, now: Time) {
         let Some(timeout) = self.cfg.silence_timeout else {
@@ -1359,8 +1636,10 @@ impl Gossip {
             .last_round_at
             .is_some_and(|t| now.saturating_since(t) > self.period() * 3)
         {
-            // This member itself was stalled (paused): it cannot tell who was silent.
+            // This member itself was stalled (paused): it cannot tell who was silent, nor
+            // whether its probe went unanswered.
             self.peers.all_heard_at(now);
+            self.detector.pause();
         }
         self.last_round_at = Some(now);
         self.round += 1;
@@ -1371,7 +1650,11 @@ impl Gossip {
         self.collect();
         self.detect_losses(now);
         self.deliver_all();
-        self.detect_silence(now);
+        if self.probing {
+            self.probe_round(now);
+        } else {
+            self.detect_silence(now);
+        }
         if let Some(since) = self.leaving {
             let own_done = self
                 .streams
@@ -1383,7 +1666,10 @@ impl Gossip {
             }
         }
         self.show_view(now, false);
-        let quiet = self.leaving.is_none() && self.streams.values().all(SenderHistory::is_quiet);
+        // A suspicion under way keeps the member awake until it is refuted or confirmed.
+        let quiet = self.leaving.is_none()
+            && self.detector.suspects.is_empty()
+            && self.streams.values().all(SenderHistory::is_quiet);
         if !quiet {
             self.quiet_since = None;
         } else if self.quiet_since.is_none() {
@@ -1409,6 +1695,7 @@ impl Gossip {
             if agreed && now >= q + self.period() * self.cfg.idle_rounds && self.all_heard(q) {
                 // The view due, if any, before the group goes quiet.
                 self.show_view(now, true);
+                self.detector.pause();
                 self.idle = true;
                 self.stats.idle_periods += 1;
                 self.next_round = None;
@@ -1424,7 +1711,11 @@ impl Gossip {
 
     fn timers(&self) -> Deadlines {
         let mut d = Deadlines::new();
-        d.at("round", self.next_round).at("join", self.join_at);
+        let probe =
+            (self.detector.pending.as_ref()).and_then(|p| p.indirect_at.filter(|_| !p.acked));
+        d.at("round", self.next_round)
+            .at("join", self.join_at)
+            .at("probe", probe);
         d
     }
 }
@@ -1465,6 +1756,10 @@ impl Shelled for Gossip {
             packet::JOIN_REFUSED => self.on_join_refused(pkt.body),
             packet::MEMBERS => self.on_members(now, from, pkt.body),
             packet::LEAVE => self.on_leave(now, from, pkt.body),
+            packet::PROBE | packet::PROBE_REQ | packet::PROBE_ACK => {
+                self.nudge(now, from);
+                self.on_probe(now, from, h.ptype, pkt.body);
+            }
             _ => self.counters.malformed_dropped += 1,
         }
     }
@@ -1485,6 +1780,9 @@ impl Engine for Gossip {
         }
         if self.next_round.is_some_and(|t| now >= t) {
             self.gossip_round(now);
+        }
+        if !self.left {
+            self.probe_indirectly(now);
         }
     }
 
@@ -1650,6 +1948,10 @@ impl Engine for Gossip {
             ("idle_periods", s.idle_periods),
             ("unknown_origin", s.unknown_origin),
             ("forged_entries", s.forged_entries),
+            ("probes", s.probes),
+            ("indirect_probes", s.indirect_probes),
+            ("relayed_probes", s.relayed_probes),
+            ("suspicions", s.suspicions),
             (
                 "buffered",
                 self.streams.values().map(|h| h.held_count() as u64).sum(),
@@ -1686,14 +1988,23 @@ impl Engine for Gossip {
             })
             .collect();
         format!(
-            "gossip me={} member={} leaving={} left={} view={:#x} members={:?} round={} idle={} \
+            "gossip me={} member={} leaving={} left={} view={:#x} members={} round={} idle={} \
              quiet_since={:?} next_round={:?} streams=[{}]",
             self.me,
             self.member,
             self.leaving.is_some(),
             self.left,
             self.view_id,
-            self.members().iter().map(|m| m.0).collect::<Vec<_>>(),
+            // A group of thousands is described by its size: every simulated member's
+            // description is kept to the end of a run.
+            if self.peers.len() < 64 {
+                format!(
+                    "{:?}",
+                    self.members().iter().map(|m| m.0).collect::<Vec<_>>()
+                )
+            } else {
+                format!("<{}>", self.peers.len() + 1)
+            },
             self.round,
             self.idle,
             self.quiet_since.map(|t| t.0),

@@ -96,6 +96,7 @@ mod history;
 pub mod membership;
 pub mod packet;
 mod peers;
+mod swim;
 #[cfg(test)]
 mod tests;
 
@@ -135,8 +136,21 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Events held for the application at most before delivery pauses.
     pub max_events: usize,
-    /// A member not heard of this long leaves the view; `None`: never.
+    /// A member not heard of this long (by gossiped heartbeats), or suspected this long (by
+    /// probing, in a group of more than [`Config::probing_above`]), leaves the view; `None`:
+    /// never (no failure detection, no probes).
     pub silence_timeout: Option<Duration>,
+    /// Groups of more than this many members find failed members by probing (SWIM, see
+    /// `gossip/swim.rs`): one probe a member a round, whatever the group's size. Smaller groups
+    /// by gossiped heartbeats and [`Config::silence_timeout`], which cost no datagram of their
+    /// own (heartbeats ride in the digests) and reach every member within a round or two while
+    /// a digest's rows cover much of the group. 0: always probing.
+    pub probing_above: usize,
+    /// A probed member that has not answered this long is probed through others. Below
+    /// [`Config::round`].
+    pub probe_timeout: Duration,
+    /// Members asked to probe an unanswering member (SWIM's k).
+    pub indirect_probes: usize,
     /// Rounds without anything to do before a member goes idle.
     pub idle_rounds: u32,
     /// A joiner repeats its request this often.
@@ -164,6 +178,9 @@ impl Default for Config {
             max_message_bytes: 1 << 20,
             max_events: 1024,
             silence_timeout: Some(Duration::from_secs(5)),
+            probing_above: 256,
+            probe_timeout: Duration::from_millis(20),
+            indirect_probes: 3,
             idle_rounds: 5,
             join_retry: Duration::from_millis(50),
             leave_linger_rounds: 2,
@@ -218,6 +235,13 @@ impl Config {
             return Err(ConfigError::Invalid {
                 field: "join_retry",
                 reason: "must be positive",
+            });
+        }
+        ConfigError::check_range("indirect_probes", self.indirect_probes as u64, 1, 16)?;
+        if self.probe_timeout.is_zero() || self.probe_timeout >= self.round {
+            return Err(ConfigError::Invalid {
+                field: "probe_timeout",
+                reason: "must be positive and shorter than a round",
             });
         }
         if self.silence_timeout.is_some_and(|t| t <= self.round * 2) {

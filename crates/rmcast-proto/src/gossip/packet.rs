@@ -34,6 +34,14 @@ pub const DATA_RUN: u8 = 8;
 pub const DATA_FRAG: u8 = 9;
 /// A join refused: the membership table is full. Body: the limit (u32, table entries).
 pub const JOIN_REFUSED: u8 = 10;
+/// A probe of the failure detector ([`Probe`], `member` the probed member itself): answered
+/// at once with a [`PROBE_ACK`].
+pub const PROBE: u8 = 11;
+/// A request to probe `member` on the sender's behalf ([`Probe`]): its own probe went
+/// unanswered. The receiver probes `member` and relays the answer.
+pub const PROBE_REQ: u8 = 12;
+/// The answer to a probe, or one relayed ([`Probe`], `member` the member found alive).
+pub const PROBE_ACK: u8 = 13;
 
 /// The limit in a JOIN_REFUSED body.
 pub fn decode_join_refused(body: &[u8]) -> Result<u32, WireError> {
@@ -77,6 +85,111 @@ pub const FLAG_REPLY: u8 = 0x01;
 /// Digest flag: the gossiper asks for a digest in return (it wants to know that the receiver
 /// agrees with its membership before it goes quiet).
 pub const FLAG_WANT_REPLY: u8 = 0x02;
+/// Digest flag: membership updates follow the rows (set by [`Digest::encode`] when there are
+/// any; [`Digest::decode`] takes it off again).
+pub const FLAG_UPDATES: u8 = 0x04;
+/// Membership updates one packet carries, at most (piggybacked on digests and probes).
+pub const MAX_UPDATES: usize = 8;
+/// Bytes of one membership update (member, version, kind).
+pub const UPDATE_LEN: usize = 9;
+/// Bytes of a probe body without its updates: probe id, member, update count.
+pub const PROBE_FIXED: usize = 4 + 4 + 1;
+
+/// What a membership update says of its member.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum UpdateKind {
+    /// Alive at this version (a refutation, or the entry as the table has it).
+    Alive,
+    /// Suspected at this version: it did not answer a probe, directly or through others.
+    Suspect,
+    /// Departed at this version (confirmed after the suspicion timed out, or left).
+    Departed,
+}
+
+/// One membership update, piggybacked on the packets a member sends anyway (SWIM's
+/// infection-style dissemination).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// The member it is about.
+    pub member: NodeId,
+    /// Its table version (its incarnation).
+    pub version: u32,
+    /// What it says.
+    pub kind: UpdateKind,
+}
+
+fn put_updates(b: &mut Vec<u8>, updates: &[Update]) {
+    debug_assert!(updates.len() <= MAX_UPDATES);
+    b.push(updates.len() as u8);
+    for u in updates {
+        b.put_u32(u.member.0);
+        b.put_u32(u.version);
+        b.push(match u.kind {
+            UpdateKind::Alive => 0,
+            UpdateKind::Suspect => 1,
+            UpdateKind::Departed => 2,
+        });
+    }
+}
+
+fn get_updates(r: &mut Reader<'_>) -> Result<Vec<Update>, WireError> {
+    let n = r.u8()? as usize;
+    if n > MAX_UPDATES || r.remaining() < n * UPDATE_LEN {
+        return Err(WireError::BadValue("updates"));
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let member = NodeId(r.u32()?);
+        let version = r.u32()?;
+        let kind = match r.u8()? {
+            0 => UpdateKind::Alive,
+            1 => UpdateKind::Suspect,
+            2 => UpdateKind::Departed,
+            _ => return Err(WireError::BadValue("update kind")),
+        };
+        out.push(Update {
+            member,
+            version,
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// The body of [`PROBE`], [`PROBE_REQ`] and [`PROBE_ACK`]: the prober's probe id, the member
+/// probed (or found alive), and membership updates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Chosen by the prober; an answer names it.
+    pub id: u32,
+    /// The member probed (PROBE, PROBE_REQ) or found alive (PROBE_ACK).
+    pub member: NodeId,
+    /// Piggybacked updates, at most [`MAX_UPDATES`].
+    pub updates: Vec<Update>,
+}
+
+impl Probe {
+    /// Append the body to `b`.
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.put_u32(self.id);
+        b.put_u32(self.member.0);
+        put_updates(b, &self.updates);
+    }
+
+    /// Decode a body; never panics.
+    pub fn decode(body: &[u8]) -> Result<Probe, WireError> {
+        let mut r = Reader::new(body);
+        let id = r.u32()?;
+        let member = NodeId(r.u32()?);
+        let updates = get_updates(&mut r)?;
+        r.finish()?;
+        Ok(Probe {
+            id,
+            member,
+            updates,
+        })
+    }
+}
 
 /// Write a data body.
 pub fn encode_data(b: &mut Vec<u8>, origin: NodeId, msg: u64, payload: &[u8]) {
@@ -226,6 +339,9 @@ pub struct Digest {
     /// `rows.len() * senders.len()` values in one vector, so that a digest of many rows costs
     /// one allocation, not one a row.
     pub prefixes: Vec<u64>,
+    /// Membership updates piggybacked (at most [`MAX_UPDATES`]; on the wire after the rows,
+    /// under [`FLAG_UPDATES`]).
+    pub updates: Vec<Update>,
 }
 
 impl Digest {
@@ -240,10 +356,24 @@ impl Digest {
         self.prefixes.get(i * n..(i + 1) * n).unwrap_or(&[])
     }
 
+    /// Bytes the updates take on the wire (none without updates).
+    pub fn updates_len(updates: usize) -> usize {
+        if updates == 0 {
+            0
+        } else {
+            1 + UPDATE_LEN * updates
+        }
+    }
+
     /// Append the body to `b`.
     pub fn encode(&self, b: &mut Vec<u8>) {
         b.put_u32(self.round);
-        b.push(self.flags);
+        let updates = if self.updates.is_empty() {
+            0
+        } else {
+            FLAG_UPDATES
+        };
+        b.push(self.flags | updates);
         b.put_u64(self.view_id);
         b.push(self.senders.len() as u8);
         for s in &self.senders {
@@ -264,6 +394,9 @@ impl Digest {
                 b.put_u64(*p);
             }
         }
+        if !self.updates.is_empty() {
+            put_updates(b, &self.updates);
+        }
     }
 
     /// Decode a body; never panics.
@@ -271,7 +404,7 @@ impl Digest {
         let mut r = Reader::new(body);
         let round = r.u32()?;
         let flags = r.u8()?;
-        if flags & !(FLAG_REPLY | FLAG_WANT_REPLY) != 0 {
+        if flags & !(FLAG_REPLY | FLAG_WANT_REPLY | FLAG_UPDATES) != 0 {
             return Err(WireError::BadValue("digest flags"));
         }
         let view_id = r.u64()?;
@@ -311,7 +444,9 @@ impl Digest {
             });
         }
         let rows_n = r.u16()? as usize;
-        if r.remaining() != rows_n * Digest::row_len(n) {
+        let rows_len = rows_n * Digest::row_len(n);
+        let with_updates = flags & FLAG_UPDATES != 0;
+        if r.remaining() < rows_len || (!with_updates && r.remaining() != rows_len) {
             return Err(WireError::BadValue("digest rows"));
         }
         let mut rows = Vec::with_capacity(rows_n);
@@ -324,14 +459,20 @@ impl Digest {
             }
             rows.push(KnowledgeRow { member, heartbeat });
         }
+        let updates = if with_updates {
+            get_updates(&mut r)?
+        } else {
+            Vec::new()
+        };
         r.finish()?;
         Ok(Digest {
             round,
-            flags,
+            flags: flags & !FLAG_UPDATES,
             view_id,
             senders,
             rows,
             prefixes,
+            updates,
         })
     }
 }
@@ -567,6 +708,7 @@ mod tests {
                 },
             ],
             prefixes: vec![4, 0, 20, 0],
+            updates: vec![],
         }
     }
 
@@ -652,5 +794,57 @@ mod tests {
         let at = m.len() - 2;
         m[at..].copy_from_slice(&u16::MAX.to_be_bytes());
         assert_eq!(Members::decode(&m), Err(WireError::Truncated));
+    }
+
+    #[test]
+    fn probes_and_digests_with_updates_roundtrip_and_bad_updates_are_refused() {
+        let u = |m: u32, kind| Update {
+            member: NodeId(m),
+            version: 7,
+            kind,
+        };
+        let p = Probe {
+            id: 3,
+            member: NodeId(5),
+            updates: vec![
+                u(1, UpdateKind::Alive),
+                u(2, UpdateKind::Suspect),
+                u(3, UpdateKind::Departed),
+            ],
+        };
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(b.len(), PROBE_FIXED + 3 * UPDATE_LEN);
+        assert_eq!(Probe::decode(&b).unwrap(), p);
+        for n in 0..b.len() {
+            assert!(Probe::decode(&b[..n]).is_err(), "{n}");
+        }
+        let mut bad = b.clone();
+        *bad.last_mut().unwrap() = 3;
+        assert!(Probe::decode(&bad).is_err(), "unknown kind");
+        let mut bad = b.clone();
+        bad[8] = (MAX_UPDATES + 1) as u8;
+        assert!(Probe::decode(&bad).is_err(), "too many updates");
+        let mut bad = b.clone();
+        bad.push(0);
+        assert!(Probe::decode(&bad).is_err(), "trailing byte");
+        let mut d = digest();
+        d.updates = p.updates.clone();
+        let mut b = Vec::new();
+        d.encode(&mut b);
+        assert_eq!(b[4] & FLAG_UPDATES, FLAG_UPDATES);
+        assert_eq!(Digest::decode(&b).unwrap(), d);
+        for n in 0..b.len() {
+            assert!(Digest::decode(&b[..n]).is_err(), "{n}");
+        }
+        // The flag without its updates, or updates without the flag.
+        let mut plain = Vec::new();
+        digest().encode(&mut plain);
+        let mut bad = plain.clone();
+        bad[4] |= FLAG_UPDATES;
+        assert!(Digest::decode(&bad).is_err());
+        let mut bad = b.clone();
+        bad[4] &= !FLAG_UPDATES;
+        assert!(Digest::decode(&bad).is_err());
     }
 }

@@ -32,6 +32,9 @@ pub(super) struct Peers {
     /// `(news_at when queued, member)`, one entry per member at most: the silence check looks
     /// at the earliest only, and queues it again with its later news if it had any.
     silence: BinaryHeap<Reverse<(Time, NodeId)>>,
+    /// Silence is watched (heartbeat failure detection); off while the group probes instead
+    /// (see `super::swim`), which saves every member 16 bytes a peer.
+    unwatched: bool,
 }
 
 impl Peers {
@@ -92,7 +95,9 @@ impl Peers {
         };
         grow_gently(&mut self.list);
         self.list.insert(i, (id, p));
-        self.silence.push(Reverse((now, id)));
+        if !self.unwatched {
+            self.silence.push(Reverse((now, id)));
+        }
         true
     }
 
@@ -136,6 +141,22 @@ impl Peers {
         let i = self.find(id).ok()?;
         let p = &mut self.list[i].1;
         Some(std::mem::replace(&mut p.agreed_at, now))
+    }
+
+    /// Watch silence (`on`, every peer counted as heard of at `now`), or stop and free the
+    /// queue.
+    pub fn watch_silence(&mut self, on: bool, now: Time) {
+        if on == !self.unwatched {
+            return;
+        }
+        self.unwatched = !on;
+        self.silence = BinaryHeap::new();
+        if on {
+            self.all_heard_at(now);
+            self.silence = (self.list.iter())
+                .map(|(id, p)| Reverse((p.news_at, *id)))
+                .collect();
+        }
     }
 
     /// Every peer counts as heard of at `now` at the latest (nobody was watched meanwhile).

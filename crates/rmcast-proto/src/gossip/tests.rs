@@ -489,6 +489,9 @@ fn malformed_datagrams_are_counted_and_dropped() {
         packet::WELCOME,
         packet::MEMBERS,
         packet::LEAVE,
+        packet::PROBE,
+        packet::PROBE_REQ,
+        packet::PROBE_ACK,
         99,
     ] {
         bad.push(header(ptype)); // every body type needs more than nothing
@@ -505,7 +508,7 @@ fn malformed_datagrams_are_counted_and_dropped() {
     // Random bodies of every type: never a panic; whatever does not decode is counted.
     let mut x = 0x1234_5678_9abc_def0u64;
     for k in 0..5000u64 {
-        let mut d = header([1, 2, 3, 4, 5, 6, 7][(k % 7) as usize]);
+        let mut d = header([1, 2, 3, 4, 5, 6, 7, 11, 12, 13][(k % 10) as usize]);
         for _ in 0..(k % 97) {
             x ^= x << 13;
             x ^= x >> 7;
@@ -738,4 +741,109 @@ fn a_joiner_past_the_member_limit_is_refused_at_once_naming_the_limit() {
     let before = net.datagrams;
     net.run_for(Duration::from_secs(2));
     assert_eq!(net.datagrams, before, "{asked}");
+}
+
+/// A group that probes (SWIM) whatever its size, with a short suspicion timeout.
+fn probing() -> Config {
+    Config {
+        probing_above: 0,
+        silence_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    }
+}
+
+fn sum(net: &Net, name: &str) -> u64 {
+    (0..net.nodes.len()).map(|i| net.counter(i, name)).sum()
+}
+
+#[test]
+fn probing_finds_a_crashed_member_and_a_suspected_live_member_refutes() {
+    let mut net = Net::new(6, probing());
+    let all = |n: u32| (0..n).map(NodeId).collect::<Vec<_>>();
+    net.send(0, 2);
+    net.run_for(Duration::from_secs(1));
+    assert!(sum(&net, "probes") > 0);
+    assert_eq!(
+        sum(&net, "suspicions"),
+        0,
+        "nobody suspected on a sound network"
+    );
+    // Member 5 crashes: probed, probed through others, suspected, confirmed departed.
+    net.down[5] = true;
+    net.send(0, 1);
+    net.run_for(Duration::from_secs(3));
+    for i in 0..5 {
+        assert_eq!(net.last_view(i).1, all(5), "member {i}");
+    }
+    assert!(sum(&net, "indirect_probes") > 0);
+    assert!(sum(&net, "relayed_probes") > 0);
+    assert!(sum(&net, "suspected") >= 1);
+    // Member 4 hears nothing for less than the suspicion timeout while the others send: it is
+    // suspected, learns of it once it hears again (updates about a member go first in a probe
+    // to it), refutes, and stays.
+    let before = net.counter(4, "refutations");
+    let suspicions = sum(&net, "suspicions");
+    net.drop = Some(Box::new(|c| c.to == 4));
+    for _ in 0..4 {
+        net.send(0, 1);
+        net.run_for(Duration::from_millis(100));
+    }
+    net.drop = None;
+    net.send(1, 1);
+    net.run_for(Duration::from_secs(3));
+    assert!(
+        sum(&net, "suspicions") > suspicions,
+        "member 4 was suspected"
+    );
+    assert!(net.counter(4, "refutations") > before, "and refuted it");
+    let v = net.last_view(0);
+    assert_eq!(v.1, all(5));
+    for i in 1..5 {
+        assert_eq!(net.last_view(i), v, "member {i}");
+    }
+    net.run_for(Duration::from_secs(3));
+    assert!(net.quiet());
+}
+
+#[test]
+fn a_forged_suspicion_is_refuted_and_the_member_stays() {
+    let mut net = Net::new(4, probing());
+    let all: Vec<NodeId> = (0..4).map(NodeId).collect();
+    // Member 3 (a key holder) tells members 1 and 2 that member 1 is suspected, at every
+    // version it may have.
+    let mut d = Vec::new();
+    Header {
+        engine: EngineKind::Gossip,
+        ptype: packet::PROBE,
+        flags: 0,
+        group: 7,
+        incarnation: 0,
+        sender: NodeId(3),
+    }
+    .encode(&mut d);
+    packet::Probe {
+        id: 1,
+        member: NodeId(9),
+        updates: (0..packet::MAX_UPDATES as u32)
+            .map(|version| packet::Update {
+                member: NodeId(1),
+                version,
+                kind: packet::UpdateKind::Suspect,
+            })
+            .collect(),
+    }
+    .encode(&mut d);
+    for i in [2, 1] {
+        let now = net.now;
+        net.node(i).handle_datagram(now, NodeId(3), &d);
+        net.poll(i);
+    }
+    assert_eq!(net.counter(2, "suspicions"), 1, "member 2 took it in");
+    assert_eq!(net.counter(1, "refutations"), 1, "member 1 refuted at once");
+    net.run_for(Duration::from_secs(3));
+    for i in 0..4 {
+        assert_eq!(net.last_view(i).1, all, "member {i}");
+    }
+    assert_eq!(sum(&net, "suspected"), 0, "nobody confirmed it");
+    assert!(net.quiet());
 }
