@@ -1537,11 +1537,14 @@ impl Gossip {
                 self.stats.relayed_probes += 1;
                 self.send_probe(p.member, packet::PROBE, id, p.member);
             }
-            packet::PROBE_ACK if !self.detector.answered(from, p.id, p.member) => {
-                if p.member == from {
-                    if let Some((to, id)) = self.detector.relayed_answer(now, from, p.id) {
-                        self.send_probe(to, packet::PROBE_ACK, id, from);
-                    }
+            packet::PROBE_ACK => {
+                let mine = self.detector.answered(from, p.id, p.member);
+                // Not an answer to this member's own probe: perhaps one it relayed for another.
+                let relayed = (!mine && p.member == from)
+                    .then(|| self.detector.relayed_answer(now, from, p.id))
+                    .flatten();
+                if let Some((to, id)) = relayed {
+                    self.send_probe(to, packet::PROBE_ACK, id, from);
                 }
             }
             _ => {}

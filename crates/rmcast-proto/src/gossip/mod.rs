@@ -65,12 +65,22 @@
 //! for each). A group of n hands its application a new view at most once in n / 256 rounds
 //! (changes in between go into the next view): a view costs n, and the group's table changes
 //! n times while it forms. A leaver marks its own entry departed, multicasts it, and goes on gossiping until
-//! its own messages are stable or collected. **Failure detection** is gossip-style (a simple
-//! silence timeout on heartbeats, not the probing [`crate::common::FailureDetector`], which
-//! needs an answer from the peer itself and so a probe per member): each member raises its
-//! heartbeat every round, digests carry heartbeats (relayed ones too), and a member whose
-//! heartbeat has not risen for [`Config::silence_timeout`] leaves the view; a member that finds
-//! itself so removed while alive refutes it with a higher version. A datagram from a member
+//! its own messages are stable or collected. **Failure detection** in a group of up to
+//! [`Config::probing_above`] (256) members is gossip-style (a simple silence timeout on
+//! heartbeats, not the probing [`crate::common::FailureDetector`], which needs an answer from
+//! the peer itself and so a probe per member): each member raises its heartbeat every round,
+//! digests carry heartbeats (relayed ones too), and a member whose heartbeat has not risen for
+//! [`Config::silence_timeout`] leaves the view; a member that finds itself so removed while
+//! alive refutes it with a higher version. News of a member comes in its row of a digest,
+//! about once in n / (fanout · rows a digest) rounds, so that detector needs a timeout that
+//! grows with the group. A larger group probes instead (`swim.rs`, after SWIM by Das, Gupta
+//! and Motivala): each member probes one member a round, in turn, through a few others when it
+//! does not answer; an unanswering member is suspected at its version, the suspicion
+//! piggybacked on digests and probes, refuted by the member itself with the next version, or
+//! confirmed as a departure after [`Config::silence_timeout`]. The time to find a crash and a
+//! member's cost per round then stay the same whatever the group's size. Small groups keep
+//! heartbeats: they cost no datagram of their own there and reach everyone within a round or
+//! two, and every small-group test and sweep was tuned against them. A datagram from a member
 //! counted as departed (after a long partition or pause) sends it the table, so that the two
 //! merge; two sides of a partition longer than the silence timeout stay apart until a datagram
 //! crosses. **Role checks**: a LEAVE is only ever its sender's own, versions compare wrapping

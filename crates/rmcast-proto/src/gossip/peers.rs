@@ -146,7 +146,7 @@ impl Peers {
     /// Watch silence (`on`, every peer counted as heard of at `now`), or stop and free the
     /// queue.
     pub fn watch_silence(&mut self, on: bool, now: Time) {
-        if on == !self.unwatched {
+        if on != self.unwatched {
             return;
         }
         self.unwatched = !on;
