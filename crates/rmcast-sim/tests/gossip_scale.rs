@@ -83,6 +83,26 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
         .flat_map(|h| &h.events)
         .filter(|e| matches!(e.event, Event::Loss(_)))
         .count();
+    // How long after each crash the members at the end showed a view without the crashed
+    // member: the time to find it, plus the wait of a large group between two views (one in
+    // n / 256 rounds), so an upper bound on detection.
+    let mut found: Vec<f64> = Vec::new();
+    for c in rec.hosts.iter().filter(|h| h.crashed_at.is_some()) {
+        let crashed = c.crashed_at.expect("filtered");
+        let last = at_end.iter().filter_map(|h| {
+            h.events.iter().find_map(|e| match &e.event {
+                Event::View(v) if e.at >= crashed && v.members.binary_search(&c.id).is_err() => {
+                    Some(e.at.saturating_since(crashed).as_secs_f64())
+                }
+                _ => None,
+            })
+        });
+        found.push(last.fold(0.0, f64::max));
+    }
+    eprintln!(
+        "{members} members: crashed members out of every view {:.1?} s after their crash",
+        found
+    );
     eprintln!(
         "{members} members: {} in {:.1} s of wall time, {:.1} s simulated; {} members at the \
          end; {} datagrams ({} oversized), {} steps, {} lost copies; latency p50 {:.0} ms, p99 \
@@ -98,6 +118,17 @@ fn gossip_10000_members_with_loss_churn_and_crashes() {
         f.latency_p50_ms,
         f.latency_p99_ms,
     );
+    if !rep.passed() {
+        // What kept the group awake: the members still gossiping at the end.
+        let awake: Vec<&str> = (at_end.iter())
+            .map(|h| h.final_state.as_str())
+            .filter(|s| s.contains("idle=false"))
+            .collect();
+        eprintln!("{} members awake at the end", awake.len());
+        for s in awake.iter().take(5) {
+            eprintln!("  {s}");
+        }
+    }
     assert!(
         rep.passed(),
         "{}\n{}",

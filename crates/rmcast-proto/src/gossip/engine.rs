@@ -1584,6 +1584,24 @@ impl Gossip {
         all
     }
 
+    /// Whether this member, quiet since `q`, has watched long enough that a crashed member
+    /// would have shown (see [`AGREEMENTS`]). With heartbeats: every other member was heard
+    /// of since `q` ([`Gossip::all_heard`]; a crashed one never is). While probing: `q` is at
+    /// least `2 log2 n` rounds ago. Every member is probed by some member in a round with
+    /// probability about 1 - 1/e, so a crashed member escapes that many rounds of probing
+    /// with probability about e^-(2 log2 n) = n^-2.9, and once suspected the suspicion wakes whoever it
+    /// reaches. Hearing from every member instead took a group of 5,000 more than a minute of
+    /// settling (news of an idle member comes only from the digests it answers), and the
+    /// group no longer needs it to find a crash.
+    fn watched(&mut self, now: Time, q: Time) -> bool {
+        if !self.probing {
+            return self.all_heard(q);
+        }
+        let n = self.peers.len() as u64 + 1;
+        let log2 = u64::BITS - n.leading_zeros();
+        now >= q + self.period() * (2 * log2)
+    }
+
     /// Agreements this member must hear before it goes idle (see [`AGREEMENTS`]).
     fn agreements_needed(&self) -> usize {
         self.peers.len().min(AGREEMENTS)
@@ -1695,7 +1713,7 @@ impl Gossip {
             // In a large group, once enough agreed, the plain rounds carry what is still
             // awaited (heartbeats): no extra digests while a crashed member is found silent.
             settling = self.peers.len() <= AGREEMENTS || !agreed;
-            if agreed && now >= q + self.period() * self.cfg.idle_rounds && self.all_heard(q) {
+            if agreed && now >= q + self.period() * self.cfg.idle_rounds && self.watched(now, q) {
                 // The view due, if any, before the group goes quiet.
                 self.show_view(now, true);
                 self.detector.pause();
@@ -1992,7 +2010,8 @@ impl Engine for Gossip {
             .collect();
         format!(
             "gossip me={} member={} leaving={} left={} view={:#x} members={} round={} idle={} \
-             quiet_since={:?} next_round={:?} streams=[{}]",
+             quiet_since={:?} next_round={:?} probing={} suspects={:?} suspicions={} \
+             refutations={} agreements={} streams=[{}]",
             self.me,
             self.member,
             self.leaving.is_some(),
@@ -2012,6 +2031,15 @@ impl Engine for Gossip {
             self.idle,
             self.quiet_since.map(|t| t.0),
             self.next_round.map(|t| t.0),
+            self.probing,
+            self.detector
+                .suspects
+                .keys()
+                .map(|m| m.0)
+                .collect::<Vec<_>>(),
+            self.stats.suspicions,
+            self.stats.refutations,
+            self.agreements,
             streams.join(", ")
         )
     }
