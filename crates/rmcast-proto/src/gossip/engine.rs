@@ -37,7 +37,8 @@ const MAX_SETTLE_FANOUT: usize = 16;
 /// Agreements with its table a settling member must hear before it goes idle: from every
 /// other member in a group of up to this many more, from this many distinct ones in a larger
 /// group, where every other member must also have been heard of (its heartbeat rose) since
-/// the member went quiet. Every member that goes idle has heard its table confirmed; one whose
+/// the member went quiet (in a group that probes, `2 log2 n` rounds must have gone by instead:
+/// see `Gossip::watched`). Every member that goes idle has heard its table confirmed; one whose
 /// table differs hears no agreement and goes on gossiping (and exchanging tables) until the
 /// tables meet, so the group still converges; a crashed member is never heard of again, so
 /// the group stays awake until it is found silent, as when every member had to agree. Going

@@ -91,9 +91,11 @@
 //! about, so that an idle group sends nothing (and a simulation can end): once a member holds
 //! and lacks nothing, its table has not changed for [`Config::idle_rounds`] rounds and every
 //! member has shown it the same table since (in a group of more than 33, 32 members have, and
-//! every member was heard of since: a member with another table hears no agreement and keeps
+//! every member was heard of since, or in a probing group 2 log2 n rounds went by, time for
+//! the probes to find a crash: a member with another table hears no agreement and keeps
 //! gossiping until the tables meet, a crashed one keeps the group awake until it is found
-//! silent, and going idle costs a constant number of digests, not n), it stops its rounds;
+//! silent or suspected, and going idle costs a constant number of digests, not n), and no
+//! suspicion is pending, it stops its rounds;
 //! any message, join, leave or different table wakes it. While it waits for those agreements
 //! (settling) it gossips to more members per round (about the agreements it needs over
 //! 2 · idle_rounds, at most 16), in a small group to those it has not heard agree for longest.
