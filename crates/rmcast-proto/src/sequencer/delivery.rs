@@ -86,6 +86,11 @@ impl Sequencer {
             .progress(self.now, held_before, held, known, grace);
     }
 
+    /// Whether `entries` hold this member's own join.
+    pub(super) fn names_own_join(&self, mut entries: packet::OrderedIter<'_>) -> bool {
+        entries.any(|e| e.kind == EntryKind::Join && e.sender == self.me)
+    }
+
     /// A joiner looks for its own join among `entries`: its history starts there.
     fn find_own_join(
         &mut self,

@@ -451,13 +451,24 @@ impl Sequencer {
         t.earliest().map(|(at, _)| at)
     }
 
-    /// Whether a datagram of another incarnation is taken anyway: a joiner follows the newest
-    /// incarnation it hears of, and joins are welcome from any. Other ones are dropped; a newer
-    /// one makes us ask what happened, an older one's sender may be told (see `recovery`).
+    /// Whether a datagram of another incarnation is taken anyway: a joiner follows a newer
+    /// incarnation that speaks to its join, and joins are welcome from any. Other ones are
+    /// dropped; a newer one makes us ask what happened, an older one's sender may be told (see
+    /// `recovery`).
+    ///
+    /// A joiner moves only for the ordered entries that admit it (looked into first, in
+    /// [`Sequencer::on_packet`]), a refusal, or an invitation into a reset. Several groups of
+    /// one name may be heard while it joins (a merge): when any datagram of a newer
+    /// incarnation moved it, another group's traffic, or another joiner's request, took it
+    /// away from the incarnation of the group that admitted it, whose admission it then
+    /// dropped as older, for as long as it went on hearing them (formation seed 1492: 10 s).
     pub(super) fn accept_incarnation(&mut self, header: &Header) -> bool {
         let newer = header.incarnation > self.incarnation;
         match self.phase {
-            Phase::Joining if newer => {
+            Phase::Joining if newer && header.ptype == ptype::ORDERED => true,
+            Phase::Joining
+                if newer && matches!(header.ptype, ptype::REFORM_REQ | ptype::JOIN_REFUSED) =>
+            {
                 self.incarnation = header.incarnation;
                 true
             }
@@ -504,6 +515,19 @@ impl Sequencer {
             self.on_result(from, incarnation, seq, stable, settled, view);
             self.pump();
             return;
+        }
+        if header.incarnation != self.incarnation && header.ptype == ptype::ORDERED {
+            // A joiner's BC_BCAST of a newer incarnation (`accept_incarnation`): its group is
+            // that incarnation's only if the entries admit it.
+            match &body {
+                Body::Ordered { entries, .. } if self.names_own_join(entries.clone()) => {
+                    self.incarnation = header.incarnation;
+                }
+                _ => {
+                    self.counters.foreign_dropped += 1;
+                    return;
+                }
+            }
         }
         debug_assert!(
             header.incarnation == self.incarnation || header.ptype == ptype::JOIN_REQ,

@@ -479,6 +479,114 @@ fn a_merging_joiner_is_admitted_by_the_group_it_names_only() {
     assert!(net.nodes[0].info().members.contains(&NodeId(3)));
 }
 
+/// BC_BCAST of another group of the test group's name, from `from` in `incarnation`: the
+/// admission of `joiner` at `seq` into a view of `members` coordinated by `from`.
+fn foreign_admission(
+    from: u32,
+    incarnation: u32,
+    joiner: u32,
+    seq: u64,
+    members: &[u32],
+) -> Vec<u8> {
+    let members: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let view = crate::common::view_bytes(2, NodeId(from), &members);
+    let header = crate::wire::Header {
+        incarnation,
+        ..forged_header(ptype::ORDERED, from)
+    };
+    let state = packet::SeqState {
+        accepted_next: seq + 1,
+        stable: seq,
+        next_seq: seq + 1,
+        complete_next: seq + 1,
+    };
+    let mut buf = Vec::new();
+    let mut w = packet::OrderedWriter::new(&mut buf, &header, state, seq);
+    w.push(&packet::OrderedEntry {
+        kind: packet::EntryKind::Join,
+        has_payload: true,
+        sender: NodeId(joiner),
+        pnum: 0,
+        frag_index: 0,
+        frag_count: 1,
+        payload: &view,
+    });
+    buf
+}
+
+/// A joiner hears another group of the name, of a newer incarnation, before its own admission
+/// (formation seed 1492: a group reset during a merge admits a member, and its joiners ask
+/// in that incarnation): that group's ordered entries, its sync and another joiner's request
+/// do not move the joiner to their incarnation, where it dropped its own group's admission
+/// as older until it gave up. It is admitted in its group's incarnation.
+#[test]
+fn a_joiner_stays_in_the_incarnation_of_the_group_that_admits_it() {
+    let mut net = Net::new(2, cfg(0));
+    let j = net.add(Box::new(Sequencer::join(cfg(0), NodeId(9), net.now)));
+    let sync = {
+        let mut buf = Vec::new();
+        let state = packet::SeqState {
+            accepted_next: 3,
+            stable: 3,
+            next_seq: 3,
+            complete_next: 3,
+        };
+        let header = crate::wire::Header {
+            incarnation: 1,
+            ..forged_header(ptype::SYNC, 4)
+        };
+        packet::encode_control(&mut buf, &header, &packet::Body::Sync(state));
+        buf
+    };
+    let join_req = {
+        let mut buf = Vec::new();
+        let header = crate::wire::Header {
+            incarnation: 1,
+            ..forged_header(ptype::JOIN_REQ, 5)
+        };
+        packet::encode_control(&mut buf, &header, &packet::Body::JoinReq { into: None });
+        buf
+    };
+    let now = net.now;
+    let node = &mut net.nodes[j];
+    node.handle_datagram(now, NodeId(4), &foreign_admission(4, 1, 5, 2, &[4, 6, 5]));
+    node.handle_datagram(now, NodeId(4), &sync);
+    node.handle_datagram(now, NodeId(5), &join_req);
+    assert_eq!(
+        node.info().incarnation,
+        0,
+        "moved by another group's traffic"
+    );
+    assert!(node.counters().foreign_dropped >= 1);
+    net.run_for(Duration::from_millis(300));
+    let members = vec![NodeId(1), NodeId(2), NodeId(9)];
+    for i in [0, 1, j] {
+        assert_eq!(net.nodes[i].info().members, members, "node {i}");
+    }
+    assert_eq!(net.nodes[j].info().incarnation, 0);
+    net.nodes[j]
+        .submit(net.now, Bytes::from_static(b"in"), Qos::default())
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.deliveries(0).len(), 1);
+    assert_eq!(net.deliveries(j).len(), 1);
+}
+
+/// A joiner still follows a newer incarnation whose ordered entries admit it (its group was
+/// reset while it joined, and the new sequencer took its request).
+#[test]
+fn a_joiner_follows_a_newer_incarnation_that_admits_it() {
+    let mut joiner = Sequencer::join(cfg(0), NodeId(9), Time::ZERO);
+    joiner.handle_datagram(
+        Time::ZERO,
+        NodeId(4),
+        &foreign_admission(4, 2, 9, 5, &[4, 9]),
+    );
+    let info = joiner.info();
+    assert_eq!(info.incarnation, 2);
+    assert_eq!(info.members, vec![NodeId(4), NodeId(9)]);
+}
+
 #[test]
 fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     let mut net = Net::new(2, cfg(0));
