@@ -1612,7 +1612,7 @@ impl Ring {
         }
         // Slots of one origin's consecutive packets (one lost datagram of bundled messages)
         // go back bundled too: one datagram instead of one per slot.
-        let mut again: Vec<(NodeId, Outgoing)> = Vec::new();
+        let mut again: Vec<(NodeId, Vec<Outgoing>)> = Vec::new();
         for ts in n.slots {
             if let Some(Entry::Data { origin, sseq, .. }) = self.order.q.get(ts).map(|s| &s.entry) {
                 // A NACK naming one of this sender's packets: a member was overrun (4.6).
@@ -1636,12 +1636,14 @@ impl Ring {
                     continue;
                 }
                 self.counters.retransmissions += 1;
-                again.push((origin, (sseq, qos, p, frag)));
+                match again.last_mut() {
+                    Some((o, run)) if *o == origin => run.push((sseq, qos, p, frag)),
+                    _ => again.push((origin, vec![(sseq, qos, p, frag)])),
+                }
             }
         }
-        for run in again.chunk_by(|a, b| a.0 == b.0) {
-            let msgs: Vec<Outgoing> = run.iter().map(|(_, m)| m.clone()).collect();
-            self.send_runs(to, run[0].0, &msgs);
+        for (origin, run) in again {
+            self.send_runs(to, origin, &run);
         }
     }
 
