@@ -834,7 +834,26 @@ impl Gossip {
         };
         // Room is made by dropping delivered messages, however young: the per-sender buffer
         // is bounded.
-        let (result, evicted) = s.insert(msg, held);
+        let (mut result, mut evicted) = s.insert(msg, held.clone());
+        if result == Insert::BeyondWindow && s.give_up_behind(msg + 1, round) {
+            // A sender faster than a round overran this member's buffer while it waited for a
+            // repair: it falls behind now, at the arrival, not at the next round. Waiting left
+            // every arrival until then beyond the window, dropped, to be repaired by gossip a
+            // few hundred a round while the sender went on: a member that lost one datagram
+            // delivered a few percent of the stream for good.
+            self.stats.lagged += 1;
+            self.deliver(origin);
+            let s = self.stream(origin).expect("the history was just used");
+            let (again, more) = s.insert(msg, held);
+            if again != Insert::BeyondWindow {
+                // Counted as an arrival beyond the window all the same.
+                self.stats.beyond_window += 1;
+            }
+            (result, evicted) = (again, evicted + more);
+        }
+        let Some(s) = self.stream(origin) else {
+            return;
+        };
         if result == Insert::Stored {
             // What a later message shows missing is noted now, so that the next digest that
             // comes is answered with a solicitation (not one a round later: FIFO delivery
@@ -1248,19 +1267,9 @@ impl Gossip {
                 let upto = s.next.min(s.known - cap);
                 self.stats.evicted += s.evict_below(upto).len() as u64;
             }
-            // This member fell further behind the sender than its buffer reaches (by count, or
-            // by bytes held waiting for a missing message): what it cannot hold is given up on
-            // at once (the loss up-call, when delivery reaches it), and it is counted as a lag.
-            let mut behind = s.lost_below;
-            if s.known > s.next.saturating_add(cap) {
-                behind = behind.max(s.known - cap);
-            }
-            if let Some(held) = s.stuck_behind() {
-                behind = behind.max(held);
-            }
-            if behind > s.lost_below {
-                s.lost_below = behind;
-                s.touched = round;
+            // Fell further behind than the buffer reaches, as news in digests shows: what it
+            // cannot hold is given up on (the loss up-call when delivery reaches it).
+            if s.give_up_behind(s.known, round) {
                 self.stats.lagged += 1;
             }
         }

@@ -278,6 +278,28 @@ impl SenderHistory {
         self.check_invariants();
     }
 
+    /// This member fell further behind the sender than its buffer reaches, with messages up
+    /// to (not including) `known` in existence: by count (more than the window between `next`
+    /// and `known`), or by bytes (the buffer full of messages waiting for a missing one, see
+    /// [`SenderHistory::stuck_behind`]). Give up on what is missing below the first message it
+    /// can still hold; delivery then goes on from there. Returns whether more was given up.
+    pub fn give_up_behind(&mut self, known: u64, round: u64) -> bool {
+        let mut behind = self.lost_below;
+        let cap = self.capacity as u64;
+        if known > self.next.saturating_add(cap) {
+            behind = behind.max(known - cap);
+        }
+        if let Some(held) = self.stuck_behind() {
+            behind = behind.max(held);
+        }
+        if behind <= self.lost_below {
+            return false;
+        }
+        self.lost_below = behind;
+        self.touched = round;
+        true
+    }
+
     /// Give up on `msg` (it is missing here).
     pub fn give_up(&mut self, msg: u64, round: u64) {
         if self.gaps.remove(&msg).is_some() || (msg >= self.next && self.get(msg).is_none()) {
