@@ -3,13 +3,15 @@
 //! says it knows, and its rows carry one prefix per sender. A data body, a fragment (DATA_FRAG)
 //! and a run (DATA_RUN) that decode encode back to the same bytes; a fragment's index lies below
 //! its count, a run's payloads lie in the body, one after the other, and its numbers do not wrap.
+//! A probe body (PROBE, PROBE_REQ, PROBE_ACK) that decodes encodes back to the same bytes; it and
+//! a digest carry at most `MAX_UPDATES` membership updates (SWIM's piggybacked suspicions).
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rmcast_proto::gossip::packet::{
     decode_data, decode_frag, decode_run, encode_data, encode_frag, encode_run, Digest, Members,
-    Solicitation, Welcome, RUN_ENTRY_FIXED, RUN_FIXED,
+    Probe, Solicitation, Welcome, MAX_UPDATES, RUN_ENTRY_FIXED, RUN_FIXED,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -39,7 +41,14 @@ fuzz_target!(|data: &[u8]| {
         encode_run(&mut b, origin, first, &bodies);
         assert_eq!(b, data);
     }
+    if let Ok(p) = Probe::decode(data) {
+        assert!(p.updates.len() <= MAX_UPDATES);
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(b, data);
+    }
     if let Ok(d) = Digest::decode(data) {
+        assert!(d.updates.len() <= MAX_UPDATES);
         for s in &d.senders {
             assert!(s.prefix <= s.known);
             let mut floor = 0;
