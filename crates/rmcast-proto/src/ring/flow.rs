@@ -35,6 +35,12 @@ pub(super) struct SendFlow {
     pub(super) outbox: Vec<super::engine::Outgoing>,
     /// How far own messages were ordered when the retransmission timer was last armed.
     pub(super) data_retry_mark: u64,
+    /// The highest ACK heard when the retransmission timer was last armed (None: none, or
+    /// own packets go again whatever the token does, after a reformation).
+    pub(super) data_retry_heard: Option<u64>,
+    /// Expiries of the retransmission timer that neither resent nor halved: the token had
+    /// not moved since it was armed.
+    pub(super) retry_deferred: u64,
     /// Own packets numbered below this were sent before the window last halved for a NACK: a
     /// loss among them is part of the loss event that halved it (NewReno's recovery point,
     /// RFC 6582), not a new one.
@@ -64,6 +70,8 @@ impl SendFlow {
             own_unreliable: 0,
             outbox: Vec::new(),
             data_retry_mark: 0,
+            data_retry_heard: None,
+            retry_deferred: 0,
             recover: 0,
         }
     }

@@ -780,6 +780,8 @@ impl Ring {
             // Own packets not ordered yet go out again to the new ring, soon.
             self.timers.arm(RingTimer::DataRetry, now);
             self.flow.data_retry_mark = self.order.ordered_next.get(&self.me).copied().unwrap_or(0);
+            // Whatever the token did: the new ring may lack them.
+            self.flow.data_retry_heard = None;
         }
         self.apply_ready(now);
         self.watch_ring(now);
