@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 
 /// A sender's own messages and its flow control: a window of bytes in transit, from a
 /// packet's sending to the first ACK that orders it, grown by slow start and halved when the
-/// retransmission timer expires or a NACK names one of this sender's packets.
+/// retransmission timer expires with nothing ordered after the token went by (or with the ring
+/// quiescent), or a NACK names one of this sender's packets.
 #[derive(Clone)]
 pub(super) struct SendFlow {
     pub(super) window: CongestionWindow,
