@@ -23,7 +23,7 @@ use crate::guarantees::Guarantees;
 use crate::registry::{EngineParams, Role};
 use crate::wire::{self, EngineKind, Header, Packet, WriteExt};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::time::Duration;
 
@@ -51,11 +51,6 @@ const AGREEMENTS: usize = 32;
 /// n members costs every member n to hand over, so that the cost of views per member and round
 /// stays bounded as the group grows (forming a group of 10,000 changes its table 10,000 times).
 const VIEW_BATCH: usize = 256;
-/// A member whose table is larger than a datagram sends it whole at most once in this many
-/// rounds, or in as many rounds as the table takes datagrams if that is more (see
-/// [`Gossip::exchange_table`]): whole tables then cost a member about one datagram a round
-/// whatever the group's size.
-const FULL_TABLE_ROUNDS: u32 = 10;
 
 /// Counters of this engine only ([`Engine::engine_counters`]).
 #[derive(Clone, Debug, Default)]
@@ -82,7 +77,7 @@ struct Stats {
     joins_admitted: u64,
     welcomes_sent: u64,
     table_exchanges: u64,
-    /// Table exchanges that sent the latest changes only.
+    /// Table exchanges that sent one part of a table larger than a datagram.
     table_deltas: u64,
     table_full: u64,
     idle_periods: u64,
@@ -134,11 +129,8 @@ pub struct Gossip {
     stability: Stability,
     /// Peers whose agreement came at or after `quiet_since`.
     agreements: usize,
-    /// The members whose entries changed last, the latest at the back (with repeats; a
-    /// bounded number): what a table exchange sends between whole tables.
-    recent: VecDeque<NodeId>,
-    /// When this member last sent its whole table (see [`Gossip::exchange_table`]).
-    whole_table_at: Option<Time>,
+    /// The last entry of the part of the table sent last (see [`Gossip::exchange_table`]).
+    part_cursor: NodeId,
     /// The round from which [`Gossip::all_heard`] looks at the peers again.
     heard_check_round: u64,
     /// Message histories per sender (this member's own included).
@@ -194,7 +186,7 @@ impl Gossip {
         let mut g = Gossip {
             reassembly: Reassembly::new(&fragmenter),
             fragmenter,
-            table: Membership::new(cfg.max_members),
+            table: Membership::with_owner(cfg.max_members, p.me),
             budget: cfg.max_retransmissions_per_round,
             events: EventQueue::new(cfg.max_events),
             cfg,
@@ -216,8 +208,7 @@ impl Gossip {
             peers: Peers::default(),
             stability: Stability::default(),
             agreements: 0,
-            recent: VecDeque::new(),
-            whole_table_at: None,
+            part_cursor: NodeId(0),
             heard_check_round: 0,
             streams: BTreeMap::new(),
             round: 0,
@@ -395,11 +386,6 @@ impl Gossip {
     /// Entry `id` of the table may have changed: the peers follow the table (a member alive
     /// in it is a peer, one departed is not).
     fn sync_peer(&mut self, now: Time, id: NodeId) {
-        // The latest changes, for the next table exchange (see `exchange_table`).
-        if self.recent.len() >= 2 * self.entries_per_datagram() {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(id);
         if id == self.me {
             return;
         }
@@ -521,36 +507,34 @@ impl Gossip {
         (room / packet::ENTRY_LEN).clamp(1, u16::MAX as usize)
     }
 
-    /// Two tables differ: send `to` ours. A table that fits one datagram goes whole, as does
-    /// a larger one once every [`FULL_TABLE_ROUNDS`] rounds at most; in between, a larger table sends
-    /// its latest changes only (one datagram). Forming a group of 10,000, where joins arrive
-    /// every millisecond and nearly every digest shows a different table, whole tables (63
-    /// datagrams each) on every difference were most of the simulation's work; the latest
-    /// changes mend what the join multicasts missed, and the whole table now and then what
-    /// is older.
-    fn exchange_table(&mut self, now: Time, to: NodeId, want_reply: bool) {
-        let parts = self.table.len().div_ceil(self.entries_per_datagram());
-        let every = FULL_TABLE_ROUNDS.max(parts as u32);
-        let whole =
-            parts <= 1 || (self.whole_table_at).is_none_or(|t| now >= t + self.period() * every);
-        if whole {
-            self.whole_table_at = Some(now);
+    /// Two tables differ: send `to` ours. A table that fits one datagram goes whole; a larger
+    /// one sends its next part in turn (one datagram of entries in id order, after those of
+    /// the part before), so that a member's exchanges go round its whole table.
+    ///
+    /// Forming a group of 10,000, where joins arrive every millisecond and nearly every digest
+    /// shows a different table, whole tables (63 datagrams each) on every difference were most
+    /// of the simulation's work. The latest changes instead (up to 160, the way until
+    /// 64c529ef) were nearly all known to the receiver already: the join multicasts bring
+    /// them to nearly every member within milliseconds, and what a member lacks are the joins
+    /// it lost (1% of them at 1% loss), which are old. Parts in turn mend those: at 10,000
+    /// members a member gets about four exchanges a round from random members, so the part
+    /// holding a given entry within about 16 rounds, where the whole table once in 63 rounds
+    /// from one member did it in 63. A part in id order is also merged a step or two after
+    /// the entry before ([`Membership::merge_near`]) rather than by a binary search of a
+    /// cold table per entry.
+    fn exchange_table(&mut self, to: NodeId, want_reply: bool) {
+        let per = self.entries_per_datagram();
+        if self.table.len() <= per {
             self.send_table(to, want_reply);
             return;
         }
-        let per = self.entries_per_datagram();
-        let mut seen = BTreeSet::new();
-        let mut entries: Vec<WireEntry> = Vec::new();
-        for id in self.recent.iter().rev() {
-            if entries.len() == per {
-                break;
-            }
-            if seen.insert(*id) {
-                if let Some(e) = self.table.get(*id) {
-                    entries.push((*id, e.version, e.alive));
-                }
-            }
+        let part = self.table.part_after(self.part_cursor, per);
+        if let Some((last, _)) = part.last() {
+            self.part_cursor = *last;
         }
+        let entries: Vec<WireEntry> = (part.iter())
+            .map(|(id, e)| (*id, e.version, e.alive))
+            .collect();
         let m = Members {
             want_reply,
             view_id: self.view_id,
@@ -563,12 +547,11 @@ impl Gossip {
     /// Send the whole table to `to`, in as many datagrams as it takes.
     fn send_table(&mut self, to: NodeId, want_reply: bool) {
         let per = self.entries_per_datagram();
-        let entries: Vec<WireEntry> = (self.table.entries())
-            .map(|(id, e)| (id, e.version, e.alive))
-            .collect();
-        let chunks: Vec<Vec<WireEntry>> = entries.chunks(per).map(<[_]>::to_vec).collect();
-        let n = chunks.len();
-        for (i, entries) in chunks.into_iter().enumerate() {
+        let n = self.table.len().div_ceil(per);
+        for i in 0..n {
+            let entries: Vec<WireEntry> = (self.table.entries().skip(i * per).take(per))
+                .map(|(id, e)| (id, e.version, e.alive))
+                .collect();
             let m = Members {
                 // Asked on the last part only, so that one exchange gets one answer.
                 want_reply: want_reply && i + 1 == n,
@@ -582,8 +565,10 @@ impl Gossip {
 
     fn merge_entries(&mut self, now: Time, entries: &[WireEntry]) -> bool {
         let mut changed = false;
+        // Tables and their parts come in id order: each entry is looked for after the last.
+        let mut hint = usize::MAX;
         for &(id, version, alive) in entries {
-            match self.table.merge(id, MemberEntry { version, alive }) {
+            match (self.table).merge_near(id, MemberEntry { version, alive }, &mut hint) {
                 Merged::Changed => {
                     changed = true;
                     self.sync_peer(now, id);
@@ -706,8 +691,9 @@ impl Gossip {
         if self.join_at.is_none() {
             return;
         }
+        let mut hint = usize::MAX;
         for &(id, version, alive) in &w.members {
-            match self.table.merge(id, MemberEntry { version, alive }) {
+            match (self.table).merge_near(id, MemberEntry { version, alive }, &mut hint) {
                 Merged::Full => self.stats.table_full += 1,
                 Merged::Forged => self.stats.forged_entries += 1,
                 Merged::Changed => self.sync_peer(now, id),
@@ -743,7 +729,7 @@ impl Gossip {
         }
         self.merge_entries(now, &m.entries);
         if m.want_reply && m.view_id != self.view_id {
-            self.exchange_table(now, from, false);
+            self.exchange_table(from, false);
         }
     }
 
@@ -769,12 +755,12 @@ impl Gossip {
     /// A datagram came from a member this one counts as departed: it is alive after all (a
     /// partition healed, a long pause ended). Send it the table, once a round, so that the
     /// two find out and merge (it refutes, or learns that it was left).
-    fn nudge(&mut self, now: Time, from: NodeId) {
+    fn nudge(&mut self, from: NodeId) {
         if !self.member || self.table.is_alive(from) || self.table.get(from).is_none() {
             return;
         }
         if self.nudged.insert(from) {
-            self.exchange_table(now, from, true);
+            self.exchange_table(from, true);
         }
     }
 
@@ -1071,10 +1057,12 @@ impl Gossip {
             }
         } else {
             // Different tables: send ours, and ask for theirs if they differ still.
-            self.exchange_table(now, from, true);
+            self.exchange_table(from, true);
         }
         let round = self.round;
         let mut news = false;
+        // Looked up once, not once a sender: a binary search of a cold list at 10,000 members.
+        let from_peer = self.peers.contains(from);
         for s in &d.senders {
             if self.table.get(s.origin).is_none() {
                 self.stats.unknown_origin += 1;
@@ -1090,16 +1078,22 @@ impl Gossip {
             }
             // Reports only of senders this member keeps a history of (stability and the loss
             // floor are of those): not n senders' worth from n members.
-            if self.peers.contains(from) && self.streams.contains_key(&s.origin) {
+            if from_peer && self.streams.contains_key(&s.origin) {
                 self.stability.prefix(s.origin, from, s.prefix);
                 self.stability.base(s.origin, from, s.base());
             }
         }
+        // The rows are in id order (from the gossiper's cursor, round once): each is looked
+        // for after the last.
+        let mut hint = usize::MAX;
         for (i, row) in d.rows.iter().enumerate() {
             if row.member == self.me {
                 continue;
             }
-            if !self.peers.heartbeat(row.member, row.heartbeat, now) || !self.stability.on() {
+            let peer = self
+                .peers
+                .heartbeat(row.member, row.heartbeat, now, &mut hint);
+            if !peer || !self.stability.on() {
                 continue;
             }
             for (s, pref) in d.senders.iter().zip(d.row_prefixes(i)) {
@@ -1763,15 +1757,15 @@ impl Shelled for Gossip {
         let from = h.sender;
         match h.ptype {
             packet::DATA => {
-                self.nudge(now, from);
+                self.nudge(from);
                 self.on_data(now, pkt.body);
             }
             packet::DATA_RUN => {
-                self.nudge(now, from);
+                self.nudge(from);
                 self.on_run(now, pkt.body);
             }
             packet::DATA_FRAG => {
-                self.nudge(now, from);
+                self.nudge(from);
                 self.on_frag(now, pkt.body);
             }
             packet::GOSSIP => self.on_gossip(now, from, pkt.body),
@@ -1788,7 +1782,7 @@ impl Shelled for Gossip {
             packet::MEMBERS => self.on_members(now, from, pkt.body),
             packet::LEAVE => self.on_leave(now, from, pkt.body),
             packet::PROBE | packet::PROBE_REQ | packet::PROBE_ACK => {
-                self.nudge(now, from);
+                self.nudge(from);
                 self.on_probe(now, from, h.ptype, pkt.body);
             }
             _ => self.counters.malformed_dropped += 1,

@@ -85,6 +85,10 @@ pub struct Membership {
     hash: u64,
     /// Entries alive.
     alive: usize,
+    /// The member that holds this table, and its entry: looked up after every change (is it
+    /// still alive?), in O(1) rather than by a binary search of a table that, at 10,000
+    /// members, is never in the cache.
+    owner: Option<(NodeId, Option<MemberEntry>)>,
 }
 
 /// Make room for one more element of a per-member table in steps of an eighth rather than by
@@ -93,6 +97,46 @@ pub struct Membership {
 pub(super) fn grow_gently<T>(v: &mut Vec<T>) {
     if v.len() == v.capacity() {
         v.reserve_exact(v.len() / 8 + 8);
+    }
+}
+
+/// Where `id` is in `list` (sorted by id), as a binary search says. Ids mostly arrive in
+/// increasing order, and the newest is looked up again at once (a join is admitted, then
+/// answered): the end is looked at first.
+pub(super) fn find_sorted<V>(list: &[(NodeId, V)], id: NodeId) -> Result<usize, usize> {
+    match list.last() {
+        Some((last, _)) if *last < id => Err(list.len()),
+        Some((last, _)) if *last == id => Ok(list.len() - 1),
+        _ => list.binary_search_by_key(&id, |(k, _)| *k),
+    }
+}
+
+/// [`find_sorted`], starting at position `hint`: ids that come in increasing order (a part of
+/// another member's table, the rows of a digest) are each found a step or two after the last,
+/// in memory just read, instead of by a binary search through a cold list. Any `hint` gives
+/// the right answer (past the end: a plain [`find_sorted`]).
+pub(super) fn find_sorted_near<V>(
+    list: &[(NodeId, V)],
+    hint: usize,
+    id: NodeId,
+) -> Result<usize, usize> {
+    let n = list.len();
+    if hint > n || (hint > 0 && list[hint - 1].0 >= id) {
+        return find_sorted(list, id);
+    }
+    // Everything before `hint` is below `id`: a few steps forward, then a binary search of
+    // the rest.
+    let mut i = hint;
+    while i < n && i < hint + 8 {
+        match list[i].0.cmp(&id) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Equal => return Ok(i),
+            std::cmp::Ordering::Greater => return Err(i),
+        }
+    }
+    match list[i..].binary_search_by_key(&id, |(k, _)| *k) {
+        Ok(j) => Ok(i + j),
+        Err(j) => Err(i + j),
     }
 }
 
@@ -114,19 +158,31 @@ impl Membership {
             sum: 0,
             hash: 0,
             alive: 0,
+            owner: None,
+        }
+    }
+
+    /// An empty table of at most `capacity` entries held by `owner`, whose entry it keeps at
+    /// hand.
+    pub fn with_owner(capacity: usize, owner: NodeId) -> Membership {
+        Membership {
+            owner: Some((owner, None)),
+            ..Membership::new(capacity)
         }
     }
 
     fn find(&self, id: NodeId) -> Result<usize, usize> {
-        // Ids mostly arrive in increasing order: look at the end first.
-        match self.entries.last() {
-            Some((last, _)) if *last < id => Err(self.entries.len()),
-            _ => self.entries.binary_search_by_key(&id, |(k, _)| *k),
-        }
+        find_sorted(&self.entries, id)
     }
 
     /// The entry of `id`.
     pub fn get(&self, id: NodeId) -> Option<MemberEntry> {
+        if let Some((o, e)) = self.owner {
+            if o == id {
+                debug_assert_eq!(e, self.find(id).ok().map(|i| self.entries[i].1));
+                return e;
+            }
+        }
         self.find(id).ok().map(|i| self.entries[i].1)
     }
 
@@ -137,8 +193,23 @@ impl Membership {
 
     /// Take in an entry.
     pub fn merge(&mut self, id: NodeId, e: MemberEntry) -> Merged {
+        let mut hint = usize::MAX;
+        self.merge_near(id, e, &mut hint)
+    }
+
+    /// [`Membership::merge`] of the next entry of a run in id order: `hint` is where the last
+    /// one was (any value to start; `usize::MAX` looks the entry up from scratch), and is left
+    /// after this one.
+    pub fn merge_near(&mut self, id: NodeId, e: MemberEntry, hint: &mut usize) -> Merged {
         let before = self.get(id);
-        let merged = self.merge_entry(id, e);
+        let at = find_sorted_near(&self.entries, *hint, id);
+        debug_assert_eq!(at, self.find(id));
+        let merged = self.merge_entry(id, e, at);
+        *hint = match (merged, at) {
+            (Merged::Changed, Err(i)) => i + 1,
+            (_, Ok(i)) => i + 1,
+            (_, Err(i)) => i,
+        };
         // A join of the semilattice: the table stays bounded, and what it holds for `id`
         // afterwards loses neither to what it held nor to what came in (unless refused).
         debug_assert!(self.entries.len() <= self.capacity);
@@ -158,14 +229,18 @@ impl Membership {
             self.hash = self.hash.wrapping_sub(entry_hash(id, o));
             self.alive -= usize::from(o.alive);
         }
+        if let Some((o, e)) = self.owner.as_mut() {
+            if *o == id {
+                *e = Some(new);
+            }
+        }
         self.sum += u64::from(new.version);
         self.hash = self.hash.wrapping_add(entry_hash(id, new));
         self.alive += usize::from(new.alive);
     }
 
-    fn merge_entry(&mut self, id: NodeId, e: MemberEntry) -> Merged {
+    fn merge_entry(&mut self, id: NodeId, e: MemberEntry, at: Result<usize, usize>) -> Merged {
         let full = self.entries.len() >= self.capacity;
-        let at = self.find(id);
         let cur = at.ok().map(|i| self.entries[i].1);
         // Nobody can know a version this far ahead of ours (or of none): refused, so that a
         // forged entry can neither win for ever nor make our old versions look new.
@@ -250,6 +325,15 @@ impl Membership {
         self.entries.iter().copied()
     }
 
+    /// The next part of the table in turn: up to `k` entries with ids after `cursor`, in id
+    /// order, or the first `k` once no entry is after it (a part never wraps, so that it
+    /// stays in id order for [`Membership::merge_near`]).
+    pub fn part_after(&self, cursor: NodeId, k: usize) -> &[(NodeId, MemberEntry)] {
+        let i = self.entries.partition_point(|(id, _)| *id <= cursor);
+        let i = if i == self.entries.len() { 0 } else { i };
+        &self.entries[i..self.entries.len().min(i + k)]
+    }
+
     /// Number of entries (departed ones included).
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -330,6 +414,74 @@ mod tests {
         assert_eq!(a.view_id(), b.view_id());
         assert_eq!(a.alive_count(), a.alive().len());
         assert_eq!(a.alive(), [NodeId(3), NodeId(5), NodeId(7)]);
+    }
+
+    #[test]
+    fn the_owners_entry_kept_at_hand_is_the_tables() {
+        let mut m = Membership::with_owner(8, NodeId(4));
+        assert_eq!(m.get(NodeId(4)), None);
+        m.admit(NodeId(7));
+        m.admit(NodeId(4));
+        assert_eq!(m.get(NodeId(4)), Some(e(1, true)));
+        m.merge(NodeId(4), e(3, false));
+        assert_eq!(m.get(NodeId(4)), Some(e(3, false)));
+        assert!(!m.is_alive(NodeId(4)));
+        m.admit(NodeId(4));
+        assert_eq!(m.get(NodeId(4)), Some(e(4, true)));
+        assert!(m.depart(NodeId(4)));
+        assert_eq!(m.get(NodeId(4)), Some(e(5, false)));
+        assert_eq!(
+            m.entries().find(|(id, _)| *id == NodeId(4)),
+            Some((NodeId(4), e(5, false)))
+        );
+    }
+
+    #[test]
+    fn merging_near_a_hint_is_merging() {
+        // Runs in id order, runs out of order, entries known, new, departed, refused: merged
+        // with a moving hint, the table ends as merged one by one.
+        let mut rng = crate::common::rng::SplitMix64::new(7);
+        for _ in 0..50 {
+            let mut a = Membership::new(48);
+            let mut b = Membership::new(48);
+            for _ in 0..30 {
+                let id = NodeId(rng.below(64) as u32);
+                a.admit(id);
+                b.admit(id);
+            }
+            let mut run: Vec<(NodeId, MemberEntry)> = (0..40)
+                .map(|_| {
+                    let v = 1 + rng.below(4) as u32;
+                    (NodeId(rng.below(64) as u32), e(v, rng.below(2) == 0))
+                })
+                .collect();
+            if rng.below(2) == 0 {
+                run.sort_by_key(|(id, _)| *id);
+            }
+            let mut hint = rng.below(80) as usize;
+            for &(id, x) in &run {
+                assert_eq!(b.merge_near(id, x, &mut hint), a.merge(id, x));
+            }
+            assert_eq!(
+                a.entries().collect::<Vec<_>>(),
+                b.entries().collect::<Vec<_>>()
+            );
+            assert_eq!(a.view_id(), b.view_id());
+        }
+    }
+
+    #[test]
+    fn parts_go_round_the_table_in_id_order() {
+        let mut m = Membership::new(16);
+        for id in [3, 1, 7, 5, 9] {
+            m.admit(NodeId(id));
+        }
+        let ids = |p: &[(NodeId, MemberEntry)]| p.iter().map(|(id, _)| id.0).collect::<Vec<_>>();
+        assert_eq!(ids(m.part_after(NodeId(0), 2)), [1, 3]);
+        assert_eq!(ids(m.part_after(NodeId(3), 2)), [5, 7]);
+        assert_eq!(ids(m.part_after(NodeId(7), 2)), [9]);
+        assert_eq!(ids(m.part_after(NodeId(9), 2)), [1, 3]);
+        assert_eq!(ids(m.part_after(NodeId(4), 9)), [5, 7, 9]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! deadlines looked at only when one falls due, and the stability reports per sender, kept only
 //! while the group is small enough for them to be complete in time (see [`Stability`]).
 
-use super::membership::grow_gently;
+use super::membership::{find_sorted, find_sorted_near, grow_gently};
 use crate::engine::{NodeId, Time};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -39,11 +39,7 @@ pub(super) struct Peers {
 
 impl Peers {
     fn find(&self, id: NodeId) -> Result<usize, usize> {
-        // Members mostly join with ids above the others': look at the end first.
-        match self.list.last() {
-            Some((last, _)) if *last < id => Err(self.list.len()),
-            _ => self.list.binary_search_by_key(&id, |(k, _)| *k),
-        }
+        find_sorted(&self.list, id)
     }
 
     /// The record of `id`.
@@ -113,8 +109,14 @@ impl Peers {
         Some(p)
     }
 
-    /// `id` was heard of at `now` (a datagram came from it).
+    /// `id` was heard of at `now` (a datagram came from it). Nothing while silence is not
+    /// watched: only the silence check and the heartbeat rule of going idle read the time of
+    /// news, and watching again counts every peer heard of then; this saves a look-up in a
+    /// cold list for every datagram at every member of a large group.
     pub fn heard_from(&mut self, id: NodeId, now: Time) {
+        if self.unwatched {
+            return;
+        }
         if let Ok(i) = self.find(id) {
             let p = &mut self.list[i].1;
             p.news_at = p.news_at.max(now);
@@ -122,9 +124,15 @@ impl Peers {
     }
 
     /// A heartbeat of `id`, relayed or its own: news if higher than the last. Returns whether
-    /// `id` is a peer.
-    pub fn heartbeat(&mut self, id: NodeId, heartbeat: u64, now: Time) -> bool {
-        let Ok(i) = self.find(id) else {
+    /// `id` is a peer. `hint` is where the last of a run of heartbeats in id order (a digest's
+    /// rows) was looked for, `usize::MAX` for none; it is left after this one.
+    pub fn heartbeat(&mut self, id: NodeId, heartbeat: u64, now: Time, hint: &mut usize) -> bool {
+        let at = find_sorted_near(&self.list, *hint, id);
+        *hint = match at {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        let Ok(i) = at else {
             return false;
         };
         let p = &mut self.list[i].1;
@@ -334,7 +342,7 @@ mod tests {
         assert!(p.silent(ms(100), timeout).is_empty(), "nobody due yet");
         // 1 heard of directly, 2 by a relayed heartbeat; 3 not at all.
         p.heard_from(NodeId(1), ms(90));
-        assert!(p.heartbeat(NodeId(2), 5, ms(95)));
+        assert!(p.heartbeat(NodeId(2), 5, ms(95), &mut usize::MAX));
         assert_eq!(p.heard(), 1);
         assert_eq!(p.silent(ms(111), timeout), [NodeId(3)]);
         // The others were queued again with their news, and fall due from there.
@@ -343,7 +351,7 @@ mod tests {
         // A peer removed is never reported.
         p.remove(NodeId(1));
         assert!(p.silent(ms(1000), timeout).iter().all(|m| *m != NodeId(1)));
-        assert!(!p.heartbeat(NodeId(1), 9, ms(1000)), "not a peer");
+        assert!(!p.heartbeat(NodeId(1), 9, ms(1000), &mut 0), "not a peer");
     }
 
     #[test]
