@@ -201,7 +201,13 @@ impl Membership {
     /// one was (any value to start; `usize::MAX` looks the entry up from scratch), and is left
     /// after this one.
     pub fn merge_near(&mut self, id: NodeId, e: MemberEntry, hint: &mut usize) -> Merged {
-        let before = self.get(id);
+        // For the checks below only: a look-up that release builds would not drop (a slice
+        // index may panic), a second binary search per entry merged.
+        let before = if cfg!(debug_assertions) {
+            self.get(id)
+        } else {
+            None
+        };
         let at = find_sorted_near(&self.entries, *hint, id);
         debug_assert_eq!(at, self.find(id));
         let merged = self.merge_entry(id, e, at);
