@@ -342,7 +342,8 @@ mod tests {
         assert!(p.silent(ms(100), timeout).is_empty(), "nobody due yet");
         // 1 heard of directly, 2 by a relayed heartbeat; 3 not at all.
         p.heard_from(NodeId(1), ms(90));
-        assert!(p.heartbeat(NodeId(2), 5, ms(95), &mut usize::MAX));
+        let mut hint = usize::MAX;
+        assert!(p.heartbeat(NodeId(2), 5, ms(95), &mut hint));
         assert_eq!(p.heard(), 1);
         assert_eq!(p.silent(ms(111), timeout), [NodeId(3)]);
         // The others were queued again with their news, and fall due from there.
