@@ -646,8 +646,8 @@ impl Gossip {
         self.send(Destination::Peer(from), packet::WELCOME, |b| w.encode(b));
         self.stats.welcomes_sent += 1;
         if partial {
-            // The joiner would otherwise hold a partial table until an exchange: in a large
-            // group, whole tables go out once in a while only.
+            // The joiner would otherwise hold a partial table until exchanges have brought
+            // every part: in a large group, an exchange sends one part only.
             self.send_table(from, false);
         }
     }

@@ -59,10 +59,10 @@
 //! each sender the number the joiner starts delivering from (what was sent before the welcome
 //! is not the joiner's to deliver). Tables ([`membership`]) merge by entry versions, so they
 //! converge whatever the order; two members whose digests show different view ids exchange
-//! tables (whole if a table fits one datagram; a larger one whole at most once in as many
-//! rounds as it takes datagrams, its latest changes in between, so that a group of 10,000
-//! forming, where nearly every digest shows a different table, does not send 63 datagrams
-//! for each). A group of n hands its application a new view at most once in n / 256 rounds
+//! tables (whole if a table fits one datagram; a larger one its next part in turn, one
+//! datagram in id order, so that a group of 10,000 forming, where nearly every digest shows
+//! a different table, does not send 63 datagrams for each, and a member's exchanges still go
+//! round its whole table). A group of n hands its application a new view at most once in n / 256 rounds
 //! (changes in between go into the next view): a view costs n, and the group's table changes
 //! n times while it forms. A leaver marks its own entry departed, multicasts it, and goes on gossiping until
 //! its own messages are stable or collected. **Failure detection** in a group of up to
