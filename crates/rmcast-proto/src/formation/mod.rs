@@ -222,7 +222,8 @@ pub struct Formation {
     /// member's CPU in groups of a thousand.
     heard: BTreeSet<NodeId>,
     /// The view's members in id order, made when `heard` is full and one of its entries must
-    /// go (a group larger than [`MAX_LOOKERS`]); dropped when the view changes.
+    /// go (a group larger than [`MAX_LOOKERS`]); empty when the view is in id order already
+    /// (then it is searched as it is); dropped when the view changes.
     view_sorted: Option<Vec<NodeId>>,
     /// `heard` is full of members of the view: nobody can be forgotten until the view changes
     /// (else every datagram from a member not in `heard` would look through all of it again).
@@ -427,14 +428,22 @@ impl Formation {
             if self.heard_all_members {
                 return;
             }
-            // Keep the members; forget somebody else.
-            // Sorting a copy is cheap (an engine's view is often in id order already), and the
-            // look-ups are then by binary search.
-            let view = self.view_sorted.get_or_insert_with(|| {
-                let mut v = self.view.clone();
-                v.sort_unstable();
-                v
+            // Keep the members; forget somebody else. The look-ups are by binary search: in
+            // the view itself when it is in id order (most engines' are), else in a sorted
+            // copy. Copying and sorting a view of 10,000 at every view change while a large
+            // group formed was 14 - 16% of a gossip member's CPU.
+            let (view, sorted) = (&self.view, &mut self.view_sorted);
+            let copy = sorted.get_or_insert_with(|| {
+                if view.is_sorted() {
+                    Vec::new()
+                } else {
+                    let mut v = view.clone();
+                    v.sort_unstable();
+                    v
+                }
             });
+            // Empty: the view is sorted (or empty) and serves as it is.
+            let view: &[NodeId] = if copy.is_empty() { view } else { copy };
             match (self.heard.iter())
                 .find(|p| view.binary_search(p).is_err())
                 .copied()
