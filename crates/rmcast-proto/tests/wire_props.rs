@@ -197,6 +197,7 @@ fn walk_body(datagram: &[u8], raw_body: &[u8], body: &Body<'_>) {
             assert!(r[r.len() - 1].1 - r[0].0 <= packet::MAX_NACK_SPAN);
         }
         Body::ReqGap { from, to } => assert!(from < to),
+        Body::Queued { .. } => {}
         Body::Result {
             seq, stable, view, ..
         } => {
@@ -613,7 +614,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
         });
     let control = (
         header_strategy(&[0]),
-        0u8..12,
+        0u8..13,
         state_strategy(),
         edgy_u64(),
         edgy_u64(),
@@ -706,7 +707,8 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         mid_message: c % 2 == 0,
                     },
                 ),
-                _ => unreachable!("0..12"),
+                12 => (ptype::QUEUED, Body::Queued { pnum: a }),
+                _ => unreachable!("0..13"),
             };
             header.ptype = t;
             Model::Control { header, body }

@@ -11,7 +11,7 @@ use super::history::History;
 use super::ordering::{Member, MemberState, Ordering};
 use super::packet::{self, ptype, Body, SeqRanges, SeqState};
 use super::recovery::state::RecoveryState;
-use super::retrans::Retransmissions;
+use super::retrans::{Budget, Retransmissions};
 use super::sender::Sender;
 use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
@@ -27,7 +27,7 @@ use std::time::Duration;
 /// catches up soon once it does. Measured on the Amoeba experiment's large-message runs, with
 /// backoff from the first fruitless NACK: 4 of its 8 slowest runs complete with 4, 3 with 8
 /// or 16, 2 with 2.
-const NACK_BACKOFF: u32 = 4;
+pub(super) const NACK_BACKOFF: u32 = 4;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
@@ -262,6 +262,7 @@ impl Sequencer {
                     mid_message: false,
                     departed: Some((seq, deadline)),
                     gap_asked: None,
+                    answered_round: 0,
                 });
             }
         }
@@ -295,6 +296,7 @@ impl Sequencer {
             mid_message: stream.map_or_else(|| self.hist.reassembly.in_progress(id), |s| s.2),
             departed: None,
             gap_asked: None,
+            answered_round: 0,
         }
     }
 
@@ -448,6 +450,7 @@ impl Sequencer {
             Timer::Fence,
             self.ord.as_ref().and_then(Ordering::fence_deadline),
         );
+        t.set(Timer::Hold, self.retrans.deadline(Budget::of(&self.cfg)));
         t.earliest().map(|(at, _)| at)
     }
 
@@ -584,6 +587,7 @@ impl Sequencer {
             | Body::Status { .. }
             | Body::LeaveReq { .. }
             | Body::ReqGap { .. }
+            | Body::Queued { .. }
                 if recovering => {}
             // A merging joiner wants the group that has `into`, not ours.
             Body::JoinReq { into } if into.is_some_and(|m| !self.view.members.contains(&m)) => {}
@@ -631,6 +635,13 @@ impl Sequencer {
                     if !self.sender.on_gap(f, to, now) {
                         self.stats.request_gaps_stale += 1;
                     }
+                }
+            }
+            Body::Queued { pnum } => {
+                // Only the sequencer of our view answers for our own stream.
+                if !seq_role && self.phase == Phase::Member && from == self.sequencer_hint {
+                    let now = self.now;
+                    self.sender.on_queued(pnum, now);
                 }
             }
             Body::JoinReq { .. } => {
@@ -764,6 +775,7 @@ impl Sequencer {
         if self.sender.req_deadline.is_some_and(|d| now >= d) {
             self.on_request_timeout(now);
         }
+        self.retrans.release(now, Budget::of(&self.cfg));
         let rto = self.repair_rto();
         let open = self
             .repair_target()

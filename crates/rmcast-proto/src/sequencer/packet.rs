@@ -47,6 +47,10 @@ pub mod ptype {
     pub const REQ_GAP: u8 = 16;
     /// The sequencer refuses a join: the group holds as many members as it admits.
     pub const JOIN_REFUSED: u8 = 17;
+    /// The sequencer holds a request the sender repeated, waiting for its turn (the history is
+    /// full, or an earlier one is missing): the sender's timeout was the sequencer's queue,
+    /// not a loss (Amoeba answers a duplicate request too, section 5.2).
+    pub const QUEUED: u8 = 18;
 }
 
 /// Kind of an ordered entry.
@@ -215,6 +219,24 @@ impl SeqRanges {
         }
     }
 
+    /// The numbers in `self` and not in `other`; more, never fewer, when the result has more
+    /// ranges than fit (see [`SeqRanges::insert`]).
+    pub fn without(&self, other: &SeqRanges) -> SeqRanges {
+        let mut out = SeqRanges::new();
+        for (f, t) in self.iter() {
+            let mut f = f;
+            for (a, b) in other.iter() {
+                if b <= f || a >= t {
+                    continue;
+                }
+                out.insert(f, a.max(f));
+                f = f.max(b);
+            }
+            out.insert(f, t);
+        }
+        out
+    }
+
     /// Forget every range.
     pub fn clear(&mut self) {
         self.len = 0;
@@ -341,6 +363,11 @@ pub enum Body<'a> {
         from: u64,
         /// One past the last missing one.
         to: u64,
+    },
+    /// The sequencer holds the sender's request `pnum` (and waits to order it).
+    Queued {
+        /// The protocol number of the repeated request it holds.
+        pnum: u64,
     },
     /// Request to join. A node merging its group into another names a member of that group
     /// (`into`), so that other groups of the same name that hear the request leave it alone.
@@ -619,6 +646,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             }
             Body::ReqGap { from, to }
         }
+        ptype::QUEUED => Body::Queued { pnum: r.u64()? },
         // A flag and the sequencer wanted (0 when any group will do).
         ptype::JOIN_REQ => {
             let targeted = read_flag(&mut r, "join target flag")?;
@@ -833,6 +861,7 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(from);
             buf.put_u64(to);
         }
+        Body::Queued { pnum } => buf.put_u64(pnum),
         Body::JoinReq { into } => {
             buf.push(u8::from(into.is_some()));
             buf.put_u32(into.map_or(0, |n| n.0));
@@ -912,6 +941,18 @@ mod tests {
             incarnation: 0,
             sender: NodeId(5),
         }
+    }
+
+    #[test]
+    fn ranges_without_others() {
+        let mut a = SeqRanges::single(0, 10);
+        a.insert(20, 30);
+        let mut b = SeqRanges::single(2, 4);
+        b.insert(8, 22);
+        let c = a.without(&b);
+        assert_eq!(c.iter().collect::<Vec<_>>(), vec![(0, 2), (4, 8), (22, 30)]);
+        assert_eq!(a.without(&SeqRanges::new()), a);
+        assert!(b.without(&SeqRanges::single(0, 40)).is_empty());
     }
 
     #[test]
@@ -1009,6 +1050,7 @@ mod tests {
                 expect: 2,
             },
             Body::ReqGap { from: 3, to: 7 },
+            Body::Queued { pnum: 5 },
             Body::JoinReq { into: None },
             Body::JoinReq {
                 into: Some(NodeId(4)),
@@ -1055,6 +1097,7 @@ mod tests {
                 Body::Status { .. } => ptype::STATUS,
                 Body::Retrans { .. } => ptype::RETRANS,
                 Body::ReqGap { .. } => ptype::REQ_GAP,
+                Body::Queued { .. } => ptype::QUEUED,
                 Body::JoinReq { .. } => ptype::JOIN_REQ,
                 Body::LeaveReq { .. } => ptype::LEAVE_REQ,
                 Body::JoinRefused { .. } => ptype::JOIN_REFUSED,

@@ -50,6 +50,12 @@ pub(super) struct Sender {
     pub(super) max_sent_pnum: u64,
     /// A fresh request being timed: (its last pnum, when sent).
     pub(super) rtt_probe: Option<(u64, Time)>,
+    /// The probe after its request was repeated on a timeout: no sample (which copy was
+    /// answered?) unless the sequencer says it held the request when the repeat came
+    /// (BC_QUEUED), which makes it a sample of the first copy again. Without that, a
+    /// sequencer that makes requests wait longer than the timeout is never timed: every
+    /// probe is repeated, and the timeout stays short.
+    pub(super) repeated_probe: Option<(u64, Time)>,
     pub(super) rtt: RttEstimator,
     pub(super) cwnd: CongestionWindow,
     /// Own messages delivered back whose send has not completed yet: (sequence number of the
@@ -62,6 +68,11 @@ pub(super) struct Sender {
     /// After a timeout: the last fragment sent, sent again after the first unordered one, so
     /// that a sequencer that lost a run of requests sees where the run ended and asks for it.
     pub(super) tail_probe: Option<u64>,
+    /// The sequencer said it holds our requests through this number (BC_QUEUED): until all of
+    /// them are ordered, our timeouts are its queue, so answers keep the backed-off timer
+    /// (as Karn's rule would). Without that word a timeout is taken for a loss, and the
+    /// first answer after it resets the backoff.
+    pub(super) queued: Option<u64>,
     pub(super) fragmenter: Fragmenter,
 }
 
@@ -76,9 +87,11 @@ impl Sender {
             req_deadline: None,
             max_sent_pnum: 0,
             rtt_probe: None,
+            repeated_probe: None,
             awaiting_complete: VecDeque::new(),
             repair: None,
             tail_probe: None,
+            queued: None,
             rtt: RttEstimator::new(
                 Duration::from_millis(cfg.retrans_timeout_ms),
                 Duration::from_millis(cfg.min_request_timeout_ms),
@@ -172,7 +185,16 @@ impl Sender {
         let newly = (pnum - self.own_ordered) as usize;
         self.own_ordered = pnum;
         self.cwnd.on_ack(newly);
-        self.rtt.on_progress();
+        // After a loss the answer shows the path works again: the timer need not stay backed
+        // off. After a timeout that was the sequencer's queue it must: reset at every answer,
+        // each request timed out about three times (PB, 4 KB from 30 members).
+        if self.queued.is_none_or(|q| pnum >= q) {
+            self.queued = None;
+            self.rtt.on_progress();
+        }
+        if self.repeated_probe.is_some_and(|(p, _)| pnum >= p) {
+            self.repeated_probe = None;
+        }
         if let Some((probe, sent)) = self.rtt_probe {
             if pnum >= probe {
                 self.rtt.on_sample(now.saturating_since(sent));
@@ -203,11 +225,19 @@ impl Sender {
     pub(super) fn on_request_timeout(&mut self, now: Time) -> u64 {
         self.rtt.on_timeout();
         self.cwnd.on_loss();
-        self.rtt_probe = None;
         let Some(i) = self.first_unordered().filter(|i| *i < self.unsent) else {
+            self.rtt_probe = None;
             return 0;
         };
         let (first, last) = (self.outq[i].pnum, self.outq[self.unsent - 1].pnum);
+        // Karn's rule: a repeated request cannot be timed (unless the sequencer turns out to
+        // have held it); a probe among those sent once still can.
+        if let Some((p, t)) = self.rtt_probe {
+            if p == first || p == last {
+                self.rtt_probe = None;
+                self.repeated_probe = Some((p, t));
+            }
+        }
         self.repair = Some((first, first + 1));
         self.tail_probe = (last > first).then_some(last);
         // The repeat is timed like the first send: if it is lost too, the timer fires again.
@@ -233,10 +263,29 @@ impl Sender {
             None => (from, to),
         });
         self.cwnd.on_loss();
-        // Karn's rule: a repeated fragment must not time the round trip.
-        self.rtt_probe = None;
+        // Karn's rule: a repeated fragment must not time the round trip (and this one was lost).
+        self.rtt_probe = self.rtt_probe.filter(|(p, _)| !(from..to).contains(p));
+        self.repeated_probe = self.repeated_probe.filter(|(p, _)| !(from..to).contains(p));
         self.req_deadline = Some(now + self.rtt.rto());
         true
+    }
+
+    /// The sequencer holds our requests through `pnum` and waits to order them: keep the
+    /// timer backed off until they are ordered, and restart it, for they are not lost.
+    pub(super) fn on_queued(&mut self, pnum: u64, now: Time) {
+        if pnum <= self.own_ordered || pnum > self.max_sent_pnum {
+            return;
+        }
+        self.queued = Some(self.queued.map_or(pnum, |q| q.max(pnum)));
+        // The first copy of the repeated probe was held (or a repeat was, if the first was
+        // lost: the sample is then too long, which errs on the safe side).
+        if let Some((p, t)) = self.repeated_probe.filter(|(p, _)| *p <= pnum) {
+            self.repeated_probe = None;
+            if self.rtt_probe.is_none_or(|(q, _)| p < q) {
+                self.rtt_probe = Some((p, t));
+            }
+        }
+        self.req_deadline = Some(now + self.rtt.rto());
     }
 
     /// What is left to repair, as indices in `outq` (dropping a repair that is done or moot),
@@ -280,6 +329,7 @@ impl Sender {
     pub(super) fn resend_unordered(&mut self) {
         self.unsent = self.first_unordered().unwrap_or(self.outq.len());
         self.req_deadline = None;
+        self.queued = None;
         self.repair = None;
         self.tail_probe = None;
     }

@@ -83,7 +83,11 @@ impl Sequencer {
             return Some(dest);
         }
         let rto = self.repair_rto();
-        let (ptype, body, dest) = match self.ord.as_mut()?.next_announce(now, rto)? {
+        let (ptype, body, dest) = match self
+            .ord
+            .as_mut()?
+            .next_announce(now, rto, &self.hist, self.me)?
+        {
             Announce::ReqGap { to, from, until } => (
                 ptype::REQ_GAP,
                 Body::ReqGap { from, to: until },
@@ -94,6 +98,9 @@ impl Sequencer {
                 Body::Accept(self.seq_state()),
                 Destination::Peer(to),
             ),
+            Announce::Queued { to, pnum } => {
+                (ptype::QUEUED, Body::Queued { pnum }, Destination::Peer(to))
+            }
             Announce::Refuse(to) => (
                 ptype::JOIN_REFUSED,
                 Body::JoinRefused {

@@ -226,6 +226,7 @@ impl Sequencer {
         self.hist.need_status = false;
         self.sender.req_deadline = None;
         self.sender.rtt_probe = None;
+        self.sender.repeated_probe = None;
         if self.cfg.auto_reset {
             let silence = self.recovery_silence();
             if let Some(r) = self.rec.mode.as_mut() {

@@ -779,6 +779,7 @@ impl Sequencer {
         self.sender.own_ordered = own.min(self.sender.next_pnum - 1);
         self.sender.resend_unordered();
         self.sender.rtt_probe = None;
+        self.sender.repeated_probe = None;
         self.rec.silent_req_timeouts = 0;
         self.hist.gaps.clear();
         self.refresh_detector();
