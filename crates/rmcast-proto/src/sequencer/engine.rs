@@ -11,7 +11,7 @@ use super::history::History;
 use super::ordering::{Member, MemberState, Ordering};
 use super::packet::{self, ptype, Body, SeqRanges, SeqState};
 use super::recovery::state::RecoveryState;
-use super::retrans::{Budget, Retransmissions};
+use super::retrans::Retransmissions;
 use super::sender::Sender;
 use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
@@ -27,7 +27,7 @@ use std::time::Duration;
 /// catches up soon once it does. Measured on the Amoeba experiment's large-message runs, with
 /// backoff from the first fruitless NACK: 4 of its 8 slowest runs complete with 4, 3 with 8
 /// or 16, 2 with 2.
-pub(super) const NACK_BACKOFF: u32 = 4;
+const NACK_BACKOFF: u32 = 4;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
@@ -450,7 +450,6 @@ impl Sequencer {
             Timer::Fence,
             self.ord.as_ref().and_then(Ordering::fence_deadline),
         );
-        t.set(Timer::Hold, self.retrans.deadline(Budget::of(&self.cfg)));
         t.earliest().map(|(at, _)| at)
     }
 
@@ -775,7 +774,6 @@ impl Sequencer {
         if self.sender.req_deadline.is_some_and(|d| now >= d) {
             self.on_request_timeout(now);
         }
-        self.retrans.release(now, Budget::of(&self.cfg));
         let rto = self.repair_rto();
         let open = self
             .repair_target()

@@ -8,20 +8,8 @@
 //! one grant per interval per destination, so that repairs are clocked by the member's
 //! requests, as acknowledgements clock TCP, and a flood of requests (forged or not) costs the
 //! sequencer a bounded amount per member.
-//!
-//! What was sent to a member is not sent to it again for a while (`Budget::hold`): on a
-//! shared medium the answer to a NACK may wait long in the sequencer's own output queue (it
-//! gets one turn in as many as there are hosts sending, and sends most of the datagrams), and
-//! a member that asked again meanwhile had everything still queued sent a second time. In the
-//! Amoeba experiment's run of 2 KB BB messages from 24 members, two thirds of the entries
-//! retransmitted were already held where they arrived, with 416 datagrams queued on average
-//! before the sequencer. A repeat the hold keeps back is deferred, never dropped: if the
-//! member still asks for it when the hold ends (its newer NACK replaces the older), it is sent
-//! then without waiting for another NACK, so a lost repair costs at most the hold, and the
-//! answer no longer depends on a later NACK getting through.
 
 use super::config::Config;
-use super::engine::NACK_BACKOFF;
 use super::packet::SeqRanges;
 use super::shared::MAX_RETRANS_QUEUE;
 use crate::engine::{NodeId, Time};
@@ -38,21 +26,13 @@ pub(super) struct Owed {
     allowance: usize,
     /// When the current grant was made: no new one before an interval has passed.
     granted_at: Time,
-    /// What was sent to it since `sent_since`: not sent again before `sent_since` plus the
-    /// hold (an over-estimate when more ranges than a NACK names, which only defers them).
-    sent: SeqRanges,
-    sent_since: Time,
-    /// What it asked for again of `sent` within the hold: sent when the hold ends.
-    deferred: SeqRanges,
 }
 
-/// The limits of the grants: `datagrams` per request, one grant per `interval`; what was sent
-/// to a member is sent to it again only `hold` after the first of what was sent to it since.
+/// The limits of the grants: `datagrams` per request, one grant per `interval`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct Budget {
     pub(super) datagrams: usize,
     pub(super) interval: Duration,
-    pub(super) hold: Duration,
 }
 
 impl Budget {
@@ -64,9 +44,6 @@ impl Budget {
         Budget {
             datagrams: cfg.max_retrans_datagrams,
             interval: Duration::from_millis(cfg.min_retrans_timeout_ms) / 4,
-            // As long as a member's fruitless NACK waits at most before it is repeated: a
-            // repair still queued after that long is rare, one lost is sent again then.
-            hold: Duration::from_millis(cfg.retrans_timeout_ms) * NACK_BACKOFF,
         }
     }
 }
@@ -83,22 +60,16 @@ pub(super) struct Retransmissions {
 
 impl Retransmissions {
     /// `to` asks for `ranges` (already cut to what this member can send) at `now`. Its newest
-    /// request says best what it lacks, so it replaces what was still owed; what of it was
-    /// sent within the hold is deferred to the hold's end. A new grant of `budget.datagrams`
-    /// is made unless one was made less than `budget.interval` ago. Returns whether the
-    /// request was cut (its destination's grant is spent: it asks again).
+    /// request says best what it lacks, so it replaces what was still owed; a new grant of
+    /// `budget.datagrams` is made unless one was made less than `budget.interval` ago.
+    /// Returns whether the request was cut (its destination's grant is spent: it asks again).
     #[must_use]
     pub(super) fn owe(&mut self, to: NodeId, ranges: SeqRanges, now: Time, budget: Budget) -> bool {
         if ranges.is_empty() {
             return false;
         }
         if let Some(r) = self.queue.iter_mut().find(|r| r.to == to) {
-            if now.saturating_since(r.sent_since) >= budget.hold {
-                r.sent.clear();
-                r.sent_since = now;
-            }
-            r.ranges = ranges.without(&r.sent);
-            r.deferred = ranges.without(&r.ranges);
+            r.ranges = ranges;
             if now.saturating_since(r.granted_at) >= budget.interval {
                 r.allowance = budget.datagrams;
                 r.granted_at = now;
@@ -113,10 +84,7 @@ impl Retransmissions {
             // Destinations served and out of their interval are only remembered for the
             // budget: the first to go.
             self.queue.retain(|r| {
-                !r.ranges.is_empty()
-                    || !r.deferred.is_empty()
-                    || now.saturating_since(r.granted_at) < budget.interval
-                    || now.saturating_since(r.sent_since) < budget.hold
+                !r.ranges.is_empty() || now.saturating_since(r.granted_at) < budget.interval
             });
         }
         if self.queue.len() < MAX_RETRANS_QUEUE {
@@ -125,9 +93,6 @@ impl Retransmissions {
                 ranges,
                 allowance: budget.datagrams,
                 granted_at: now,
-                sent: SeqRanges::new(),
-                sent_since: now,
-                deferred: SeqRanges::new(),
             });
         }
         debug_assert!(self.queue.len() <= MAX_RETRANS_QUEUE);
@@ -156,7 +121,6 @@ impl Retransmissions {
         }
         if end > from {
             r.allowance = r.allowance.saturating_sub(1);
-            r.sent.insert(from, end);
         }
         if r.allowance == 0 && !r.ranges.is_empty() {
             r.ranges.clear();
@@ -165,39 +129,10 @@ impl Retransmissions {
         false
     }
 
-    /// When the first deferred repeat falls due.
-    pub(super) fn deadline(&self, budget: Budget) -> Option<Time> {
-        self.queue
-            .iter()
-            .filter(|r| !r.deferred.is_empty())
-            .map(|r| r.sent_since + budget.hold)
-            .min()
-    }
-
-    /// The holds that ended by `now` end: what was deferred in them is owed now, with a new
-    /// grant (the member asked for it and waited the hold).
-    pub(super) fn release(&mut self, now: Time, budget: Budget) {
-        for r in &mut self.queue {
-            if r.deferred.is_empty() || now.saturating_since(r.sent_since) < budget.hold {
-                continue;
-            }
-            for (f, t) in r.deferred.iter() {
-                r.ranges.insert(f, t);
-            }
-            r.deferred.clear();
-            r.sent.clear();
-            r.sent_since = now;
-            r.allowance = budget.datagrams;
-            r.granted_at = now;
-        }
-    }
-
     /// Forget every debt (the order they refer to has ended); the grants stay remembered.
     pub(super) fn clear(&mut self) {
         for r in &mut self.queue {
             r.ranges.clear();
-            r.sent.clear();
-            r.deferred.clear();
         }
     }
 }
@@ -213,7 +148,6 @@ mod tests {
         let budget = Budget {
             datagrams: 2,
             interval: ms(5),
-            hold: ms(0),
         };
         let mut ranges = SeqRanges::single(10, 20);
         ranges.insert(30, 31);
@@ -237,40 +171,5 @@ mod tests {
         assert_eq!(r.next(), Some((NodeId(1), 30, 31)));
         r.clear();
         assert_eq!(r.next(), None);
-    }
-
-    #[test]
-    fn a_repeat_within_the_hold_is_deferred_to_its_end_never_dropped() {
-        let ms = Duration::from_millis;
-        let t0 = Time::ZERO;
-        let budget = Budget {
-            datagrams: 8,
-            interval: ms(1),
-            hold: ms(100),
-        };
-        let to = NodeId(1);
-        let mut r = Retransmissions::default();
-        assert!(!r.owe(to, SeqRanges::single(10, 20), t0, budget));
-        assert_eq!(r.deadline(budget), None);
-        assert!(!r.sent(to, 10, 15));
-        // Asked again before 15..20 went: 10..15 is on its way, only 15..20 is owed now.
-        assert!(!r.owe(to, SeqRanges::single(10, 20), t0 + ms(50), budget));
-        assert_eq!(r.next(), Some((to, 15, 20)));
-        assert!(!r.sent(to, 15, 20));
-        assert_eq!(r.next(), None);
-        assert_eq!(r.deadline(budget), Some(t0 + ms(100)));
-        // A newer NACK says what is still lacking: only that stays deferred.
-        assert!(!r.owe(to, SeqRanges::single(12, 14), t0 + ms(60), budget));
-        assert_eq!(r.next(), None);
-        r.release(t0 + ms(99), budget);
-        assert_eq!(r.next(), None);
-        // At the hold's end it is sent without another NACK.
-        r.release(t0 + ms(100), budget);
-        assert_eq!(r.deadline(budget), None);
-        assert_eq!(r.next(), Some((to, 12, 14)));
-        assert!(!r.sent(to, 12, 14));
-        // A NACK after a hold ended is answered at once.
-        assert!(!r.owe(to, SeqRanges::single(30, 31), t0 + ms(201), budget));
-        assert_eq!(r.next(), Some((to, 30, 31)));
     }
 }
