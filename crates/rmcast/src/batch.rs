@@ -130,22 +130,84 @@ pub(crate) fn copy_of(data: &[u8]) -> impl FnOnce(&mut Vec<u8>) -> bool + '_ {
 /// Datagrams sent per call at most.
 pub(crate) const SEND_BATCH: usize = 32;
 
+/// `UDP_SEGMENT` (linux/udp.h): the ancillary message that makes one send a run of datagrams
+/// of one size (UDP generic segmentation offload, Linux 4.18 and later).
+#[cfg(target_os = "linux")]
+const UDP_SEGMENT: libc::c_int = 103;
+
+/// Bytes one segmented send carries at most: what one UDP datagram could (the kernel's bound).
+const GSO_MAX_BYTES: usize = crate::MAX_DATAGRAM_BYTES;
+
 /// Datagrams queued to be sent together, in order. The buffers are kept and reused, so the
 /// steady path does not allocate.
+///
+/// Consecutive datagrams of one size to one destination (the last of a run may be shorter)
+/// leave in one segmented send where the kernel takes it (UDP GSO, `UDP_SEGMENT`): the run
+/// crosses the stack, and a veth pair or bridge, as one packet and is cut into its datagrams
+/// on the way in, so the wire and the receivers see exactly what one send each would have
+/// made, at a fraction of the cost per datagram (a 1 KiB message is a datagram on an
+/// Ethernet-sized path). The first segmented send the kernel refuses turns it off for good.
 pub(crate) struct SendBatch {
     bufs: Vec<Vec<u8>>,
     to: Vec<SocketAddr>,
     len: usize,
+    /// The largest datagram sent segmented: the path's datagram size (a segment must fit
+    /// the interface's MTU); 0, never.
+    gso_max: usize,
 }
 
 impl SendBatch {
-    /// An empty batch.
+    /// An empty batch that sends one datagram per message header.
+    #[cfg(test)]
     pub(crate) fn new() -> SendBatch {
+        SendBatch::with_gso(0)
+    }
+
+    /// An empty batch that sends runs of datagrams of at most `gso_max` bytes segmented
+    /// (0: never).
+    pub(crate) fn with_gso(gso_max: usize) -> SendBatch {
         SendBatch {
             bufs: (0..SEND_BATCH).map(|_| Vec::new()).collect(),
             to: Vec::with_capacity(SEND_BATCH),
             len: 0,
+            gso_max: if cfg!(target_os = "linux") {
+                gso_max
+            } else {
+                0
+            },
         }
+    }
+
+    /// Whether runs are still sent segmented.
+    #[cfg(test)]
+    pub(crate) fn gso(&self) -> bool {
+        self.gso_max > 0
+    }
+
+    /// How many datagrams from `first` (at most `left`) go in one send: a run of one size to
+    /// one destination, the last possibly shorter, within the kernel's bound.
+    fn run_from(&self, first: usize, left: usize) -> usize {
+        let seg = self.bufs[first].len();
+        if seg == 0 || seg > self.gso_max {
+            return 1;
+        }
+        let (mut k, mut total) = (1, seg);
+        while k < left {
+            let l = self.bufs[first + k].len();
+            if self.to[first + k] != self.to[first]
+                || l == 0
+                || l > seg
+                || total + l > GSO_MAX_BYTES
+            {
+                break;
+            }
+            total += l;
+            k += 1;
+            if l < seg {
+                break;
+            }
+        }
+        k
     }
 
     /// Datagrams queued.
@@ -189,7 +251,11 @@ impl SendBatch {
     /// Send the queued datagrams from `start` on; returns how many left (at least one), or the
     /// error of the first that could not.
     #[cfg(target_os = "linux")]
-    pub(crate) fn send_from(&self, sock: &mio::net::UdpSocket, start: usize) -> io::Result<usize> {
+    pub(crate) fn send_from(
+        &mut self,
+        sock: &mio::net::UdpSocket,
+        start: usize,
+    ) -> io::Result<usize> {
         use std::os::fd::AsRawFd;
         let n = self.len - start;
         assert!(n > 0);
@@ -197,35 +263,77 @@ impl SendBatch {
         let mut names: [libc::sockaddr_storage; SEND_BATCH] = unsafe { std::mem::zeroed() };
         let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
         let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..n {
-            let len = encode_addr(self.to[start + i], &mut names[i]);
-            let b = &self.bufs[start + i];
-            iovs[i].iov_base = b.as_ptr() as *mut libc::c_void;
-            iovs[i].iov_len = b.len();
-            msgs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-            msgs[i].msg_hdr.msg_namelen = len;
-            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+        // One `UDP_SEGMENT` message per header (u64s: aligned as `cmsghdr` needs).
+        let mut controls = [[0u64; 4]; SEND_BATCH];
+        // Datagrams in each header.
+        let mut counts = [0usize; SEND_BATCH];
+        let (mut m, mut i) = (0, 0);
+        while i < n {
+            let k = self.run_from(start + i, n - i);
+            for x in 0..k {
+                let b = &self.bufs[start + i + x];
+                iovs[i + x].iov_base = b.as_ptr() as *mut libc::c_void;
+                iovs[i + x].iov_len = b.len();
+            }
+            let len = encode_addr(self.to[start + i], &mut names[m]);
+            let h = &mut msgs[m].msg_hdr;
+            h.msg_name = (&mut names[m] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = len;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = k;
+            if k > 1 {
+                let seg = self.bufs[start + i].len() as u16;
+                // SAFETY: the control buffer is 32 bytes, aligned for `cmsghdr`, and
+                // CMSG_SPACE of a u16 is 24; the CMSG macros stay within the length set here.
+                unsafe {
+                    let space = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
+                    debug_assert!(space <= std::mem::size_of_val(&controls[m]));
+                    h.msg_control = controls[m].as_mut_ptr().cast();
+                    h.msg_controllen = space;
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+                }
+            }
+            counts[m] = k;
+            m += 1;
+            i += k;
         }
-        // SAFETY: every header points at a live buffer of the length it states and at a live
-        // address of the length it states; the kernel only reads them.
+        // SAFETY: every header points at live buffers of the lengths it states, at a live
+        // address of the length it states and at a live control buffer; the kernel only reads
+        // them.
         let sent = unsafe {
             libc::sendmmsg(
                 sock.as_raw_fd(),
                 msgs.as_mut_ptr(),
-                n as libc::c_uint,
+                m as libc::c_uint,
                 libc::MSG_DONTWAIT,
             )
         };
         if sent < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            if counts[0] > 1 && matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) {
+                // The kernel or the device does not segment (no checksum offload: EIO; a
+                // segment larger than the route's MTU: EINVAL): one header a datagram from
+                // now on, this batch included.
+                tracing::info!(error = %e, "UDP segmentation offload refused; sending datagrams one by one");
+                self.gso_max = 0;
+                return self.send_from(sock, start);
+            }
+            return Err(e);
         }
-        Ok(sent as usize)
+        Ok(counts[..sent as usize].iter().sum())
     }
 
     /// Send one datagram (systems without `sendmmsg`).
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn send_from(&self, sock: &mio::net::UdpSocket, start: usize) -> io::Result<usize> {
+    pub(crate) fn send_from(
+        &mut self,
+        sock: &mio::net::UdpSocket,
+        start: usize,
+    ) -> io::Result<usize> {
         sock.send_to(&self.bufs[start], self.to[start]).map(|_| 1)
     }
 }
@@ -313,6 +421,122 @@ fn decode_addr(name: &libc::sockaddr_storage) -> SocketAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read `n` datagrams from `sock` (waiting at most 5 s), with their sources.
+    fn read_n(sock: &mio::net::UdpSocket, n: usize) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < n && std::time::Instant::now() < deadline {
+            match sock.recv_from(&mut buf) {
+                Ok((len, _)) => got.push(buf[..len].to_vec()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        got
+    }
+
+    /// Runs of one size to one destination leave segmented, and arrive as the datagrams they
+    /// were, in order, whatever ends a run (another size, another destination, a shorter last
+    /// one).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn runs_leave_segmented_and_arrive_as_their_datagrams() {
+        let a = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let b = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        socket2::SockRef::from(&a)
+            .set_recv_buffer_size(1 << 20)
+            .unwrap();
+        let tx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let (ta, tb) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut batch = SendBatch::with_gso(1472);
+        // 10 of 1,000 bytes to a, a shorter one that ends that run, 2 to b, then 12 of 1,400
+        // to a, 3 of 2,000 (beyond the segment bound: one by one), 4 more of 1,000 to a.
+        let mut want_a: Vec<Vec<u8>> = Vec::new();
+        let mut want_b: Vec<Vec<u8>> = Vec::new();
+        let mut push = |batch: &mut SendBatch, to, d: Vec<u8>| {
+            if to == ta {
+                want_a.push(d.clone());
+            } else {
+                want_b.push(d.clone());
+            }
+            batch.push_with(to, copy_of(&d));
+        };
+        let mut tag = 0u8;
+        let mut next = |len: usize| {
+            tag = tag.wrapping_add(1);
+            vec![tag; len]
+        };
+        for _ in 0..10 {
+            push(&mut batch, ta, next(1000));
+        }
+        push(&mut batch, ta, next(300));
+        push(&mut batch, tb, next(1000));
+        push(&mut batch, tb, next(1000));
+        for _ in 0..12 {
+            push(&mut batch, ta, next(1400));
+        }
+        for _ in 0..3 {
+            push(&mut batch, ta, next(2000));
+        }
+        for _ in 0..4 {
+            push(&mut batch, ta, next(1000));
+        }
+        assert_eq!(batch.len(), 32);
+        assert_eq!(
+            batch.run_from(0, 32),
+            11,
+            "10 of one size and a shorter last"
+        );
+        assert_eq!(batch.run_from(11, 21), 2);
+        assert_eq!(batch.run_from(13, 19), 12);
+        assert_eq!(batch.run_from(25, 7), 1, "larger than a segment may be");
+        let mut sent = 0;
+        while sent < batch.len() {
+            sent += batch.send_from(&tx, sent).unwrap();
+        }
+        assert_eq!(sent, 32);
+        assert!(batch.gso(), "the kernel took the segmented sends");
+        assert_eq!(read_n(&a, want_a.len()), want_a);
+        assert_eq!(read_n(&b, want_b.len()), want_b);
+    }
+
+    /// A segmented send the kernel refuses (here: a socket without UDP checksums, which Linux
+    /// never segments) turns segmentation off, and the batch still goes, one by one.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_refused_segmented_send_falls_back_to_one_datagram_a_header() {
+        use std::os::fd::AsRawFd;
+        let a = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let one: libc::c_int = 1;
+        // SAFETY: a valid socket and an int option of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                tx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_NO_CHECK,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+        let to = a.local_addr().unwrap();
+        let mut batch = SendBatch::with_gso(1472);
+        let want: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 500]).collect();
+        for d in &want {
+            batch.push_with(to, copy_of(d));
+        }
+        let mut sent = 0;
+        while sent < batch.len() {
+            sent += batch.send_from(&tx, sent).unwrap();
+        }
+        assert!(!batch.gso(), "turned off after the refusal");
+        assert_eq!(read_n(&a, 5), want);
+    }
 
     #[test]
     fn sends_a_batch_in_order_to_its_destinations() {

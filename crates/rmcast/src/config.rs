@@ -81,7 +81,19 @@ pub struct NodeConfig {
     /// the runtime can be run lossy without a flag of its own. A value that is not a number in
     /// that range fails [`crate::Node::new`] with the variable named.
     pub receive_loss: f64,
+    /// Send runs of datagrams of one size to one destination in one system call that the
+    /// kernel cuts apart (UDP generic segmentation offload, `UDP_SEGMENT`, Linux 4.18 and
+    /// later): each still leaves as a datagram of its own, so nothing changes on the wire,
+    /// but the run crosses the sending stack once. Runs are cut at the path's datagram size
+    /// (the interface's MTU); the first segmented send the kernel refuses turns it off for the
+    /// node. On unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `0` (to
+    /// measure with and without it side by side); elsewhere than Linux, never.
+    pub segmentation_offload: bool,
 }
+
+/// The environment variable [`NodeConfig::default`] reads
+/// [`NodeConfig::segmentation_offload`] from: `0` turns it off.
+pub const SEGMENTATION_OFFLOAD_ENV: &str = "RMCAST_GSO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
 pub const RECEIVE_LOSS_ENV: &str = "RMCAST_RECEIVE_LOSS";
@@ -126,6 +138,8 @@ impl Default for NodeConfig {
             multicast_ttl: 0,
             socket_buffer_bytes: 4 << 20,
             receive_loss: receive_loss_from_env(),
+            segmentation_offload: std::env::var(SEGMENTATION_OFFLOAD_ENV)
+                .map_or(true, |v| v.trim() != "0"),
         }
     }
 }
@@ -166,6 +180,7 @@ setters!(NodeConfig {
     multicast_ttl: (u32),
     socket_buffer_bytes: (usize),
     receive_loss: (f64),
+    segmentation_offload: (bool),
 });
 
 setters!(GroupConfig {

@@ -97,6 +97,12 @@ pub(crate) fn spawn(
         )
     })?;
     let local_addr = std_sock.local_addr()?;
+    // A segment must fit the interface's MTU: runs are cut at its datagram size (0: unknown,
+    // never segmented).
+    let gso_max = match cfg.segmentation_offload {
+        true => net::path_datagram_bytes_on(cfg.interface, multicast_index, 0),
+        false => 0,
+    };
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let timer = crate::timer::PreciseTimer::new(poll.registry(), TIMER)?;
@@ -139,7 +145,7 @@ pub(crate) fn spawn(
                     ttl: cfg.multicast_ttl,
                     backlog: VecDeque::new(),
                     spare: Vec::new(),
-                    out: crate::batch::SendBatch::new(),
+                    out: crate::batch::SendBatch::with_gso(gso_max),
                     shared: io_shared,
                     send_error_logged: 0,
                 },
