@@ -86,13 +86,16 @@ pub struct NodeConfig {
     /// later): each still leaves as a datagram of its own, so nothing changes on the wire,
     /// but the run crosses the sending stack once. Runs are cut at the path's datagram size
     /// (the interface's MTU); the first segmented send the kernel refuses turns it off for the
-    /// node. On unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `0` (to
-    /// measure with and without it side by side); elsewhere than Linux, never.
+    /// node. Off unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `1`;
+    /// elsewhere than Linux, never. Not the default yet: in network namespaces it takes the
+    /// Ring's 1 KiB rate up 1.5 - 1.7 times, but lets a Sequencer outrun its receivers, whose
+    /// 99th-percentile latency at full load went from about 20 ms to over a second
+    /// (docs/PERFORMANCE.md).
     pub segmentation_offload: bool,
 }
 
 /// The environment variable [`NodeConfig::default`] reads
-/// [`NodeConfig::segmentation_offload`] from: `0` turns it off.
+/// [`NodeConfig::segmentation_offload`] from: `1` turns it on.
 pub const SEGMENTATION_OFFLOAD_ENV: &str = "RMCAST_GSO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
@@ -139,7 +142,7 @@ impl Default for NodeConfig {
             socket_buffer_bytes: 4 << 20,
             receive_loss: receive_loss_from_env(),
             segmentation_offload: std::env::var(SEGMENTATION_OFFLOAD_ENV)
-                .map_or(true, |v| v.trim() != "0"),
+                .is_ok_and(|v| v.trim() == "1"),
         }
     }
 }
