@@ -311,16 +311,22 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_sequencer_sends_two_datagrams_a_message_and_formation_cancels_out() {
+    /// One point, seed 1, which must pass every checker.
+    fn point(engine: &str, members: u32, messages: u64) -> Cost {
         let job = Job {
-            engine: "sequencer".into(),
-            members: 10,
-            messages: 20,
+            engine: engine.into(),
+            members,
+            messages,
             seed: 1,
         };
         let c = job.measure().expect("a valid point");
         assert!(c.failed.is_empty(), "{:?}", c.failed);
+        c
+    }
+
+    #[test]
+    fn the_sequencer_sends_two_datagrams_a_message_and_formation_cancels_out() {
+        let c = point("sequencer", 10, 20);
         // Every member (the sender too) delivers each added message once.
         assert_eq!(c.deliveries, 20 * 10);
         // Amoeba's PB method: the request to the sequencer and its broadcast, nothing of the
@@ -330,14 +336,7 @@ mod tests {
 
     #[test]
     fn a_transaction_costs_a_few_datagrams_a_receiver_not_its_open_timer() {
-        let job = Job {
-            engine: "txn".into(),
-            members: 10,
-            messages: 10,
-            seed: 1,
-        };
-        let c = job.measure().expect("a valid point");
-        assert!(c.failed.is_empty(), "{:?}", c.failed);
+        let c = point("txn", 10, 10);
         // The open is decided once the 9 receivers answered: a handful of control packets a
         // receiver (open, held, delivered, closed) and the source's few multicasts. Waiting
         // out the open's timer instead repeated the FIRST and cost about 34 a receiver.
