@@ -102,6 +102,12 @@ pub struct BenchArgs {
     #[arg(long, default_value = "1", value_parser = parse_senders)]
     pub senders: Senders,
 
+    /// With `--senders 1`: the member that sends. Member 1 creates the group, so under the
+    /// sequencer engine it is the sequencer and orders its own messages without a request;
+    /// `--sender 2` measures a sender that is not, as Amoeba's own measurements do.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=MAX_MEMBERS as i64), conflicts_with = "perturb")]
+    pub sender: u16,
+
     /// How long each measurement sends (a bare number: seconds).
     #[arg(long = "duration", alias = "duration-secs", default_value = "5s", value_name = "DURATION", value_parser = crate::dur::secs(1, 600), conflicts_with = "messages")]
     pub duration_secs: u64,
@@ -401,6 +407,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         Senders::One => 1,
         Senders::All => members,
     };
+    let first_sender = args.sender as usize;
+    if first_sender != 1 && (senders != 1 || first_sender > members) {
+        bail!(
+            "--sender {first_sender}: names the one sending member, so it needs --senders 1 and \
+             a member of the group (--members {members})"
+        );
+    }
     if let Some(p) = args.perturb {
         if p.members as usize >= members {
             bail!(
@@ -473,7 +486,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         Limit::Duration(d) => format!("{} s per measurement", d.as_secs()),
         Limit::Messages(n) => format!("{n} messages per sender"),
     };
-    let mut who = if senders == 1 {
+    let mut who = if senders == 1 && first_sender != 1 {
+        format!("1 sender (member {first_sender})")
+    } else if senders == 1 {
         "1 sender".to_string()
     } else {
         format!("{senders} senders")
@@ -562,7 +577,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         resilience: args.resilience,
         method: args.method,
         netns: netns.clone(),
-        first_sender: 1,
+        first_sender,
     };
     for &size in &args.sizes {
         let cfg = RunConfig {

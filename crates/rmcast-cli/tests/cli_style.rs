@@ -170,3 +170,43 @@ fn sim_progress_shows_on_a_terminal_and_never_in_a_pipe() {
     let s = text(&out.stdout);
     assert!(s.contains("seeds [") && s.contains("100%"), "{s:?}");
 }
+
+#[test]
+fn bench_sender_names_one_member_of_the_group() {
+    for (args, says) in [
+        (&["--members", "3", "--sender", "4"][..], "--members 3"),
+        (&["--senders", "all", "--sender", "2"][..], "--senders 1"),
+    ] {
+        let out = run(&[&["bench", "--only", "rmcast"][..], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--sender") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    // Member 2 sends (not the sequencer, member 1); every member gets all it sent.
+    let out = run(&[
+        "bench",
+        "--only",
+        "rmcast",
+        "--members",
+        "3",
+        "--sender",
+        "2",
+        "--sizes",
+        "64",
+        "--messages",
+        "2000",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("1 sender (member 2)"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("64 B"))
+        .unwrap_or_else(|| panic!("a 64 B row: {table}"));
+    // The row ends with the lost count and the ratio to raw ("-" with --only rmcast).
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[cols.len() - 2], "0", "nothing lost: {row}");
+}
