@@ -15,20 +15,68 @@ pub(crate) const BATCH: usize = 16;
 
 /// Bytes per buffer: any UDP payload over IPv4 or IPv6 (without jumbograms) fits.
 const SLOT: usize = 1 << 16;
-/// Bytes of ancillary data per datagram: room for the `IP_TTL` (or `IPV6_HOPLIMIT`) message
-/// and more.
+/// Bytes of ancillary data per receive: room for the `IP_TTL` (or `IPV6_HOPLIMIT`) message
+/// and the `UDP_GRO` one (24 bytes each).
 const CONTROL: usize = 64;
 
 /// A batch of receive buffers and what the last call put in them.
+///
+/// With UDP generic receive offload on the socket ([`crate::net::enable_gro`]) one receive may
+/// hold a run of datagrams end to end (a sender's segmented send, or datagrams of one flow the
+/// kernel coalesced), all of the size its `UDP_GRO` control message gives but the last, which
+/// may be shorter. [`RecvBatch::datagrams`] cuts each receive into its datagrams, so that
+/// everything after it sees one datagram at a time, as without the offload. A run is at most
+/// one UDP payload (the kernel stops coalescing before 64 KiB), so the 64 KiB slots that any
+/// single datagram needs hold it too: the offload costs no memory.
 pub(crate) struct RecvBatch {
     /// `BATCH` buffers of `SLOT` bytes, end to end.
     bufs: Vec<u8>,
     lens: [usize; BATCH],
+    /// The size of each datagram in a receive but the last (the receive's length when it
+    /// holds one datagram).
+    segs: [usize; BATCH],
     from: [SocketAddr; BATCH],
-    /// The IP time-to-live each datagram arrived with, where the socket reports it.
+    /// The IP time-to-live each receive arrived with, where the socket reports it.
     ttls: [Option<u8>; BATCH],
     /// Ancillary data buffers (u64s, so that they are aligned as `cmsghdr` needs).
     control: Vec<u64>,
+}
+
+/// One datagram of the last [`RecvBatch::recv`]: the receive it came in and its bytes there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Datagram {
+    slot: usize,
+    start: usize,
+    end: usize,
+}
+
+/// The datagrams of one receive, in order ([`RecvBatch::datagrams`]).
+pub(crate) struct Datagrams {
+    slot: usize,
+    at: usize,
+    len: usize,
+    seg: usize,
+    /// Whether an empty receive has been given out (an empty datagram is still one).
+    done: bool,
+}
+
+impl Iterator for Datagrams {
+    type Item = Datagram;
+
+    fn next(&mut self) -> Option<Datagram> {
+        if self.done {
+            return None;
+        }
+        let end = (self.at + self.seg).min(self.len);
+        let d = Datagram {
+            slot: self.slot,
+            start: self.at,
+            end,
+        };
+        self.at = end;
+        self.done = self.at >= self.len;
+        Some(d)
+    }
 }
 
 impl RecvBatch {
@@ -37,26 +85,46 @@ impl RecvBatch {
         RecvBatch {
             bufs: vec![0; BATCH * SLOT],
             lens: [0; BATCH],
+            segs: [0; BATCH],
             from: [SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); BATCH],
             ttls: [None; BATCH],
             control: vec![0; BATCH * CONTROL / 8],
         }
     }
 
-    /// The IP time-to-live datagram `i` of the last [`RecvBatch::recv`] arrived with, if the
-    /// socket reports it ([`crate::net::enable_recv_ttl`]).
-    pub(crate) fn ttl(&self, i: usize) -> Option<u8> {
-        self.ttls[i]
+    /// The datagrams in receive `i` of the last [`RecvBatch::recv`] (one, unless the kernel
+    /// delivered a run at once).
+    pub(crate) fn datagrams(&self, i: usize) -> Datagrams {
+        Datagrams {
+            slot: i,
+            at: 0,
+            len: self.lens[i],
+            // A zero size never comes from the kernel; read it as one datagram, not a loop.
+            seg: if self.segs[i] == 0 {
+                self.lens[i].max(1)
+            } else {
+                self.segs[i]
+            },
+            done: false,
+        }
     }
 
-    /// Datagram `i` of the last [`RecvBatch::recv`] and its source.
-    pub(crate) fn get(&self, i: usize) -> (&[u8], SocketAddr) {
-        (&self.bufs[i * SLOT..i * SLOT + self.lens[i]], self.from[i])
+    /// The IP time-to-live datagram `d` arrived with, if the socket reports it
+    /// ([`crate::net::enable_recv_ttl`]).
+    pub(crate) fn ttl(&self, d: Datagram) -> Option<u8> {
+        self.ttls[d.slot]
     }
 
-    /// Datagram `i` of the last [`RecvBatch::recv`], to decrypt in place.
-    pub(crate) fn get_mut(&mut self, i: usize) -> &mut [u8] {
-        &mut self.bufs[i * SLOT..i * SLOT + self.lens[i]]
+    /// Datagram `d` and its source.
+    pub(crate) fn get(&self, d: Datagram) -> (&[u8], SocketAddr) {
+        let base = d.slot * SLOT;
+        (&self.bufs[base + d.start..base + d.end], self.from[d.slot])
+    }
+
+    /// Datagram `d`, to decrypt in place.
+    pub(crate) fn get_mut(&mut self, d: Datagram) -> &mut [u8] {
+        let base = d.slot * SLOT;
+        &mut self.bufs[base + d.start..base + d.end]
     }
 
     /// Read up to [`BATCH`] datagrams from non-blocking `sock` without waiting; returns how
@@ -99,9 +167,18 @@ impl RecvBatch {
         }
         let n = n as usize;
         for i in 0..n {
-            self.lens[i] = (msgs[i].msg_len as usize).min(SLOT);
+            let (ttl, gro) = received_control(&msgs[i].msg_hdr);
+            let mut len = (msgs[i].msg_len as usize).min(SLOT);
+            let seg = gro.filter(|&s| s > 0 && s < len).unwrap_or(len);
+            if msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 && seg < len {
+                // A run longer than the slot (never seen: the kernel keeps runs under 64 KiB):
+                // keep its whole datagrams, not a cut one.
+                len -= len % seg;
+            }
+            self.lens[i] = len;
+            self.segs[i] = seg;
             self.from[i] = decode_addr(&names[i]);
-            self.ttls[i] = received_ttl(&msgs[i].msg_hdr);
+            self.ttls[i] = ttl;
         }
         Ok(n)
     }
@@ -111,6 +188,7 @@ impl RecvBatch {
     pub(crate) fn recv(&mut self, sock: &mio::net::UdpSocket) -> io::Result<usize> {
         let (n, from) = sock.recv_from(&mut self.bufs[..SLOT])?;
         self.lens[0] = n;
+        self.segs[0] = n;
         self.from[0] = from;
         self.ttls[0] = None;
         Ok(1)
@@ -130,11 +208,6 @@ pub(crate) fn copy_of(data: &[u8]) -> impl FnOnce(&mut Vec<u8>) -> bool + '_ {
 /// Datagrams sent per call at most.
 pub(crate) const SEND_BATCH: usize = 32;
 
-/// `UDP_SEGMENT` (linux/udp.h): the ancillary message that makes one send a run of datagrams
-/// of one size (UDP generic segmentation offload, Linux 4.18 and later).
-#[cfg(target_os = "linux")]
-const UDP_SEGMENT: libc::c_int = 103;
-
 /// Bytes one segmented send carries at most: what one UDP datagram could (the kernel's bound).
 const GSO_MAX_BYTES: usize = crate::MAX_DATAGRAM_BYTES;
 
@@ -144,7 +217,8 @@ const GSO_MAX_BYTES: usize = crate::MAX_DATAGRAM_BYTES;
 /// Consecutive datagrams of one size to one destination (the last of a run may be shorter)
 /// leave in one segmented send where the kernel takes it (UDP GSO, `UDP_SEGMENT`): the run
 /// crosses the stack, and a veth pair or bridge, as one packet and is cut into its datagrams
-/// on the way in, so the wire and the receivers see exactly what one send each would have
+/// at each receiving socket (or handed whole to one with receive offload, and cut apart by its
+/// [`RecvBatch`]), so the wire and the engines see exactly what one send each would have
 /// made, at a fraction of the cost per datagram (a 1 KiB message is a datagram on an
 /// Ethernet-sized path). The first segmented send the kernel refuses turns it off for good.
 pub(crate) struct SendBatch {
@@ -292,7 +366,8 @@ impl SendBatch {
                     h.msg_controllen = space;
                     let c = libc::CMSG_FIRSTHDR(h);
                     (*c).cmsg_level = libc::SOL_UDP;
-                    (*c).cmsg_type = UDP_SEGMENT;
+                    // `UDP_SEGMENT`: one send, a run of datagrams of one size (Linux 4.18).
+                    (*c).cmsg_type = libc::UDP_SEGMENT;
                     (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
                     std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
                 }
@@ -338,12 +413,15 @@ impl SendBatch {
     }
 }
 
-/// The `IP_TTL` (IPv4) or `IPV6_HOPLIMIT` (IPv6) ancillary message of a received datagram,
-/// if the kernel wrote one.
+/// What the kernel wrote in a received message's ancillary data: the `IP_TTL` (IPv4) or
+/// `IPV6_HOPLIMIT` (IPv6) value, and the `UDP_GRO` segment size of a receive that holds a run
+/// of datagrams.
 #[cfg(target_os = "linux")]
-fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
+fn received_control(hdr: &libc::msghdr) -> (Option<u8>, Option<usize>) {
+    let (mut ttl, mut seg) = (None, None);
     // SAFETY: the kernel filled the control buffer `hdr` points at and set its length; the
-    // CMSG macros walk within it.
+    // CMSG macros walk within it, and each value read is the int the kernel writes for its
+    // kind.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(hdr);
         while !c.is_null() {
@@ -352,12 +430,15 @@ fn received_ttl(hdr: &libc::msghdr) -> Option<u8> {
                 || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_HOPLIMIT)
             {
                 let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                return u8::try_from(v).ok();
+                ttl = u8::try_from(v).ok();
+            } else if level == libc::SOL_UDP && kind == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                seg = usize::try_from(v).ok();
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
-    None
+    (ttl, seg)
 }
 
 /// Write `addr` into `out` as the kernel reads it (`sockaddr_in` or `sockaddr_in6`); returns
@@ -437,6 +518,161 @@ mod tests {
             }
         }
         got
+    }
+
+    /// The datagrams of the first `n` receives of `batch`, each with its source and TTL.
+    fn received(batch: &RecvBatch, n: usize) -> Vec<(Vec<u8>, SocketAddr, Option<u8>)> {
+        (0..n)
+            .flat_map(|i| batch.datagrams(i))
+            .map(|d| {
+                let (data, from) = batch.get(d);
+                (data.to_vec(), from, batch.ttl(d))
+            })
+            .collect()
+    }
+
+    /// Read from `sock` into `batch` until `n` datagrams came (waiting at most 5 s); returns
+    /// them with their sources, and how many receives held more than one.
+    fn read_batched(
+        batch: &mut RecvBatch,
+        sock: &mio::net::UdpSocket,
+        n: usize,
+    ) -> (Vec<(Vec<u8>, SocketAddr)>, usize) {
+        let (mut got, mut runs) = (Vec::new(), 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < n && std::time::Instant::now() < deadline {
+            match batch.recv(sock) {
+                Ok(k) => {
+                    for i in 0..k {
+                        runs += usize::from(batch.datagrams(i).count() > 1);
+                    }
+                    got.extend(received(batch, k).into_iter().map(|(d, f, _)| (d, f)));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        (got, runs)
+    }
+
+    /// A receive is cut at its segment size, the last datagram shorter or not; an empty
+    /// datagram is still one; a receive without a size is one datagram.
+    #[test]
+    fn a_receive_is_cut_into_datagrams_of_its_segment_size() {
+        let mut b = RecvBatch::new();
+        let cuts = |b: &RecvBatch, i| -> Vec<(usize, usize)> {
+            b.datagrams(i).map(|d| (d.start, d.end)).collect()
+        };
+        (b.lens[0], b.segs[0]) = (2500, 1000);
+        assert_eq!(cuts(&b, 0), [(0, 1000), (1000, 2000), (2000, 2500)]);
+        (b.lens[1], b.segs[1]) = (3000, 1000);
+        assert_eq!(cuts(&b, 1), [(0, 1000), (1000, 2000), (2000, 3000)]);
+        (b.lens[2], b.segs[2]) = (0, 0);
+        assert_eq!(cuts(&b, 2), [(0, 0)]);
+        (b.lens[3], b.segs[3]) = (700, 0);
+        assert_eq!(cuts(&b, 3), [(0, 700)]);
+        (b.lens[4], b.segs[4]) = (700, 700);
+        assert_eq!(cuts(&b, 4), [(0, 700)]);
+        assert!(b.datagrams(1).all(|d| d.slot == 1));
+    }
+
+    /// A run sent segmented reaches a socket with receive offload in one receive, and is cut
+    /// back into its datagrams there, the shorter last one included; unicast.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_segmented_run_arrives_as_its_datagrams_at_a_gro_socket() {
+        let rx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert!(crate::net::enable_gro(&rx), "this kernel takes UDP_GRO");
+        crate::net::enable_recv_ttl(&rx, false);
+        let tx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::with_gso(1472);
+        // Two runs: 20 of 1,200 bytes and a 500-byte last one; then 6 of 900 bytes.
+        let mut want: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 1200]).collect();
+        want.push(vec![20; 500]);
+        want.extend((21..27u8).map(|i| vec![i; 900]));
+        for d in &want {
+            out.push_with(to, copy_of(d));
+        }
+        let mut sent = 0;
+        while sent < out.len() {
+            sent += out.send_from(&tx, sent).unwrap();
+        }
+        assert!(out.gso(), "the kernel took the segmented sends");
+        let mut batch = RecvBatch::new();
+        let (got, runs) = read_batched(&mut batch, &rx, want.len());
+        let from = tx.local_addr().unwrap();
+        assert_eq!(got, want.into_iter().map(|d| (d, from)).collect::<Vec<_>>());
+        assert_eq!(runs, 2, "each run came in one receive");
+    }
+
+    /// The same to a multicast group with two member sockets on this host: each gets the run
+    /// whole and cuts it into the same datagrams.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_segmented_multicast_run_arrives_as_its_datagrams_at_each_gro_member() {
+        let lo = std::net::IpAddr::V4(Ipv4Addr::LOCALHOST);
+        // A group of this process's own (others may run the same test at once).
+        let port = 20_000 + (std::process::id() % 20_000) as u16;
+        let group = SocketAddr::from(([239, 192, 77, 7], port));
+        let members: Vec<mio::net::UdpSocket> = (0..2)
+            .map(|_| {
+                let s = crate::net::multicast_socket(group, lo, None, 1 << 20, true).unwrap();
+                mio::net::UdpSocket::from_std(s)
+            })
+            .collect();
+        let tx = crate::net::unicast_socket(lo, None, 0, 0, 1 << 20, false).unwrap();
+        let tx = mio::net::UdpSocket::from_std(tx);
+        let mut out = SendBatch::with_gso(1472);
+        let mut want: Vec<Vec<u8>> = (0..15u8).map(|i| vec![i; 1400]).collect();
+        want.push(vec![15; 1]);
+        for d in &want {
+            out.push_with(group, copy_of(d));
+        }
+        let mut sent = 0;
+        while sent < out.len() {
+            sent += out.send_from(&tx, sent).unwrap();
+        }
+        assert!(out.gso(), "the kernel took the segmented send");
+        let from = tx.local_addr().unwrap();
+        let want: Vec<_> = want.into_iter().map(|d| (d, from)).collect();
+        let mut batch = RecvBatch::new();
+        for m in &members {
+            let (got, runs) = read_batched(&mut batch, m, want.len());
+            assert_eq!(got, want);
+            assert_eq!(runs, 1);
+        }
+    }
+
+    /// Where receive offload is refused (`UDP_GRO` on a socket that is not UDP), the refusal
+    /// is reported, not fatal; and a UDP socket without it gets a segmented run the old way,
+    /// one datagram a receive, cut by the kernel.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_receive_offload_a_run_arrives_one_datagram_a_receive() {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(!crate::net::enable_gro(&tcp), "refused on a TCP socket");
+        let rx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = mio::net::UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::with_gso(1472);
+        let mut want: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i; 1000]).collect();
+        want.push(vec![8; 10]);
+        for d in &want {
+            out.push_with(to, copy_of(d));
+        }
+        let mut sent = 0;
+        while sent < out.len() {
+            sent += out.send_from(&tx, sent).unwrap();
+        }
+        assert!(out.gso());
+        let mut batch = RecvBatch::new();
+        let (got, runs) = read_batched(&mut batch, &rx, want.len());
+        let from = tx.local_addr().unwrap();
+        assert_eq!(got, want.into_iter().map(|d| (d, from)).collect::<Vec<_>>());
+        assert_eq!(runs, 0);
     }
 
     /// Runs of one size to one destination leave segmented, and arrive as the datagrams they
@@ -593,10 +829,9 @@ mod tests {
         while got.len() < 3 && std::time::Instant::now() < deadline {
             match batch.recv(&rx) {
                 Ok(n) => {
-                    for i in 0..n {
-                        let (d, from) = batch.get(i);
-                        got.push((d.to_vec(), from));
-                        ttls.push(batch.ttl(i));
+                    for (d, from, ttl) in received(&batch, n) {
+                        got.push((d, from));
+                        ttls.push(ttl);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -634,7 +869,8 @@ mod tests {
                 match batch.recv(sock) {
                     Ok(n) => {
                         assert_eq!(n, 1);
-                        return batch.ttl(0);
+                        let d = batch.datagrams(0).next().unwrap();
+                        return batch.ttl(d);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         assert!(std::time::Instant::now() < deadline, "nothing came");
@@ -710,10 +946,7 @@ mod tests {
         while got.len() < 2 && std::time::Instant::now() < deadline {
             match batch.recv(&rx) {
                 Ok(n) => {
-                    for i in 0..n {
-                        let (d, from) = batch.get(i);
-                        got.push((d.to_vec(), from, batch.ttl(i)));
-                    }
+                    got.extend(received(&batch, n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(std::time::Duration::from_millis(1))

@@ -29,13 +29,15 @@ fn set_buffers(sock: &Socket, bytes: usize) {
 /// The node's unicast socket: it receives point-to-point traffic and sends everything,
 /// multicast included, so that every datagram's source address is the node's unicast address
 /// (peers learn where to answer from it). `index`: the IPv6 multicast interface
-/// ([`multicast_index`]); multicast leaves by it and by nothing else.
+/// ([`multicast_index`]); multicast leaves by it and by nothing else. `gro`: receive runs of
+/// datagrams at once where the kernel can ([`enable_gro`]).
 pub(crate) fn unicast_socket(
     interface: IpAddr,
     index: Option<u32>,
     port: u16,
     ttl: u32,
     buffer_bytes: usize,
+    gro: bool,
 ) -> io::Result<UdpSocket> {
     let sock = Socket::new(
         Domain::for_address(SocketAddr::new(interface, 0)),
@@ -65,6 +67,9 @@ pub(crate) fn unicast_socket(
     }
     sock.set_nonblocking(true)?;
     enable_recv_ttl(&sock, interface.is_ipv6());
+    if gro {
+        enable_gro(&sock);
+    }
     sock.bind(&bind_addr(interface, index, port).into())?;
     Ok(sock.into())
 }
@@ -118,13 +123,46 @@ pub(crate) fn enable_recv_ttl(sock: &impl std::os::fd::AsRawFd, v6: bool) {
     let _ = (sock, v6);
 }
 
+/// Ask the kernel to hand runs of datagrams over in one receive (UDP generic receive offload,
+/// `UDP_GRO`, Linux 5.0): a sender's segmented send (`UDP_SEGMENT`) arrives whole instead of
+/// being cut into datagrams for each receiving socket, and datagrams of one flow that a
+/// device coalesced stay together; [`crate::batch::RecvBatch`] cuts them apart. Returns
+/// whether the kernel took it; where it did not, datagrams arrive one by one as before.
+pub(crate) fn enable_gro(sock: &impl std::os::fd::AsRawFd) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and an int option of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_UDP,
+                libc::UDP_GRO,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            debug!("UDP_GRO: {}", io::Error::last_os_error());
+        }
+        r == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = sock;
+        false
+    }
+}
+
 /// A socket that receives the multicast traffic of one group. `interface` and `index` are the
-/// node's ([`multicast_index`] for IPv6, which must be known).
+/// node's ([`multicast_index`] for IPv6, which must be known); `gro` as for
+/// [`unicast_socket`].
 pub(crate) fn multicast_socket(
     group: SocketAddr,
     interface: IpAddr,
     index: Option<u32>,
     buffer_bytes: usize,
+    gro: bool,
 ) -> io::Result<UdpSocket> {
     let sock = Socket::new(Domain::for_address(group), Type::DGRAM, Some(Protocol::UDP))?;
     // Several members of a group may live on one host: all bind the same address and port.
@@ -132,6 +170,9 @@ pub(crate) fn multicast_socket(
     set_buffers(&sock, buffer_bytes);
     sock.set_nonblocking(true)?;
     enable_recv_ttl(&sock, group.is_ipv6());
+    if gro {
+        enable_gro(&sock);
+    }
     match (group, interface) {
         (SocketAddr::V4(g), IpAddr::V4(i)) => {
             // Bound to the group address, the socket gets this group's datagrams only.

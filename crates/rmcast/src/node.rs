@@ -192,6 +192,7 @@ impl Node {
                 interface,
                 index,
                 self.shared.socket_buffer_bytes,
+                self.shared.receive_offload,
             )?),
             None => None,
         };

@@ -142,6 +142,9 @@ pub(crate) struct NodeShared {
     /// The IPv6 multicast interface ([`crate::net::multicast_index`]); `None` for IPv4.
     pub multicast_index: Option<u32>,
     pub socket_buffer_bytes: usize,
+    /// Whether sockets receive runs of datagrams at once (UDP GRO; with
+    /// [`crate::NodeConfig::segmentation_offload`]).
+    pub receive_offload: bool,
     pub waker: mio::Waker,
     pub wake_pending: AtomicBool,
     pub commands: std_mpsc::SyncSender<Command>,
@@ -276,6 +279,10 @@ node_counters! {
     /// Of those, the ones dropped: their session did not answer in time (a capture of a
     /// session that is gone, replayed), or the hold was full (the oldest go first).
     session_dropped,
+    /// Of the datagrams received, those that came several to one receive (UDP generic receive
+    /// offload: a sender's segmented send, or datagrams a device coalesced) and were cut apart
+    /// here.
+    datagrams_coalesced,
     /// Testing: received datagrams dropped at random by [`NodeConfig::receive_loss`]
     /// (`RMCAST_RECEIVE_LOSS`), before any engine saw them; 0 unless it is set.
     ///
