@@ -87,16 +87,32 @@ pub struct NodeConfig {
     /// but the run crosses the sending stack once. Runs are cut at the path's datagram size
     /// (the interface's MTU); the first segmented send the kernel refuses turns it off for the
     /// node. Off unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `1`;
-    /// elsewhere than Linux, never. Not the default yet: in network namespaces it takes the
-    /// Ring's 1 KiB rate up 1.5 - 1.7 times, but lets a Sequencer outrun its receivers, whose
-    /// 99th-percentile latency at full load went from about 20 ms to over a second
-    /// (docs/PERFORMANCE.md).
+    /// elsewhere than Linux, never. Not the default: in network namespaces it takes the 1 KiB
+    /// rates of both the Ring and the Sequencer up 2 - 4 times (with
+    /// [`NodeConfig::receive_offload`] at the receivers), but a Sequencer with its default
+    /// history (16 MiB) then orders further ahead of its slowest member than that member's
+    /// socket buffer holds, and its 99th-percentile latency at 1 KiB from one sender of five
+    /// members went from about 50 ms to about 3 s (docs/PERFORMANCE.md).
     pub segmentation_offload: bool,
+    /// Receive runs of datagrams in one system call (UDP generic receive offload, `UDP_GRO`,
+    /// Linux 5.0 and later): a peer's segmented send (see
+    /// [`NodeConfig::segmentation_offload`]) arrives whole instead of being cut into
+    /// datagrams for every receiving socket, and datagrams of one flow that a network device
+    /// coalesced stay together; the runtime cuts each receive into its datagrams before any
+    /// engine sees them, so engines and keyed groups see one datagram at a time as before.
+    /// Costs no memory (a run is at most one UDP payload, and the receive buffers already
+    /// hold one of those each). On unless the environment variable [`RECEIVE_OFFLOAD_ENV`]
+    /// is `0`; where the kernel refuses it, datagrams arrive one by one as without it.
+    pub receive_offload: bool,
 }
 
 /// The environment variable [`NodeConfig::default`] reads
 /// [`NodeConfig::segmentation_offload`] from: `1` turns it on.
 pub const SEGMENTATION_OFFLOAD_ENV: &str = "RMCAST_GSO";
+
+/// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_offload`]
+/// from: `0` turns it off.
+pub const RECEIVE_OFFLOAD_ENV: &str = "RMCAST_GRO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
 pub const RECEIVE_LOSS_ENV: &str = "RMCAST_RECEIVE_LOSS";
@@ -143,6 +159,7 @@ impl Default for NodeConfig {
             receive_loss: receive_loss_from_env(),
             segmentation_offload: std::env::var(SEGMENTATION_OFFLOAD_ENV)
                 .is_ok_and(|v| v.trim() == "1"),
+            receive_offload: !std::env::var(RECEIVE_OFFLOAD_ENV).is_ok_and(|v| v.trim() == "0"),
         }
     }
 }
@@ -184,6 +201,7 @@ setters!(NodeConfig {
     socket_buffer_bytes: (usize),
     receive_loss: (f64),
     segmentation_offload: (bool),
+    receive_offload: (bool),
 });
 
 setters!(GroupConfig {

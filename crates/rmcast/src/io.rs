@@ -78,7 +78,7 @@ pub(crate) fn spawn(
         cfg.port,
         cfg.multicast_ttl,
         cfg.socket_buffer_bytes,
-        cfg.segmentation_offload,
+        cfg.receive_offload,
     )
     .map_err(|e| {
         // The bare OS error ("Cannot assign requested address") names neither the address
@@ -120,7 +120,7 @@ pub(crate) fn spawn(
         interface: cfg.interface,
         multicast_index,
         socket_buffer_bytes: cfg.socket_buffer_bytes,
-        receive_offload: cfg.segmentation_offload,
+        receive_offload: cfg.receive_offload,
         waker,
         wake_pending: AtomicBool::new(false),
         commands: cmd_tx,

@@ -180,7 +180,7 @@ pub use config::{
     default_datagram_bytes, ipv6_group_address, GroupAddr, GroupConfig, NodeConfig, OpenMode,
     DEFAULT_HEAL_INTERVAL, DEFAULT_JOIN_TIMEOUT, DEFAULT_MAX_DATAGRAM_BYTES,
     DEFAULT_MAX_DATAGRAM_BYTES_V6, MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES, RECEIVE_LOSS_ENV,
-    SEGMENTATION_OFFLOAD_ENV,
+    RECEIVE_OFFLOAD_ENV, SEGMENTATION_OFFLOAD_ENV,
 };
 pub use error::{Error, TrySendError};
 pub use keyfile::{load_key_file, write_key_file, KEY_FILE_ENV};

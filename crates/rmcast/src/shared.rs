@@ -142,8 +142,8 @@ pub(crate) struct NodeShared {
     /// The IPv6 multicast interface ([`crate::net::multicast_index`]); `None` for IPv4.
     pub multicast_index: Option<u32>,
     pub socket_buffer_bytes: usize,
-    /// Whether sockets receive runs of datagrams at once (UDP GRO; with
-    /// [`crate::NodeConfig::segmentation_offload`]).
+    /// Whether sockets receive runs of datagrams at once
+    /// ([`crate::NodeConfig::receive_offload`]).
     pub receive_offload: bool,
     pub waker: mio::Waker,
     pub wake_pending: AtomicBool,

@@ -1,6 +1,7 @@
 //! Segmentation offload on real loopback sockets: members that send runs of datagrams in one
 //! `UDP_SEGMENT` send and receive them whole (`UDP_GRO`) deliver exactly what was sent, in one
-//! order, keyed (each datagram opened alone) and not, by multicast and by unicast.
+//! order, keyed (each datagram opened alone) and not, by multicast and by unicast; and so do
+//! members whose receive offload is off (the kernel cuts the runs for them).
 
 mod common;
 
@@ -13,13 +14,15 @@ use std::time::{Duration, Instant};
 /// carries one and consecutive ones are of one size (the runs offload sends).
 const MESSAGES: usize = 3000;
 
-/// Three members with offload on, `engine`, datagrams of 1,472 bytes, keyed or not, at the
-/// address `addr` makes of the nodes' addresses; member 101 streams [`MESSAGES`] messages.
+/// Three members with segmentation offload on and receive offload as `gro`, `engine`,
+/// datagrams of 1,472 bytes, keyed or not, at the address `addr` makes of the nodes'
+/// addresses; member 101 streams [`MESSAGES`] messages.
 /// Checks that every member delivers all of them, as sent, in one order; returns how many
 /// datagrams the members received several to one receive.
 fn stream(
     engine: EngineChoice,
     keys: Option<Keyring>,
+    gro: bool,
     addr: impl Fn(&[SocketAddr]) -> GroupAddr,
 ) -> u64 {
     let name = unique_name(engine.name());
@@ -27,7 +30,8 @@ fn stream(
         Node::new(
             NodeConfig::default()
                 .id(NodeId(id))
-                .segmentation_offload(true),
+                .segmentation_offload(true)
+                .receive_offload(gro),
         )
         .expect("node starts")
     });
@@ -100,7 +104,7 @@ fn stream(
 #[test]
 fn a_keyed_sequencer_group_delivers_with_offload_by_multicast() {
     let keys = Keyring::new(GroupKey::generate().unwrap());
-    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), |_| {
+    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), true, |_| {
         GroupAddr::FromName
     });
     assert!(coalesced > 0, "no receive held a run");
@@ -110,14 +114,23 @@ fn a_keyed_sequencer_group_delivers_with_offload_by_multicast() {
 fn a_keyed_ring_group_delivers_with_offload_by_multicast() {
     let keys = Keyring::new(GroupKey::generate().unwrap());
     let engine = EngineChoice::named("ring").expect("ring engine");
-    let coalesced = stream(engine, Some(keys), |_| GroupAddr::FromName);
+    let coalesced = stream(engine, Some(keys), true, |_| GroupAddr::FromName);
     assert!(coalesced > 0, "no receive held a run");
 }
 
 #[test]
 fn a_sequencer_group_delivers_with_offload_by_unicast() {
-    let coalesced = stream(EngineChoice::sequencer(0), None, |addrs| {
+    let coalesced = stream(EngineChoice::sequencer(0), None, true, |addrs| {
         GroupAddr::unicast(addrs.iter().copied())
     });
     assert!(coalesced > 0, "no receive held a run");
+}
+
+#[test]
+fn receivers_without_receive_offload_get_segmented_runs_one_datagram_a_receive() {
+    let keys = Keyring::new(GroupKey::generate().unwrap());
+    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), false, |_| {
+        GroupAddr::FromName
+    });
+    assert_eq!(coalesced, 0);
 }
