@@ -100,10 +100,13 @@ pub struct NodeConfig {
     /// datagrams for every receiving socket, and datagrams of one flow that a network device
     /// coalesced stay together; the runtime cuts each receive into its datagrams before any
     /// engine sees them, so engines and keyed groups see one datagram at a time as before.
-    /// Costs no memory (a run is at most one UDP payload, and the receive buffers already
-    /// hold one of those each). On unless the environment variable [`RECEIVE_OFFLOAD_ENV`]
-    /// is `0`; where the kernel refuses it, datagrams arrive one by one as without it.
-    pub receive_offload: bool,
+    /// Costs no memory (a run is at most one UDP payload, and each receive buffer already
+    /// holds one). `None`, the default: on exactly when segmentation offload is, so that
+    /// turning that off restores the old path whole; the environment variable
+    /// [`RECEIVE_OFFLOAD_ENV`] sets it (`1` or `0`) for any program. Members of one group
+    /// should agree: a member without it pays the kernel's cutting of every run its peers
+    /// send. Where the kernel refuses it, datagrams arrive one by one as without it.
+    pub receive_offload: Option<bool>,
 }
 
 /// The environment variable [`NodeConfig::default`] reads
@@ -111,7 +114,7 @@ pub struct NodeConfig {
 pub const SEGMENTATION_OFFLOAD_ENV: &str = "RMCAST_GSO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_offload`]
-/// from: `0` turns it off.
+/// from: `1` turns it on, `0` off; unset, it follows segmentation offload.
 pub const RECEIVE_OFFLOAD_ENV: &str = "RMCAST_GRO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
@@ -159,7 +162,11 @@ impl Default for NodeConfig {
             receive_loss: receive_loss_from_env(),
             segmentation_offload: std::env::var(SEGMENTATION_OFFLOAD_ENV)
                 .is_ok_and(|v| v.trim() == "1"),
-            receive_offload: !std::env::var(RECEIVE_OFFLOAD_ENV).is_ok_and(|v| v.trim() == "0"),
+            receive_offload: match std::env::var(RECEIVE_OFFLOAD_ENV).as_deref().map(str::trim) {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
+            },
         }
     }
 }
@@ -201,7 +208,7 @@ setters!(NodeConfig {
     socket_buffer_bytes: (usize),
     receive_loss: (f64),
     segmentation_offload: (bool),
-    receive_offload: (bool),
+    receive_offload: (Some(bool)),
 });
 
 setters!(GroupConfig {

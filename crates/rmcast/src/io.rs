@@ -72,13 +72,14 @@ pub(crate) fn spawn(
     cfg.check_receive_loss()?;
     let loss = LossShim::new(cfg.receive_loss, os_seed());
     let multicast_index = net::multicast_index(cfg.interface, cfg.interface_index);
+    let receive_offload = cfg.receive_offload.unwrap_or(cfg.segmentation_offload);
     let std_sock = net::unicast_socket(
         cfg.interface,
         multicast_index,
         cfg.port,
         cfg.multicast_ttl,
         cfg.socket_buffer_bytes,
-        cfg.receive_offload,
+        receive_offload,
     )
     .map_err(|e| {
         // The bare OS error ("Cannot assign requested address") names neither the address
@@ -120,7 +121,7 @@ pub(crate) fn spawn(
         interface: cfg.interface,
         multicast_index,
         socket_buffer_bytes: cfg.socket_buffer_bytes,
-        receive_offload: cfg.receive_offload,
+        receive_offload,
         waker,
         wake_pending: AtomicBool::new(false),
         commands: cmd_tx,

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 /// carries one and consecutive ones are of one size (the runs offload sends).
 const MESSAGES: usize = 3000;
 
-/// Three members with segmentation offload on and receive offload as `gro`, `engine`,
+/// Three members with segmentation offload on and receive offload as `gro` (`None`: the
+/// default, which follows segmentation offload), `engine`,
 /// datagrams of 1,472 bytes, keyed or not, at the address `addr` makes of the nodes'
 /// addresses; member 101 streams [`MESSAGES`] messages.
 /// Checks that every member delivers all of them, as sent, in one order; returns how many
@@ -22,18 +23,16 @@ const MESSAGES: usize = 3000;
 fn stream(
     engine: EngineChoice,
     keys: Option<Keyring>,
-    gro: bool,
+    gro: Option<bool>,
     addr: impl Fn(&[SocketAddr]) -> GroupAddr,
 ) -> u64 {
     let name = unique_name(engine.name());
     let nodes = [101, 102, 103].map(|id| {
-        Node::new(
-            NodeConfig::default()
-                .id(NodeId(id))
-                .segmentation_offload(true)
-                .receive_offload(gro),
-        )
-        .expect("node starts")
+        let mut c = NodeConfig::default()
+            .id(NodeId(id))
+            .segmentation_offload(true);
+        c.receive_offload = gro;
+        Node::new(c).expect("node starts")
     });
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.local_addr()).collect();
     let addr = addr(&addrs);
@@ -104,7 +103,8 @@ fn stream(
 #[test]
 fn a_keyed_sequencer_group_delivers_with_offload_by_multicast() {
     let keys = Keyring::new(GroupKey::generate().unwrap());
-    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), true, |_| {
+    // Receive offload left to its default: on with segmentation offload.
+    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), None, |_| {
         GroupAddr::FromName
     });
     assert!(coalesced > 0, "no receive held a run");
@@ -114,13 +114,13 @@ fn a_keyed_sequencer_group_delivers_with_offload_by_multicast() {
 fn a_keyed_ring_group_delivers_with_offload_by_multicast() {
     let keys = Keyring::new(GroupKey::generate().unwrap());
     let engine = EngineChoice::named("ring").expect("ring engine");
-    let coalesced = stream(engine, Some(keys), true, |_| GroupAddr::FromName);
+    let coalesced = stream(engine, Some(keys), Some(true), |_| GroupAddr::FromName);
     assert!(coalesced > 0, "no receive held a run");
 }
 
 #[test]
 fn a_sequencer_group_delivers_with_offload_by_unicast() {
-    let coalesced = stream(EngineChoice::sequencer(0), None, true, |addrs| {
+    let coalesced = stream(EngineChoice::sequencer(0), None, Some(true), |addrs| {
         GroupAddr::unicast(addrs.iter().copied())
     });
     assert!(coalesced > 0, "no receive held a run");
@@ -129,7 +129,7 @@ fn a_sequencer_group_delivers_with_offload_by_unicast() {
 #[test]
 fn receivers_without_receive_offload_get_segmented_runs_one_datagram_a_receive() {
     let keys = Keyring::new(GroupKey::generate().unwrap());
-    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), false, |_| {
+    let coalesced = stream(EngineChoice::sequencer(0), Some(keys), Some(false), |_| {
         GroupAddr::FromName
     });
     assert_eq!(coalesced, 0);
