@@ -87,12 +87,12 @@ pub struct NodeConfig {
     /// but the run crosses the sending stack once. Runs are cut at the path's datagram size
     /// (the interface's MTU); the first segmented send the kernel refuses turns it off for the
     /// node. Off unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `1`;
-    /// elsewhere than Linux, never. Not the default: in network namespaces it takes the 1 KiB
-    /// rates of both the Ring and the Sequencer up 2 - 4 times (with
-    /// [`NodeConfig::receive_offload`] at the receivers), but a Sequencer with its default
-    /// history (16 MiB) then orders further ahead of its slowest member than that member's
-    /// socket buffer holds, and its 99th-percentile latency at 1 KiB from one sender of five
-    /// members went from about 50 ms to about 3 s (docs/PERFORMANCE.md).
+    /// elsewhere than Linux, never. Not the default: in network namespaces, with
+    /// [`NodeConfig::receive_offload`] (which follows it), it takes the 1 KiB rates of the
+    /// Ring up 1.8 - 7.7 times and of the Sequencer 1.3 - 4 times, but a Sequencer with its
+    /// default history (16 MiB) then orders further ahead of its slowest member than that
+    /// member's socket buffer holds, and its 99th-percentile latency at 1 KiB passed 2 s in
+    /// 4 of 8 runs against 2 of 8 without (docs/PERFORMANCE.md).
     pub segmentation_offload: bool,
     /// Receive runs of datagrams in one system call (UDP generic receive offload, `UDP_GRO`,
     /// Linux 5.0 and later): a peer's segmented send (see
