@@ -608,6 +608,36 @@ mod tests {
         assert_eq!(runs, 2, "each run came in one receive");
     }
 
+    /// The same over IPv6 on `::1`, where the host has it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_segmented_ipv6_run_arrives_as_its_datagrams_at_a_gro_socket() {
+        let Ok(rx) = mio::net::UdpSocket::bind("[::1]:0".parse().unwrap()) else {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        };
+        assert!(crate::net::enable_gro(&rx), "this kernel takes UDP_GRO");
+        crate::net::enable_recv_ttl(&rx, true);
+        let tx = mio::net::UdpSocket::bind("[::1]:0".parse().unwrap()).unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::with_gso(1452);
+        let mut want: Vec<Vec<u8>> = (0..12u8).map(|i| vec![i; 1452]).collect();
+        want.push(vec![12; 3]);
+        for d in &want {
+            out.push_with(to, copy_of(d));
+        }
+        let mut sent = 0;
+        while sent < out.len() {
+            sent += out.send_from(&tx, sent).unwrap();
+        }
+        assert!(out.gso(), "the kernel took the segmented send");
+        let mut batch = RecvBatch::new();
+        let (got, runs) = read_batched(&mut batch, &rx, want.len());
+        let from = tx.local_addr().unwrap();
+        assert_eq!(got, want.into_iter().map(|d| (d, from)).collect::<Vec<_>>());
+        assert_eq!(runs, 1);
+    }
+
     /// The same to a multicast group with two member sockets on this host: each gets the run
     /// whole and cuts it into the same datagrams.
     #[cfg(target_os = "linux")]
