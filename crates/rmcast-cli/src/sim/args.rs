@@ -122,9 +122,11 @@ fn engine_name(s: &str) -> Result<String, String> {
 /// Arguments of `rmcast sim`.
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct SimArgs {
-    /// Protocol engine to run: a name of the engine registry (`sequencer`, ...).
-    #[arg(short = 'e', long, default_value = "sequencer", value_parser = engine_name)]
-    pub engine: String,
+    /// Protocol engine to run: a name of the engine registry (`sequencer`, ...); `sequencer`
+    /// when not given. With `--experiment cost`, only this engine's points (every engine's
+    /// when not given).
+    #[arg(short = 'e', long, value_parser = engine_name)]
+    pub engine: Option<String>,
     /// Resilience degree r: a send completes once r + 1 members hold the message.
     #[arg(long, default_value_t = 0)]
     pub resilience: u8,

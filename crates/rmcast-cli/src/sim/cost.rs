@@ -160,7 +160,10 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
         bail!("--messages must be at least 1");
     }
     let seed = args.seed.unwrap_or(0);
-    let engines = catalog::names();
+    let engines: Vec<&str> = match &args.engine {
+        Some(e) => vec![e.as_str()],
+        None => catalog::names(),
+    };
     let mut jobs = Vec::new();
     for e in &engines {
         for &members in &sizes {
@@ -174,6 +177,18 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
                 seed,
             });
         }
+    }
+    if jobs.is_empty() {
+        bail!(
+            "no point to measure: {} takes at most {} members (--members {})",
+            engines.join(", "),
+            engines.iter().filter_map(|e| limit(e)).min().unwrap_or(0),
+            sizes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
     }
     writeln!(out, "rmcast sim --experiment cost")?;
     writeln!(
@@ -342,5 +357,21 @@ mod tests {
         // out the open's timer instead repeated the FIRST and cost about 34 a receiver.
         let per_receiver = c.datagrams as f64 / (10.0 * 9.0);
         assert!(per_receiver < 6.0, "{per_receiver} a receiver: {c:?}");
+    }
+
+    #[test]
+    fn engine_picks_its_points_and_a_size_past_its_limit_is_named() {
+        let mut out = Vec::new();
+        let args = crate::sim::parse_args(
+            "--experiment cost --engine sequencer --members 10 --messages 5",
+        );
+        run(&args, 1, &mut out).expect("one point");
+        let table = String::from_utf8(out).expect("text");
+        let rows: Vec<&str> = table.lines().filter(|l| l.ends_with("passed")).collect();
+        assert_eq!(rows.len(), 1, "{table}");
+        assert!(rows[0].starts_with("sequencer"), "{table}");
+        let args = crate::sim::parse_args("--experiment cost --engine ring --members 2000");
+        let err = run(&args, 1, &mut Vec::new()).expect_err("past the ring's limit");
+        assert!(err.to_string().contains("at most 1024 members"), "{err}");
     }
 }

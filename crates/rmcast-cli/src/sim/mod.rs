@@ -47,6 +47,8 @@ const DEFAULT_MEMBERS: u32 = 8;
 const DEFAULT_MESSAGES: u64 = 200;
 /// Payload bytes of a sweep without `--message-bytes`.
 const DEFAULT_MESSAGE_BYTES: usize = 64;
+/// The engine of a sweep without `--engine`.
+const DEFAULT_ENGINE: &str = "sequencer";
 /// Messages in flight per sender of a sweep without `--in-flight`.
 const DEFAULT_IN_FLIGHT: u32 = 4;
 
@@ -54,7 +56,7 @@ impl SimArgs {
     /// The scenario these arguments describe.
     pub fn scenario(&self) -> Scenario {
         Scenario {
-            engine: EngineChoice::named(&self.engine)
+            engine: EngineChoice::named(self.engine.as_deref().unwrap_or(DEFAULT_ENGINE))
                 .expect("--engine names a registered engine (checked when parsing)")
                 .resilience(self.resilience),
             members: self.members.first().copied().unwrap_or(DEFAULT_MEMBERS),
