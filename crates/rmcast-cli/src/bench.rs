@@ -187,7 +187,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = perturb::DEFAULT_SEED)]
     pub seed: u64,
 
-    /// rmcast, sequencer engine only: slots of its history buffer [default: 4096], its flow
+    /// rmcast, sequencer engine only: slots of its history buffer (the engine's 16,384 when not given), its flow
     /// control (a message stays there until every member has it); the row is then called
     /// `sequencer/N`.
     #[arg(long, value_name = "MSGS", value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
