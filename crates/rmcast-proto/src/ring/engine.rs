@@ -204,7 +204,7 @@ impl Ring {
                 r.membership.unicast_members.insert(p.me);
             }
             r.membership.enter(Phase::Member);
-            r.membership.ring = vec![p.me];
+            r.membership.set_ring(vec![p.me]);
             r.membership.view_id = first_view;
             r.order.ordered_next.insert(p.me, 0);
             r.order.chain = Some((p.me, p.me));
@@ -618,6 +618,17 @@ impl Ring {
             }
             if self.member()
                 && !self.membership.ring.is_empty()
+                && ack.view == self.membership.view_id
+                && ack.ring != self.membership.ring_digest
+            {
+                // Made in another ring of this name at the same view and number (a joiner both
+                // admitted, whose place in each had the same neighbours). The ACK of that
+                // number is asked for again.
+                self.counters.foreign_dropped += 1;
+                break;
+            }
+            if self.member()
+                && !self.membership.ring.is_empty()
                 && !self.membership.ring.contains(&from)
             {
                 // From a token site of a view this member is not in: a member the ring went on
@@ -713,7 +724,7 @@ impl Ring {
                     // point): it may come back only as a new member.
                     return self.expel(l.view_id);
                 }
-                let old = std::mem::replace(&mut self.membership.ring, l.members.clone());
+                let old = self.membership.set_ring(l.members.clone());
                 self.membership.view_id = l.view_id;
                 self.membership.list_at = now;
                 for &j in &l.joined {
@@ -1506,6 +1517,7 @@ impl Ring {
             first_ts: self.order.q.end(),
             next_site: next,
             idle,
+            ring: self.membership.ring_digest,
             body,
         };
         self.counters.acks_sent += 1;

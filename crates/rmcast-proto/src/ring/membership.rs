@@ -2,6 +2,7 @@
 //! [`Phase`]), the ring as of the last applied ACK, the views, and the List Change Requests
 //! and leavers the token site and the members keep track of.
 
+use super::packet;
 use crate::engine::{NodeId, Time, View};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -79,8 +80,11 @@ impl Phase {
 #[derive(Clone)]
 pub(super) struct Membership {
     phase: Phase,
-    /// The ring as of the last applied ACK.
+    /// The ring as of the last applied ACK (changed only by [`Membership::set_ring`]).
     pub(super) ring: Vec<NodeId>,
+    /// [`packet::ring_digest`] of `ring`, kept with it: every ACK sent and applied carries or
+    /// checks it, and hashing a ring of a thousand each time would cost 4 KB an ACK.
+    pub(super) ring_digest: u32,
     pub(super) view_id: u64,
     /// The view as of the last delivered slot.
     pub(super) delivered_view: View,
@@ -119,6 +123,7 @@ impl Membership {
         Membership {
             phase: Phase::Joining,
             ring: vec![],
+            ring_digest: packet::ring_digest(&[]),
             view_id: 0,
             delivered_view: View {
                 id: 0,
@@ -138,6 +143,12 @@ impl Membership {
             admitted_in: BTreeMap::new(),
             list_at: Time::ZERO,
         }
+    }
+
+    /// The ring from now on; returns the one before.
+    pub(super) fn set_ring(&mut self, ring: Vec<NodeId>) -> Vec<NodeId> {
+        self.ring_digest = packet::ring_digest(&ring);
+        std::mem::replace(&mut self.ring, ring)
     }
 
     /// Where this process stands.

@@ -208,8 +208,22 @@ pub struct Ack {
     pub next_site: NodeId,
     /// Consecutive NULL ACKs up to this one (0 when it orders something).
     pub idle: u32,
+    /// The ring it was made in: [`ring_digest`] of its members in ring order, before this
+    /// ACK. Two rings of one name count views and ACKs alike, and two that admitted the same
+    /// joiners together put them in the same order after their sites: a joiner's ACK in one
+    /// matched the other's view, number and token chain (formation sweep ring seed 8064 with
+    /// joins batched). A member takes only the ACKs of its own ring.
+    pub ring: u32,
     /// What it orders.
     pub body: AckBody,
+}
+
+/// A ring's identity as ACKs carry it: a hash (FNV-1a, folded to 32 bits) of its members in
+/// ring order. Members of one ring at one view hold the same list, so the same digest.
+pub fn ring_digest(members: &[NodeId]) -> u32 {
+    let bytes: Vec<u8> = members.iter().flat_map(|m| m.0.to_be_bytes()).collect();
+    let h = crate::common::group::fnv1a64(&bytes);
+    (h ^ (h >> 32)) as u32
 }
 
 impl Ack {
@@ -228,6 +242,7 @@ impl Ack {
         b.put_u64(self.first_ts);
         b.put_u32(self.next_site.0);
         b.put_u32(self.idle);
+        b.put_u32(self.ring);
         match &self.body {
             AckBody::Entries(e) => {
                 // Runs of one origin's consecutive numbers: (origin, first, count).
@@ -300,6 +315,7 @@ impl Ack {
         let (num, view, first_ts) = (r.u64()?, r.u64()?, r.u64()?);
         let next_site = NodeId(r.u32()?);
         let idle = r.u32()?;
+        let ring = r.u32()?;
         let body = match r.u8()? {
             0 => {
                 let n = r.u16()? as usize;
@@ -408,6 +424,7 @@ impl Ack {
             first_ts,
             next_site,
             idle,
+            ring,
             body,
         })
     }
@@ -602,6 +619,7 @@ mod tests {
                 first_ts: 40,
                 next_site: NodeId(3),
                 idle: 0,
+                ring: 7,
                 body: AckBody::Entries(vec![
                     (NodeId(1), 4),
                     (NodeId(1), 5),
@@ -616,6 +634,7 @@ mod tests {
                 first_ts: 42,
                 next_site: NodeId(5),
                 idle: 2,
+                ring: ring_digest(&[NodeId(1), NodeId(2)]),
                 body: AckBody::NewList(NewList {
                     view_id: 3,
                     members: vec![NodeId(1), NodeId(5), NodeId(2)],
@@ -649,6 +668,7 @@ mod tests {
                 first_ts: 43,
                 next_site: NodeId(5),
                 idle: 0,
+                ring: 0,
                 body: AckBody::NewList(NewList {
                     view_id: 4,
                     members: vec![NodeId(1), NodeId(5), NodeId(6), NodeId(7), NodeId(2)],

@@ -429,6 +429,7 @@ impl Ring {
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
+                ring: self.membership.ring_digest,
                 body: AckBody::Entries(chunk.to_vec()),
             }));
             num += 1;
@@ -441,6 +442,7 @@ impl Ring {
                 first_ts: ts,
                 next_site: self.me,
                 idle: 0,
+                ring: self.membership.ring_digest,
                 body: AckBody::NewList(NewList {
                     view_id: version,
                     members: members.to_vec(),
