@@ -102,7 +102,7 @@ fn scenario(name: &str, seed: u64) -> Scenario {
                 ..base
             }
         }
-        "ring" => {
+        "ring" | "ring-batched" => {
             let qos = *[
                 Qos::TotallyOrdered,
                 Qos::KResilient(1),
@@ -117,7 +117,7 @@ fn scenario(name: &str, seed: u64) -> Scenario {
                 _ => 0,
             };
             Scenario {
-                engine: EngineChoice::named("ring").expect("registered"),
+                engine: ring_engine(name),
                 qos: Some(qos),
                 crashes,
                 crash_sequencer: crashes > 0 && r.gen_bool(0.5),
@@ -171,10 +171,23 @@ fn scenario(name: &str, seed: u64) -> Scenario {
     crash_safe(sc)
 }
 
+/// The ring: `ring` as registered, `ring-batched` admitting the joiners waiting together in
+/// rings of every size (`Config::batch_joins_from` 1; 64 by default, which rings of 3-7 never
+/// reach), with the same scenarios.
+fn ring_engine(name: &str) -> EngineChoice {
+    if name == "ring-batched" {
+        return EngineChoice::ring_with(rmcast_proto::ring::Config {
+            batch_joins_from: 1,
+            ..rmcast_proto::ring::Config::default()
+        });
+    }
+    EngineChoice::named("ring").expect("registered")
+}
+
 /// The simulator configuration of `seed` for engine `name`.
 fn config(name: &str, seed: u64) -> SimConfig {
     let mut cfg = drawn_config(name, seed);
-    if name == "sequencer" || name == "ring" {
+    if name == "sequencer" || name.starts_with("ring") {
         keep_a_member_per_side(&mut cfg);
     }
     cfg
@@ -481,6 +494,12 @@ fn sequencer_10000_seeds() {
 #[ignore]
 fn ring_10000_seeds() {
     sweep("ring", 0..10_000);
+}
+
+#[test]
+#[ignore]
+fn ring_batched_10000_seeds() {
+    sweep("ring-batched", 0..10_000);
 }
 
 #[test]

@@ -29,6 +29,13 @@ fn ms(n: u64) -> Duration {
 fn engine(name: &str) -> EngineChoice {
     match name {
         "sequencer" => EngineChoice::sequencer(0),
+        // Joins batched in rings of every size (`Config::batch_joins_from`, 64 by default,
+        // which rings of 3-6 never reach), so that they admit joiners together as large
+        // rings do.
+        "ring-batched" => EngineChoice::ring_with(rmcast_proto::ring::Config {
+            batch_joins_from: 1,
+            ..rmcast_proto::ring::Config::default()
+        }),
         other => EngineChoice::named(other).expect("a registered engine"),
     }
 }
@@ -297,6 +304,12 @@ fn sequencer_10000_seeds() {
 #[ignore]
 fn ring_10000_seeds() {
     sweep("ring", long_range());
+}
+
+#[test]
+#[ignore]
+fn ring_batched_10000_seeds() {
+    sweep("ring-batched", long_range());
 }
 
 /// Replays one seed: `FORMATION_ENGINE=ring FORMATION_SEED=42 cargo test -p rmcast-sim --test
