@@ -470,6 +470,11 @@ fn ring_100_seeds() {
 }
 
 #[test]
+fn ring_batched_100_seeds() {
+    ci_sweep("ring-batched");
+}
+
+#[test]
 fn gossip_100_seeds() {
     ci_sweep("gossip");
 }

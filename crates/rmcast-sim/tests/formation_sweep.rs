@@ -175,6 +175,22 @@ fn ring_groups_form_and_heal_into_one() {
     sweep("ring", 0..200);
 }
 
+#[test]
+fn batched_ring_groups_form_and_heal_into_one() {
+    sweep("ring-batched", 0..200);
+}
+
+/// Two rings of one name (hosts 0 and 2 each created one) admitted joiners 1, 4 and 5
+/// together, each in one New List right after its site (ring seed 8064 with joins batched):
+/// 1 and 5 moved to the ring of 2, 4 stayed in the ring of 0, and 4's ACK there had the view,
+/// number and neighbours the other ring expected of it. That ring took it as 4's first ACK and
+/// passed 4 the token for ever, and the ring of 0 passed it to 5 for ever. ACKs carry a digest
+/// of their ring's list now; each ring finds its joiner elsewhere and orders it out.
+#[test]
+fn batched_joiners_admitted_by_two_rings_end_in_one() {
+    assert_eq!(check("ring-batched", 8064), None);
+}
+
 /// [`RING_STALLS`]: the ring that admitted a joiner which took another ring's admission takes
 /// its token back and orders the joiner out (seed 113: hosts 0 and 1 each create a ring, both
 /// admit host 2), and takes no ACK that passes the token outside it.
