@@ -64,7 +64,10 @@
 //! [`packet::MAX_JOINED`]): a join waits [`Config::join_gather`] per member of the ring after
 //! the last New List, so that a ring of a thousand forming does not send a thousand New Lists of
 //! a thousand members each. The view delivered names one joiner ([`crate::View::joined`]): a
-//! joiner itself, elsewhere the first of them (the others are in its members). A leaver sends
+//! joiner itself, elsewhere the first of them (the others are in its members). Two rings of
+//! one name may admit the same joiners at once (an untargeted join is heard by both) and then
+//! count views and ACKs alike; every ACK carries a digest of its ring's member list
+//! ([`packet::ring_digest`]), and a member takes only its own ring's. A leaver sends
 //! its request once its own messages are ordered, never
 //! orders its own leave, and stops once it delivered the view that removes it.
 //!

@@ -957,7 +957,7 @@ impl Ring {
     /// this ring since: the token never reached it as a member here. (Its admission stays in
     /// the log until then: stability waits for an ACK of every member.) A joiner admitted with
     /// others that took part in another ring of this name is found so wherever it stands in
-    /// the list, not only when it is the first (formation sweep seeds 5227, 8064, once joiners
+    /// the list, not only when it is the first (formation sweep seed 5227, once joiners
     /// were admitted together: the second of two stayed in both rings).
     fn admission_unconfirmed(&self, joiner: NodeId) -> bool {
         let admitted = self.order.log.iter().rev().find(|(_, e)| {
