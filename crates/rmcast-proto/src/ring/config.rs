@@ -44,8 +44,8 @@ pub struct Config {
     /// A ring of at least this many members admits the joiners waiting together, in one New
     /// List (each New List costs every member a copy of the whole list); a smaller ring one
     /// joiner a New List, as before batches existed (a New List there is small, and the
-    /// real-process runs were measured so). Batches hold in rings of every size: the
-    /// formation and every-engine sweeps pass 10,000 seeds with 1 (their `ring-batched`).
+    /// real-process runs were measured so). With 1 the formation and every-engine sweeps pass
+    /// 10,000 seeds (their `ring-batched`), but not every seed past that (docs/RELIABILITY.md).
     pub batch_joins_from: usize,
     /// In a ring that batches joins, they wait this long per member of the ring after the last
     /// New List, so that the joiners asking meanwhile come together: 20 ms at a thousand.
