@@ -191,6 +191,19 @@ fn batched_joiners_admitted_by_two_rings_end_in_one() {
     assert_eq!(check("ring-batched", 8064), None);
 }
 
+/// Two rings of one name each admitted two joiners together and the joiners crossed (ring
+/// seed 15366 with joins batched: 2 moved from the ring of 3 to that of 0, 4 the other way);
+/// the others left each ring, and 2 and 4, each the token site of what remained, passed each
+/// other their ACK 4 for ever, each taking the other's for a copy of its own. A site whose
+/// next member answers with an ACK of the number it just passed, in an older view, orders that
+/// member out (the other seeds: past 10,000, found the same way).
+#[test]
+fn batched_joiners_that_swapped_rings_do_not_pass_each_other_the_token() {
+    for seed in [15366, 25735, 28138, 30658, 31349, 32151] {
+        assert_eq!(check("ring-batched", seed), None, "seed {seed}");
+    }
+}
+
 /// [`RING_STALLS`]: the ring that admitted a joiner which took another ring's admission takes
 /// its token back and orders the joiner out (seed 113: hosts 0 and 1 each create a ring, both
 /// admit host 2), and takes no ACK that passes the token outside it.

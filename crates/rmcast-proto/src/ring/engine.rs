@@ -504,6 +504,21 @@ impl Ring {
                 // reformation, or a joiner admitted by one): tell it.
                 self.tell_expelled(now, from);
             }
+            if from != self.me
+                && !self.leaving()
+                && self.passing_to(from)
+                && ack.num + 1 == self.order.next_ack
+                && ack.view < self.membership.view_id
+                && (self.order.log.get(&ack.num)).is_some_and(|e| e.sender != from)
+            {
+                // The member this site just passed its ACK to made an ACK of the same number in
+                // an older view: it is the token site of another ring of this name whose list
+                // has this site too, never of ours (formation sweep ring seed 15366 with joins
+                // batched: two joiners that swapped rings passed each other their ACK 4 for
+                // ever, each taking the other's for a copy of its own). Ordered out here, it
+                // then tells the other, by its next ACK in a newer view, that it is out.
+                return self.order_out_of_ring(now, from);
+            }
             if ack.next_site == self.me && self.token.accepted == Some((ack.num, from)) {
                 self.confirm(from, ack.num);
             }

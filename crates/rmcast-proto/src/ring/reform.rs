@@ -835,10 +835,7 @@ impl Ring {
             self.counters.malformed_dropped += 1;
             return;
         };
-        let passed_to_it = self
-            .token
-            .passing
-            .is_some_and(|p| p.1 == from && p.0 + 1 == self.order.next_ack);
+        let passed_to_it = self.passing_to(from);
         // The joiner this site just admitted joined another ring of this name instead (its
         // untargeted join was heard by both): it never takes the token.
         // Not for a leaver: the joiner that took its token orders its leave first (removals
@@ -854,14 +851,7 @@ impl Ring {
             && !self.leaving()
             && (self.membership.admitted_in.get(&from)).is_some_and(|&v| view < v);
         if just_admitted_elsewhere || older_than_its_admission {
-            // Ordered out; a token just passed to it comes back.
-            if passed_to_it {
-                self.token.passing = None;
-                self.token.holding = true;
-                self.timers.clear(RingTimer::Pass);
-            }
-            self.membership.lcrs.insert(from, (packet::LCR_LEAVE, 0));
-            return self.after_progress(now);
+            return self.order_out_of_ring(now, from);
         }
         // A leaver behind its own removal is told it is out: that is its leave, which it
         // finishes by catching up (the others keep what it lacks for it). A leaver in a
@@ -911,6 +901,23 @@ impl Ring {
             return;
         }
         self.expel(view);
+    }
+
+    /// Whether this site's last ACK passed the token to `to` and is not taken yet.
+    pub(super) fn passing_to(&self, to: NodeId) -> bool {
+        (self.token.passing).is_some_and(|p| p.1 == to && p.0 + 1 == self.order.next_ack)
+    }
+
+    /// Orders `member` out (it is in another ring of this name); a token just passed to it
+    /// comes back.
+    pub(super) fn order_out_of_ring(&mut self, now: Time, member: NodeId) {
+        if self.passing_to(member) {
+            self.token.passing = None;
+            self.token.holding = true;
+            self.timers.clear(RingTimer::Pass);
+        }
+        self.membership.lcrs.insert(member, (packet::LCR_LEAVE, 0));
+        self.after_progress(now);
     }
 
     /// Whether `from`, a member of this member's ring telling it that it is out, may: roles,
