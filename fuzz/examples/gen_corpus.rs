@@ -174,6 +174,7 @@ fn main() -> std::io::Result<()> {
                 coordinator_held: 12,
                 held_next: 11,
                 expect: 10,
+                base: 4,
                 round: 2,
                 kind: VoteKind::Vote,
             },

@@ -694,6 +694,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                         coordinator_held: a,
                         held_next: b,
                         expect: c,
+                        base: a ^ c,
                         round: c as u32,
                         kind: [VoteKind::Vote, VoteKind::Forward, VoteKind::Redirect]
                             [(a % 3) as usize],

@@ -403,6 +403,10 @@ pub enum Body<'a> {
         held_next: u64,
         /// The voter's next sequence number to deliver.
         expect: u64,
+        /// The lowest sequence number the voter still holds (its history's base): what it
+        /// can repair from. Delivered entries stay held until they are stable, so this is
+        /// often far below `expect`.
+        base: u64,
         /// The invitation round this vote answers (0 when it answers none).
         round: u32,
         /// A vote, or word of a better coordinator.
@@ -656,6 +660,7 @@ pub fn decode_body(ptype: u8, body: &[u8]) -> Result<Body<'_>, WireError> {
             coordinator_held: r.u64()?,
             held_next: r.u64()?,
             expect: r.u64()?,
+            base: r.u64()?,
             round: r.u32()?,
             kind: match r.u8()? {
                 0 => VoteKind::Vote,
@@ -869,6 +874,7 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             coordinator_held,
             held_next,
             expect,
+            base,
             round,
             kind,
         } => {
@@ -876,6 +882,7 @@ pub fn encode_control(buf: &mut Vec<u8>, header: &Header, body: &Body<'_>) {
             buf.put_u64(coordinator_held);
             buf.put_u64(held_next);
             buf.put_u64(expect);
+            buf.put_u64(base);
             buf.put_u32(round);
             buf.push(kind as u8);
         }
@@ -1041,6 +1048,7 @@ mod tests {
                 coordinator_held: 8,
                 held_next: 7,
                 expect: 5,
+                base: 3,
                 round: 4,
                 kind: VoteKind::Forward,
             },

@@ -911,6 +911,86 @@ fn coordinator_crash_during_recovery_restarts_it() {
     assert_eq!(net.deliveries(2).len(), 10);
 }
 
+/// A member that lags (it lost every ordered datagram since the third message, the joiner's
+/// join included) when the sequencer crashes, with a joiner that ranks first among the
+/// votes (the lowest id, holding as much as the best): the joiner holds the history from its
+/// join on only, so it cannot give the laggard what it lacks and must hand the reset over to a
+/// member that can. The others delivered what the laggard lacks, and still hold it (the
+/// laggard keeps stability below it). Judging the holder by what it has not delivered yet, the
+/// joiner found none, and the reset waited for ever (the crash sweep's seeds 22 and 56 of
+/// `an_old_sequencer_wakes_with_joins_in_its_buffer`).
+#[test]
+fn a_joiner_coordinator_hands_a_laggard_to_a_member_that_still_holds_what_it_lacks() {
+    let cfg = cfg(1);
+    let mut net = Net::with(());
+    net.tick = Some(Duration::from_millis(1));
+    net.add(Box::new(Sequencer::create(
+        cfg.clone(),
+        NodeId(2),
+        Time::ZERO,
+    )));
+    for id in 3..=5 {
+        net.add(Box::new(Sequencer::join(
+            cfg.clone(),
+            NodeId(id),
+            Time::ZERO,
+        )));
+    }
+    net.run_for(Duration::from_millis(500));
+    for i in 0..3u8 {
+        let _ = net.nodes[1].submit(net.now, Bytes::from(vec![i; 8]), Qos::default());
+        net.run_for(Duration::from_millis(5));
+    }
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.deliveries(3).len(), 3);
+    // Node 5 (index 3) lags from here: it loses everything ordered, repairs included.
+    net.drop = Some(Box::new(|c| c.to == 3 && c.ptype == ptype::ORDERED));
+    let mut send = |net: &mut Net, i: u8| {
+        let _ =
+            net.nodes[1 + i as usize % 2].submit(net.now, Bytes::from(vec![i; 8]), Qos::default());
+        net.run_for(Duration::from_millis(5));
+    };
+    for i in 0..4 {
+        send(&mut net, i);
+    }
+    net.run_for(Duration::from_millis(100));
+    let joiner = net.add(Box::new(Sequencer::join(cfg.clone(), NodeId(1), net.now)));
+    net.run_for(Duration::from_millis(300));
+    assert_eq!(
+        net.nodes[joiner].info().members.len(),
+        5,
+        "the join was ordered"
+    );
+    for i in 4..10 {
+        send(&mut net, i);
+    }
+    net.run_for(Duration::from_millis(200));
+    let delivered = net.deliveries(1).len();
+    assert_eq!(delivered, 13);
+    assert_eq!(net.deliveries(2).len(), delivered);
+    assert_eq!(net.deliveries(3).len(), 3, "node 5 lags");
+    // The sequencer crashes; from now on nothing is lost.
+    net.down[0] = true;
+    net.drop = None;
+    net.run_for(Duration::from_secs(10));
+    for i in 1..5 {
+        let k = kinds(&net.events[i]);
+        assert!(k.contains(&"reset"), "node {i}: {k:?}");
+        assert_eq!(
+            last_view(&net.events[i]).unwrap().members.len(),
+            4,
+            "node {i}: {:?}",
+            last_view(&net.events[i])
+        );
+    }
+    assert_eq!(
+        net.deliveries(3),
+        net.deliveries(1),
+        "the laggard caught up"
+    );
+    assert_eq!(net.deliveries(3).len(), delivered);
+}
+
 /// Roles, not claims: an ordered-data packet (a real one, recorded) claiming a sender that is not
 /// a member of the view changes nothing at a member, and is counted.
 #[test]

@@ -15,6 +15,7 @@ impl Sequencer {
     ) -> Option<Destination> {
         let held = self.hist.held_next;
         let expect = self.hist.next_deliver;
+        let base = self.hist.buffer.base();
         let interval = self.round_timeout();
         let r = self.rec.mode.as_mut()?;
         let invite = match &r.role {
@@ -64,6 +65,7 @@ impl Sequencer {
                     coordinator_held,
                     held_next: held,
                     expect,
+                    base,
                     round,
                     kind: VoteKind::Vote,
                 },
@@ -139,6 +141,7 @@ impl Sequencer {
             coordinator_held: c_held,
             held_next: self.hist.held_next,
             expect: self.hist.next_deliver,
+            base: self.hist.buffer.base(),
             round: 0,
             kind,
         };

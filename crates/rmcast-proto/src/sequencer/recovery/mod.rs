@@ -50,7 +50,7 @@ use super::packet::{ptype, Body, EntryKind, SeqRanges};
 use super::shared::Phase;
 use crate::common::decode_view;
 use crate::engine::{Event, NodeId, Recovery, SendError, Time};
-use state::{Coord, RecoveryMode, Role};
+use state::{Coord, RecoveryMode, Role, VoteHeld};
 use std::time::Duration;
 
 impl Sequencer {
@@ -82,6 +82,7 @@ impl Sequencer {
                 coordinator_held,
                 held_next,
                 expect,
+                base,
                 round,
                 kind,
             } => self.on_vote(
@@ -89,8 +90,11 @@ impl Sequencer {
                 kind,
                 coordinator,
                 coordinator_held,
-                held_next,
-                expect,
+                VoteHeld {
+                    held_next,
+                    expect,
+                    base,
+                },
                 round,
             ),
             Body::ResultAck {

@@ -2,7 +2,7 @@
 //! coordinators, the coordinator's two phases, the commit of the result, and its installation
 //! at every member of the new group.
 
-use super::state::{better, AwaitAcks, RecoveryMode, ResultRecord, Role, Voter};
+use super::state::{better, AwaitAcks, RecoveryMode, ResultRecord, Role, VoteHeld, Voter};
 use crate::common::{decode_view, view_bytes};
 use crate::engine::{Event, NodeId, Recovery, Time};
 use crate::sequencer::engine::Sequencer;
@@ -167,8 +167,7 @@ impl Sequencer {
         kind: VoteKind,
         cand: NodeId,
         cand_held: u64,
-        held: u64,
-        expect: u64,
+        vote: VoteHeld,
         round: u32,
     ) {
         let me = self.me;
@@ -195,15 +194,18 @@ impl Sequencer {
             (VoteKind::Vote, Role::Coordinator(c)) if cand == me => {
                 match c.voters.iter_mut().find(|v| v.id == from) {
                     Some(v) => {
-                        v.held_next = v.held_next.max(held);
-                        v.expect = v.expect.max(expect);
+                        v.held_next = v.held_next.max(vote.held_next);
+                        v.expect = v.expect.max(vote.expect);
+                        // Its history's base only rises (purges) within an incarnation.
+                        v.base = v.base.max(vote.base);
                         v.heard_at = now;
                         v.round = v.round.max(round);
                     }
                     None => c.voters.push(Voter {
                         id: from,
-                        held_next: held,
-                        expect,
+                        held_next: vote.held_next,
+                        expect: vote.expect,
+                        base: vote.base,
                         heard_at: now,
                         round,
                     }),
@@ -265,10 +267,18 @@ impl Sequencer {
 
     /// Phase 2: a voter that needs entries this coordinator no longer or never held (below its
     /// history's base: a joiner holds the history from its own join on), and a voter that holds
-    /// all of them and everything below `target` (it has delivered none of them, so it holds
-    /// them: from its `expect` on). Every member repairs from its coordinator only, so without
-    /// handing over such a reset waited for ever: a joiner whose vote ranked first, coordinating
-    /// a member that had lost the joins before it.
+    /// all of them and everything below `target` (its vote's `base` at or below them). Every
+    /// member repairs from its coordinator only, so without handing over such a reset waited
+    /// for ever: a joiner whose vote ranked first, coordinating a member that had lost the
+    /// joins before it.
+    ///
+    /// The holder is judged by its history's base, not by what it has not delivered yet
+    /// (`expect`): a member keeps what it delivered until it is stable, and a member that lags
+    /// keeps the group's stability below what it lacks, so the others that delivered it still
+    /// hold it. Judged by `expect`, no voter qualified once all but the lagging one had
+    /// delivered past its gap, and the reset waited for ever (crash sweep seeds 22 and 56 of
+    /// `an_old_sequencer_wakes_with_joins_in_its_buffer`, with members slowed by the hold of
+    /// repeated repairs).
     fn serving_voter(&self, target: u64) -> Option<(NodeId, u64)> {
         let r = self.rec.mode.as_ref()?;
         let Role::Coordinator(c) = &r.role else {
@@ -281,7 +291,7 @@ impl Sequencer {
             return None;
         }
         (c.voters.iter())
-            .find(|v| v.expect <= lowest && v.held_next >= target)
+            .find(|v| v.base <= lowest && v.held_next >= target)
             .map(|v| (v.id, v.held_next))
     }
 

@@ -20,9 +20,19 @@ pub(in crate::sequencer) struct Voter {
     pub(in crate::sequencer::recovery) id: NodeId,
     pub(in crate::sequencer::recovery) held_next: u64,
     pub(in crate::sequencer::recovery) expect: u64,
+    /// The lowest entry it still holds: what it can repair from.
+    pub(in crate::sequencer::recovery) base: u64,
     pub(in crate::sequencer::recovery) heard_at: Time,
     /// The newest invitation round it answered.
     pub(in crate::sequencer::recovery) round: u32,
+}
+
+/// What a vote says the voter holds: `[base, held_next)`, delivered below `expect`.
+#[derive(Copy, Clone, Debug)]
+pub(in crate::sequencer) struct VoteHeld {
+    pub(in crate::sequencer) held_next: u64,
+    pub(in crate::sequencer) expect: u64,
+    pub(in crate::sequencer) base: u64,
 }
 
 /// What a coordinator knows.
