@@ -11,7 +11,7 @@ use super::history::History;
 use super::ordering::{Member, MemberState, Ordering};
 use super::packet::{self, ptype, Body, SeqRanges, SeqState};
 use super::recovery::state::RecoveryState;
-use super::retrans::Retransmissions;
+use super::retrans::{Budget, Retransmissions};
 use super::sender::Sender;
 use super::shared::{Phase, SeqTimers, Stats, Timer};
 use super::succession::Succession;
@@ -27,7 +27,7 @@ use std::time::Duration;
 /// catches up soon once it does. Measured on the Amoeba experiment's large-message runs, with
 /// backoff from the first fruitless NACK: 4 of its 8 slowest runs complete with 4, 3 with 8
 /// or 16, 2 with 2.
-const NACK_BACKOFF: u32 = 4;
+pub(super) const NACK_BACKOFF: u32 = 4;
 
 /// One member's instance of the sequencer protocol; it becomes the sequencer when it creates the
 /// group or inherits the role when the sequencer leaves.
@@ -207,6 +207,17 @@ impl Sequencer {
         self.sender.repair_rto(&self.cfg)
     }
 
+    /// The limits of the retransmissions this member sends: the hold of repeats only while it
+    /// orders (see [`Budget::without_hold`]).
+    pub(super) fn retrans_budget(&self) -> Budget {
+        let budget = Budget::of(&self.cfg);
+        if self.is_sequencer() {
+            budget
+        } else {
+            budget.without_hold()
+        }
+    }
+
     pub(super) fn is_sequencer(&self) -> bool {
         self.ord.is_some()
     }
@@ -269,6 +280,8 @@ impl Sequencer {
         // Learn where every member stands before history fills or acceptance stalls.
         let o = Ordering::new(next_seq, members, self.view.id, self.now, true);
         self.ord = Some(o);
+        // No hold from before applies to what this sequencer sends.
+        self.retrans.clear();
         // Entries held at or past the first number we assign belong to no order we go on
         // with (another sequencer's of this incarnation, forged or cut off: found by the
         // `sequencer_state` fuzz target, whose sequencer then found its next slot taken).
@@ -450,6 +463,7 @@ impl Sequencer {
             Timer::Fence,
             self.ord.as_ref().and_then(Ordering::fence_deadline),
         );
+        t.set(Timer::Hold, self.retrans.deadline(self.retrans_budget()));
         t.earliest().map(|(at, _)| at)
     }
 
@@ -774,6 +788,7 @@ impl Sequencer {
         if self.sender.req_deadline.is_some_and(|d| now >= d) {
             self.on_request_timeout(now);
         }
+        self.retrans.release(now, self.retrans_budget());
         let rto = self.repair_rto();
         let open = self
             .repair_target()

@@ -219,6 +219,24 @@ impl SeqRanges {
         }
     }
 
+    /// The numbers in `self` and not in `other`; more, never fewer, when the result has more
+    /// ranges than fit (see [`SeqRanges::insert`]).
+    pub fn without(&self, other: &SeqRanges) -> SeqRanges {
+        let mut out = SeqRanges::new();
+        for (f, t) in self.iter() {
+            let mut f = f;
+            for (a, b) in other.iter() {
+                if b <= f || a >= t {
+                    continue;
+                }
+                out.insert(f, a.max(f));
+                f = f.max(b);
+            }
+            out.insert(f, t);
+        }
+        out
+    }
+
     /// Forget every range.
     pub fn clear(&mut self) {
         self.len = 0;
@@ -930,6 +948,18 @@ mod tests {
             incarnation: 0,
             sender: NodeId(5),
         }
+    }
+
+    #[test]
+    fn ranges_without_others() {
+        let mut a = SeqRanges::single(0, 10);
+        a.insert(20, 30);
+        let mut b = SeqRanges::single(2, 4);
+        b.insert(8, 22);
+        let c = a.without(&b);
+        assert_eq!(c.iter().collect::<Vec<_>>(), vec![(0, 2), (4, 8), (22, 30)]);
+        assert_eq!(a.without(&SeqRanges::new()), a);
+        assert!(b.without(&SeqRanges::single(0, 40)).is_empty());
     }
 
     #[test]

@@ -99,7 +99,8 @@ impl Stats {
 
 /// A member's timers. `Join`, `Leave`, `Complete` and `Handover` are kept in the member's
 /// [`SeqTimers`] table; the others are deadlines of its parts (the NACK timer of the gap
-/// tracker, the sender's request timer, the detector's probes, the recovery rounds) or follow
+/// tracker, the sender's request timer, the detector's probes, the recovery rounds, the
+/// retransmission hold) or follow
 /// from the ordering state (`Sync`, `Linger`), and are put in the table `poll` builds.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
@@ -125,6 +126,8 @@ pub(super) enum Timer {
     Linger,
     /// The probe of a fenced sequencer (after a stall), again.
     Fence,
+    /// A repeat of a repair kept back by the retransmission hold falls due.
+    Hold,
 }
 
 /// A member's timer table.
@@ -143,6 +146,7 @@ impl TimerKey for Timer {
         Timer::Handover,
         Timer::Linger,
         Timer::Fence,
+        Timer::Hold,
     ];
 
     fn index(self) -> usize {
@@ -162,6 +166,7 @@ impl TimerKey for Timer {
             Timer::Handover => "handover",
             Timer::Linger => "linger",
             Timer::Fence => "fence",
+            Timer::Hold => "hold",
         }
     }
 }

@@ -945,7 +945,7 @@ fn a_joiner_coordinator_hands_a_laggard_to_a_member_that_still_holds_what_it_lac
     assert_eq!(net.deliveries(3).len(), 3);
     // Node 5 (index 3) lags from here: it loses everything ordered, repairs included.
     net.drop = Some(Box::new(|c| c.to == 3 && c.ptype == ptype::ORDERED));
-    let mut send = |net: &mut Net, i: u8| {
+    let send = |net: &mut Net, i: u8| {
         let _ =
             net.nodes[1 + i as usize % 2].submit(net.now, Bytes::from(vec![i; 8]), Qos::default());
         net.run_for(Duration::from_millis(5));

@@ -8,7 +8,6 @@ use super::packet::{
     encode_control, ptype, Body, OrderedEntry, OrderedWriter, ReqWriter, SeqRanges,
     ORDERED_ENTRY_OVERHEAD,
 };
-use super::retrans::Budget;
 use super::shared::{Phase, Timer};
 use crate::engine::{Destination, NodeId, Time};
 use std::time::Duration;
@@ -136,7 +135,7 @@ impl Sequencer {
         ranges.clip(self.hist.buffer.base(), held);
         if self
             .retrans
-            .owe(to, ranges, self.now, Budget::of(&self.cfg))
+            .owe(to, ranges, self.now, self.retrans_budget())
         {
             self.stats.retrans_cut += 1;
         }
@@ -153,7 +152,7 @@ impl Sequencer {
             } else {
                 from
             };
-            if self.retrans.sent(to, from, end) {
+            if self.retrans.sent(to, from, end, self.now) {
                 self.stats.retrans_cut += 1;
             }
             if end > from {
