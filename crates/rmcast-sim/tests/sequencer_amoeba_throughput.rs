@@ -42,6 +42,7 @@ macro_rules! point {
     };
 }
 
+point!(bb_30_members_0, Bb, 30, 0);
 point!(bb_30_members_1k, Bb, 30, 1024);
 point!(bb_20_members_2k, Bb, 20, 2048);
 point!(bb_20_members_4k, Bb, 20, 4096);
