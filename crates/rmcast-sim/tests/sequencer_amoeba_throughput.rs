@@ -8,10 +8,12 @@
 //!
 //! The run that still does not complete is the `not_yet_*` test, which fails until the engine
 //! is fixed (docs/PAPERS.md, "Not yet as the paper's"): by BB, 4 KB from 30 members (the
-//! sequencer's retransmissions fill the medium, and much of what they carry the members
-//! already hold). PB 4 KB from 24 and 30 members complete since the sequencer answers a
-//! repeated request it holds with BC_QUEUED; BB 2 KB from 24 since it holds back what it sent
-//! a member until the hold ends.
+//! members' data and the sequencer's point-to-point repairs of it fill the medium). PB 4 KB
+//! from 24 and 30 members complete since the sequencer answers a repeated request it holds
+//! with BC_QUEUED; BB 2 KB from 24 since it holds back what it sent a member for that
+//! member's repair round. BB 0 bytes from 30 members stalled with that hold until BC_SYNC
+//! rounds that free nothing backed off (a lagging member's NACKs were lost in the sequencer's
+//! receive buffer, full of the answers to those rounds).
 
 use rmcast_sim::amoeba::{Method, Setup};
 
