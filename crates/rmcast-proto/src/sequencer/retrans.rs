@@ -18,7 +18,9 @@
 //! before the sequencer. A repeat the hold keeps back is deferred, never dropped: if the
 //! member still asks for it when the hold ends (its newer NACK replaces the older), it is sent
 //! then without waiting for another NACK, so a lost repair costs at most the hold, and the
-//! answer no longer depends on a later NACK getting through.
+//! answer no longer depends on a later NACK getting through. The hold is as long as the
+//! member's measured repair round (at most `Budget::hold`), so that on a fast network a lost
+//! repair waits about a round, not the longest hold; it applies only while this member orders.
 
 use super::config::Config;
 use super::engine::NACK_BACKOFF;
