@@ -14,6 +14,7 @@
 //! and not of a queue: 32 processes on 2 cores stay mostly idle.
 
 use super::{run_rmcast, BenchArgs, Limit, RunConfig};
+use crate::plot::Series;
 use crate::sim::cost::predicted;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -100,6 +101,29 @@ pub(super) fn run(args: &BenchArgs, base: &RunConfig) -> Result<ExitCode> {
         "\nCPU per delivery: the member processes' CPU time (every thread, the benchmark's own \
          work included) from the send start until every member was done, over their deliveries."
     );
+    if let Some(path) = &args.plot {
+        let mut per_member: Vec<Series> = Vec::new();
+        let mut cpu: Vec<Series> = Vec::new();
+        for r in &rows {
+            let x = (r.members as f64).log10();
+            let push = |v: &mut Vec<Series>, y: f64| match v.iter_mut().find(|s| s.name == r.engine)
+            {
+                Some(s) => s.points.push((x, y)),
+                None => v.push(Series {
+                    name: r.engine.clone(),
+                    points: vec![(x, y)],
+                }),
+            };
+            if r.engine != "txn" {
+                push(&mut per_member, r.datagrams_per_message / r.members as f64);
+            }
+            push(&mut cpu, r.cpu_us_per_delivery);
+        }
+        let sizes: Vec<u32> = SIZES.iter().map(|&n| n as u32).collect();
+        let title = "CPU per delivery (member processes, the benchmark's work included)";
+        crate::sim::cost::plot(path, &sizes, &per_member, &cpu, title)?;
+        println!("figure written to {}", path.display());
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

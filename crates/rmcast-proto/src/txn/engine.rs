@@ -203,6 +203,9 @@ struct Inbound {
     reply: ReplyOut,
 }
 
+/// What a member remembers of a transaction: its outcome, deliver-to point and (released) set.
+type Outcome = (u8, u32, Arc<[NodeId]>);
+
 /// The transaction engine (see the module docs of [`super`]).
 #[derive(Clone)]
 pub struct Txn {
@@ -222,7 +225,7 @@ pub struct Txn {
     /// equal to the one remembered just before is shared with it: transactions one after the
     /// other name the same set, and a copy each made a member of a group of 10,000 keep 4,096
     /// lists of 40 KB (n^2 memory across the group).
-    outcomes: BTreeMap<(NodeId, Key), (u8, u32, Arc<[NodeId]>)>,
+    outcomes: BTreeMap<(NodeId, Key), Outcome>,
     outcome_order: VecDeque<(NodeId, Key)>,
     /// The source of each epoch heard of, fixed by the first FIRST of the epoch that opened a
     /// receive context here (as the Tree fixes its session's origin): packets of that epoch's
