@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use rmcast::{EngineChoice, GroupAddr, GroupKey, Keyring, Node, NodeConfig, NodeId, OpenMode};
+use rmcast::{EngineChoice, GroupAddr, GroupKey, Keyring, NodeConfig, NodeId};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -26,36 +26,24 @@ fn stream(
     gro: Option<bool>,
     addr: impl Fn(&[SocketAddr]) -> GroupAddr,
 ) -> u64 {
-    let name = unique_name(engine.name());
-    let nodes = [101, 102, 103].map(|id| {
-        let mut c = NodeConfig::default()
-            .id(NodeId(id))
-            .segmentation_offload(true);
-        c.receive_offload = gro;
-        Node::new(c).expect("node starts")
-    });
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.local_addr()).collect();
-    let addr = addr(&addrs);
-    let mut groups = Vec::new();
-    let mut seen: Vec<Seen> = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
-        let mode = if i == 0 {
-            OpenMode::Create
-        } else {
-            OpenMode::Join
-        };
-        let mut c = cfg(&name, &engine, mode)
-            .addr(addr.clone())
-            .max_datagram_bytes(1472);
-        if let Some(k) = &keys {
-            c = c.keys(k.clone());
-        }
-        groups.push(n.open_group(c).expect("open group"));
-        seen.push(Seen::default());
-    }
-    for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
-        recv_until(g, s, Duration::from_secs(10), view_has(3));
-    }
+    let (nodes, mut groups, mut seen) = three_groups(
+        |id| {
+            let mut c = NodeConfig::default()
+                .id(NodeId(id))
+                .segmentation_offload(true);
+            c.receive_offload = gro;
+            c
+        },
+        &engine,
+        addr,
+        |c| {
+            let c = c.max_datagram_bytes(1472);
+            match &keys {
+                Some(k) => c.keys(k.clone()),
+                None => c,
+            }
+        },
+    );
     let payload = |k: usize| {
         let mut p = format!("{k:08}").into_bytes();
         p.resize(1000, (k % 251) as u8);

@@ -296,16 +296,19 @@ mod tests {
         assert_eq!(r.next(), None);
     }
 
+    /// 8 datagrams a millisecond, repeats held for at most 100 ms.
+    fn hold_budget() -> Budget {
+        Budget {
+            datagrams: 8,
+            interval: Duration::from_millis(1),
+            hold: Duration::from_millis(100),
+        }
+    }
+
     #[test]
     fn a_repeat_within_the_measured_hold_is_deferred_to_its_end_never_dropped() {
         let ms = Duration::from_millis;
-        let t0 = Time::ZERO;
-        let budget = Budget {
-            datagrams: 8,
-            interval: ms(1),
-            hold: ms(100),
-        };
-        let to = NodeId(1);
+        let (t0, budget, to) = (Time::ZERO, hold_budget(), NodeId(1));
         let mut r = Retransmissions::default();
         assert!(!r.owe(to, SeqRanges::single(10, 20), t0, budget));
         assert!(!r.sent(to, 10, 15, t0));
@@ -345,13 +348,7 @@ mod tests {
     #[test]
     fn a_repair_still_asked_for_after_the_longest_hold_measures_that_much() {
         let ms = Duration::from_millis;
-        let t0 = Time::ZERO;
-        let budget = Budget {
-            datagrams: 8,
-            interval: ms(1),
-            hold: ms(100),
-        };
-        let to = NodeId(1);
+        let (t0, budget, to) = (Time::ZERO, hold_budget(), NodeId(1));
         let mut r = Retransmissions::default();
         assert!(!r.owe(to, SeqRanges::single(10, 20), t0, budget));
         assert!(!r.sent(to, 10, 20, t0));

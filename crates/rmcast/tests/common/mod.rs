@@ -121,17 +121,20 @@ pub fn three_members_same_order(
     three_members_same_order_on(NodeConfig::default(), engine, addr, per_member)
 }
 
-/// [`three_members_same_order`] with nodes configured as `node_cfg` (their ids aside): on
-/// another interface, say.
-pub fn three_members_same_order_on(
-    node_cfg: NodeConfig,
-    engine: EngineChoice,
+/// Nodes 101, 102 and 103 (`node(id)` configures each), the first creating a group of `engine`
+/// at the address `addr` makes of their addresses and the others joining it, each group
+/// configured further by `group`; returns once every member's view holds the three.
+pub fn three_groups(
+    node: impl Fn(u32) -> NodeConfig,
+    engine: &EngineChoice,
     addr: impl Fn(&[SocketAddr]) -> GroupAddr,
-    per_member: usize,
-) -> VerifyReport {
+    group: impl Fn(GroupConfig) -> GroupConfig,
+) -> (Vec<Node>, Vec<Group>, Vec<Seen>) {
     let name = unique_name(engine.name());
-    let nodes =
-        [101, 102, 103].map(|id| Node::new(node_cfg.clone().id(NodeId(id))).expect("node starts"));
+    let nodes: Vec<Node> = [101, 102, 103]
+        .into_iter()
+        .map(|id| Node::new(node(id)).expect("node starts"))
+        .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.local_addr()).collect();
     let addr = addr(&addrs);
     let mut groups = Vec::new();
@@ -143,7 +146,7 @@ pub fn three_members_same_order_on(
             OpenMode::Join
         };
         let g = n
-            .open_group(cfg(&name, &engine, mode).addr(addr.clone()))
+            .open_group(group(cfg(&name, engine, mode).addr(addr.clone())))
             .expect("open group");
         assert_eq!(g.me(), n.id());
         assert_eq!(g.created(), i == 0);
@@ -153,6 +156,19 @@ pub fn three_members_same_order_on(
     for (g, s) in groups.iter_mut().zip(seen.iter_mut()) {
         recv_until(g, s, Duration::from_secs(10), view_has(3));
     }
+    (nodes, groups, seen)
+}
+
+/// [`three_members_same_order`] with nodes configured as `node_cfg` (their ids aside): on
+/// another interface, say.
+pub fn three_members_same_order_on(
+    node_cfg: NodeConfig,
+    engine: EngineChoice,
+    addr: impl Fn(&[SocketAddr]) -> GroupAddr,
+    per_member: usize,
+) -> VerifyReport {
+    let (nodes, mut groups, mut seen) =
+        three_groups(|id| node_cfg.clone().id(NodeId(id)), &engine, addr, |c| c);
     let info = groups[1].info().unwrap();
     assert_eq!(info.members.len(), 3);
     assert_eq!(info.me, NodeId(102));
