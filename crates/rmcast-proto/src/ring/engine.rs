@@ -30,6 +30,11 @@ use bytes::{BufMut, Bytes};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Bytes of datagram buffers a ring keeps for reuse ([`Ring`]'s `spare_bufs`): the data
+/// packets one token pass makes at 1 KiB from a fast sender (about 8 of 64 KiB), and a
+/// bounded cost per member.
+pub(super) const SPARE_BYTES: usize = 1 << 20;
+
 /// An own message on its way out: its number, QoS, payload, and place in its message when it
 /// is a fragment.
 pub(super) type Outgoing = (u64, Qos, Bytes, Option<Frag>);
@@ -108,6 +113,13 @@ pub struct Ring {
     /// Such datagrams from others, put together again.
     pub(super) parts_in: PartsIn,
     pub(super) out: OutQueue,
+    /// Datagram buffers the runtime handed back in [`Engine::poll_transmit`], written again by
+    /// the next data packets: a data packet is up to 64 KiB, and allocating each anew and
+    /// freeing the last one made the allocator give pages back and fault them in again
+    /// (the sending thread's largest cost at 1 KiB on loopback). At most [`SPARE_BYTES`].
+    pub(super) spare_bufs: Vec<Vec<u8>>,
+    /// The capacity of `spare_bufs`, in bytes.
+    pub(super) spare_bytes: usize,
     pub(super) events: EventQueue,
     pub(super) rng: SplitMix64,
     /// The highest view id this member held in any ring it was in (kept across
@@ -184,6 +196,8 @@ impl Ring {
             parts_out: PartsOut::new(),
             parts_in: PartsIn::new(),
             out: OutQueue::new(cfg.max_out),
+            spare_bufs: Vec::new(),
+            spare_bytes: 0,
             events: EventQueue::new(cfg.max_events),
             rng: SplitMix64::new(p.seed),
             views_seen: 0,
@@ -339,8 +353,14 @@ impl Ring {
         self.timers.clear(RingTimer::Null);
     }
 
+    /// A datagram of `ptype` with its header written.
     pub(super) fn header(&self, ptype: u8) -> Vec<u8> {
         let mut buf = Vec::new();
+        self.write_header(ptype, &mut buf);
+        buf
+    }
+
+    fn write_header(&self, ptype: u8, buf: &mut Vec<u8>) {
         Header {
             engine: EngineKind::Ring,
             ptype,
@@ -349,12 +369,27 @@ impl Ring {
             incarnation: 0,
             sender: self.me,
         }
-        .encode(&mut buf);
-        buf
+        .encode(buf);
     }
 
     pub(super) fn send(&mut self, to: Destination, ptype: u8, body: impl FnOnce(&mut Vec<u8>)) {
-        let mut buf = self.header(ptype);
+        self.send_sized(to, ptype, 0, body);
+    }
+
+    /// [`Ring::send`] of a body of about `body_bytes`, written into a spare buffer with room
+    /// for it: a data packet grown by doubling up to 64 KiB was copied at every step.
+    pub(super) fn send_sized(
+        &mut self,
+        to: Destination,
+        ptype: u8,
+        body_bytes: usize,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        self.spare_bytes -= buf.capacity();
+        buf.clear();
+        buf.reserve(wire::HEADER_LEN + body_bytes);
+        self.write_header(ptype, &mut buf);
         body(&mut buf);
         self.out.push_back((to, buf));
     }
@@ -385,12 +420,18 @@ impl Ring {
         p: &Bytes,
     ) {
         match frag {
-            None => self.send(to, packet::DATA, |b| {
-                packet::encode_data(b, origin, sseq, std::iter::once((qos, &p[..])))
-            }),
-            Some(f) => self.send(to, packet::DATA_FRAG, |b| {
-                packet::encode_frag(b, origin, sseq, qos, f, p)
-            }),
+            None => {
+                let size = packet::DATA_FIXED + packet::DATA_PER_MSG + p.len();
+                self.send_sized(to, packet::DATA, size, |b| {
+                    packet::encode_data(b, origin, sseq, std::iter::once((qos, &p[..])))
+                })
+            }
+            Some(f) => {
+                let size = packet::FRAG_FIXED + p.len();
+                self.send_sized(to, packet::DATA_FRAG, size, |b| {
+                    packet::encode_frag(b, origin, sseq, qos, f, p)
+                })
+            }
         }
     }
 
@@ -423,7 +464,8 @@ impl Ring {
             }
             let (run, tail) = rest.split_at(n);
             rest = tail;
-            self.send(to, packet::DATA, |b| {
+            let body = size - wire::HEADER_LEN;
+            self.send_sized(to, packet::DATA, body, |b| {
                 packet::encode_data(b, origin, first, run.iter().map(|m| (m.1, &m.2[..])))
             });
         }
@@ -2591,7 +2633,11 @@ impl Engine for Ring {
                 }
             }
         }
-        *buf = data;
+        let spare = std::mem::replace(buf, data);
+        if spare.capacity() > 0 && self.spare_bytes + spare.capacity() <= SPARE_BYTES {
+            self.spare_bytes += spare.capacity();
+            self.spare_bufs.push(spare);
+        }
         // What a large ring says in one step (a New List names every member) goes in parts;
         // `packet::MAX_MEMBERS` keeps it within what parts carry. On a path too small for
         // parts (below `parts::MIN_DATAGRAM`) it goes whole, as it did before parts existed.

@@ -1183,3 +1183,104 @@ fn a_member_that_lost_a_burst_catches_up_in_round_trips_with_bundled_answers() {
     );
     assert_eq!(net.delivered(victim), net.delivered(0));
 }
+
+/// Counts, per thread, the allocations of 16 KiB or more (and reallocations to that size),
+/// for [`data_packets_reuse_the_buffers_handed_back_within_a_bound`].
+struct CountLarge;
+
+thread_local! {
+    static LARGE_ALLOCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+const LARGE: usize = 16 * 1024;
+
+// SAFETY: every call is passed on to the system allocator unchanged; the count is a
+// thread-local `Cell` with a const initializer, which neither allocates nor has a destructor.
+unsafe impl std::alloc::GlobalAlloc for CountLarge {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if layout.size() >= LARGE {
+            let _ = LARGE_ALLOCS.try_with(|c| c.set(c.get() + 1));
+        }
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        if size >= LARGE {
+            let _ = LARGE_ALLOCS.try_with(|c| c.set(c.get() + 1));
+        }
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static COUNT_LARGE: CountLarge = CountLarge;
+
+/// A sender's data packets are written into the buffers the runtime hands back, not into a
+/// new allocation each: allocating each anew (growing it by doubling, up to 64 KiB) and freeing
+/// the last one made the allocator return pages to the system and fault them in again, the
+/// sending thread's largest cost at 1 KiB. What the ring keeps for reuse stays within its
+/// bound.
+#[test]
+fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
+    let ring = |role, id| {
+        let p = EngineParams {
+            role,
+            group: 7,
+            me: NodeId(id),
+            max_datagram_bytes: wire::MAX_DATAGRAM_LEN,
+            now: Time::ZERO,
+            seed: u64::from(id),
+            settings: &EngineSettings::default(),
+        };
+        // A window that holds every message sent here: none is ordered, as member 1 never
+        // receives member 0's data.
+        let cfg = super::Config {
+            window_initial_bytes: 1 << 20,
+            ..super::Config::default()
+        };
+        Box::new(super::Ring::with_config(&p, cfg))
+    };
+    // A ring of two (a ring of one sends no data packets); then member 0's datagrams are
+    // taken here, as the runtime takes them.
+    let mut net = crate::testnet::Net::<super::Ring>::with(());
+    net.add(ring(Role::Create, 0));
+    let mut joiner = ring(Role::Join, 1);
+    joiner.handle_timeout(net.now);
+    net.add(joiner);
+    net.run_for(Duration::from_millis(200));
+    assert!(matches!(net.events[1].last(), Some(Event::View(v)) if v.members.len() == 2));
+    let ring = &mut net.nodes[0];
+    let now = net.now;
+    let msg = Bytes::from(vec![7u8; 1024]);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut data_packets = 0;
+    let mut large_allocs = 0;
+    for round in 0..20 {
+        for _ in 0..16 {
+            ring.submit(now, msg.clone(), Qos::TotallyOrdered)
+                .expect("within the window");
+        }
+        let before = LARGE_ALLOCS.with(std::cell::Cell::get);
+        while ring.poll_transmit(now, &mut buf).is_some() {
+            data_packets += usize::from(buf.len() > LARGE);
+        }
+        if round > 0 {
+            large_allocs += LARGE_ALLOCS.with(std::cell::Cell::get) - before;
+        }
+        assert!(ring.spare_bytes <= super::engine::SPARE_BYTES);
+        let held: usize = ring.spare_bufs.iter().map(Vec::capacity).sum();
+        assert_eq!(held, ring.spare_bytes);
+    }
+    assert!(
+        data_packets >= 20,
+        "{data_packets} data packets of 16 messages"
+    );
+    assert_eq!(
+        large_allocs, 0,
+        "data packets allocated anew after the first"
+    );
+}
