@@ -104,6 +104,7 @@ impl EngineChoice {
             resilience: cfg.resilience,
             recovery: cfg.recovery_policy(),
             unicast_only: false,
+            receive_buffer_bytes: None,
         };
         EngineChoice {
             factory: Arc::new(sequencer::SequencerFactory::with_config(cfg)),
@@ -131,6 +132,13 @@ impl EngineChoice {
     /// Say whether this member cannot receive multicast ([`EngineSettings::unicast_only`]).
     pub fn unicast_only(mut self, unicast_only: bool) -> EngineChoice {
         self.settings.unicast_only = unicast_only;
+        self
+    }
+
+    /// Say how much a member's socket receive buffer holds
+    /// ([`EngineSettings::receive_buffer_bytes`]).
+    pub fn receive_buffer_bytes(mut self, bytes: Option<usize>) -> EngineChoice {
+        self.settings.receive_buffer_bytes = bytes;
         self
     }
 

@@ -95,6 +95,12 @@ pub struct EngineSettings {
     /// the members that multicast send it unicast copies. The runtime sets it for groups
     /// opened with unicast peers.
     pub unicast_only: bool,
+    /// Kernel memory a member's socket holds of received datagrams before it drops them
+    /// (`SO_RCVBUF` as read back, which counts each datagram's bookkeeping as well as its
+    /// bytes), when the driver knows it. Engines that may send further ahead of their slowest
+    /// member than this (the sequencer's history) bound themselves by it. The runtime sets it
+    /// from the sockets it opened; `None` (the simulator, which models no socket): unbounded.
+    pub receive_buffer_bytes: Option<usize>,
 }
 
 /// What the driver tells a factory about the engine to build.

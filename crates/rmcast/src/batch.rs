@@ -15,9 +15,9 @@ pub(crate) const BATCH: usize = 16;
 
 /// Bytes per buffer: any UDP payload over IPv4 or IPv6 (without jumbograms) fits.
 const SLOT: usize = 1 << 16;
-/// Bytes of ancillary data per receive: room for the `IP_TTL` (or `IPV6_HOPLIMIT`) message
-/// and the `UDP_GRO` one (24 bytes each).
-const CONTROL: usize = 64;
+/// Bytes of ancillary data per receive: room for the `IP_TTL` (or `IPV6_HOPLIMIT`) message,
+/// the `UDP_GRO` one and the `SO_RXQ_OVFL` one (24 bytes each).
+const CONTROL: usize = 96;
 
 /// A batch of receive buffers and what the last call put in them.
 ///
@@ -40,6 +40,9 @@ pub(crate) struct RecvBatch {
     ttls: [Option<u8>; BATCH],
     /// Ancillary data buffers (u64s, so that they are aligned as `cmsghdr` needs).
     control: Vec<u64>,
+    /// The socket's count of datagrams dropped for want of buffer, as the last receive that
+    /// carried one gave it (`SO_RXQ_OVFL`).
+    drops: Option<u32>,
 }
 
 /// One datagram of the last [`RecvBatch::recv`]: the receive it came in and its bytes there.
@@ -89,7 +92,15 @@ impl RecvBatch {
             from: [SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); BATCH],
             ttls: [None; BATCH],
             control: vec![0; BATCH * CONTROL / 8],
+            drops: None,
         }
+    }
+
+    /// How many datagrams the kernel has dropped so far on the socket of the last
+    /// [`RecvBatch::recv`] for want of receive buffer, when it said (it says so only once it
+    /// has dropped some, with the datagrams that follow; [`crate::net::enable_drop_count`]).
+    pub(crate) fn drops(&self) -> Option<u32> {
+        self.drops
     }
 
     /// The datagrams in receive `i` of the last [`RecvBatch::recv`] (one, unless the kernel
@@ -166,8 +177,11 @@ impl RecvBatch {
             return Err(io::Error::last_os_error());
         }
         let n = n as usize;
+        self.drops = None;
         for i in 0..n {
-            let (ttl, gro) = received_control(&msgs[i].msg_hdr);
+            let (ttl, gro, drops) = received_control(&msgs[i].msg_hdr);
+            // A running count: the last receive's is the latest.
+            self.drops = drops.or(self.drops);
             let mut len = (msgs[i].msg_len as usize).min(SLOT);
             let seg = gro.filter(|&s| s > 0 && s < len).unwrap_or(len);
             if msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 && seg < len {
@@ -191,6 +205,7 @@ impl RecvBatch {
         self.segs[0] = n;
         self.from[0] = from;
         self.ttls[0] = None;
+        self.drops = None;
         Ok(1)
     }
 }
@@ -414,11 +429,12 @@ impl SendBatch {
 }
 
 /// What the kernel wrote in a received message's ancillary data: the `IP_TTL` (IPv4) or
-/// `IPV6_HOPLIMIT` (IPv6) value, and the `UDP_GRO` segment size of a receive that holds a run
-/// of datagrams.
+/// `IPV6_HOPLIMIT` (IPv6) value, the `UDP_GRO` segment size of a receive that holds a run
+/// of datagrams, and the socket's count of datagrams dropped for want of buffer
+/// (`SO_RXQ_OVFL`, a u32).
 #[cfg(target_os = "linux")]
-fn received_control(hdr: &libc::msghdr) -> (Option<u8>, Option<usize>) {
-    let (mut ttl, mut seg) = (None, None);
+fn received_control(hdr: &libc::msghdr) -> (Option<u8>, Option<usize>, Option<u32>) {
+    let (mut ttl, mut seg, mut drops) = (None, None, None);
     // SAFETY: the kernel filled the control buffer `hdr` points at and set its length; the
     // CMSG macros walk within it, and each value read is the int the kernel writes for its
     // kind.
@@ -434,11 +450,13 @@ fn received_control(hdr: &libc::msghdr) -> (Option<u8>, Option<usize>) {
             } else if level == libc::SOL_UDP && kind == libc::UDP_GRO {
                 let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                 seg = usize::try_from(v).ok();
+            } else if level == libc::SOL_SOCKET && kind == libc::SO_RXQ_OVFL {
+                drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
-    (ttl, seg)
+    (ttl, seg, drops)
 }
 
 /// Write `addr` into `out` as the kernel reads it (`sockaddr_in` or `sockaddr_in6`); returns

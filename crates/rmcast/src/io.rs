@@ -99,6 +99,7 @@ pub(crate) fn spawn(
         )
     })?;
     let local_addr = std_sock.local_addr()?;
+    let receive_buffer_bytes = net::receive_buffer_bytes(&std_sock);
     // A segment must fit the interface's MTU: runs are cut at its datagram size (0: unknown,
     // never segmented).
     let gso_max = match cfg.segmentation_offload {
@@ -121,6 +122,7 @@ pub(crate) fn spawn(
         interface: cfg.interface,
         multicast_index,
         socket_buffer_bytes: cfg.socket_buffer_bytes,
+        receive_buffer_bytes,
         receive_offload,
         waker,
         wake_pending: AtomicBool::new(false),
@@ -158,6 +160,7 @@ pub(crate) fn spawn(
                 sealer,
                 seal_buf: Vec::with_capacity(1 << 16),
                 unicast_pending: false,
+                unicast_drops: 0,
                 shutdown: None,
                 timer,
                 loss,
@@ -419,6 +422,8 @@ struct GroupState {
     /// The multicast socket and whether it may still hold unread datagrams.
     mcast: Option<mio::net::UdpSocket>,
     mcast_pending: bool,
+    /// The multicast socket's count of datagrams dropped for want of buffer, as last told.
+    mcast_drops: u32,
     /// Where `Destination::Group` goes: the multicast address, or every unicast peer.
     group_dests: Vec<SocketAddr>,
     /// Whether `group_dests` is a multicast address (not a unicast fan-out).
@@ -553,6 +558,8 @@ struct IoLoop {
     seal_buf: Vec<u8>,
     /// The unicast socket may hold unread datagrams (the read budget ran out).
     unicast_pending: bool,
+    /// The unicast socket's count of datagrams dropped for want of buffer, as last told.
+    unicast_drops: u32,
     /// Set once the node shuts down: when the loop ends at the latest.
     shutdown: Option<Time>,
     /// Wakes the loop at sub-millisecond deadlines.
@@ -848,6 +855,7 @@ impl IoLoop {
             engine,
             mcast,
             mcast_pending: false,
+            mcast_drops: 0,
             multicast: !matches!(cfg.addr, GroupAddr::Unicast(_)),
             group_dests,
             ops: Batched::new(ops),
@@ -900,6 +908,7 @@ impl IoLoop {
             };
             match self.rx.recv(sock) {
                 Ok(n) => {
+                    self.count_drops(group);
                     let now = self.now();
                     for k in 0..n {
                         let mut count = 0;
@@ -935,6 +944,23 @@ impl IoLoop {
             }
         }
         true
+    }
+
+    /// Add what the socket just read from (`group` as for [`IoLoop::read_socket`]) dropped
+    /// since it last said to [`crate::NodeCounters::receive_buffer_drops`]: the kernel gives a running
+    /// count with each datagram that follows a drop.
+    fn count_drops(&mut self, group: Option<usize>) {
+        let Some(now) = self.rx.drops() else { return };
+        let last = match group {
+            None => &mut self.unicast_drops,
+            Some(i) => &mut self.groups[i].mcast_drops,
+        };
+        // The kernel's count is a u32 that wraps.
+        let new = now.wrapping_sub(*last);
+        if new != 0 && new < 1 << 31 {
+            AtomicNodeCounters::add(&self.shared.counters.receive_buffer_drops, u64::from(new));
+            *last = now;
+        }
     }
 
     /// Hand received datagram `k` of the batch to the engine it belongs to. A secure group's

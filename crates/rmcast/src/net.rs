@@ -26,6 +26,16 @@ fn set_buffers(sock: &Socket, bytes: usize) {
     );
 }
 
+/// What `sock`'s receive buffer holds as the kernel counts it (`SO_RCVBUF` read back: the
+/// size granted, doubled for the kernel's bookkeeping, which each datagram is charged with);
+/// `None` when it cannot be read.
+pub(crate) fn receive_buffer_bytes(sock: &UdpSocket) -> Option<usize> {
+    socket2::SockRef::from(sock)
+        .recv_buffer_size()
+        .ok()
+        .filter(|&b| b > 0)
+}
+
 /// The node's unicast socket: it receives point-to-point traffic and sends everything,
 /// multicast included, so that every datagram's source address is the node's unicast address
 /// (peers learn where to answer from it). `index`: the IPv6 multicast interface
@@ -67,6 +77,7 @@ pub(crate) fn unicast_socket(
     }
     sock.set_nonblocking(true)?;
     enable_recv_ttl(&sock, interface.is_ipv6());
+    enable_drop_count(&sock);
     if gro {
         enable_gro(&sock);
     }
@@ -96,31 +107,51 @@ fn bind_addr(interface: IpAddr, index: Option<u32>, port: u16) -> SocketAddr {
 pub(crate) fn enable_recv_ttl(sock: &impl std::os::fd::AsRawFd, v6: bool) {
     #[cfg(target_os = "linux")]
     {
-        let on: libc::c_int = 1;
         let (level, name) = if v6 {
             (libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT)
         } else {
             (libc::IPPROTO_IP, libc::IP_RECVTTL)
         };
-        // SAFETY: a valid socket and an int option of the size given.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                level,
-                name,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            debug!(
-                "IP_RECVTTL / IPV6_RECVHOPLIMIT: {}",
-                io::Error::last_os_error()
-            );
-        }
+        set_on(sock, level, name, "IP_RECVTTL / IPV6_RECVHOPLIMIT");
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (sock, v6);
+}
+
+/// Ask the kernel to tell, with each datagram received, how many it has dropped on the
+/// socket for want of receive buffer (`SO_RXQ_OVFL`, Linux 2.6.33): counted as
+/// [`crate::NodeCounters::receive_buffer_drops`]. Elsewhere nothing is counted.
+pub(crate) fn enable_drop_count(sock: &impl std::os::fd::AsRawFd) {
+    #[cfg(target_os = "linux")]
+    set_on(sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, "SO_RXQ_OVFL");
+    #[cfg(not(target_os = "linux"))]
+    let _ = sock;
+}
+
+/// Turn on the int socket option `name` at `level`; returns whether the kernel took it (a
+/// refusal is logged as `what`, not fatal).
+#[cfg(target_os = "linux")]
+fn set_on(
+    sock: &impl std::os::fd::AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    what: &str,
+) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and an int option of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        debug!("{what}: {}", io::Error::last_os_error());
+    }
+    r == 0
 }
 
 /// Ask the kernel to hand runs of datagrams over in one receive (UDP generic receive offload,
@@ -131,21 +162,7 @@ pub(crate) fn enable_recv_ttl(sock: &impl std::os::fd::AsRawFd, v6: bool) {
 pub(crate) fn enable_gro(sock: &impl std::os::fd::AsRawFd) -> bool {
     #[cfg(target_os = "linux")]
     {
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket and an int option of the size given.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_UDP,
-                libc::UDP_GRO,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            debug!("UDP_GRO: {}", io::Error::last_os_error());
-        }
-        r == 0
+        set_on(sock, libc::SOL_UDP, libc::UDP_GRO, "UDP_GRO")
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -170,6 +187,7 @@ pub(crate) fn multicast_socket(
     set_buffers(&sock, buffer_bytes);
     sock.set_nonblocking(true)?;
     enable_recv_ttl(&sock, group.is_ipv6());
+    enable_drop_count(&sock);
     if gro {
         enable_gro(&sock);
     }

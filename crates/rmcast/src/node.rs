@@ -196,6 +196,14 @@ impl Node {
             )?),
             None => None,
         };
+        // Engines that can outrun their slowest member bound themselves by what its sockets
+        // hold (the sequencer's history): the smaller of the two this group receives on.
+        let buffers = [
+            self.shared.receive_buffer_bytes,
+            multicast.as_ref().and_then(net::receive_buffer_bytes),
+        ];
+        let held = buffers.into_iter().flatten().min();
+        cfg.engine = cfg.engine.receive_buffer_bytes(held);
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let (ops_tx, ops_rx) = mpsc::channel(cfg.send_queue_capacity);
         let (events_tx, events_rx) = mpsc::channel(cfg.event_queue_capacity);

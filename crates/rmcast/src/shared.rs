@@ -142,6 +142,9 @@ pub(crate) struct NodeShared {
     /// The IPv6 multicast interface ([`crate::net::multicast_index`]); `None` for IPv4.
     pub multicast_index: Option<u32>,
     pub socket_buffer_bytes: usize,
+    /// The unicast socket's receive buffer as the kernel granted it
+    /// ([`crate::net::receive_buffer_bytes`]).
+    pub receive_buffer_bytes: Option<usize>,
     /// Whether sockets receive runs of datagrams at once
     /// ([`crate::NodeConfig::receive_offload`]).
     pub receive_offload: bool,
@@ -216,6 +219,10 @@ node_counters! {
     send_deferred,
     /// Receive errors other than `WouldBlock`.
     recv_errors,
+    /// Datagrams the kernel dropped because a socket's receive buffer was full (Linux's
+    /// `SO_RXQ_OVFL`, learnt with the next datagram read from that socket): this node fell
+    /// further behind its peers than its buffers hold (`NodeConfig::socket_buffer_bytes`).
+    receive_buffer_drops,
     /// Datagrams that did not decode (also passed to the engines of groups without a key,
     /// which count them too).
     malformed,

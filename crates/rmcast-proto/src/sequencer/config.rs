@@ -21,6 +21,12 @@ pub const MAX_VIEW_MEMBERS: usize = {
     }
 };
 
+/// Kernel memory a received datagram takes beyond its UDP payload, at most (Linux's skb
+/// truesize: the socket buffer, its shared info, the headers and the allocator's rounding):
+/// a datagram of 700 - 1,500 bytes is charged about 2,300 bytes against `SO_RCVBUF`, a
+/// 64-byte one about 770.
+pub const RECEIVE_OVERHEAD_BYTES: usize = 1536;
+
 /// Configuration of a sequencer group. Every member of a group must use the same values for
 /// `group`, `resilience` and `history_capacity_msgs`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +54,9 @@ pub struct Config {
     /// Payload bytes the history buffer may hold: the sequencer orders no further while this
     /// many bytes of ordered messages are not yet delivered by every member (the flow control
     /// in bytes, as JGroups' credits are, beside the one in slots). Need not be the same at
-    /// every member: only the sequencer's counts.
+    /// every member: only the sequencer's counts. A driver that knows the members' receive
+    /// buffers lowers it to what they hold ([`Config::fit_receive_buffer`]), unless the
+    /// configuration was given whole.
     pub history_capacity_bytes: usize,
     /// Own messages (fragments) submitted and not yet delivered back, at most.
     pub send_window_msgs: usize,
@@ -192,6 +200,33 @@ impl Config {
         }
     }
 
+    /// Bound the history and the send window in bytes by what a member's socket receive
+    /// buffer holds (`receive_buffer_bytes`: `SO_RCVBUF` as read back, which counts each
+    /// datagram's kernel overhead). The sequencer orders as far ahead of its slowest member as
+    /// the history lets it, and everything ordered and not yet delivered may sit in that
+    /// member's socket; a history larger than the buffer overflows it when the member is
+    /// descheduled, and the lost datagrams wait for repairs whose timer backs off (p99 over
+    /// 2 s at 1 KiB in network namespaces with the default 16 MiB history and 8 MiB buffers,
+    /// none overflowing with 1 MiB; docs/PERFORMANCE.md).
+    ///
+    /// The history gets half the buffer, one member's send window an eighth (senders'
+    /// messages sent by broadcast wait in the same buffer until ordered), each counted at the
+    /// worst case of bundling: a message just over half a fragment travels alone in its
+    /// datagram (smaller ones share one, larger ones fill theirs), so its bytes cost the most
+    /// kernel memory. Only lowers the bounds; never below one such message.
+    /// `history_capacity_msgs` is left alone: every member must have the same.
+    pub fn fit_receive_buffer(&mut self, receive_buffer_bytes: usize) {
+        let message = self.fragment_bytes() / 2 + 1;
+        // Its datagram: the message, the engine's headers, the kernel's overhead.
+        let datagram_cost =
+            message + (self.max_datagram_bytes - self.fragment_bytes()) + RECEIVE_OVERHEAD_BYTES;
+        let fit = |share: usize| (share / datagram_cost).max(1) * message;
+        self.history_capacity_bytes = self
+            .history_capacity_bytes
+            .min(fit(receive_buffer_bytes / 2));
+        self.send_window_bytes = self.send_window_bytes.min(fit(receive_buffer_bytes / 8));
+    }
+
     /// The majority policy: resets need a majority of the view (`min_members == 0`), and so a
     /// send completes only once a majority of its view holds the message.
     pub(super) fn majority_policy(&self) -> bool {
@@ -280,5 +315,99 @@ impl Config {
         self.alive_timeout_ms = p.alive_timeout_ms;
         self.auto_reset = p.auto_reset;
         self.min_members = p.min_members;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_history_fits_the_receive_buffer_it_is_given() {
+        // 8 MiB read back (4 MiB asked for: the kernel doubles it), Ethernet-sized datagrams.
+        let mut c = Config::new(1);
+        c.fit_receive_buffer(8 << 20);
+        // Half the buffer, each message charged the kernel memory of a datagram of its own.
+        let message = c.fragment_bytes() / 2 + 1;
+        let cost = message + (1472 - c.fragment_bytes()) + RECEIVE_OVERHEAD_BYTES;
+        assert_eq!(c.history_capacity_bytes, (4 << 20) / cost * message);
+        // Far below the 16 MiB default, which overflowed members; 1 KiB messages fill about
+        // 1,270 slots (1,024 slots measured without overflow).
+        assert!(
+            c.history_capacity_bytes < 2 << 20,
+            "{}",
+            c.history_capacity_bytes
+        );
+        assert!(c.history_capacity_bytes / 1024 > 1024);
+        // What the history may hold, counted as the kernel counts it, fits half the buffer.
+        assert!(c.history_capacity_bytes / message * cost <= 4 << 20);
+        // On loopback's 65,507-byte datagrams the overhead is small: nearly half the buffer.
+        let mut lo = Config::new(1);
+        lo.max_datagram_bytes = 65507;
+        lo.fit_receive_buffer(8 << 20);
+        assert!(
+            lo.history_capacity_bytes > 3_800_000,
+            "{}",
+            lo.history_capacity_bytes
+        );
+        // 8 MiB leave the send window as it was; the stock 208 KiB (416 KiB read back) do not.
+        assert_eq!(c.send_window_bytes, Config::new(1).send_window_bytes);
+        let mut small = Config::new(1);
+        small.fit_receive_buffer(416 << 10);
+        assert!(
+            small.send_window_bytes < 32 << 10,
+            "{}",
+            small.send_window_bytes
+        );
+        assert!(small.history_capacity_bytes < 128 << 10);
+        assert!(small.validate().is_ok());
+        // The slots stay: every member must agree on them.
+        assert_eq!(
+            small.history_capacity_msgs,
+            Config::new(1).history_capacity_msgs
+        );
+    }
+
+    #[test]
+    fn the_registered_factory_fits_a_known_buffer_and_a_given_config_is_kept() {
+        use crate::registry::EngineSettings;
+        use crate::sequencer::SequencerFactory;
+        let known = EngineSettings {
+            receive_buffer_bytes: Some(8 << 20),
+            ..EngineSettings::default()
+        };
+        let fitted = SequencerFactory::DEFAULT.config(1, 1472, &known);
+        let mut expected = Config::new(1);
+        expected.fit_receive_buffer(8 << 20);
+        assert_eq!(
+            fitted.history_capacity_bytes,
+            expected.history_capacity_bytes
+        );
+        // Unknown (the simulator): the engine's defaults.
+        let unknown = SequencerFactory::DEFAULT.config(1, 1472, &EngineSettings::default());
+        assert_eq!(
+            unknown.history_capacity_bytes,
+            Config::new(1).history_capacity_bytes
+        );
+        // A configuration given whole is the user's: kept.
+        let given = SequencerFactory::with_config(Config::new(1)).config(1, 1472, &known);
+        assert_eq!(
+            given.history_capacity_bytes,
+            Config::new(1).history_capacity_bytes
+        );
+    }
+
+    #[test]
+    fn fitting_only_lowers_and_keeps_one_message() {
+        let mut big = Config::new(1);
+        big.max_datagram_bytes = 65507;
+        big.history_capacity_bytes = 1 << 20;
+        big.fit_receive_buffer(1 << 30);
+        assert_eq!(big.history_capacity_bytes, 1 << 20);
+        let mut tiny = Config::new(1);
+        tiny.fit_receive_buffer(1);
+        assert_eq!(tiny.history_capacity_bytes, tiny.fragment_bytes() / 2 + 1);
+        assert_eq!(tiny.send_window_bytes, tiny.fragment_bytes() / 2 + 1);
+        assert!(tiny.validate().is_ok());
     }
 }

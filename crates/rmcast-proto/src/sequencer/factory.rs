@@ -21,7 +21,10 @@ impl SequencerFactory {
         SequencerFactory { base: Some(cfg) }
     }
 
-    /// The configuration an engine of group `group` gets.
+    /// The configuration an engine of group `group` gets. With the engine's defaults (no
+    /// configuration given whole), its history and send window are fitted to the members'
+    /// receive buffers when the driver knows them ([`Config::fit_receive_buffer`]); a
+    /// configuration given whole is taken as it is.
     pub fn config(
         &self,
         group: u32,
@@ -33,6 +36,9 @@ impl SequencerFactory {
         cfg.max_datagram_bytes = max_datagram_bytes;
         cfg.resilience = settings.resilience;
         cfg.set_recovery_policy(&settings.recovery);
+        if let (None, Some(bytes)) = (&self.base, settings.receive_buffer_bytes) {
+            cfg.fit_receive_buffer(bytes);
+        }
         cfg
     }
 }
