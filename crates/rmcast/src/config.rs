@@ -70,7 +70,12 @@ pub struct NodeConfig {
     /// on this host; raise it to reach other hosts.
     pub multicast_ttl: u32,
     /// Requested `SO_RCVBUF` and `SO_SNDBUF` of every socket, in bytes. A large receive buffer
-    /// absorbs bursts that would otherwise be lost and retransmitted.
+    /// absorbs bursts that would otherwise be lost and retransmitted. The kernel may grant less
+    /// (`net.core.rmem_max`); what it granted, read back, bounds how far a sequencer orders
+    /// ahead of its slowest member (its history and send window in bytes, unless its
+    /// configuration was given whole: `rmcast_proto::sequencer::Config::fit_receive_buffer`),
+    /// so that members do not overflow their buffers. Datagrams dropped for want of it are
+    /// counted ([`NodeCounters::receive_buffer_drops`](crate::NodeCounters::receive_buffer_drops)).
     pub socket_buffer_bytes: usize,
     /// Testing: the fraction of received datagrams dropped at random before any engine sees
     /// them, at least 0 and below 1; each one dropped is counted in
@@ -86,13 +91,12 @@ pub struct NodeConfig {
     /// later): each still leaves as a datagram of its own, so nothing changes on the wire,
     /// but the run crosses the sending stack once. Runs are cut at the path's datagram size
     /// (the interface's MTU); the first segmented send the kernel refuses turns it off for the
-    /// node. Off unless the environment variable [`SEGMENTATION_OFFLOAD_ENV`] is `1`;
-    /// elsewhere than Linux, never. Not the default: in network namespaces, with
-    /// [`NodeConfig::receive_offload`] (which follows it), it takes the 1 KiB rates of the
-    /// Ring up 1.8 - 7.7 times and of the Sequencer 1.3 - 4 times, but a Sequencer with its
-    /// default history (16 MiB) then orders further ahead of its slowest member than that
-    /// member's socket buffer holds, and its 99th-percentile latency at 1 KiB passed 2 s in
-    /// 4 of 8 runs against 2 of 8 without (docs/PERFORMANCE.md).
+    /// node. On by default, with [`NodeConfig::receive_offload`] (which follows it): in
+    /// network namespaces both on took the 1 KiB rates of the Ring and the Sequencer up 1.5 -
+    /// 8 times, with shorter tails (docs/PERFORMANCE.md), once the Sequencer's history was
+    /// bounded by its members' receive buffers (see [`NodeConfig::socket_buffer_bytes`]).
+    /// The environment variable [`SEGMENTATION_OFFLOAD_ENV`] set to `0` turns it off for any
+    /// program (`1`, or unset: on); elsewhere than Linux, never.
     pub segmentation_offload: bool,
     /// Receive runs of datagrams in one system call (UDP generic receive offload, `UDP_GRO`,
     /// Linux 5.0 and later): a peer's segmented send (see
@@ -110,7 +114,8 @@ pub struct NodeConfig {
 }
 
 /// The environment variable [`NodeConfig::default`] reads
-/// [`NodeConfig::segmentation_offload`] from: `1` turns it on.
+/// [`NodeConfig::segmentation_offload`] from: `0` turns it off (and receive offload with it,
+/// unless [`RECEIVE_OFFLOAD_ENV`] says otherwise); unset or anything else, on.
 pub const SEGMENTATION_OFFLOAD_ENV: &str = "RMCAST_GSO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_offload`]
@@ -119,6 +124,16 @@ pub const RECEIVE_OFFLOAD_ENV: &str = "RMCAST_GRO";
 
 /// The environment variable [`NodeConfig::default`] reads [`NodeConfig::receive_loss`] from.
 pub const RECEIVE_LOSS_ENV: &str = "RMCAST_RECEIVE_LOSS";
+
+/// [`SEGMENTATION_OFFLOAD_ENV`]: on unless it is `0`.
+fn segmentation_offload_from_env() -> bool {
+    !matches!(
+        std::env::var(SEGMENTATION_OFFLOAD_ENV)
+            .as_deref()
+            .map(str::trim),
+        Ok("0")
+    )
+}
 
 /// [`RECEIVE_LOSS_ENV`] as a fraction: 0 when unset or empty, NaN when it is not a number (so
 /// that [`NodeConfig::check_receive_loss`] refuses it rather than running without loss).
@@ -160,8 +175,7 @@ impl Default for NodeConfig {
             multicast_ttl: 0,
             socket_buffer_bytes: 4 << 20,
             receive_loss: receive_loss_from_env(),
-            segmentation_offload: std::env::var(SEGMENTATION_OFFLOAD_ENV)
-                .is_ok_and(|v| v.trim() == "1"),
+            segmentation_offload: segmentation_offload_from_env(),
             receive_offload: match std::env::var(RECEIVE_OFFLOAD_ENV).as_deref().map(str::trim) {
                 Ok("1") => Some(true),
                 Ok("0") => Some(false),
