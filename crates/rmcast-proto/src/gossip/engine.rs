@@ -1596,8 +1596,14 @@ impl Gossip {
     /// with probability about e^-(2 log2 n) = n^-2.9, and once suspected the suspicion wakes whoever it
     /// reaches. Hearing from every member instead took a group of 5,000 more than a minute of
     /// settling (news of an idle member comes only from the digests it answers), and the
-    /// group no longer needs it to find a crash.
+    /// group no longer needs it to find a crash. Without failure detection
+    /// ([`Config::silence_timeout`] `None`) nothing would act on a crash seen, so there is
+    /// nothing to watch for: waiting for news of every member only kept a group of 10,000
+    /// gossiping for more than a minute after its last message.
     fn watched(&mut self, now: Time, q: Time) -> bool {
+        if self.cfg.silence_timeout.is_none() {
+            return true;
+        }
         if !self.probing {
             return self.all_heard(q);
         }

@@ -466,6 +466,31 @@ fn leaves_and_silent_members_leave_the_view_and_a_refuted_suspicion_heals() {
 }
 
 #[test]
+fn without_failure_detection_a_crashed_member_does_not_keep_the_group_awake() {
+    // More members than the agreements a member needs, so that waiting for news of every
+    // member is not implied by the agreements (it was the rule with detection off).
+    const N: u32 = 40;
+    let c = Config {
+        silence_timeout: None,
+        ..cfg()
+    };
+    let mut net = Net::new(N, c);
+    net.down[N as usize - 1] = true;
+    let sent = net.send(0, 1);
+    net.run_for(Duration::from_secs(10));
+    for i in 0..N as usize - 1 {
+        assert_eq!(net.delivered(i, 0), sent, "member {i}");
+        // Nothing finds the crash: the member stays in every view.
+        assert_eq!(net.last_view(i).1.len(), N as usize, "member {i}");
+    }
+    // Nobody waits for news of it: the group goes idle.
+    assert!(net.quiet(), "{}", net.nodes[0].describe());
+    let before = net.datagrams;
+    net.run_for(Duration::from_secs(5));
+    assert_eq!(net.datagrams, before);
+}
+
+#[test]
 fn two_sides_of_a_long_partition_merge_when_a_message_crosses() {
     let c = Config {
         silence_timeout: Some(Duration::from_secs(1)),
