@@ -148,7 +148,7 @@ pub(crate) fn key_str(k: &Key) -> String {
     format!("{}#{}", k.0, k.1)
 }
 
-fn ms(t: rmcast_proto::Time) -> String {
+pub(crate) fn ms(t: rmcast_proto::Time) -> String {
     format!("{:.3}ms", t.0 as f64 / 1e6)
 }
 

@@ -351,8 +351,18 @@ pub struct Workload {
     pub message_bytes: usize,
     /// Pacing.
     pub load: Load,
-    /// When senders start.
+    /// When senders start (with [`Workload::after_formation`]: at the earliest).
     pub start: Time,
+    /// Start only once the group has formed: every initial member installed a view that
+    /// names every initial member of its group (or, for an engine that keeps no membership,
+    /// any view; where only the creator sends, receivers that connect on its first data need
+    /// only run), and then nothing is in flight and no engine has a timer due within
+    /// [`Limits::quiet_timer_horizon`] (formation's own tail is over), or that horizon passed
+    /// (an engine with periodic traffic of its own is never quiet). What is counted from the workload's start ([`crate::Record::workload_start`],
+    /// the counters at that instant) then leaves formation out, whatever the group's size; a
+    /// fixed [`Workload::start`] falls inside formation once the group is large. A group
+    /// that never forms never starts its workload: the run fails liveness at its deadline.
+    pub after_formation: bool,
     /// After a refused submit, when to try again (also retried after every step of the host).
     pub retry_interval: Duration,
     /// Quality of service asked for.
@@ -372,6 +382,7 @@ impl Default for Workload {
             message_bytes: 64,
             load: Load::ClosedLoop { in_flight: 1 },
             start: Time(50_000_000),
+            after_formation: false,
             retry_interval: Duration::from_millis(1),
             qos: Qos::TotallyOrdered,
             burst_submits: true,

@@ -164,6 +164,8 @@ struct Host {
     uplink_free_at: Time,
     uplink_queue: VecDeque<Time>,
     first_view: Option<u64>,
+    /// Members named by the last view installed (for [`Workload::after_formation`]).
+    view_size: usize,
     /// `(sender, msg)` delivered here (for the quiescence condition).
     delivered: HashSet<(NodeId, u64)>,
     /// Never scheduled to leave or crash: held to deliver everything.
@@ -240,6 +242,11 @@ pub(crate) struct World<'a> {
     stale_clock: Option<Time>,
     workload_errors: Vec<String>,
     workload_started: bool,
+    /// When the workload started (its configured start until then).
+    workload_start: Time,
+    /// With [`Workload::after_formation`]: when every initial member was first seen in a view
+    /// of all.
+    views_formed_at: Option<Time>,
     churn_pending: usize,
     heal_time: Time,
     deadline: Time,
@@ -294,6 +301,7 @@ impl<'a> World<'a> {
                     uplink_free_at: Time::ZERO,
                     uplink_queue: VecDeque::new(),
                     first_view: None,
+                    view_size: 0,
                     delivered: HashSet::new(),
                     planned_survivor: !leaving.contains(&id),
                     meant_to_stay: !leaving.contains(&id),
@@ -336,6 +344,8 @@ impl<'a> World<'a> {
             stale_clock: None,
             workload_errors: Vec::new(),
             workload_started: false,
+            workload_start: cfg.workload.start,
+            views_formed_at: None,
             churn_pending: cfg.churn.len(),
             heal_time: Time::ZERO,
             deadline: Time::ZERO,
@@ -606,7 +616,12 @@ impl<'a> World<'a> {
                 self.pump_sender(host);
             }
             Item::WorkloadStart => {
-                self.workload_started = true;
+                if self.cfg.workload.after_formation && !self.formed() {
+                    let next = now + self.cfg.limits.check_interval;
+                    self.schedule(next, Item::WorkloadStart);
+                    return;
+                }
+                self.start_workload_at(now);
                 for h in &mut self.hosts {
                     if let Some(e) = h.engine() {
                         h.rec.counters_at_workload_start = e.counters().clone();
@@ -1034,6 +1049,7 @@ impl<'a> World<'a> {
             }
             Event::View(v) => {
                 h.first_view.get_or_insert(v.id);
+                h.view_size = v.members.len();
             }
             Event::SendComplete { msg } => {
                 if let Some(s) = h.sender.as_mut() {
@@ -1381,6 +1397,50 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Whether the group has formed ([`Workload::after_formation`]): every initial host runs
+    /// and its last view names every initial host of its group, or nobody (the txn engine
+    /// keeps no membership and names nobody in its views); then formation's tail is over: the network is
+    /// quiet ([`World::network_quiet`]), or [`crate::Limits::quiet_timer_horizon`] passed since
+    /// the views were complete (an engine with periodic traffic of its own, such as RMTP's
+    /// receivers' ACKs, is never quiet; that traffic is the same with or without messages).
+    /// Views alone are not enough: the sequencer confirms the joins in its history by a sync
+    /// 100 ms after them, and a member's count of deliveries towards its next state report
+    /// starts again only then.
+    ///
+    /// An engine where only the creator sends (RMTP) has receivers that connect on its first
+    /// data and install their view only then: for them, running is being in the group.
+    fn formed(&mut self) -> bool {
+        let size = self.cfg.group_size();
+        let listen_only = self.guarantees.senders == Senders::Creator;
+        let views = self.hosts[..self.cfg.members as usize].iter().all(|h| {
+            matches!(h.state, HostState::Running(_))
+                && (listen_only
+                    || (h.first_view.is_some() && (h.view_size == 0 || h.view_size == size)))
+        });
+        if !views {
+            return false;
+        }
+        let since = *self.views_formed_at.get_or_insert(self.now);
+        self.now >= since + self.cfg.limits.quiet_timer_horizon || self.network_quiet()
+    }
+
+    /// The workload starts now: the counters it is measured from are taken, and the end of an
+    /// open-loop sender's messages (when quiescence may start) and the run's deadline move with
+    /// a start later than the configured one.
+    fn start_workload_at(&mut self, now: Time) {
+        self.workload_started = true;
+        self.workload_start = now;
+        let cfg = self.cfg;
+        if let Load::OpenLoop { interval } = cfg.workload.load {
+            let n = cfg.workload.messages_per_sender.saturating_sub(1);
+            let span = Duration::from_nanos((interval.as_nanos() as u64).saturating_mul(n));
+            self.heal_time = self.heal_time.max(now + span);
+        }
+        self.deadline = self
+            .deadline
+            .max(self.heal_time + cfg.limits.quiescence_timeout);
+    }
+
     /// Whether the run is done: every change happened, every leave completed, every survivor is
     /// a running member that submitted and completed everything, and every message delivered
     /// anywhere in view `w` is delivered by every survivor whose first view is at most `w`.
@@ -1478,6 +1538,21 @@ impl<'a> World<'a> {
     /// all its messages, no datagram is in flight or waiting in a paused host's buffer, and no
     /// running engine has a timer due within [`crate::Limits::quiet_timer_horizon`].
     fn quiet(&self) -> bool {
+        self.network_quiet()
+            && self.hosts.iter().all(|h| {
+                !h.sender.as_ref().is_some_and(|s| {
+                    !s.stopped
+                        && h.planned_survivor
+                        && h.rec.started_at.is_some()
+                        && s.next < s.total
+                })
+            })
+    }
+
+    /// No datagram in flight or waiting in a paused host's buffer, no host paused or leaving,
+    /// and no running engine with a timer due within [`crate::Limits::quiet_timer_horizon`]:
+    /// nothing will happen unless the application acts.
+    fn network_quiet(&self) -> bool {
         let horizon = self.now + self.cfg.limits.quiet_timer_horizon;
         // A datagram on the shared medium is in flight too (those queued for it follow it).
         if self.medium.on_air.is_some() {
@@ -1495,11 +1570,6 @@ impl<'a> World<'a> {
             if matches!(h.state, HostState::Paused { .. }) {
                 return false;
             }
-            if h.sender.as_ref().is_some_and(|s| {
-                !s.stopped && h.planned_survivor && h.rec.started_at.is_some() && s.next < s.total
-            }) {
-                return false;
-            }
             match &h.state {
                 HostState::Running(e) => e.poll_timeout().is_none_or(|t| t > horizon),
                 _ => true,
@@ -1507,7 +1577,14 @@ impl<'a> World<'a> {
         })
     }
 
-    fn finish(self) -> Record {
+    fn finish(mut self) -> Record {
+        if self.cfg.workload.after_formation && !self.workload_started {
+            self.workload_errors.push(format!(
+                "the group never formed (every initial member in one view of all), so the \
+                 workload never started, by {}",
+                crate::checkers::ms(self.now)
+            ));
+        }
         let hosts = self
             .hosts
             .into_iter()
@@ -1526,7 +1603,7 @@ impl<'a> World<'a> {
             guarantees: self.guarantees,
             hosts,
             submissions: self.submissions,
-            workload_start: self.cfg.workload.start,
+            workload_start: self.workload_start,
             heal_time: self.heal_time,
             end_time: self.now,
             quiesced: self.quiesced,

@@ -6,7 +6,11 @@
 //! A message's cost is what a run with it costs more than the same run without it: each point
 //! is two runs of the same seed, one with a single message and one with `messages + 1`, which
 //! form the same group the same way (the simulator is deterministic), so that formation, which
-//! grows with the group much faster than the messages do, cancels out. Per message:
+//! grows with the group much faster than the messages do, cancels out. The sender starts only
+//! once the group has formed (every member in one view of all: `Workload::after_formation`),
+//! and the counting starts then: with a fixed start, a group of 1,000 was still admitting
+//! members when the messages began, and a joiner admitted after them was brought up to date
+//! with them, which only the run with the messages paid. Per message:
 //!
 //! - **datagrams sent** by every member together (the simulator's count since the workload
 //!   started, failure-detection probes left out), and per member;
@@ -98,9 +102,19 @@ impl Job {
 
     /// The two runs and their difference; the error names a bad setting.
     fn measure(&self) -> Result<Cost, String> {
+        self.measure_from(true)
+    }
+
+    /// [`Job::measure`], the workload started once the group has formed or (`false`, the
+    /// tests' comparison) at its fixed start, 50 ms in, whatever the group.
+    fn measure_from(&self, after_formation: bool) -> Result<Cost, String> {
         // `Scenario::config` raises the simulator's bounds with the group (`Limits::for_members`).
-        let one = self.scenario(1)?.config(self.seed);
-        let more = self.scenario(self.messages + 1)?.config(self.seed);
+        let config = |messages| -> Result<_, String> {
+            let mut c = self.scenario(messages)?.config(self.seed);
+            c.workload.after_formation = after_formation;
+            Ok(c)
+        };
+        let (one, more) = (config(1)?, config(self.messages + 1)?);
         let t0 = crate::cpu::thread_cpu();
         let base = simulate(&one);
         let t1 = crate::cpu::thread_cpu();
@@ -193,9 +207,10 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
     writeln!(out, "rmcast sim --experiment cost")?;
     writeln!(
         out,
-        "one sender multicasts {messages} messages of 64 bytes at {RATE} msgs/s; 1 ms latency, \
-         no loss, failure detection off; each point is the run with the messages less the same \
-         run (same seed) with one message, so that group formation cancels out"
+        "one sender multicasts {messages} messages of 64 bytes at {RATE} msgs/s once the group \
+         has formed; 1 ms latency, no loss, failure detection off; each point is the run with \
+         the messages less the same run (same seed) with one message, so that group formation \
+         cancels out"
     )?;
     // The largest groups first, so that the long runs do not end the experiment alone.
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -365,6 +380,28 @@ mod tests {
         // Amoeba's PB method: the request to the sequencer and its broadcast, nothing of the
         // group's formation.
         assert_eq!(c.datagrams, 2 * 20, "{c:?}");
+    }
+
+    #[test]
+    fn the_workload_starts_once_the_group_has_formed_so_the_sequencer_costs_two() {
+        // 100 members joining 1 ms apart and 1,000 messages: with the fixed start (50 ms) the
+        // messages begin while members still join, and a member that delivered 24 join
+        // entries before the sync that confirms them reaches 1,024 deliveries with the
+        // messages and reports its state (BC_STATE) for them. Started once the group has
+        // formed and that sync is done, the messages alone cost Amoeba's two.
+        let job = Job {
+            engine: "sequencer".into(),
+            members: 100,
+            messages: 1000,
+            seed: 1,
+        };
+        let formed = job.measure().expect("a valid point");
+        assert!(formed.failed.is_empty(), "{:?}", formed.failed);
+        assert_eq!(formed.deliveries, 1000 * 100);
+        assert_eq!(formed.datagrams, 2 * 1000, "{formed:?}");
+        let fixed = job.measure_from(false).expect("a valid point");
+        assert!(fixed.failed.is_empty(), "{:?}", fixed.failed);
+        assert!(fixed.datagrams > 2 * 1000, "the old start: {fixed:?}");
     }
 
     #[test]
