@@ -44,6 +44,9 @@ pub(super) struct Owed {
     /// hold (an over-estimate when more ranges than a NACK names, which only defers them).
     sent: SeqRanges,
     sent_since: Time,
+    /// What of `sent` went to it alone (not to the group): another member that lacks it
+    /// too makes the next copy a multicast.
+    alone: SeqRanges,
     /// What it asked for again of `sent` within the hold: sent when the hold ends.
     deferred: SeqRanges,
     /// A repair on its way: when it was sent and the entries `[from, end)` it covered, until
@@ -123,7 +126,14 @@ impl Budget {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Retransmissions {
     queue: VecDeque<Owed>,
+    /// Ranges multicast lately, oldest first, each with when it went: held back from every
+    /// member for the group's hold (at most [`MAX_GROUP_HELD`]).
+    group: VecDeque<(u64, u64, Time)>,
 }
+
+/// Multicast repairs remembered for the group's hold; an older one is forgotten early, which
+/// costs at most a copy sent again.
+const MAX_GROUP_HELD: usize = 64;
 
 impl Retransmissions {
     /// `to` asks for `ranges` (already cut to what this member can send) at `now`. Its newest
@@ -136,13 +146,26 @@ impl Retransmissions {
         if ranges.is_empty() {
             return false;
         }
+        let ghold = self.group_hold(budget);
+        while self
+            .group
+            .front()
+            .is_some_and(|g| now.saturating_since(g.2) >= ghold)
+        {
+            self.group.pop_front();
+        }
+        let mut multicast = SeqRanges::new();
+        for &(f, e, _) in &self.group {
+            multicast.insert(f, e);
+        }
         if let Some(r) = self.queue.iter_mut().find(|r| r.to == to) {
             r.measure(&ranges, now, budget);
             if now.saturating_since(r.sent_since) >= r.hold(budget) {
                 r.sent.clear();
+                r.alone.clear();
                 r.sent_since = now;
             }
-            r.ranges = ranges.without(&r.sent);
+            r.ranges = ranges.without(&r.sent).without(&multicast);
             r.deferred = ranges.without(&r.ranges);
             if now.saturating_since(r.granted_at) >= budget.interval {
                 r.allowance = budget.datagrams;
@@ -165,14 +188,16 @@ impl Retransmissions {
             });
         }
         if self.queue.len() < MAX_RETRANS_QUEUE {
+            let owed = ranges.without(&multicast);
             self.queue.push_back(Owed {
                 to,
-                ranges,
+                ranges: owed,
                 allowance: budget.datagrams,
                 granted_at: now,
                 sent: SeqRanges::new(),
                 sent_since: now,
-                deferred: SeqRanges::new(),
+                alone: SeqRanges::new(),
+                deferred: ranges.without(&owed),
                 probe: None,
                 round: None,
             });
@@ -194,6 +219,11 @@ impl Retransmissions {
     /// again).
     #[must_use]
     pub(super) fn sent(&mut self, to: NodeId, from: u64, end: u64, now: Time) -> bool {
+        self.record(to, from, end, now, true)
+    }
+
+    /// [`Retransmissions::sent`], `alone` if the datagram went to `to` only.
+    fn record(&mut self, to: NodeId, from: u64, end: u64, now: Time, alone: bool) -> bool {
         let Some(r) = self.queue.iter_mut().find(|r| r.to == to) else {
             return false;
         };
@@ -209,6 +239,9 @@ impl Retransmissions {
                 r.sent_since = now;
             }
             r.sent.insert(from, end);
+            if alone {
+                r.alone.insert(from, end);
+            }
             if r.probe.is_none() {
                 r.probe = Some((now, from, end));
             }
@@ -220,20 +253,84 @@ impl Retransmissions {
         false
     }
 
+    /// Whether a destination other than `to` lacks part of `[from, until)` as well: it asks
+    /// for it (owed or deferred), or it was sent to it alone within its hold. One multicast
+    /// then serves them all (see [`Retransmissions::sent_to_group`]); what was multicast
+    /// already is held back from everyone, and a member that still lacks it after its hold
+    /// gets it alone unless another does too.
+    pub(super) fn shared(&self, to: NodeId, from: u64, until: u64) -> bool {
+        let want = SeqRanges::single(from, until);
+        let meets = |s: &SeqRanges| want.without(s) != want;
+        self.queue
+            .iter()
+            .any(|r| r.to != to && (meets(&r.ranges) || meets(&r.deferred) || meets(&r.alone)))
+    }
+
+    /// As [`Retransmissions::sent`], for a datagram that went to the whole group: `[from, end)`
+    /// is no longer owed to anyone, and is held back from every member for the group's hold
+    /// (the longest measured round: the repair waits in this member's one output queue,
+    /// whoever asked); the repair times the round of each member that asked for it. Only
+    /// `to`'s grant is spent (the datagram was its).
+    #[must_use]
+    pub(super) fn sent_to_group(&mut self, to: NodeId, from: u64, end: u64, now: Time) -> bool {
+        let cut = self.record(to, from, end, now, false);
+        if end > from {
+            let served = SeqRanges::single(from, end);
+            for r in self.queue.iter_mut().filter(|r| r.to != to) {
+                let asked = r.ranges.without(&served) != r.ranges
+                    || r.deferred.without(&served) != r.deferred;
+                r.ranges = r.ranges.without(&served);
+                r.deferred = r.deferred.without(&served);
+                if asked && r.probe.is_none() {
+                    r.probe = Some((now, from, end));
+                }
+            }
+            if self.group.len() >= MAX_GROUP_HELD {
+                self.group.pop_front();
+            }
+            self.group.push_back((from, end, now));
+        }
+        cut
+    }
+
+    /// How long a multicast repair is held back from every member: the longest measured
+    /// round, at most the budget's hold; none before a round was measured.
+    fn group_hold(&self, budget: Budget) -> Duration {
+        (self.queue.iter().filter_map(|r| r.round).max())
+            .map_or(Duration::ZERO, |d| d.min(budget.hold))
+    }
+
+    /// When `r`'s deferred repeats fall due: at the end of its own hold and of the group's
+    /// hold of every multicast they were part of.
+    fn due(&self, r: &Owed, budget: Budget) -> Time {
+        let ghold = self.group_hold(budget);
+        let own = r.sent_since + r.hold(budget);
+        let meets = |&&(f, e, _): &&(u64, u64, Time)| {
+            let g = SeqRanges::single(f, e);
+            g.without(&r.deferred) != g
+        };
+        (self.group.iter().filter(meets))
+            .map(|g| g.2 + ghold)
+            .fold(own, Time::max)
+    }
+
     /// When the first deferred repeat falls due.
     pub(super) fn deadline(&self, budget: Budget) -> Option<Time> {
         self.queue
             .iter()
             .filter(|r| !r.deferred.is_empty())
-            .map(|r| r.sent_since + r.hold(budget))
+            .map(|r| self.due(r, budget))
             .min()
     }
 
     /// The holds that ended by `now` end: what was deferred in them is owed now, with a new
     /// grant (the member asked for it and waited the hold).
     pub(super) fn release(&mut self, now: Time, budget: Budget) {
-        for r in &mut self.queue {
-            if r.deferred.is_empty() || now.saturating_since(r.sent_since) < r.hold(budget) {
+        let due: Vec<bool> = (self.queue.iter())
+            .map(|r| !r.deferred.is_empty() && self.due(r, budget) <= now)
+            .collect();
+        for (r, due) in self.queue.iter_mut().zip(due) {
+            if !due {
                 continue;
             }
             for (f, t) in r.deferred.iter() {
@@ -241,6 +338,7 @@ impl Retransmissions {
             }
             r.deferred.clear();
             r.sent.clear();
+            r.alone.clear();
             r.sent_since = now;
             r.allowance = budget.datagrams;
             r.granted_at = now;
@@ -253,9 +351,11 @@ impl Retransmissions {
         for r in &mut self.queue {
             r.ranges.clear();
             r.sent.clear();
+            r.alone.clear();
             r.deferred.clear();
             r.probe = None;
         }
+        self.group.clear();
     }
 }
 
@@ -343,6 +443,43 @@ mod tests {
             budget.without_hold()
         ));
         assert_eq!(r.next(), Some((to, 16, 18)));
+    }
+
+    #[test]
+    fn what_two_members_lack_goes_to_the_group_once_and_is_held_from_all() {
+        let ms = Duration::from_millis;
+        let (t0, budget) = (Time::ZERO, hold_budget());
+        let (a, b, c) = (NodeId(1), NodeId(2), NodeId(3));
+        let mut r = Retransmissions::default();
+        // A alone lacks 10..20: it is sent to A alone.
+        assert!(!r.owe(a, SeqRanges::single(10, 20), t0, budget));
+        assert!(!r.shared(a, 10, 20));
+        assert!(!r.sent(a, 10, 20, t0));
+        // A's next request measures its round (20 ms): the group's hold is that long.
+        assert!(!r.owe(a, SeqRanges::single(30, 31), t0 + ms(20), budget));
+        assert!(!r.sent(a, 30, 31, t0 + ms(20)));
+        // B lacks part of what went to A alone, and C asks for 15..16 too: one multicast.
+        assert!(!r.owe(b, SeqRanges::single(12, 14), t0 + ms(21), budget));
+        assert!(!r.owe(c, SeqRanges::single(15, 16), t0 + ms(21), budget));
+        assert_eq!(r.next(), Some((b, 12, 14)));
+        assert!(r.shared(b, 12, 16));
+        assert!(!r.sent_to_group(b, 12, 16, t0 + ms(21)));
+        // C was served by it: nothing is owed to anyone.
+        assert_eq!(r.next(), None);
+        // C asks again within the group's hold: deferred to its end, then sent.
+        assert!(!r.owe(c, SeqRanges::single(15, 16), t0 + ms(30), budget));
+        assert_eq!(r.next(), None);
+        assert_eq!(r.deadline(budget), Some(t0 + ms(41)));
+        r.release(t0 + ms(41), budget);
+        assert_eq!(r.next(), Some((c, 15, 16)));
+        // What went to the group is not a reason for the next multicast: C alone lacks it.
+        assert!(!r.shared(c, 15, 16));
+        // After the group's hold B's repeat is served at once (destinations in the order
+        // they first asked).
+        assert!(!r.owe(b, SeqRanges::single(12, 14), t0 + ms(60), budget));
+        assert_eq!(r.next(), Some((b, 12, 14)));
+        assert!(!r.sent(b, 12, 14, t0 + ms(60)));
+        assert_eq!(r.next(), Some((c, 15, 16)));
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub(super) struct Stats {
     /// Retransmissions asked for and not sent because the member's grant (datagrams per
     /// request, one grant per interval) was spent: it asks again for what it still lacks.
     pub(super) retrans_cut: u64,
+    /// Retransmitted datagrams the sequencer multicast because more than one member lacked
+    /// what they carry (each counted once; the others went to one member).
+    pub(super) retrans_multicast: u64,
 }
 
 impl Stats {
@@ -93,6 +96,7 @@ impl Stats {
             ("fences_lifted", self.fences_lifted),
             ("nacks_backed_off", self.nacks_backed_off),
             ("retrans_cut", self.retrans_cut),
+            ("retrans_multicast", self.retrans_multicast),
         ]
     }
 }

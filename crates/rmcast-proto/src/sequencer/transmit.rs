@@ -142,8 +142,15 @@ impl Sequencer {
     }
 
     /// The next queued retransmission, written into `buf`: one datagram of the first range
-    /// still owed to a destination.
+    /// still owed to a destination. While this member orders, a datagram that another
+    /// member lacks part of as well goes to the whole group: on a shared medium losses are
+    /// correlated (every member's receive buffer fills with the same multicasts), and in the
+    /// Amoeba experiment's run of 4 KB BB messages from 30 members each entry repaired was
+    /// sent some 70 times, one member at a time, until those repairs filled the medium. A
+    /// member that holds it already drops the copy as a duplicate. During a recovery repairs
+    /// stay point-to-point (members serve each other from histories that may differ).
     pub(super) fn transmit_retrans(&mut self, buf: &mut Vec<u8>) -> Option<Destination> {
+        let ordering = self.is_sequencer() && !self.recovering();
         while let Some((to, first, until)) = self.retrans.next() {
             // Purged since it was asked for: every member has it, nothing to send.
             let from = first.max(self.hist.buffer.base());
@@ -152,8 +159,19 @@ impl Sequencer {
             } else {
                 from
             };
-            if self.retrans.sent(to, from, end, self.now) {
+            let group = ordering && end > from && self.retrans.shared(to, from, end);
+            let cut = if group {
+                self.retrans.sent_to_group(to, from, end, self.now)
+            } else {
+                self.retrans.sent(to, from, end, self.now)
+            };
+            if cut {
                 self.stats.retrans_cut += 1;
+            }
+            if group {
+                self.stats.retrans_multicast += 1;
+                self.counters.retransmissions += end - from;
+                return Some(Destination::Group);
             }
             if end > from {
                 self.counters.retransmissions += end - from;
