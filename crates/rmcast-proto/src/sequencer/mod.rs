@@ -24,9 +24,12 @@
 //! sender whose timer fires sends again only its first unordered request and its last one (so
 //! the sequencer sees any gap between them), to the sequencer alone, rather than its whole
 //! window to the group; under load the loss is the sequencer's receive buffer, where a
-//! go-back-N multicast would add to the overload that caused it. A repeated PB request the
+//! go-back-N multicast would add to the overload that caused it. A repeated request the
 //! sequencer holds, waiting for history room, is answered with BC_QUEUED (as Amoeba answers a
-//! duplicate request), so that the sender's timer stays backed off while it waits.
+//! duplicate request), so that the sender's timer stays backed off while it waits. A repair
+//! that more than one member lacks is multicast once (as the paper's sequencer and most NACK
+//! protocols do) rather than sent to each, and held back from every member for the longest
+//! measured repair round.
 //!
 //! **Crashes** (sections 3, 4 and 5.3, in `recovery`): members and the sequencer
 //! are watched by BC_ALIVEREQ probes; a failure puts the group in recovery mode, and ResetGroup
