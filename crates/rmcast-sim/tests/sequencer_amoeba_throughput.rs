@@ -9,7 +9,7 @@
 //! BB 4 KB from 30 members, the last to complete, was the `not_yet_*` test: the members' data
 //! and the sequencer's point-to-point repairs of it filled the medium. It completes since the
 //! sequencer multicasts a repair that several members lack and answers a repeated BB request
-//! it holds with BC_QUEUED (docs/PAPERS.md, "Not yet as the paper's"). PB 4 KB from 24 and 30
+//! it holds with BC_QUEUED (docs/PAPERS.md, "Once not as the paper's"). PB 4 KB from 24 and 30
 //! members complete since the sequencer answers a repeated PB request it holds with BC_QUEUED;
 //! BB 2 KB from 24 since it holds back what it sent a member for that member's repair round.
 //! BB 0 bytes from 30 members stalled with that hold until BC_SYNC rounds that free nothing
