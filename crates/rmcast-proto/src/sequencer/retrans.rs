@@ -64,6 +64,13 @@ impl Owed {
         self.round.map_or(Duration::ZERO, |d| d.min(budget.hold))
     }
 
+    /// How long a multicast repair is held back from it: its own measured round (a member
+    /// slow to answer, one paused, must not hold back the others' repairs), else the
+    /// group's `longest`.
+    fn group_hold(&self, budget: Budget, longest: Duration) -> Duration {
+        self.round.map_or(longest, |d| d.min(budget.hold))
+    }
+
     /// A request from it at `now` asks for `ranges`: a repair on its way that it no longer
     /// asks for has arrived, which measures the round; one it still asks for after the
     /// longest hold was lost or waits that long, which measures at least that much.
@@ -146,20 +153,23 @@ impl Retransmissions {
         if ranges.is_empty() {
             return false;
         }
-        let ghold = self.group_hold(budget);
-        while self
-            .group
-            .front()
-            .is_some_and(|g| now.saturating_since(g.2) >= ghold)
-        {
+        while (self.group.front()).is_some_and(|g| now.saturating_since(g.2) >= budget.hold) {
             self.group.pop_front();
         }
-        let mut multicast = SeqRanges::new();
-        for &(f, e, _) in &self.group {
-            multicast.insert(f, e);
-        }
+        let ghold = self.group_hold(budget);
+        let group = &self.group;
+        let multicast = |hold: Duration| {
+            let mut m = SeqRanges::new();
+            for &(f, e, at) in group {
+                if now.saturating_since(at) < hold {
+                    m.insert(f, e);
+                }
+            }
+            m
+        };
         if let Some(r) = self.queue.iter_mut().find(|r| r.to == to) {
             r.measure(&ranges, now, budget);
+            let multicast = multicast(r.group_hold(budget, ghold));
             if now.saturating_since(r.sent_since) >= r.hold(budget) {
                 r.sent.clear();
                 r.alone.clear();
@@ -188,7 +198,7 @@ impl Retransmissions {
             });
         }
         if self.queue.len() < MAX_RETRANS_QUEUE {
-            let owed = ranges.without(&multicast);
+            let owed = ranges.without(&multicast(ghold));
             self.queue.push_back(Owed {
                 to,
                 ranges: owed,
@@ -267,10 +277,10 @@ impl Retransmissions {
     }
 
     /// As [`Retransmissions::sent`], for a datagram that went to the whole group: `[from, end)`
-    /// is no longer owed to anyone, and is held back from every member for the group's hold
-    /// (the longest measured round: the repair waits in this member's one output queue,
-    /// whoever asked); the repair times the round of each member that asked for it. Only
-    /// `to`'s grant is spent (the datagram was its).
+    /// is no longer owed to anyone, and is held back from every member for its measured round
+    /// (the longest measured for one not measured yet: the repair waits in this member's one
+    /// output queue, whoever asked); the repair times the round of each member that asked
+    /// for it. Only `to`'s grant is spent (the datagram was its).
     #[must_use]
     pub(super) fn sent_to_group(&mut self, to: NodeId, from: u64, end: u64, now: Time) -> bool {
         let cut = self.record(to, from, end, now, false);
@@ -293,17 +303,18 @@ impl Retransmissions {
         cut
     }
 
-    /// How long a multicast repair is held back from every member: the longest measured
-    /// round, at most the budget's hold; none before a round was measured.
+    /// How long a multicast repair is held back from a member whose round was not measured:
+    /// the longest measured round, at most the budget's hold; none before a round was
+    /// measured.
     fn group_hold(&self, budget: Budget) -> Duration {
         (self.queue.iter().filter_map(|r| r.round).max())
             .map_or(Duration::ZERO, |d| d.min(budget.hold))
     }
 
-    /// When `r`'s deferred repeats fall due: at the end of its own hold and of the group's
-    /// hold of every multicast they were part of.
+    /// When `r`'s deferred repeats fall due: at the end of its own hold and of its hold of
+    /// every multicast they were part of.
     fn due(&self, r: &Owed, budget: Budget) -> Time {
-        let ghold = self.group_hold(budget);
+        let ghold = r.group_hold(budget, self.group_hold(budget));
         let own = r.sent_since + r.hold(budget);
         let meets = |&&(f, e, _): &&(u64, u64, Time)| {
             let g = SeqRanges::single(f, e);
