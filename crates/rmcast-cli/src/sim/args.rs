@@ -31,9 +31,10 @@ pub enum Experiment {
     /// The Multidriver paper's Tables 1-3 and its implosion control: multicast transactions
     /// of the txn engine beside series of unicast ones (takes --threads and --plot).
     Txn,
-    /// What one message costs as the group grows (10 to 1,000 members): datagrams sent and
-    /// CPU per delivery, every engine, beside what each paper predicts (takes --members,
-    /// --messages, --seed, --threads and --plot).
+    /// What one message costs as the group grows (10 to 1,000 members unless --members
+    /// says, 10,000 and more where an engine's limit allows): datagrams sent and CPU per
+    /// delivery, every engine or --engine, beside what each paper predicts (takes --members,
+    /// --engine, --messages, --seed, --threads, --points and --plot).
     Cost,
     /// Every paper's experiment above (not cost), one after the other, each table and figure into --out DIR
     /// (bimodal with 50 members and 500 messages unless --members or --messages say
@@ -300,6 +301,12 @@ pub struct SimArgs {
     /// DIR/NAME.svg (NAME: the experiment's name); --experiment all needs it.
     #[arg(long, value_name = "DIR", requires = "experiment")]
     pub out: Option<std::path::PathBuf>,
+    /// With --experiment cost: keep each point that passed in this file (one line each:
+    /// engine, members, datagrams a message, CPU µs a delivery; a point measured again
+    /// replaces its line), and draw --plot from every point in it, so that points measured
+    /// in separate runs (a 10,000-member point alone, for its memory) make one figure.
+    #[arg(long, value_name = "FILE", requires = "experiment")]
+    pub points: Option<std::path::PathBuf>,
     /// With --experiment all: then the real-process forms too (member processes on loopback
     /// multicast on this host, about 15 minutes; `rmcast bench` and `rmcast txn-bench`), each
     /// into DIR/real-NAME.txt.

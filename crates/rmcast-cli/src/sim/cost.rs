@@ -233,8 +233,8 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
         "paper datagrams/msg",
     )?;
     let mut ok = true;
-    let mut per_member: Vec<Series> = Vec::new();
-    let mut cpu: Vec<Series> = Vec::new();
+    // Every passed point: (engine, members, datagrams a message, CPU µs a delivery).
+    let mut measured: Vec<Point> = Vec::new();
     for (job, r) in jobs.iter().zip(by_job.into_iter().flatten()) {
         match r {
             Err(e) => {
@@ -249,27 +249,13 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
                 } else {
                     f64::NAN
                 };
-                let series = |v: &mut Vec<Series>| -> usize {
-                    match v.iter().position(|x| x.name == job.engine) {
-                        Some(i) => i,
-                        None => {
-                            v.push(Series {
-                                name: job.engine.clone(),
-                                points: Vec::new(),
-                            });
-                            v.len() - 1
-                        }
-                    }
-                };
-                let x = f64::from(job.members).log10();
-                // The txn's 4 a member would flatten every other curve: the table has it.
-                if job.engine != "txn" {
-                    let i = series(&mut per_member);
-                    per_member[i].points.push((x, per_msg / job.members as f64));
-                }
-                let i = series(&mut cpu);
-                cpu[i].points.push((x, cpu_us));
                 let verdict = if c.failed.is_empty() {
+                    measured.push(Point {
+                        engine: job.engine.clone(),
+                        members: job.members,
+                        per_msg,
+                        cpu_us,
+                    });
                     "passed".to_string()
                 } else {
                     ok = false;
@@ -294,10 +280,20 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
             writeln!(out, "(not run: {e} beyond {l} members, its default limit)")?;
         }
     }
+    let mut points = measured;
+    if let Some(file) = &args.points {
+        points = Point::merge(Point::read(file)?, points);
+        Point::write(file, &points)?;
+        writeln!(out, "\n{} points kept in {}", points.len(), file.display())?;
+    }
     if let Some(path) = &args.plot {
+        let (per_member, cpu) = Point::series(&points);
+        let mut drawn: Vec<u32> = points.iter().map(|p| p.members).collect();
+        drawn.sort_unstable();
+        drawn.dedup();
         plot(
             path,
-            &sizes,
+            &drawn,
             &per_member,
             &cpu,
             "CPU per delivery (simulator included)",
@@ -309,6 +305,109 @@ pub fn run(args: &SimArgs, threads: usize, out: &mut dyn Write) -> anyhow::Resul
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A point that passed: what the figure draws, and what `--points` keeps.
+#[derive(Clone, Debug, PartialEq)]
+struct Point {
+    engine: String,
+    members: u32,
+    /// Datagrams a message, all members together.
+    per_msg: f64,
+    /// CPU µs a delivery.
+    cpu_us: f64,
+}
+
+impl Point {
+    /// The points kept in `file` (none if it does not exist yet).
+    fn read(file: &std::path::Path) -> anyhow::Result<Vec<Point>> {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => bail!("--points {}: {e}", file.display()),
+        };
+        let mut points = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let bad = || {
+                anyhow::anyhow!(
+                    "--points {} line {}: expected `engine members datagrams/msg cpu-us`, got `{line}`",
+                    file.display(),
+                    i + 1
+                )
+            };
+            let [engine, members, per_msg, cpu_us] = f[..] else {
+                return Err(bad());
+            };
+            points.push(Point {
+                engine: engine.to_string(),
+                members: members.parse().map_err(|_| bad())?,
+                per_msg: per_msg.parse().map_err(|_| bad())?,
+                cpu_us: cpu_us.parse().map_err(|_| bad())?,
+            });
+        }
+        Ok(points)
+    }
+
+    fn write(file: &std::path::Path, points: &[Point]) -> anyhow::Result<()> {
+        let mut text = String::from(
+            "# rmcast sim --experiment cost --points: engine, members, datagrams a message, CPU us a delivery\n",
+        );
+        for p in points {
+            text.push_str(&format!(
+                "{} {} {:.3} {:.3}\n",
+                p.engine, p.members, p.per_msg, p.cpu_us
+            ));
+        }
+        std::fs::write(file, text).map_err(|e| anyhow::anyhow!("--points {}: {e}", file.display()))
+    }
+
+    /// `kept` with `new` in: a point of the same engine and size replaces the kept one.
+    fn merge(kept: Vec<Point>, new: Vec<Point>) -> Vec<Point> {
+        let mut all: Vec<Point> = kept
+            .into_iter()
+            .filter(|k| {
+                !new.iter()
+                    .any(|n| n.engine == k.engine && n.members == k.members)
+            })
+            .collect();
+        all.extend(new);
+        all.sort_by(|a, b| (&a.engine, a.members).cmp(&(&b.engine, b.members)));
+        all
+    }
+
+    /// The figure's series: datagrams a message per member (without the txn, whose 4 a member
+    /// would flatten every other curve: the table has it) and CPU per delivery, against the
+    /// group size (log10), an engine each.
+    fn series(points: &[Point]) -> (Vec<Series>, Vec<Series>) {
+        let (mut per_member, mut cpu): (Vec<Series>, Vec<Series>) = (Vec::new(), Vec::new());
+        let add = |v: &mut Vec<Series>, name: &str, xy: (f64, f64)| match v
+            .iter_mut()
+            .find(|s| s.name == name)
+        {
+            Some(s) => s.points.push(xy),
+            None => v.push(Series {
+                name: name.to_string(),
+                points: vec![xy],
+            }),
+        };
+        for p in points {
+            let x = f64::from(p.members).log10();
+            if p.engine != "txn" {
+                add(
+                    &mut per_member,
+                    &p.engine,
+                    (x, p.per_msg / f64::from(p.members)),
+                );
+            }
+            add(&mut cpu, &p.engine, (x, p.cpu_us));
+        }
+        (per_member, cpu)
+    }
 }
 
 /// The experiment's figure, in the simulator and on real processes alike: datagrams a message
@@ -428,5 +527,45 @@ mod tests {
         let args = crate::sim::parse_args("--experiment cost --engine ring --members 2000");
         let err = run(&args, 1, &mut Vec::new()).expect_err("past the ring's limit");
         assert!(err.to_string().contains("at most 1024 members"), "{err}");
+    }
+
+    #[test]
+    fn kept_points_round_trip_a_point_measured_again_replaces_its_line_and_a_bad_line_is_named() {
+        let dir = std::env::temp_dir().join(format!("rmcast-cost-points-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("points.txt");
+        let _ = std::fs::remove_file(&file);
+        let p = |engine: &str, members, per_msg, cpu_us| Point {
+            engine: engine.to_string(),
+            members,
+            per_msg,
+            cpu_us,
+        };
+        assert_eq!(Point::read(&file).unwrap(), vec![]);
+        let first = vec![
+            p("gossip", 10000, 2000.45, 32.36),
+            p("tree", 10, 3.54, 2.08),
+        ];
+        Point::write(&file, &first).unwrap();
+        let again = Point::merge(
+            Point::read(&file).unwrap(),
+            vec![p("tree", 10, 3.5, 2.0), p("gossip", 10, 3.02, 1.27)],
+        );
+        assert_eq!(
+            again,
+            vec![
+                p("gossip", 10, 3.02, 1.27),
+                p("gossip", 10000, 2000.45, 32.36),
+                p("tree", 10, 3.5, 2.0),
+            ]
+        );
+        let (per_member, cpu) = Point::series(&again);
+        assert_eq!(per_member.len(), 2);
+        assert_eq!(per_member[0].points, vec![(1.0, 0.302), (4.0, 0.200045)]);
+        assert_eq!(cpu[1].points, vec![(1.0, 2.0)]);
+        std::fs::write(&file, "# kept\ngossip 10 3.02\n").unwrap();
+        let e = Point::read(&file).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("gossip 10 3.02"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
