@@ -486,6 +486,26 @@ impl Txn {
         ns.min(cap.as_nanos().min(u128::from(u64::MAX)) as u64)
     }
 
+    /// BACKOFF_TIME per receiver that this source's FIRST and CNTL packets carry, in
+    /// microseconds: [`Config::backoff_unit`], scaled down so that the whole BACKOFF_TIME for
+    /// the expected set takes at most half the open's timer. The paper's BACKOFF_TIME grows
+    /// with the set; unscaled, past `open_timeout / unit` receivers (5,000 at the defaults) the
+    /// answers drawn last reached the source after it had decided the open, and those
+    /// receivers were left out of the set. The other half of the timer is for the answer's trip
+    /// and one repeat of it.
+    fn advertised_unit_us(&self) -> u32 {
+        let unit = self.cfg.backoff_unit.as_micros().min(u128::from(u32::MAX)) as u32;
+        let set = self.set_estimate.clamp(1, usize::from(u16::MAX)) as u128;
+        let room = ((self.cfg.open_timeout / 2).as_micros() / set).max(1);
+        unit.min(room.min(u128::from(u32::MAX)) as u32)
+    }
+
+    /// The BACKOFF_TIME that this source's packets announce for the expected set.
+    fn advertised_backoff(&self) -> Duration {
+        let set = self.set_estimate.clamp(1, usize::from(u16::MAX)) as u64;
+        Duration::from_micros(set * u64::from(self.advertised_unit_us()))
+    }
+
     /// Whether a packet of the forward channel of transaction `key` may come from `from`: not
     /// if its epoch is this member's own, or the epoch's source (fixed by the first FIRST of it
     /// that opened a receive context here) is another member. Refusals are counted.
@@ -542,7 +562,7 @@ impl Txn {
                 key,
                 flags,
                 deliver_to,
-                backoff_unit_us: self.cfg.backoff_unit.as_micros().min(u32::MAX as u128) as u32,
+                backoff_unit_us: self.advertised_unit_us(),
                 set_size: self.set_estimate.min(u16::MAX as usize) as u16,
                 probe,
             },
@@ -554,7 +574,7 @@ impl Txn {
     fn send_first(&mut self, txn: u64) {
         let seg = self.segment_bytes();
         let set_size = self.set_estimate.min(u16::MAX as usize) as u16;
-        let unit = self.cfg.backoff_unit.as_micros().min(u32::MAX as u128) as u32;
+        let unit = self.advertised_unit_us();
         let flags = if self.cfg.use_backoff {
             pk::FIRST_USE_BACKOFF
         } else {
@@ -979,7 +999,12 @@ impl Txn {
                 // Backed off at most twofold: a receiver that lost the FIRST and its first
                 // repeats must still make it within the open's timer.
                 let tries = f.open_tries.min(1);
-                let retry = self.rto_after(tries).min(self.open_retry_max());
+                // Not more often than a quarter of the backoff the receivers were told: they
+                // answer over all of it, so a repeat sooner reaches a group still drawing its
+                // answers, and costs every member a datagram (at thousands of receivers the
+                // repeats were most of the run's datagrams).
+                let retry = (self.rto_after(tries).min(self.open_retry_max()))
+                    .max(self.advertised_backoff() / 4);
                 if let Some(f) = self.forwards.get_mut(&txn) {
                     f.open_retry_at = now + retry;
                 }

@@ -579,6 +579,54 @@ fn backoff_spreads_the_answers_over_backoff_time() {
 }
 
 #[test]
+fn a_backoff_longer_than_the_open_timer_is_scaled_to_half_of_it_and_every_receiver_makes_the_set() {
+    // 8 receivers x 50 ms is twice the open's timer (200 ms): unscaled, the answers drawn
+    // last would come after the open was decided and those receivers would miss the set.
+    let mut net = Net::new(
+        9,
+        Config {
+            max_receivers: 8,
+            backoff_unit: Duration::from_millis(50),
+            ..cfg()
+        },
+    );
+    // What each FIRST announces: set size x unit, the receivers' BACKOFF_TIME.
+    let announced = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = announced.clone();
+    net.drop = Some(Box::new(move |c| {
+        if c.ptype == pk::FIRST && c.to == 1 {
+            let f = pk::decode_first(c.body).unwrap();
+            seen.borrow_mut()
+                .push(u64::from(f.set_size) * u64::from(f.backoff_unit_us));
+        }
+        false
+    }));
+    let start = net.now;
+    let m = net.submit(0, b"x");
+    net.run_for(1000 * MS);
+    let announced = announced.borrow();
+    assert!(!announced.is_empty());
+    assert!(announced.iter().all(|&us| us <= 100_000), "{announced:?}");
+    let answers: BTreeMap<usize, Time> = (net.sent.iter())
+        .filter(|s| s.ptype == pk::STATUS && s.destination == Destination::Peer(NodeId(0)))
+        .fold(BTreeMap::new(), |mut m, s| {
+            m.entry(s.from).or_insert(s.at);
+            m
+        });
+    assert_eq!(answers.len(), 8);
+    let at: Vec<u64> = answers.values().map(|t| t.0 - start.0).collect();
+    // The FIRST takes 1 ms; the backoff is at most half the timer, 100 ms.
+    assert!(at.iter().all(|&t| t <= 101_000_000), "{at:?}");
+    assert!(net.completed(0, m));
+    for i in 1..9 {
+        assert_eq!(net.deliveries(i).len(), 1, "receiver {i}");
+    }
+    // The FIRST was repeated at most every quarter of that backoff, not every round trip.
+    let firsts = net.sent.iter().filter(|s| s.ptype == pk::FIRST).count();
+    assert!(firsts <= 6, "{firsts} FIRSTs");
+}
+
+#[test]
 fn the_window_and_rate_are_the_minimum_over_the_receivers() {
     // Receivers offer a 4 KiB window and take 100 KB/s: 50 KB take about half a second.
     let mut net = Net::new(
