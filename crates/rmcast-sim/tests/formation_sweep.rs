@@ -204,6 +204,32 @@ fn batched_joiners_that_swapped_rings_do_not_pass_each_other_the_token() {
     }
 }
 
+/// Two rings of one name number their views alike, so a view id did not say which ring it
+/// was of (ring seed 22249: two rings each admitted host 5 into a view 6; host 5, living in
+/// one, told host 3 of the other that it was out, with its view id 6, also host 3's; host 3
+/// believed it, left a ring that went on, and came back taking the retransmitted New Lists
+/// that had admitted its earlier self for its own). ACKs and EXPELLED carry the ring's lineage
+/// now (its creator and a number drawn at its creation); news of another lineage says where
+/// its sender is, never that this member's own ring went on without it, and a joiner takes no
+/// admission into a view of a ring it already held.
+#[test]
+fn ring_view_ids_of_another_ring_expel_nobody() {
+    assert_eq!(check("ring", 22249), None);
+}
+
+/// Two rings of one name admitted the same joiners in crossed order, and each passed the token
+/// to a member that lives in the other (batched seeds 19460, 19687, 38392): nobody told either
+/// site, since each is in the other ring's list too. A member named by an ACK of another
+/// lineage tells its sender, whose site then orders it out; a "no" said in answer to an ACK
+/// older than the joiner's admission is not taken back (the joiner may have taken the token
+/// since: batched seeds 27720, 36832, where taking it back made two ACKs of one number).
+#[test]
+fn batched_joiners_living_in_another_ring_are_ordered_out() {
+    for seed in [19460, 19687, 24296, 27720, 33295, 36832, 38392, 38924] {
+        assert_eq!(check("ring-batched", seed), None, "seed {seed}");
+    }
+}
+
 /// [`RING_STALLS`]: the ring that admitted a joiner which took another ring's admission takes
 /// its token back and orders the joiner out (seed 113: hosts 0 and 1 each create a ring, both
 /// admit host 2), and takes no ACK that passes the token outside it.

@@ -35,6 +35,10 @@ use std::time::Duration;
 /// bounded cost per member.
 pub(super) const SPARE_BYTES: usize = 1 << 20;
 
+/// Rings left that a member remembers ([`Ring`]'s `rings_left`): a joiner takes old
+/// admissions only from rings it was in lately.
+pub(super) const RINGS_KEPT: usize = 16;
+
 /// An own message on its way out: its number, QoS, payload, and place in its message when it
 /// is a fragment.
 pub(super) type Outgoing = (u64, Qos, Bytes, Option<Frag>);
@@ -125,6 +129,12 @@ pub struct Ring {
     /// The highest view id this member held in any ring it was in (kept across
     /// [`Ring::start_over`]): a ring it creates anew numbers its views above.
     pub(super) views_seen: u64,
+    /// The rings this member was in before it started over (kept across
+    /// [`Ring::start_over`]): each lineage with the highest view id it held there, the latest
+    /// last, at most [`RINGS_KEPT`]. A New List admitting it into one of those views or an
+    /// older one admitted an earlier incarnation of it (a retransmission, or an answer to a
+    /// join it sent then), never this one.
+    pub(super) rings_left: std::collections::VecDeque<(u64, u64)>,
     pub(super) timers: Timers<RingTimer>,
     /// The membership phase, the ring and its views, List Change Requests, leavers.
     pub(super) membership: Membership,
@@ -201,6 +211,7 @@ impl Ring {
             events: EventQueue::new(cfg.max_events),
             rng: SplitMix64::new(p.seed),
             views_seen: 0,
+            rings_left: std::collections::VecDeque::new(),
             timers: Timers::new(),
             membership: Membership::new(p.me),
             token: TokenSite::default(),
@@ -220,6 +231,7 @@ impl Ring {
             r.membership.enter(Phase::Member);
             r.membership.set_ring(vec![p.me]);
             r.membership.view_id = first_view;
+            r.membership.lineage = packet::lineage(p.me, first_view, p.seed);
             r.order.ordered_next.insert(p.me, 0);
             r.order.chain = Some((p.me, p.me));
             r.order.q.push(Entry::View(
@@ -519,15 +531,39 @@ impl Ring {
                 if l.joined.contains(&self.me) {
                     // Another ring of this name heard our join too and admitted us: say no to
                     // its site, which takes its token back and removes us (`on_expelled`).
-                    return self.tell_expelled(now, from);
+                    return self.tell_expelled(now, from, Some(ack.num));
                 }
             }
+        }
+        if self.in_ring() && from != self.me && ack.lineage != self.membership.lineage {
+            // Another ring of this name, whatever its view and numbers (they may be ours).
+            // Only its sender's word says where it is now (this ACK may be older than its
+            // move into this ring), so nothing is decided here.
+            self.counters.foreign_dropped += 1;
+            let names_me = ack.next_site == self.me
+                || matches!(&ack.body, AckBody::NewList(l) if l.joined.contains(&self.me));
+            if names_me || !self.membership.ring.contains(&from) {
+                // Its site may wait for this member, which is elsewhere: tell it, even when it
+                // is in this ring's list too (formation sweep batched seeds 19460, 19687: two
+                // rings admitted the same joiners in crossed order, each passed the token to
+                // a member living in the other, and neither ever heard why).
+                self.tell_elsewhere(now, from, Some(ack.num));
+            }
+            return;
         }
         if !self.member() {
             match &ack.body {
                 AckBody::NewList(l) if l.joined.contains(&self.me) && !self.leaving() => {
                     if !self.admits_me(from, &ack) {
                         self.roles_refused += 1;
+                        return;
+                    }
+                    let left_at = self.rings_left.iter().find(|r| r.0 == ack.lineage);
+                    if left_at.is_some_and(|&(_, view)| l.view_id <= view) {
+                        // It admitted an earlier incarnation of this member into a ring it has
+                        // since left (formation sweep ring seed 22249, batched 33295: taken,
+                        // the joiner went on from an old view while the ring was far ahead).
+                        self.counters.duplicates += 1;
                         return;
                     }
                     self.start_at(&ack);
@@ -544,7 +580,7 @@ impl Ring {
             {
                 // A token site of a view the ring went on without (it was paused through a
                 // reformation, or a joiner admitted by one): tell it.
-                self.tell_expelled(now, from);
+                self.tell_expelled(now, from, Some(ack.num));
             }
             if from != self.me
                 && !self.leaving()
@@ -626,6 +662,8 @@ impl Ring {
         }
         self.membership.enter(Phase::Member);
         self.membership.view_id = ack.view;
+        // The ring it joins is the one whose ACK admitted it.
+        self.membership.lineage = ack.lineage;
         self.timers.clear(RingTimer::Lcr);
         self.order.start_at(ack.num, ack.first_ts);
     }
@@ -661,6 +699,11 @@ impl Ring {
                 self.roles_refused += 1;
                 break;
             }
+            if self.member() && ack.lineage != self.membership.lineage {
+                // Another ring's (its view id says nothing of ours). Asked for again.
+                self.counters.foreign_dropped += 1;
+                break;
+            }
             if self.member() && !self.removed() && ack.view != self.membership.view_id {
                 if ack.view > self.membership.view_id {
                     // The ring went on in a newer view from here on without this member: a
@@ -670,7 +713,7 @@ impl Ring {
                 }
                 // Made by a token site the ring went on without, in an older view.
                 self.counters.foreign_dropped += 1;
-                self.tell_expelled(now, from);
+                self.tell_expelled(now, from, Some(ack.num));
                 break;
             }
             if self.member()
@@ -691,7 +734,7 @@ impl Ring {
                 // From a token site of a view this member is not in: a member the ring went on
                 // without. The ACK of that number is asked for again.
                 self.counters.foreign_dropped += 1;
-                self.tell_expelled(now, from);
+                self.tell_expelled(now, from, Some(ack.num));
                 break;
             }
             let after = match &ack.body {
@@ -1575,6 +1618,7 @@ impl Ring {
             next_site: next,
             idle,
             ring: self.membership.ring_digest,
+            lineage: self.membership.lineage,
             body,
         };
         self.counters.acks_sent += 1;
@@ -1669,7 +1713,7 @@ impl Ring {
             return;
         };
         // A member the ring went on without asks for what it will never get: tell it.
-        self.tell_expelled(now, from);
+        self.tell_expelled(now, from, None);
         self.counters.nacks_received += 1;
         let to = Destination::Peer(from);
         let end = n.acks.end.min(n.acks.start.saturating_add(32));
@@ -2149,6 +2193,16 @@ impl Ring {
         fresh.roles_refused = self.roles_refused;
         fresh.fragments_dropped = self.fragments_dropped;
         fresh.views_seen = views_seen;
+        fresh.rings_left = std::mem::take(&mut self.rings_left);
+        if self.membership.lineage != 0 {
+            let here = (self.membership.lineage, self.membership.view_id);
+            fresh.rings_left.retain(|r| r.0 != here.0);
+            if fresh.rings_left.len() == RINGS_KEPT {
+                fresh.rings_left.pop_front();
+            }
+            fresh.rings_left.push_back(here);
+        }
+        debug_assert!(fresh.rings_left.len() <= RINGS_KEPT);
         // Message numbers go on, so that no message is taken for one sent before.
         fresh.flow.own_next = self.flow.own_next;
         fresh.flow.own_stable = self.flow.own_next;
@@ -2294,7 +2348,7 @@ impl Shelled for Ring {
                     return;
                 };
                 if !(self.in_ring() && self.membership.ring.contains(&h.sender)) {
-                    self.tell_expelled(now, h.sender);
+                    self.tell_expelled(now, h.sender, None);
                 } else if token == 0 || !self.recovering() {
                     if token == 0 && self.token.probed_again(h.sender, now) {
                         // Two of a peer's failure-detector probes at one instant waited in
@@ -2748,7 +2802,7 @@ impl Engine for Ring {
 
     fn describe(&self) -> String {
         format!(
-            "ring me={} member={} ring={:?} view={} next_ack={} heard={:?} q={}..{} deliver={} \
+            "ring me={} member={} ring={:?} view={} lineage={:x} next_ack={} heard={:?} q={}..{} deliver={} \
              held_all={} stable={} token(holding={} idle={} named={:?} passing={:?} fenced={} stalled={}) \
              own={}/{} \
              unordered={} lcrs={:?} leaving={} removed={} next_slot={:?} departing={:?} \
@@ -2758,6 +2812,7 @@ impl Engine for Ring {
             self.member(),
             self.membership.ring.iter().map(|m| m.0).collect::<Vec<_>>(),
             self.membership.view_id,
+            self.membership.lineage,
             self.order.next_ack,
             self.order.highest_heard,
             self.order.q.end() - self.order.q.len() as u64,

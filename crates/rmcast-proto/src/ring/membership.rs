@@ -85,6 +85,10 @@ pub(super) struct Membership {
     /// [`packet::ring_digest`] of `ring`, kept with it: every ACK sent and applied carries or
     /// checks it, and hashing a ring of a thousand each time would cost 4 KB an ACK.
     pub(super) ring_digest: u32,
+    /// The ring's lineage ([`packet::lineage`]): set by its creator, taken by a joiner from
+    /// the ACK that admits it, 0 before either. An ACK or EXPELLED of another lineage is
+    /// another ring's, whatever its view id says.
+    pub(super) lineage: u64,
     pub(super) view_id: u64,
     /// The view as of the last delivered slot.
     pub(super) delivered_view: View,
@@ -124,6 +128,7 @@ impl Membership {
             phase: Phase::Joining,
             ring: vec![],
             ring_digest: packet::ring_digest(&[]),
+            lineage: 0,
             view_id: 0,
             delivered_view: View {
                 id: 0,

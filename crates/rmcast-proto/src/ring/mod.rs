@@ -67,7 +67,12 @@
 //! joiner itself, elsewhere the first of them (the others are in its members). Two rings of
 //! one name may admit the same joiners at once (an untargeted join is heard by both) and then
 //! count views and ACKs alike; every ACK carries a digest of its ring's member list
-//! ([`packet::ring_digest`]), and a member takes only its own ring's. A leaver sends
+//! ([`packet::ring_digest`]) and its ring's lineage ([`packet::lineage`]: the creator and a
+//! number drawn at the ring's creation, kept through every New List and reformation), and a
+//! member takes only its own ring's. A view id of another lineage (in an ACK or an EXPELLED)
+//! is another ring's: it says where its sender is, never that this member's ring went on
+//! without it. A member that started over takes no admission into a view of a ring it already
+//! held (it admitted an earlier incarnation). A leaver sends
 //! its request once its own messages are ordered, never
 //! orders its own leave, and stops once it delivered the view that removes it.
 //!

@@ -214,6 +214,11 @@ pub struct Ack {
     /// matched the other's view, number and token chain (formation sweep ring seed 8064 with
     /// joins batched). A member takes only the ACKs of its own ring.
     pub ring: u32,
+    /// The ring's lineage ([`lineage`]): which ring, whatever its view numbers. Two rings of
+    /// one name number their views alike, so a view id does not tell them apart (formation
+    /// sweep ring seed 22249: each admitted host 5 into a view 6); the lineage does, as
+    /// Totem's ring id names its representative and JGroups' view id its coordinator.
+    pub lineage: u64,
     /// What it orders.
     pub body: AckBody,
 }
@@ -224,6 +229,21 @@ pub fn ring_digest(members: &[NodeId]) -> u32 {
     let bytes: Vec<u8> = members.iter().flat_map(|m| m.0.to_be_bytes()).collect();
     let h = crate::common::group::fnv1a64(&bytes);
     (h ^ (h >> 32)) as u32
+}
+
+/// The lineage of a ring that `creator` creates with first view `first_view`: the creator's id
+/// in the high half, and 32 bits drawn from `seed` and the view in the low half. A ring keeps
+/// it through every New List and reformation, and a joiner takes it from the New List that
+/// admits it; a ring created anew (a member that starts alone again) gets a new one, since
+/// its first view is above every view its creator saw. Two rings of one name never share a
+/// lineage, though they may share view ids, member lists and ACK numbers.
+pub fn lineage(creator: NodeId, first_view: u64, seed: u64) -> u64 {
+    let mut x = seed ^ first_view.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // SplitMix64's finaliser: nearby seeds and views give unrelated bits.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (u64::from(creator.0) << 32) | (x & 0xffff_ffff)
 }
 
 impl Ack {
@@ -243,6 +263,7 @@ impl Ack {
         b.put_u32(self.next_site.0);
         b.put_u32(self.idle);
         b.put_u32(self.ring);
+        b.put_u64(self.lineage);
         match &self.body {
             AckBody::Entries(e) => {
                 // Runs of one origin's consecutive numbers: (origin, first, count).
@@ -316,6 +337,7 @@ impl Ack {
         let next_site = NodeId(r.u32()?);
         let idle = r.u32()?;
         let ring = r.u32()?;
+        let lineage = r.u64()?;
         let body = match r.u8()? {
             0 => {
                 let n = r.u16()? as usize;
@@ -425,6 +447,7 @@ impl Ack {
             next_site,
             idle,
             ring,
+            lineage,
             body,
         })
     }
@@ -620,6 +643,7 @@ mod tests {
                 next_site: NodeId(3),
                 idle: 0,
                 ring: 7,
+                lineage: 0x0000_0002_0000_0009,
                 body: AckBody::Entries(vec![
                     (NodeId(1), 4),
                     (NodeId(1), 5),
@@ -635,6 +659,7 @@ mod tests {
                 next_site: NodeId(5),
                 idle: 2,
                 ring: ring_digest(&[NodeId(1), NodeId(2)]),
+                lineage: 0x0000_0002_0000_0009,
                 body: AckBody::NewList(NewList {
                     view_id: 3,
                     members: vec![NodeId(1), NodeId(5), NodeId(2)],
@@ -669,6 +694,7 @@ mod tests {
                 next_site: NodeId(5),
                 idle: 0,
                 ring: 0,
+                lineage: 0x0000_0002_0000_0009,
                 body: AckBody::NewList(NewList {
                     view_id: 4,
                     members: vec![NodeId(1), NodeId(5), NodeId(6), NodeId(7), NodeId(2)],
@@ -753,6 +779,27 @@ mod tests {
             RecoveryStart::decode(&b).is_ok(),
             "one more than MAX_LOST: there are more"
         );
+    }
+
+    #[test]
+    fn expelled_names_view_and_lineage_and_truncations_fail() {
+        let mut b = Vec::new();
+        let l = lineage(NodeId(3), 7, 99);
+        encode_expelled(&mut b, 12, l, Some(4));
+        assert_eq!(decode_expelled(&b).unwrap(), (12, l, Some(4)));
+        let mut none = Vec::new();
+        encode_expelled(&mut none, 12, l, None);
+        assert_eq!(decode_expelled(&none).unwrap(), (12, l, None));
+        for n in 0..b.len() {
+            assert!(decode_expelled(&b[..n]).is_err(), "{n}");
+        }
+        b.push(0);
+        assert!(decode_expelled(&b).is_err());
+        // The creator is in the high half; another first view or seed gives another lineage.
+        assert_eq!(l >> 32, 3);
+        assert_ne!(lineage(NodeId(3), 8, 99), l);
+        assert_ne!(lineage(NodeId(3), 7, 98), l);
+        assert_ne!(lineage(NodeId(4), 7, 99), l);
     }
 
     #[test]
@@ -844,8 +891,30 @@ pub fn decode_probe_ack(body: &[u8]) -> Result<(u64, u32), WireError> {
     Ok((next, token))
 }
 /// To a process that acts as a member but is not in the sender's ring: it was removed by a
-/// reformation and may come back only as a new member. Body: the sender's view id (u64).
+/// reformation and may come back only as a new member. Body: the sender's view id (u64), its
+/// ring's lineage (u64, [`lineage`]: a view id of another lineage is another ring's, never news
+/// of the receiver's own ring) and the ACK it answers (u64) ([`encode_expelled`]).
 pub const EXPELLED: u8 = 10;
+
+/// An [`EXPELLED`] body: the sender's view id and ring lineage, and the number of the
+/// receiver's ACK it answers when an ACK prompted it (`u64::MAX` for none): a site hearing
+/// that a joiner is elsewhere can tell an answer given before the joiner's admission there
+/// (the joiner may have taken it since) from one given after.
+pub fn encode_expelled(b: &mut Vec<u8>, view: u64, lineage: u64, answers: Option<u64>) {
+    b.put_u64(view);
+    b.put_u64(lineage);
+    b.put_u64(answers.unwrap_or(u64::MAX));
+}
+
+/// The view id, lineage and answered ACK number of an [`EXPELLED`] body.
+pub fn decode_expelled(body: &[u8]) -> Result<(u64, u64, Option<u64>), WireError> {
+    let mut r = Reader::new(body);
+    let view = r.u64()?;
+    let lineage = r.u64()?;
+    let answers = Some(r.u64()?).filter(|&n| n != u64::MAX);
+    r.finish()?;
+    Ok((view, lineage, answers))
+}
 /// Recovery Start: the initiator polls the old view with its proposal and the sync point the
 /// members are to reach ([`RecoveryStart`]); multicast, repeated until the list is committed.
 pub const RECOVERY_START: u8 = 11;

@@ -430,6 +430,7 @@ impl Ring {
                 next_site: self.me,
                 idle: 0,
                 ring: self.membership.ring_digest,
+                lineage: self.membership.lineage,
                 body: AckBody::Entries(chunk.to_vec()),
             }));
             num += 1;
@@ -443,6 +444,7 @@ impl Ring {
                 next_site: self.me,
                 idle: 0,
                 ring: self.membership.ring_digest,
+                lineage: self.membership.lineage,
                 body: AckBody::NewList(NewList {
                     view_id: version,
                     members: members.to_vec(),
@@ -504,7 +506,7 @@ impl Ring {
         }
         if !self.membership.ring.contains(&from) {
             // A member the ring went on without: it may only come back as a new member.
-            return self.tell_expelled(now, from);
+            return self.tell_expelled(now, from, None);
         }
         let offered = (st.version, from);
         match &mut self.rec.current {
@@ -572,7 +574,7 @@ impl Ring {
         // voter waits for a silent initiator as long as its failure detector allows, which
         // after a long partition is longer than a run): tell it (every-engine sweep seed
         // 9481). It acts on that only from a member of its own view, as this one was.
-        self.tell_expelled(now, from);
+        self.tell_expelled(now, from, None);
         let Some(r) = self.rec.current.as_mut() else {
             return;
         };
@@ -806,9 +808,21 @@ impl Ring {
     }
 
     /// Tells `to`, which acts as a member, that it is not in this ring (at most every
+    /// [`self.cfg.expelled_every`]); `answers` is the number of the ACK from `to` that prompted
+    /// it, if one did.
+    pub(super) fn tell_expelled(&mut self, now: Time, to: NodeId, answers: Option<u64>) {
+        if self.membership.ring.contains(&to) {
+            return;
+        }
+        self.tell_elsewhere(now, to, answers);
+    }
+
+    /// Tells `to`, which acts as a member of another ring (a view of another lineage), that
+    /// this member is in a ring of its own: EXPELLED with this ring's view and lineage, which
+    /// `to` reads as news of where this member is, not of its own ring (at most every
     /// [`self.cfg.expelled_every`]).
-    pub(super) fn tell_expelled(&mut self, now: Time, to: NodeId) {
-        if !self.in_ring() || self.membership.ring.contains(&to) {
+    pub(super) fn tell_elsewhere(&mut self, now: Time, to: NodeId, answers: Option<u64>) {
+        if !self.in_ring() {
             return;
         }
         if let Some(&t) = self.rec.told.get(&to) {
@@ -823,35 +837,70 @@ impl Ring {
         }
         self.rec.told.insert(to, now);
         debug_assert!(self.rec.told.len() <= self.cfg.expelled_peers.max(1));
-        let view = self.membership.view_id;
+        let (view, lineage) = (self.membership.view_id, self.membership.lineage);
         self.send(Destination::Peer(to), packet::EXPELLED, |b| {
-            b.extend_from_slice(&view.to_be_bytes())
+            packet::encode_expelled(b, view, lineage, answers)
         });
     }
 
     /// A member of this member's ring committed a newer view without it.
     pub(super) fn on_expelled(&mut self, now: Time, from: NodeId, body: &[u8]) {
-        let Ok(view) = Reader::new(body).u64() else {
+        let Ok((view, lineage, answers)) = packet::decode_expelled(body) else {
             self.counters.malformed_dropped += 1;
             return;
         };
+        // The sender is in another ring of this name: its view id, however it compares with
+        // ours, is that ring's, and says where the sender is, never that ours went on
+        // without this member.
+        let foreign = self.member() && lineage != self.membership.lineage;
+        if foreign
+            && !self.leaving()
+            && (self.membership.admission).is_some_and(|(_, by)| by == from)
+        {
+            // The site whose admission of this member is not confirmed lives in another ring:
+            // the admission is void (ordering that site out would leave this member alone in
+            // a ring nobody confirms, showing no view for ever: formation sweep ring seed
+            // 1472), and this member joins again.
+            return self.expel(self.membership.view_id);
+        }
         let passed_to_it = self.passing_to(from);
+        // Said in answer to an ACK older than the sender's admission here: it may have taken
+        // the admission since, and the token with it (taken back on this word, the token
+        // made two ACKs of one number: formation sweep batched seeds 27720, 36832).
+        let before_admission =
+            answers.is_some_and(|n| self.admitted_at(from).is_some_and(|at| n < at));
+        if foreign && before_admission {
+            return;
+        }
         // The joiner this site just admitted joined another ring of this name instead (its
-        // untargeted join was heard by both): it never takes the token.
+        // untargeted join was heard by both): it never takes the token. So is a member this
+        // site passed the token to that says it lives in another ring.
         // Not for a leaver: the joiner that took its token orders its leave first (removals
         // go first) and then says it is out, which is its leave, caught up below; taken for
         // the joiner being elsewhere, it ordered the joiner out in a view of its own while the
         // ring went on (ring_recovery's fault-free test, seed 21, once joins were gathered).
-        let just_admitted_elsewhere =
-            passed_to_it && !self.leaving() && self.admission_unconfirmed(from);
-        // A view older than the one it was admitted in: it is the member of another ring of
-        // this name (a joiner that gave up waiting and created its own while its join was
-        // admitted here), and never takes part in ours.
-        let older_than_its_admission = self.in_ring()
+        let just_admitted_elsewhere = passed_to_it
+            && !self.leaving()
+            && !before_admission
+            && (foreign || self.admission_unconfirmed(from));
+        // A view of our ring older than the one it was admitted in: it is the member of
+        // another ring of this name (a joiner that gave up waiting and created its own while
+        // its join was admitted here), and never takes part in ours. (A view of another
+        // lineage says nothing against ours.)
+        let older_than_its_admission = !foreign
+            && self.in_ring()
             && !self.leaving()
             && (self.membership.admitted_in.get(&from)).is_some_and(|&v| view < v);
         if just_admitted_elsewhere || older_than_its_admission {
             return self.order_out_of_ring(now, from);
+        }
+        if foreign && self.admission_unconfirmed(from) {
+            // A joiner this ring admitted that never acted in it, living in another ring (two
+            // rings admitted it): nothing of ours. The site that passes it the token hears it
+            // itself (formation sweep ring seed 22249: host 5, admitted into a view 6 by two
+            // rings, told host 3 it was out with its own ring's view 6, host 3 took it for
+            // its own ring's, left a ring that went on, and came back taking old New Lists).
+            return;
         }
         // A leaver behind its own removal is told it is out: that is its leave, which it
         // finishes by catching up (the others keep what it lacks for it). A leaver in a
@@ -967,6 +1016,15 @@ impl Ring {
     /// the list, not only when it is the first (formation sweep seed 5227, once joiners
     /// were admitted together: the second of two stayed in both rings).
     fn admission_unconfirmed(&self, joiner: NodeId) -> bool {
+        let Some(num) = self.admitted_at(joiner) else {
+            return false;
+        };
+        !(self.order.log.range(num + 1..)).any(|(_, e)| e.sender == joiner)
+    }
+
+    /// The number of the latest New List in the log that admitted `joiner` (made by another
+    /// member).
+    fn admitted_at(&self, joiner: NodeId) -> Option<u64> {
         let admitted = self.order.log.iter().rev().find(|(_, e)| {
             e.sender != joiner
                 && wire::decode(&e.bytes)
@@ -977,10 +1035,7 @@ impl Ring {
                             if l.lock_op.is_none() && l.joined.contains(&joiner))
                     })
         });
-        let Some((&num, _)) = admitted else {
-            return false;
-        };
-        !(self.order.log.range(num + 1..)).any(|(_, e)| e.sender == joiner)
+        admitted.map(|(&num, _)| num)
     }
 
     /// This member is out: a reformation formed view `view` without it.

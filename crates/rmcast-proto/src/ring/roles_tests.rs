@@ -59,6 +59,11 @@ fn described(net: &RingNet, i: usize, name: &str) -> String {
     d[at..].split(' ').next().unwrap_or("").to_string()
 }
 
+/// The lineage of member `i`'s ring.
+fn lineage(net: &RingNet, i: usize) -> u64 {
+    u64::from_str_radix(&described(net, i, "lineage"), 16).expect("a lineage")
+}
+
 /// The next ACK number, the OrderingQ's end and the view at member `i`.
 fn position(net: &RingNet, i: usize) -> (u64, u64, u64) {
     let q = described(net, i, "q");
@@ -174,6 +179,7 @@ fn an_ack_from_a_member_that_does_not_hold_the_token_is_refused() {
             next_site: NodeId(forger as u32),
             idle: 0,
             ring: packet::ring_digest(&net.nodes[site].info().members),
+            lineage: lineage(&net, site),
             body,
         };
         let forged = datagram(forger, packet::ACK, |b| ack.encode(b));
@@ -216,8 +222,9 @@ fn expelled_from_a_member_that_may_not_expel_is_refused() {
         let (site, passer, forger) = roles(&net);
         let (_, _, view) = position(&net, site);
         let v = [view, view + 1, view + 1000, u64::MAX][k];
+        let own = lineage(&net, forger);
         let forged = datagram(forger, packet::EXPELLED, |b| {
-            b.extend_from_slice(&v.to_be_bytes())
+            packet::encode_expelled(b, v, own, None)
         });
         inject(&mut net, forger, &[site, passer], &forged);
         for i in [site, passer] {
@@ -274,6 +281,7 @@ fn an_admission_from_a_member_that_did_not_run_the_join_is_refused() {
             next_site: NodeId(3),
             idle: 0,
             ring: packet::ring_digest(&members),
+            lineage: lineage(&net, site),
             body: AckBody::NewList(NewList {
                 view_id: view + 1,
                 next_sseq: vec![0; 4],
@@ -330,6 +338,7 @@ fn an_ack_passing_the_token_past_the_next_member_is_dropped() {
         next_site: NodeId(passer as u32),
         idle: 0,
         ring: packet::ring_digest(&net.nodes[site].info().members),
+        lineage: lineage(&net, site),
         body: AckBody::Entries(vec![]),
     };
     let forged = datagram(site, packet::ACK, |b| ack.encode(b));
@@ -368,6 +377,7 @@ fn an_ack_of_another_ring_at_the_same_view_and_number_is_dropped() {
         next_site: next,
         idle: 0,
         ring: packet::ring_digest(&other_ring),
+        lineage: lineage(&net, site),
         body: AckBody::Entries(vec![]),
     };
     let forged = datagram(site, packet::ACK, |b| ack.encode(b));
@@ -439,5 +449,176 @@ fn a_member_left_out_believes_its_ring_once_its_own_reformation_comes_up_short()
     for &i in &rest {
         assert_eq!(net.nodes[i].info().members.len(), 2, "member {i}");
         assert!(!expelled(&net, i), "member {i}");
+    }
+}
+
+/// A joiner both rings of a name admitted, living in the other one, tells a member of this
+/// ring that it is out, with the view id of its own ring, the same number as this one's
+/// (formation sweep ring seed 22249: host 5, admitted into a view 6 by two rings, told host
+/// 3, whose last ACK named it the next site). Its ring's lineage is not ours: the member stays
+/// (it used to leave a ring that went on, and came back taking old New Lists for its own); the
+/// site that passed the joiner the token orders it out, and the ring goes on.
+#[test]
+fn an_expelled_from_a_joiner_living_in_another_ring_expels_nobody() {
+    let mut net = ring(3);
+    let (site, passer, other) = roles(&net);
+    let (_, _, view) = position(&net, site);
+    let foreign = lineage(&net, site) ^ 0x5a5a;
+    // Host 9 asks in (no engine answers for it: it lives elsewhere); the site admits it.
+    let join = datagram(9, packet::LCR, |b| {
+        b.push(packet::LCR_JOIN);
+        b.extend_from_slice(&0u64.to_be_bytes());
+        b.push(0);
+    });
+    inject(&mut net, 9, &[site, passer, other], &join);
+    net.run_for(Duration::from_millis(5));
+    for i in 0..3 {
+        assert_eq!(net.nodes[i].info().members.len(), 4, "member {i}");
+        assert_eq!(position(&net, i).2, view + 1, "member {i}");
+    }
+    let told = datagram(9, packet::EXPELLED, |b| {
+        packet::encode_expelled(b, view + 1, foreign, None)
+    });
+    inject(&mut net, 9, &[passer, other], &told);
+    for i in [passer, other] {
+        assert!(
+            !expelled(&net, i),
+            "member {i}: {}",
+            net.nodes[i].describe()
+        );
+    }
+    // The site, which passes it the token, hears it too and orders it out.
+    inject(&mut net, 9, &[site], &told);
+    net.run_for(Duration::from_millis(500));
+    for i in 0..3 {
+        assert!(!expelled(&net, i), "member {i}");
+        assert_eq!(net.nodes[i].info().members.len(), 3, "member {i}");
+    }
+    one_order_after(&mut net);
+}
+
+/// A member of this ring (so in this ring's list) that answers the token from another ring:
+/// two rings admitted the same joiners in crossed order, and each passed the token to a
+/// member that lives in the other (formation sweep batched seeds 19460, 19687: nobody told
+/// either site, since each is in the other's list too, and both waited for ever). The member
+/// an ACK of another lineage names tells its sender, with its own ring's lineage; the site,
+/// hearing from the member it passed the token to that it lives in another ring, orders it
+/// out instead of taking it for news that its own ring went on without it.
+#[test]
+fn a_member_named_by_another_rings_ack_tells_its_site_which_orders_it_out() {
+    let mut net = ring(3);
+    let (site, passer, next) = roles(&net);
+    assert_eq!(
+        Membership::successor(&net.nodes[site].info().members, NodeId(site as u32)),
+        NodeId(next as u32)
+    );
+    let (num, end, view) = position(&net, site);
+    let other_ring = lineage(&net, site) ^ 0x5a5a;
+    // An ACK of another ring from the site's id, naming `next`.
+    let ack = Ack {
+        num,
+        view,
+        first_ts: end,
+        next_site: NodeId(next as u32),
+        idle: 0,
+        ring: packet::ring_digest(&net.nodes[site].info().members),
+        lineage: other_ring,
+        body: AckBody::Entries(vec![]),
+    };
+    let forged = datagram(site, packet::ACK, |b| ack.encode(b));
+    net.sent.clear();
+    inject(&mut net, site, &[next], &forged);
+    assert_eq!(position(&net, next), (num, end, view), "not applied");
+    let told = (net.sent.iter()).any(|s| {
+        s.from == next
+            && s.ptype == packet::EXPELLED
+            && s.destination == crate::engine::Destination::Peer(NodeId(site as u32))
+    });
+    assert!(told, "sent: {:?}", net.sent);
+    // Now the site passes `next` the token, which never answers here; `next` says it lives
+    // in another ring.
+    net.drop = Some(Box::new(move |c| c.from == next));
+    net.nodes[site]
+        .submit(net.now, Bytes::from_static(b"x"), Qos::TotallyOrdered)
+        .unwrap();
+    net.poll(site);
+    net.run_for(Duration::from_millis(5));
+    let d = net.nodes[site].describe();
+    assert!(d.contains(&format!(", {next})) fenced=")), "{d}");
+    let elsewhere = datagram(next, packet::EXPELLED, |b| {
+        packet::encode_expelled(b, view + 7, other_ring, None)
+    });
+    inject(&mut net, next, &[site], &elsewhere);
+    net.run_for(Duration::from_millis(500));
+    for i in [site, passer] {
+        assert!(
+            !expelled(&net, i),
+            "member {i}: {}",
+            net.nodes[i].describe()
+        );
+        assert_eq!(net.nodes[i].info().members.len(), 2, "member {i}");
+    }
+}
+
+/// EXPELLED names the sender's ring's lineage and the ACK it answers; a body without them (8
+/// bytes, as before lineages) is malformed, counted and dropped, and expels nobody.
+#[test]
+fn an_expelled_without_a_lineage_is_malformed() {
+    let mut net = ring(3);
+    let (site, passer, _) = roles(&net);
+    let (_, _, view) = position(&net, site);
+    let before = net.nodes[site].counters().malformed_dropped;
+    let short = datagram(passer, packet::EXPELLED, |b| {
+        b.extend_from_slice(&(view + 1).to_be_bytes())
+    });
+    inject(&mut net, passer, &[site], &short);
+    assert_eq!(net.nodes[site].counters().malformed_dropped, before + 1);
+    assert!(!expelled(&net, site));
+}
+
+/// A member that started over (expelled, or merging into another ring) takes no New List
+/// admitting it into a view of a ring it already held: that New List admitted an earlier
+/// incarnation of it (a retransmission, or the answer to a join it sent then), and taken, the
+/// joiner went on from an old view while the ring was far ahead (formation sweep ring seed
+/// 22249, batched 33295). An admission into a newer view of that ring is taken.
+#[test]
+fn a_joiner_takes_no_admission_into_a_view_of_a_ring_it_held() {
+    let mut net = ring(3);
+    let (site, _, _) = roles(&net);
+    let j = (0..3).find(|&i| i != site).unwrap();
+    let (num, end, view) = position(&net, j);
+    let l = lineage(&net, j);
+    net.nodes[j].rejoin(net.now, None).unwrap();
+    assert_eq!(described(&net, j, "member"), "false");
+    for (view_id, taken) in [(view, false), (view - 1, false), (view + 1, true)] {
+        let members = vec![NodeId(site as u32), NodeId(j as u32)];
+        let ack = Ack {
+            num,
+            view: view_id - 1,
+            first_ts: end,
+            next_site: NodeId(j as u32),
+            idle: 0,
+            ring: packet::ring_digest(&[NodeId(site as u32)]),
+            lineage: l,
+            body: AckBody::NewList(NewList {
+                view_id,
+                next_sseq: vec![0; 2],
+                members,
+                joined: vec![NodeId(j as u32)],
+                left: None,
+                lock_op: None,
+                locks: vec![],
+                clients: vec![],
+                unicast_only: vec![],
+            }),
+        };
+        let admission = datagram(site, packet::ACK, |b| ack.encode(b));
+        let now = net.now;
+        net.nodes[j].handle_datagram(now, NodeId(site as u32), &admission);
+        assert_eq!(
+            described(&net, j, "member") == "true",
+            taken,
+            "view {view_id} (held {view})"
+        );
     }
 }
