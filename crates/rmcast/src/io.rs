@@ -1490,6 +1490,8 @@ fn own_loss(
 
 /// Move the engine's events to the application while the event queue has room.
 fn drain_events(g: &mut GroupState, shared: &NodeShared, origin: Instant) -> bool {
+    // The application is woken once for what this call queues, not once per event.
+    let _batch = crate::block::WakeBatch::open();
     let mut progress = false;
     // The clock is read when the first completion of this call is seen, not at the start of
     // the loop's turn: a send submitted and completed in one turn still shows its time.
