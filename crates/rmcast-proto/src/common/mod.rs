@@ -1,5 +1,5 @@
 //! What engines share: the history buffer, group naming, payload digests, RTT estimation,
-//! window flow control, failure detection, fragmentation and bounded reassembly, datagrams cut into parts and put together again, gap (NACK)
+//! window flow control, failure detection, fragmentation and bounded reassembly, datagrams cut into parts and put together again, a pool of received packets' buffers, gap (NACK)
 //! tracking, the view codec, the shell every engine runs in (header filter, bounded queues), the engines' seeded RNG and the earliest of named deadlines.
 
 pub mod failure;
@@ -8,6 +8,7 @@ pub mod gaps;
 pub mod group;
 pub mod history;
 pub mod parts;
+pub mod pool;
 pub mod replay;
 pub mod rng;
 pub mod rtt;
@@ -22,6 +23,7 @@ pub use gaps::GapTracker;
 pub use group::{group_id, multicast_endpoint, payload_hash};
 pub use history::{HistoryBuffer, OutOfWindow};
 pub use parts::{PartsIn, PartsOut};
+pub use pool::PacketPool;
 pub use replay::{Replay, ReplayWindow};
 pub use rng::SplitMix64;
 pub use rtt::RttEstimator;

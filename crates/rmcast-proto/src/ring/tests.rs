@@ -1284,3 +1284,57 @@ fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
         "data packets allocated anew after the first"
     );
 }
+
+/// A receiver's copies of data packets go back to its pool once every message in them is
+/// stable and delivered (and the deliveries dropped), for the next packets: a fresh
+/// allocation each, freed in order, made the allocator give pages back and fault them in
+/// again. What the pool keeps stays within its bound.
+#[test]
+fn received_data_packets_go_back_to_the_pool() {
+    let ring = |role, id| {
+        let p = EngineParams {
+            role,
+            group: 7,
+            me: NodeId(id),
+            max_datagram_bytes: wire::MAX_DATAGRAM_LEN,
+            now: Time::ZERO,
+            seed: u64::from(id),
+            settings: &EngineSettings::default(),
+        };
+        let cfg = super::Config {
+            window_initial_bytes: 1 << 20,
+            ..super::Config::default()
+        };
+        Box::new(super::Ring::with_config(&p, cfg))
+    };
+    let mut net = crate::testnet::Net::<super::Ring>::with(());
+    net.add(ring(Role::Create, 0));
+    let mut joiner = ring(Role::Join, 1);
+    joiner.handle_timeout(net.now);
+    net.add(joiner);
+    net.run_for(Duration::from_millis(200));
+    assert!(matches!(net.events[1].last(), Some(Event::View(v)) if v.members.len() == 2));
+    let msg = Bytes::from(vec![7u8; 1024]);
+    for _ in 0..10 {
+        // 32 messages at once go as one data packet of 32 KiB.
+        for _ in 0..32 {
+            let now = net.now;
+            net.nodes[0]
+                .submit(now, msg.clone(), Qos::TotallyOrdered)
+                .expect("within the window");
+        }
+        net.run_for(Duration::from_millis(50));
+        // The application took its deliveries.
+        net.events.iter_mut().for_each(Vec::clear);
+    }
+    net.run_for(Duration::from_millis(200));
+    net.events.iter_mut().for_each(Vec::clear);
+    let receiver = &net.nodes[1];
+    assert_eq!(receiver.order.data.len(), 0, "everything was ordered");
+    assert!(
+        receiver.pool.spare_bytes() >= 32 * 1024,
+        "the receiver's packet buffers came back: {} bytes",
+        receiver.pool.spare_bytes()
+    );
+    assert!(receiver.pool.spare_bytes() <= super::engine::POOL_BYTES);
+}
