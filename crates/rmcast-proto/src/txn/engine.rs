@@ -912,7 +912,8 @@ impl Txn {
             f.goback_at = now + self.rtt.base_rto();
             self.extra.go_backs += 1;
         }
-        if progress {
+        // While opening the timer waits for the open's decision (see `forward_timeout`).
+        if progress && !matches!(f.phase, Phase::Opening { .. }) {
             f.tries = 0;
             f.rto_at = Some(now + self.rtt.base_rto());
         }
@@ -1010,6 +1011,16 @@ impl Txn {
                 }
                 self.send_first(txn);
             }
+            // No status requests while opening: the FIRST's repeats ask for the answers, and
+            // the retransmission timer starts once the open is decided. A request multicast
+            // every round trip of an open was answered by every receiver already in the set;
+            // at 10,000 receivers, 16 of them a transaction, each with 10,000 answers, while
+            // the open's own answers were still coming in. (Data sent meanwhile arms the
+            // timer; disarmed here, it is armed again at the decision.)
+            if let Some(f) = self.forwards.get_mut(&txn) {
+                f.rto_at = None;
+            }
+            return;
         }
         let Some(f) = self.forwards.get_mut(&txn) else {
             return;

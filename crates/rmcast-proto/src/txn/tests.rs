@@ -593,11 +593,19 @@ fn a_backoff_longer_than_the_open_timer_is_scaled_to_half_of_it_and_every_receiv
     // What each FIRST announces: set size x unit, the receivers' BACKOFF_TIME.
     let announced = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let seen = announced.clone();
+    // The flags of the source's CNTLs: none is a status request sent while opening.
+    let cntls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let cntl_seen = cntls.clone();
     net.drop = Some(Box::new(move |c| {
         if c.ptype == pk::FIRST && c.to == 1 {
             let f = pk::decode_first(c.body).unwrap();
             seen.borrow_mut()
                 .push(u64::from(f.set_size) * u64::from(f.backoff_unit_us));
+        }
+        if c.ptype == pk::CNTL && c.from == 0 && c.to == 1 {
+            cntl_seen
+                .borrow_mut()
+                .push(pk::decode_cntl(c.body).unwrap().0.flags);
         }
         false
     }));
@@ -624,6 +632,46 @@ fn a_backoff_longer_than_the_open_timer_is_scaled_to_half_of_it_and_every_receiv
     // The FIRST was repeated at most every quarter of that backoff, not every round trip.
     let firsts = net.sent.iter().filter(|s| s.ptype == pk::FIRST).count();
     assert!(firsts <= 6, "{firsts} FIRSTs");
+    // Nothing lost: the one CNTL is the deliver-to; no status requests went to the group
+    // while the answers came in over the backoff.
+    let cntls = cntls.borrow();
+    assert!(
+        cntls.iter().all(|f| f & pk::CNTL_DELIVER_TO != 0),
+        "CNTL flags {cntls:?}"
+    );
+}
+
+#[test]
+fn no_status_requests_go_to_the_group_while_the_open_gathers_its_answers() {
+    // 3 receivers answer over 900 ms of backoff, far apart: the source's retransmission
+    // timer must wait for the open's decision rather than ask the group every round trip.
+    let mut net = Net::new(
+        4,
+        Config {
+            max_receivers: 3,
+            open_timeout: Duration::from_secs(2),
+            backoff_unit: Duration::from_millis(300),
+            ..cfg()
+        },
+    );
+    let cntls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = cntls.clone();
+    net.drop = Some(Box::new(move |c| {
+        if c.ptype == pk::CNTL && c.from == 0 && c.to == 1 {
+            seen.borrow_mut()
+                .push((c.at, pk::decode_cntl(c.body).unwrap().0.flags));
+        }
+        false
+    }));
+    let m = net.submit(0, b"x");
+    net.run_for(3000 * MS);
+    assert!(net.completed(0, m));
+    let cntls = cntls.borrow();
+    assert!(!cntls.is_empty());
+    assert!(
+        cntls.iter().all(|(_, f)| f & pk::CNTL_DELIVER_TO != 0),
+        "status requests while opening: {cntls:?}"
+    );
 }
 
 #[test]
