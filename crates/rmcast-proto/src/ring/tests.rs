@@ -1219,13 +1219,10 @@ unsafe impl std::alloc::GlobalAlloc for CountLarge {
 #[global_allocator]
 static COUNT_LARGE: CountLarge = CountLarge;
 
-/// A sender's data packets are written into the buffers the runtime hands back, not into a
-/// new allocation each: allocating each anew (growing it by doubling, up to 64 KiB) and freeing
-/// the last one made the allocator return pages to the system and fault them in again, the
-/// sending thread's largest cost at 1 KiB. What the ring keeps for reuse stays within its
-/// bound.
-#[test]
-fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
+/// A formed ring of two whose datagrams may be as large as UDP takes, with a window that holds
+/// every message the buffer tests send (member 1 never receives member 0's data there, so
+/// none is ordered). A ring of one sends no data packets.
+fn formed_pair_with_large_datagrams() -> crate::testnet::Net<super::Ring> {
     let ring = |role, id| {
         let p = EngineParams {
             role,
@@ -1236,16 +1233,12 @@ fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
             seed: u64::from(id),
             settings: &EngineSettings::default(),
         };
-        // A window that holds every message sent here: none is ordered, as member 1 never
-        // receives member 0's data.
         let cfg = super::Config {
             window_initial_bytes: 1 << 20,
             ..super::Config::default()
         };
         Box::new(super::Ring::with_config(&p, cfg))
     };
-    // A ring of two (a ring of one sends no data packets); then member 0's datagrams are
-    // taken here, as the runtime takes them.
     let mut net = crate::testnet::Net::<super::Ring>::with(());
     net.add(ring(Role::Create, 0));
     let mut joiner = ring(Role::Join, 1);
@@ -1253,6 +1246,18 @@ fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
     net.add(joiner);
     net.run_for(Duration::from_millis(200));
     assert!(matches!(net.events[1].last(), Some(Event::View(v)) if v.members.len() == 2));
+    net
+}
+
+/// A sender's data packets are written into the buffers the runtime hands back, not into a
+/// new allocation each: allocating each anew (growing it by doubling, up to 64 KiB) and freeing
+/// the last one made the allocator return pages to the system and fault them in again, the
+/// sending thread's largest cost at 1 KiB. What the ring keeps for reuse stays within its
+/// bound.
+#[test]
+fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
+    // Member 0's datagrams are taken here, as the runtime takes them.
+    let mut net = formed_pair_with_large_datagrams();
     let ring = &mut net.nodes[0];
     let now = net.now;
     let msg = Bytes::from(vec![7u8; 1024]);
@@ -1291,29 +1296,7 @@ fn data_packets_reuse_the_buffers_handed_back_within_a_bound() {
 /// again. What the pool keeps stays within its bound.
 #[test]
 fn received_data_packets_go_back_to_the_pool() {
-    let ring = |role, id| {
-        let p = EngineParams {
-            role,
-            group: 7,
-            me: NodeId(id),
-            max_datagram_bytes: wire::MAX_DATAGRAM_LEN,
-            now: Time::ZERO,
-            seed: u64::from(id),
-            settings: &EngineSettings::default(),
-        };
-        let cfg = super::Config {
-            window_initial_bytes: 1 << 20,
-            ..super::Config::default()
-        };
-        Box::new(super::Ring::with_config(&p, cfg))
-    };
-    let mut net = crate::testnet::Net::<super::Ring>::with(());
-    net.add(ring(Role::Create, 0));
-    let mut joiner = ring(Role::Join, 1);
-    joiner.handle_timeout(net.now);
-    net.add(joiner);
-    net.run_for(Duration::from_millis(200));
-    assert!(matches!(net.events[1].last(), Some(Event::View(v)) if v.members.len() == 2));
+    let mut net = formed_pair_with_large_datagrams();
     let msg = Bytes::from(vec![7u8; 1024]);
     for _ in 0..10 {
         // 32 messages at once go as one data packet of 32 KiB.
